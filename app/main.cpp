@@ -1,0 +1,29 @@
+// clustersim: one binary, one subcommand per capability. A subcommand exists only once it works.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "topo_command.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"clustersim: discrete-event simulator and capacity planner for LLM training and inference clusters"};
+  app.set_version_flag("--version", std::string("clustersim ") + CLUSTERSIM_VERSION);
+  app.require_subcommand(1);
+  cs::app::add_topo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const cs::InputError& e) {
+    std::cerr << "clustersim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "clustersim: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

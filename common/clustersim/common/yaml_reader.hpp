@@ -1,0 +1,253 @@
+// The YAML reading layer that every loader uses.
+//
+// A Node is a YAML value that knows where it came from (file, line, column) and its field path
+// ("topology.fabric.tiers[1].radix"), so every error can say exactly what is wrong and where:
+//   file:line:col: field 'a.b': expected ..., found ...
+// A Map reads the keys of a mapping with typed getters, defaults and validators, and its finish()
+// turns every key that no getter asked for into an "unknown key" error with a "did you mean".
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/common/units.hpp"
+
+namespace cs::yaml {
+
+class Node;
+
+// A parsed YAML file (or string). Guards against hostile input: a size limit on the text and a
+// limit on how many nodes a load may visit (aliases can make a small file expand exponentially).
+class Document : public std::enable_shared_from_this<Document> {
+ public:
+  static constexpr std::size_t kMaxBytes = 64u << 20;      // 64 MiB of YAML text
+  static constexpr std::size_t kMaxVisits = 4'000'000;     // nodes visited by the loaders
+
+  static std::shared_ptr<const Document> load_file(const std::filesystem::path& path);
+  static std::shared_ptr<const Document> load_string(std::string_view text, const std::string& name);
+
+  [[nodiscard]] Node root() const;
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] const std::shared_ptr<const std::string>& name() const { return name_; }
+  void count_visit(const SourceLocation& where) const;
+
+ private:
+  Document(YAML::Node root, std::filesystem::path path, std::string name);
+  static std::shared_ptr<const Document> parse(std::string_view text, std::filesystem::path path, const std::string& name);
+
+  YAML::Node root_;
+  std::filesystem::path path_;  // empty for a string document
+  std::shared_ptr<const std::string> name_;
+  mutable std::size_t visits_ = 0;
+};
+
+// A validator: what the value must be ("a positive integer") and the test.
+template <class T>
+struct Check {
+  std::string expected;
+  std::function<bool(const T&)> ok;
+};
+
+template <class T>
+Check<T> positive() {
+  return {"a positive value", [](const T& v) { return v > T{}; }};
+}
+template <class T>
+Check<T> non_negative() {
+  return {"a value >= 0", [](const T& v) { return !(v < T{}); }};
+}
+template <class T>
+Check<T> at_least(T low, std::string expected) {
+  return {std::move(expected), [low](const T& v) { return !(v < low); }};
+}
+template <class T>
+Check<T> in_range(T low, T high, std::string expected) {
+  return {std::move(expected), [low, high](const T& v) { return !(v < low) && !(high < v); }};
+}
+
+// How a type is read from a scalar; specialised below for numbers, strings, booleans and units.
+template <class T, class Enable = void>
+struct Parse;
+
+class Node {
+ public:
+  Node(std::shared_ptr<const Document> doc, YAML::Node node, std::string field, SourceLocation where);
+
+  [[nodiscard]] const std::string& field() const { return field_; }
+  [[nodiscard]] const SourceLocation& where() const { return where_; }
+  [[nodiscard]] const Document& document() const { return *doc_; }
+  [[nodiscard]] const std::shared_ptr<const Document>& document_ptr() const { return doc_; }
+  // The directory that relative paths in this node are resolved against.
+  [[nodiscard]] std::filesystem::path directory() const;
+
+  [[nodiscard]] bool is_map() const { return node_.IsMap(); }
+  [[nodiscard]] bool is_list() const { return node_.IsSequence(); }
+  [[nodiscard]] bool is_scalar() const { return node_.IsScalar(); }
+  [[nodiscard]] bool is_null() const { return node_.IsNull(); }
+
+  // The scalar's text; fails with "expected <what>" when the node is not a scalar.
+  [[nodiscard]] std::string scalar(std::string_view what = "a single value") const;
+  // "'400Gbps'", "a map", "a list of 3 items", "nothing".
+  [[nodiscard]] std::string describe() const;
+  // The items of a list (fails unless this is a list).
+  [[nodiscard]] std::vector<Node> items() const;
+
+  template <class T>
+  [[nodiscard]] T as() const {
+    return Parse<T>::from(*this);
+  }
+  template <class T>
+  [[nodiscard]] T as(const Check<T>& check) const {
+    T value = Parse<T>::from(*this);
+    if (!check.ok(value)) fail(check.expected);
+    return value;
+  }
+
+  [[noreturn]] void fail(std::string_view expected) const;
+  [[noreturn]] void fail(std::string_view expected, std::string_view found) const;
+  // An error about this node that is not an expected/found mismatch.
+  [[noreturn]] void fail_message(std::string_view message) const;
+
+  [[nodiscard]] const YAML::Node& raw() const { return node_; }
+
+ private:
+  std::shared_ptr<const Document> doc_;
+  YAML::Node node_;
+  std::string field_;
+  SourceLocation where_;
+};
+
+// Strict reader of a mapping.
+class Map {
+ public:
+  explicit Map(const Node& node);
+
+  [[nodiscard]] const Node& node() const { return node_; }
+  [[nodiscard]] bool has(std::string_view key) const;
+  // The value of a key, or nothing when absent. Either way the key becomes known to finish().
+  std::optional<Node> find(std::string_view key);
+  // The value of a key that must be present; `expected` describes it for the message.
+  Node at(std::string_view key, std::string_view expected);
+
+  template <class T>
+  T get(std::string_view key) {
+    return at(key, Parse<T>::expected()).template as<T>();
+  }
+  template <class T>
+  T get(std::string_view key, const Check<T>& check) {
+    return at(key, check.expected).template as<T>(check);
+  }
+  template <class T>
+  T get_or(std::string_view key, T fallback) {
+    auto n = find(key);
+    return n ? n->template as<T>() : fallback;
+  }
+  template <class T>
+  T get_or(std::string_view key, T fallback, const Check<T>& check) {
+    auto n = find(key);
+    return n ? n->template as<T>(check) : fallback;
+  }
+  // Overwrites target only when the key is present (for parts that extend another).
+  template <class T>
+  void read(std::string_view key, T& target) {
+    if (auto n = find(key)) target = n->template as<T>();
+  }
+  template <class T>
+  void read(std::string_view key, T& target, const Check<T>& check) {
+    if (auto n = find(key)) target = n->template as<T>(check);
+  }
+  template <class T>
+  void read(std::string_view key, std::optional<T>& target, const Check<T>& check) {
+    if (auto n = find(key)) target = n->template as<T>(check);
+  }
+
+  // A string that must be one of the options.
+  std::string choice(std::string_view key, const std::vector<std::string>& options);
+  std::string choice_or(std::string_view key, std::string fallback, const std::vector<std::string>& options);
+
+  // The keys present in the mapping, in document order.
+  [[nodiscard]] std::vector<std::string> keys() const;
+
+  // Fails on the first key that no getter asked for, suggesting the nearest known key.
+  void finish() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    SourceLocation key_where;
+    YAML::Node value;
+  };
+  const Entry* entry(std::string_view key) const;
+  Node child(const Entry& e) const;
+
+  Node node_;
+  std::vector<Entry> entries_;
+  std::vector<std::string> known_;
+};
+
+// Checks that a scalar is one of the options; used by Map::choice and by list items.
+std::string parse_choice(const Node& node, const std::vector<std::string>& options);
+
+template <>
+struct Parse<std::string> {
+  static std::string from(const Node& n) { return n.scalar("a string"); }
+  static std::string expected() { return "a string"; }
+};
+
+template <>
+struct Parse<bool> {
+  static bool from(const Node& n);
+  static std::string expected() { return "true or false"; }
+};
+
+template <>
+struct Parse<double> {
+  static double from(const Node& n);
+  static std::string expected() { return "a number"; }
+};
+
+template <>
+struct Parse<std::int64_t> {
+  static std::int64_t from(const Node& n);
+  static std::string expected() { return "an integer"; }
+};
+
+template <class T>
+struct Parse<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, std::int64_t>>> {
+  static T from(const Node& n) {
+    const std::int64_t v = Parse<std::int64_t>::from(n);
+    if (v < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+        (v > 0 && static_cast<std::uint64_t>(v) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))) {
+      n.fail(fmt::format("an integer between {} and {}", std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+    }
+    return static_cast<T>(v);
+  }
+  static std::string expected() { return "an integer"; }
+};
+
+// Quantities with units: "400Gbps", "80GiB", "1.5us", "989TFLOPS".
+std::string quantity_expected(const char* what, const UnitSpelling* units, std::size_t count);
+double parse_quantity(const Node& n, const char* what, const UnitSpelling* units, std::size_t count);
+
+template <class Tag>
+struct Parse<Quantity<Tag>> {
+  using Q = Quantity<Tag>;
+  static Q from(const Node& n) {
+    return Q(parse_quantity(n, UnitTable<Q>::what(), UnitTable<Q>::begin(), UnitTable<Q>::size()));
+  }
+  static std::string expected() {
+    return quantity_expected(UnitTable<Q>::what(), UnitTable<Q>::begin(), UnitTable<Q>::size());
+  }
+};
+
+}  // namespace cs::yaml

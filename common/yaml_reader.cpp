@@ -1,0 +1,262 @@
+#include "clustersim/common/yaml_reader.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/suggest.hpp"
+
+namespace cs::yaml {
+
+namespace {
+
+SourceLocation location_of(const std::shared_ptr<const std::string>& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return {file, 0, 0};
+  return {file, mark.line + 1, mark.column + 1};
+}
+
+std::string child_field(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+}
+
+std::string quote_text(std::string_view text) {
+  constexpr std::size_t kMaxShown = 60;
+  if (text.size() > kMaxShown) return fmt::format("'{}...'", text.substr(0, kMaxShown));
+  return fmt::format("'{}'", text);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Document
+
+Document::Document(YAML::Node root, std::filesystem::path path, std::string name)
+    : root_(std::move(root)), path_(std::move(path)), name_(std::make_shared<const std::string>(std::move(name))) {}
+
+std::shared_ptr<const Document> Document::load_file(const std::filesystem::path& path) {
+  auto display = std::make_shared<const std::string>(path.string());
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(SourceLocation{display}, "no such file");
+  if (std::filesystem::is_directory(path, ec)) throw InputError(SourceLocation{display}, "is a directory, expected a YAML file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxBytes) {
+    throw InputError(SourceLocation{display},
+                     fmt::format("file is {} bytes; YAML inputs are limited to {} bytes", size, kMaxBytes));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(SourceLocation{display}, "cannot be opened for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path, path.string());
+}
+
+std::shared_ptr<const Document> Document::load_string(std::string_view text, const std::string& name) {
+  if (text.size() > kMaxBytes) {
+    throw InputError(SourceLocation{std::make_shared<const std::string>(name)},
+                     fmt::format("input is {} bytes; YAML inputs are limited to {} bytes", text.size(), kMaxBytes));
+  }
+  return parse(text, {}, name);
+}
+
+std::shared_ptr<const Document> Document::parse(std::string_view text, std::filesystem::path path, const std::string& name) {
+  auto display = std::make_shared<const std::string>(name);
+  if (text.find('\0') != std::string_view::npos) {
+    throw InputError(SourceLocation{display}, "malformed YAML: the file contains NUL bytes (is it a binary file?)");
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    throw InputError(location_of(display, e.mark), "malformed YAML: " + e.msg);
+  }
+  return std::shared_ptr<const Document>(new Document(std::move(root), std::move(path), name));
+}
+
+Node Document::root() const {
+  return Node(shared_from_this(), root_, "", location_of(name_, root_.Mark()));
+}
+
+void Document::count_visit(const SourceLocation& where) const {
+  if (++visits_ > kMaxVisits) {
+    throw InputError(where, fmt::format("the document expands to more than {} values (aliases nested too deeply?)",
+                                        kMaxVisits));
+  }
+}
+
+// ---------------------------------------------------------------- Node
+
+Node::Node(std::shared_ptr<const Document> doc, YAML::Node node, std::string field, SourceLocation where)
+    : doc_(std::move(doc)), node_(std::move(node)), field_(std::move(field)), where_(std::move(where)) {
+  doc_->count_visit(where_);
+}
+
+std::filesystem::path Node::directory() const {
+  const auto& p = doc_->path();
+  if (p.empty()) return std::filesystem::current_path();
+  return std::filesystem::absolute(p).parent_path();
+}
+
+std::string Node::scalar(std::string_view what) const {
+  if (!node_.IsScalar()) fail(what);
+  return node_.Scalar();
+}
+
+std::string Node::describe() const {
+  if (!node_.IsDefined() || node_.IsNull()) return "nothing";
+  if (node_.IsScalar()) return quote_text(node_.Scalar());
+  if (node_.IsMap()) return "a map";
+  if (node_.IsSequence()) return fmt::format("a list of {} item{}", node_.size(), node_.size() == 1 ? "" : "s");
+  return "an unreadable value";
+}
+
+std::vector<Node> Node::items() const {
+  if (!node_.IsSequence()) fail("a list");
+  std::vector<Node> out;
+  out.reserve(node_.size());
+  for (std::size_t i = 0; i < node_.size(); ++i) {
+    YAML::Node item = node_[i];
+    SourceLocation loc = location_of(where_.file, item.Mark());
+    if (loc.line == 0) loc = where_;
+    out.emplace_back(doc_, item, fmt::format("{}[{}]", field_, i), loc);
+  }
+  return out;
+}
+
+void Node::fail(std::string_view expected) const { fail(expected, describe()); }
+
+void Node::fail(std::string_view expected, std::string_view found) const {
+  throw InputError(where_, field_.empty() ? std::string("(document)") : field_, std::string(expected), std::string(found));
+}
+
+void Node::fail_message(std::string_view message) const {
+  if (field_.empty()) throw InputError(where_, std::string(message));
+  throw InputError(where_, fmt::format("field '{}': {}", field_, message));
+}
+
+// ---------------------------------------------------------------- Map
+
+Map::Map(const Node& node) : node_(node) {
+  if (!node.is_map()) node.fail("a map of keys and values");
+  for (auto it = node.raw().begin(); it != node.raw().end(); ++it) {
+    const YAML::Node& key = it->first;
+    SourceLocation key_where = location_of(node.where().file, key.Mark());
+    if (!key.IsScalar()) {
+      throw InputError(key_where, child_field(node.field(), "?"), "a plain key", "a complex key");
+    }
+    const std::string k = key.Scalar();
+    for (const auto& e : entries_) {
+      if (e.key == k) {
+        throw InputError(key_where, fmt::format("field '{}': duplicate key (first given at line {})",
+                                                child_field(node.field(), k), e.key_where.line));
+      }
+    }
+    entries_.push_back({k, key_where, it->second});
+  }
+}
+
+const Map::Entry* Map::entry(std::string_view key) const {
+  for (const auto& e : entries_) {
+    if (e.key == key) return &e;
+  }
+  return nullptr;
+}
+
+Node Map::child(const Entry& e) const {
+  SourceLocation where = location_of(node_.where().file, e.value.Mark());
+  if (where.line == 0 || e.value.IsNull()) where = e.key_where;
+  return Node(node_.document_ptr(), e.value, child_field(node_.field(), e.key), where);
+}
+
+bool Map::has(std::string_view key) const { return entry(key) != nullptr; }
+
+std::optional<Node> Map::find(std::string_view key) {
+  if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.emplace_back(key);
+  const Entry* e = entry(key);
+  if (!e) return std::nullopt;
+  return child(*e);
+}
+
+Node Map::at(std::string_view key, std::string_view expected) {
+  auto n = find(key);
+  if (!n) {
+    throw InputError(node_.where(), child_field(node_.field(), key), std::string(expected),
+                     "nothing (the key is missing)");
+  }
+  return *n;
+}
+
+std::string parse_choice(const Node& node, const std::vector<std::string>& options) {
+  const std::string value = node.scalar("one of " + join_alternatives(options));
+  if (std::find(options.begin(), options.end(), value) != options.end()) return value;
+  node.fail("one of " + join_alternatives(options), quote_text(value) + did_you_mean(value, options));
+}
+
+std::string Map::choice(std::string_view key, const std::vector<std::string>& options) {
+  return parse_choice(at(key, "one of " + join_alternatives(options)), options);
+}
+
+std::string Map::choice_or(std::string_view key, std::string fallback, const std::vector<std::string>& options) {
+  auto n = find(key);
+  return n ? parse_choice(*n, options) : fallback;
+}
+
+std::vector<std::string> Map::keys() const {
+  std::vector<std::string> out;
+  for (const auto& e : entries_) out.push_back(e.key);
+  return out;
+}
+
+void Map::finish() const {
+  for (const auto& e : entries_) {
+    if (std::find(known_.begin(), known_.end(), e.key) != known_.end()) continue;
+    throw InputError(e.key_where, child_field(node_.field(), e.key),
+                     "one of the known keys " + join_alternatives(known_),
+                     "unknown key " + quote_text(e.key) + did_you_mean(e.key, known_));
+  }
+}
+
+// ---------------------------------------------------------------- scalars
+
+bool Parse<bool>::from(const Node& n) {
+  const std::string s = n.scalar(expected());
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  n.fail(expected());
+}
+
+double Parse<double>::from(const Node& n) {
+  const std::string s = n.scalar(expected());
+  double v = 0.0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) n.fail("a number");
+  if (!std::isfinite(v)) n.fail("a finite number");
+  return v;
+}
+
+std::int64_t Parse<std::int64_t>::from(const Node& n) {
+  const std::string s = n.scalar(expected());
+  std::int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range) n.fail("an integer of at most 19 digits");
+  if (ec != std::errc() || ptr != s.data() + s.size()) n.fail("an integer");
+  return v;
+}
+
+std::string quantity_expected(const char* what, const UnitSpelling* units, std::size_t count) {
+  return fmt::format("{} with a unit ({})", what, list_units(units, count));
+}
+
+double parse_quantity(const Node& n, const char* what, const UnitSpelling* units, std::size_t count) {
+  const std::string expected = quantity_expected(what, units, count);
+  const std::string s = n.scalar(expected);
+  double v = 0.0;
+  if (parse_quantity_text(s, units, count, v)) return v;
+  double bare = 0.0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), bare);
+  if (ec == std::errc() && ptr == s.data() + s.size()) n.fail(expected, quote_text(s) + " (a bare number: the unit is required)");
+  n.fail(expected);
+}
+
+}  // namespace cs::yaml

@@ -1,0 +1,41 @@
+// GEMM time from a hardware profile.
+//
+//   time = max(t_compute, t_memory) + kernel_launch_overhead
+//   t_compute = 2MNK / (peak[dtype] * max_efficiency[dtype] * q_tile * q_wave * tile_eff * k_eff)
+//   t_memory  = (MK + KN + MN) * bytes(dtype) / (HBM bandwidth * memory_efficiency)
+//
+// q_tile = MN / (ceil(M/tm) tm * ceil(N/tn) tn) is tile quantisation, q_wave = T / (ceil(T/SMs) SMs)
+// with T = ceil(M/tm) ceil(N/tn) tiles is wave quantisation (NVIDIA, "Matrix Multiplication
+// Background User's Guide"), tile_eff = min(1, (tm tn / (tm + tn)) / tile_ridge_intensity) is the
+// lower data reuse of small tiles, and k_eff = K / (K + k_half) the fixed cost of each tile's
+// prologue and epilogue spread over its K loop. The tile is the candidate of that guide's list
+// (256x128, 128x256, 128x128, 128x64, 64x128, 64x64) that gives the shortest time, as cuBLAS's
+// heuristics aim to. max_efficiency, tile_ridge_intensity, k_half and memory_efficiency are the
+// profile's parameters, which calibration fits.
+#pragma once
+
+#include <cstdint>
+
+#include "clustersim/models/hardware_profile.hpp"
+
+namespace cs::models {
+
+struct GemmShape {
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+};
+
+struct GemmEstimate {
+  Seconds time;
+  FlopsPerSec achieved;  // 2MNK / time
+  double efficiency = 0.0;  // achieved / dense peak
+  int tile_m = 0;
+  int tile_n = 0;
+  bool memory_bound = false;
+};
+
+// Throws std::invalid_argument for non-positive dimensions or a dtype the profile lacks.
+GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape shape, Dtype dtype);
+
+}  // namespace cs::models

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds the Release tree and prints the benchmark figures quoted in the README.
+#   scripts/bench.sh [PRESET...]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$root/scripts/setup.sh" build >/dev/null
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+echo
+echo "== topology: load + build, summary (bisection, diameter), routing =="
+"$root/build/release/bin/clustersim-bench-topo" "$@"
+echo
+echo "== clustersim topo h100-clos-16k, whole command (3 runs) =="
+for i in 1 2 3; do
+  /usr/bin/time -f "  wall %e s, peak RSS %M KiB" "$root/build/release/bin/clustersim" topo h100-clos-16k >/dev/null
+done

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs the Debian packages clustersim needs (only those missing), configures with a CMake preset
+# and builds on all cores. `scripts/setup.sh test` also runs the whole test suite.
+#
+#   scripts/setup.sh [build|test] [--preset release|debug]
+#
+# Idempotent: apt-get update runs only when a package is missing; a configured build tree is reused.
+set -euo pipefail
+
+action=build
+preset=release
+while [ $# -gt 0 ]; do
+  case "$1" in
+    build|test) action=$1 ;;
+    --preset) preset=${2:?--preset needs a name (release or debug)}; shift ;;
+    --preset=*) preset=${1#--preset=} ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$1' (expected build, test, --preset NAME)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+packages=(cmake ninja-build g++ git libyaml-cpp-dev libboost-graph-dev libfmt-dev libspdlog-dev
+          nlohmann-json3-dev libeigen3-dev catch2 libcli11-dev)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The CUDA toolkit is optional: when nvcc is not on PATH but installed in the usual place, use it.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"
+
+if [ "$action" = test ]; then
+  ctest --preset "$preset" -j "$(nproc)"
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# run_export.sh CLI: --dot and --graphml write complete files, and no temporary file is left behind.
+set -euo pipefail
+cli=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$cli" topo dgx-h100-superpod --dot "$dir/t.dot" --graphml "$dir/t.graphml" >/dev/null
+head -n 1 "$dir/t.dot" | grep -q '^graph "dgx-h100-superpod" {$'
+tail -n 1 "$dir/t.dot" | grep -q '^}$'
+grep -q '</graphml>' "$dir/t.graphml"
+# 1,016 GPUs appear as nodes in both files.
+[ "$(grep -c 'kind=gpu,' "$dir/t.dot")" -eq 1016 ]
+[ "$(grep -c '<data key="kind">gpu</data>' "$dir/t.graphml")" -eq 1016 ]
+# Nothing but the two outputs: no temporary files.
+[ "$(ls -A "$dir" | wc -l)" -eq 2 ]
+# Writing into a directory that does not exist fails cleanly, with no partial output.
+if "$cli" topo l40s-box --dot "$dir/missing/t.dot" >/dev/null 2>"$dir/err"; then exit 1; fi
+grep -q 'directory .* does not exist' "$dir/err"
+rm -f "$dir/err"
+echo ok

@@ -1,0 +1,125 @@
+#include "clustersim/common/yaml_reader.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "clustersim/common/parts.hpp"
+#include "clustersim/common/suggest.hpp"
+#include "clustersim/models/hardware_profile.hpp"
+#include "clustersim/topology/topology_loader.hpp"
+#include "support.hpp"
+
+using namespace cs;
+using Catch::Contains;
+
+TEST_CASE("malformed YAML names the file, line and column", "[yaml]") {
+  const std::string msg = test::input_error([] { test::parse("a: [1, 2\nb: 3\n", "broken.yaml"); });
+  CHECK_THAT(msg, Catch::StartsWith("broken.yaml:") && Contains("malformed YAML"));
+}
+
+TEST_CASE("binary garbage is rejected as malformed", "[yaml]") {
+  const std::string garbage("\x7f" "ELF\x02\x01\x01\0\0\0", 10);
+  CHECK_THAT(test::input_error([&] { test::parse(garbage, "garbage.bin"); }), Contains("NUL bytes"));
+}
+
+TEST_CASE("an unknown key is an error with a did-you-mean suggestion", "[yaml]") {
+  yaml::Node root = test::parse("tier:\n  radix: 64\n  oversubscriptoin: 2\n");
+  yaml::Map top(root);
+  yaml::Map tier(top.at("tier", "a map"));
+  tier.get<int>("radix");
+  tier.get_or<double>("oversubscription", 1.0);
+  const std::string msg = test::input_error([&] { tier.finish(); });
+  CHECK(msg == "test.yaml:3:3: field 'tier.oversubscriptoin': expected one of the known keys radix or oversubscription, "
+               "found unknown key 'oversubscriptoin' (did you mean 'oversubscription'?)");
+}
+
+TEST_CASE("a wrong type names the field, the expected and the found", "[yaml]") {
+  yaml::Node root = test::parse("hardware:\n  sm_count: many\n");
+  yaml::Map top(root);
+  yaml::Map hw(top.at("hardware", "a map"));
+  CHECK(test::input_error([&] { hw.get<int>("sm_count"); }) ==
+        "test.yaml:2:13: field 'hardware.sm_count': expected an integer, found 'many'");
+  yaml::Node list = test::parse("x: [1, 2]\n");
+  CHECK(test::input_error([&] { yaml::Map(list).get<int>("x"); }) ==
+        "test.yaml:1:4: field 'x': expected an integer, found a list of 2 items");
+}
+
+TEST_CASE("a missing required key points at the map that lacks it", "[yaml]") {
+  yaml::Node root = test::parse("memory:\n  bandwidth: 3TB/s\n");
+  yaml::Map top(root);
+  yaml::Map mem(top.at("memory", "a map"));
+  CHECK(test::input_error([&] { mem.get<Bytes>("capacity"); }) ==
+        "test.yaml:2:3: field 'memory.capacity': expected a size with a unit (B, KB, MB, GB, TB, PB, KiB, MiB, GiB, "
+        "TiB, PiB), found nothing (the key is missing)");
+}
+
+TEST_CASE("validators reject values out of range", "[yaml]") {
+  CHECK(test::input_error([] { yaml::Map(test::parse("n: -3")).get<int>("n", yaml::positive<int>()); }) ==
+        "test.yaml:1:4: field 'n': expected a positive value, found '-3'");
+  CHECK(test::input_error([] { yaml::Map(test::parse("bw: 0GB/s")).get<BytesPerSec>("bw", yaml::positive<BytesPerSec>()); }) ==
+        "test.yaml:1:5: field 'bw': expected a positive value, found '0GB/s'");
+  CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: .nan")).get<double>("x"); }), Contains("expected a"));
+  CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: 99999999999999999999")).get<int>("x"); }),
+             Contains("expected an integer of at most 19 digits"));
+}
+
+TEST_CASE("a choice suggests the nearest option", "[yaml]") {
+  CHECK(test::input_error([] { yaml::Map(test::parse("kind: fat_tree")).choice("kind", {"fat-tree", "rail-optimized"}); }) ==
+        "test.yaml:1:7: field 'kind': expected one of fat-tree or rail-optimized, found 'fat_tree' (did you mean 'fat-tree'?)");
+}
+
+TEST_CASE("duplicate keys are an error", "[yaml]") {
+  CHECK_THAT(test::input_error([] { yaml::Map m(test::parse("a: 1\nb: 2\na: 3\n")); }),
+             Contains("field 'a': duplicate key (first given at line 1)"));
+}
+
+TEST_CASE("aliases that expand exponentially hit the visit limit", "[yaml]") {
+  // Nine levels of nine aliases each: 9^9 = 387 million leaves if expanded.
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 9; ++j) text += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    text += "]\n";
+  }
+  yaml::Node root = test::parse(text);
+  std::function<void(const yaml::Node&)> walk = [&](const yaml::Node& n) {
+    if (n.is_list()) {
+      for (const auto& item : n.items()) walk(item);
+    } else if (n.is_map()) {
+      yaml::Map m(n);
+      for (const auto& k : m.keys()) walk(*m.find(k));
+    }
+  };
+  CHECK_THAT(test::input_error([&] { walk(root); }), Contains("expands to more than"));
+}
+
+TEST_CASE("did-you-mean picks plausible typos only", "[yaml][suggest]") {
+  CHECK(edit_distance("kitten", "sitting") == 3);
+  CHECK(closest_match("radx", {"radix", "planes"}) == "radix");
+  CHECK(closest_match("zzzzzz", {"radix", "planes"}).empty());
+}
+
+TEST_CASE("shipped parts are found by name, unknown names get the list and a suggestion", "[parts]") {
+  CHECK(std::filesystem::exists(resolve_part("h100-sxm5-80gb", "hardware")));
+  const std::string msg = test::input_error([] { resolve_part("h100-sxm5-80g", "hardware"); });
+  CHECK_THAT(msg, Contains("expected a file path or the name of a shipped hardware part (") &&
+                      Contains("found 'h100-sxm5-80g' (did you mean 'h100-sxm5-80gb'?)"));
+}
+
+TEST_CASE("a missing file is reported with the path it was resolved to", "[parts]") {
+  test::TempDir dir;
+  const auto file = dir.write("topo.yaml", "topology:\n  name: t\n  node: missing/node.yaml\n");
+  IncludeStack includes;
+  const std::string msg = test::input_error([&] { topology::load_topology_spec(file, includes); });
+  CHECK_THAT(msg, Contains("topo.yaml:3:9: field 'topology.node': expected a path to an existing YAML file, found "
+                           "'missing/node.yaml' (no such file: ") &&
+                      Contains("missing/node.yaml)"));
+}
+
+TEST_CASE("include cycles are detected and reported with the chain", "[parts]") {
+  test::TempDir dir;
+  dir.write("a.yaml", "topology:\n  extends: b.yaml\n");
+  dir.write("b.yaml", "topology:\n  extends: a.yaml\n");
+  IncludeStack includes;
+  const std::string msg = test::input_error([&] { topology::load_topology_spec(dir.path() / "a.yaml", includes); });
+  CHECK_THAT(msg, Contains("b.yaml:2:12: include cycle: ") && Contains("a.yaml -> ") && Contains("b.yaml -> "));
+}

@@ -1,0 +1,302 @@
+#include "clustersim/topology/fabric.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace cs::topology {
+
+std::string_view to_string(FabricKind k) {
+  switch (k) {
+    case FabricKind::none: return "none";
+    case FabricKind::fat_tree: return "fat-tree";
+    case FabricKind::rail_optimized: return "rail-optimized";
+    case FabricKind::rail_only: return "rail-only";
+  }
+  return "?";
+}
+
+std::string_view to_string(Technology t) { return t == Technology::infiniband ? "infiniband" : "roce"; }
+
+Seconds default_switch_latency(Technology t) {
+  // SWITCH_LATENCY_SOURCES
+  return t == Technology::infiniband ? Seconds(130e-9) : Seconds(700e-9);
+}
+
+Seconds default_cable_latency(Technology) {
+  // Light in fibre travels about 5 ns per metre (refractive index ~1.47); 10 m of cable and the
+  // transceivers' serialisation are taken as 50 ns per hop.
+  return Seconds(50e-9);
+}
+
+void read_fabric(const yaml::Node& node, FabricSpec& spec) {
+  yaml::Map m(node);
+  spec.where = node;
+  if (auto k = m.find("kind")) {
+    const std::string kind = yaml::parse_choice(*k, {"none", "fat-tree", "rail-optimized", "rail-only"});
+    spec.kind = kind == "none"             ? FabricKind::none
+                : kind == "fat-tree"       ? FabricKind::fat_tree
+                : kind == "rail-optimized" ? FabricKind::rail_optimized
+                                           : FabricKind::rail_only;
+  }
+  if (auto t = m.find("technology")) {
+    spec.technology = yaml::parse_choice(*t, {"infiniband", "roce"}) == "roce" ? Technology::roce : Technology::infiniband;
+  }
+  m.read("scalable_unit", spec.scalable_unit, yaml::in_range(1, 65536, "a number of nodes from 1 to 65536"));
+  m.read("planes", spec.planes, yaml::in_range(1, 8, "1 to 8 planes"));
+  m.read("link_bandwidth", spec.link_bandwidth, yaml::positive<BytesPerSec>());
+  m.read("switch_latency", spec.switch_latency, yaml::non_negative<Seconds>());
+  m.read("cable_latency", spec.cable_latency, yaml::non_negative<Seconds>());
+  if (auto tiers = m.find("tiers")) {
+    spec.tiers.clear();
+    for (const yaml::Node& item : tiers->items()) {
+      yaml::Map t(item);
+      TierSpec tier;
+      tier.radix = t.get<int>("radix", yaml::in_range(2, 4096, "a switch radix from 2 to 4096 ports"));
+      tier.oversubscription = t.get_or<double>(
+          "oversubscription", 1.0, yaml::in_range(1.0, 64.0, "a down:up ratio from 1 to 64"));
+      t.finish();
+      spec.tiers.push_back(tier);
+    }
+    if (spec.tiers.empty() || spec.tiers.size() > 3) tiers->fail("a list of 1 to 3 tiers (leaf, spine, core)");
+  }
+  m.finish();
+}
+
+namespace {
+
+// The smallest divisor of n that is at least `at_least`, or 0 when there is none.
+int smallest_divisor_at_least(int n, int at_least) {
+  for (int d = std::max(1, at_least); d <= n; ++d) {
+    if (n % d == 0) return d;
+  }
+  return 0;
+}
+
+int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
+
+class Builder {
+ public:
+  Builder(const FabricSpec& spec, Topology& topo) : spec_(spec), topo_(topo) {
+    switch_latency_ = spec.switch_latency.value_or(default_switch_latency(spec.technology));
+    cable_latency_ = spec.cable_latency.value_or(default_cable_latency(spec.technology));
+    link_kind_ = spec.technology == Technology::infiniband ? LinkKind::infiniband : LinkKind::ethernet;
+  }
+
+  [[noreturn]] void fail(const std::string& message) const {
+    if (spec_.where) spec_.where->fail_message(message);
+    throw InputError(message);
+  }
+
+  void build(const std::vector<std::vector<NicPort>>& ports_by_node) {
+    if (spec_.tiers.empty()) fail("a fabric needs 'tiers' (a list of 1 to 3 tiers with their radix)");
+    for (int plane = 0; plane < spec_.planes; ++plane) build_plane(plane, ports_by_node);
+  }
+
+ private:
+  struct Endpoint {
+    int node;
+    NicPort port;
+  };
+  struct LeafGroup {
+    std::vector<Endpoint> endpoints;
+    int unit = -1;
+    int rail = -1;
+  };
+
+  std::string prefix(int plane, int set) const {
+    std::string p = spec_.planes > 1 ? fmt::format("p{}.", plane) : std::string();
+    if (spec_.kind == FabricKind::rail_only) p += fmt::format("r{}.", set);
+    return p;
+  }
+
+  Vertex add_switch(DeviceKind kind, int tier, int plane, int unit, int rail, std::string name) {
+    Device d;
+    d.name = std::move(name);
+    d.kind = kind;
+    d.tier = tier;
+    d.plane = plane;
+    d.unit = unit;
+    d.rail = rail;
+    d.latency = switch_latency_;
+    return topo_.add_device(std::move(d));
+  }
+
+  void connect(Vertex lower, Vertex upper, int lanes, BytesPerSec per_lane, int tier) {
+    topo_.add_link(lower, upper,
+                   Link{.kind = link_kind_, .bandwidth = per_lane * lanes, .latency = cable_latency_, .lanes = lanes, .tier = tier});
+  }
+
+  void build_plane(int plane, const std::vector<std::vector<NicPort>>& ports_by_node) {
+    std::vector<Endpoint> endpoints;
+    for (std::size_t n = 0; n < ports_by_node.size(); ++n) {
+      for (const NicPort& p : ports_by_node[n]) {
+        if (p.port >= spec_.planes) {
+          fail(fmt::format("every NIC port must attach to a plane: the node's NICs have {} ports but the fabric has {} plane{}",
+                           p.port + 1, spec_.planes, spec_.planes == 1 ? "" : "s"));
+        }
+        if (p.port == plane) endpoints.push_back({static_cast<int>(n), p});
+      }
+    }
+    if (endpoints.empty()) fail(fmt::format("plane {} has no NIC ports to connect (do the nodes have NICs with {} ports?)", plane, spec_.planes));
+    if (!link_bandwidth_) {
+      BytesPerSec fastest;
+      for (const auto& e : endpoints) fastest = std::max(fastest, e.port.rate);
+      link_bandwidth_ = spec_.link_bandwidth.value_or(fastest);
+    }
+
+    const TierSpec& leaf = spec_.tiers[0];
+    std::vector<LeafGroup> groups;
+    int down = 0, up = 0;
+    if (spec_.kind == FabricKind::fat_tree) {
+      up = static_cast<int>(std::floor(leaf.radix / (leaf.oversubscription + 1.0)));
+      down = static_cast<int>(std::lround(up * leaf.oversubscription));
+      if (spec_.tiers.size() == 1) {
+        down = leaf.radix;
+        up = 0;
+      }
+      if (down < 1) fail(fmt::format("leaf radix {} leaves no down ports at oversubscription {}", leaf.radix, leaf.oversubscription));
+      for (std::size_t i = 0; i < endpoints.size(); i += static_cast<std::size_t>(down)) {
+        LeafGroup g;
+        g.unit = static_cast<int>(i / static_cast<std::size_t>(down));
+        for (std::size_t j = i; j < std::min(endpoints.size(), i + static_cast<std::size_t>(down)); ++j) g.endpoints.push_back(endpoints[j]);
+        groups.push_back(std::move(g));
+      }
+    } else {
+      if (spec_.scalable_unit <= 0) fail(fmt::format("a {} fabric needs 'scalable_unit' (nodes per scalable unit)", to_string(spec_.kind)));
+      std::map<std::pair<int, int>, LeafGroup> by_unit_rail;
+      for (const auto& e : endpoints) {
+        const int unit = e.node / spec_.scalable_unit;
+        LeafGroup& g = by_unit_rail[{unit, e.port.rail}];
+        g.unit = unit;
+        g.rail = e.port.rail;
+        g.endpoints.push_back(e);
+      }
+      for (auto& [key, g] : by_unit_rail) {
+        down = std::max(down, static_cast<int>(g.endpoints.size()));
+        groups.push_back(std::move(g));
+      }
+      // Every leaf is sized for a full SU, so a partial last SU still gets full-SU uplinks.
+      const int per_rail_per_node = ceil_div(down, std::min<int>(spec_.scalable_unit, static_cast<int>(ports_by_node.size())));
+      down = std::max(down, per_rail_per_node * std::min<int>(spec_.scalable_unit, static_cast<int>(ports_by_node.size())));
+      up = spec_.tiers.size() == 1 ? 0 : static_cast<int>(std::ceil(down / leaf.oversubscription));
+      if (down + up > leaf.radix) {
+        fail(fmt::format("a leaf serves {} NIC ports of one rail in a scalable unit and needs {} uplinks at {}:1, "
+                         "{} ports in all, more than its radix {}",
+                         down, up, leaf.oversubscription, down + up, leaf.radix));
+      }
+    }
+
+    // Leaf sets that share upper tiers: all leaves, or (rail-only) the leaves of one rail.
+    std::map<int, std::vector<std::size_t>> sets;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      sets[spec_.kind == FabricKind::rail_only ? groups[i].rail : 0].push_back(i);
+    }
+    for (const auto& [set, members] : sets) {
+      const std::string pre = prefix(plane, set);
+      std::vector<Vertex> leaves;
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        const LeafGroup& g = groups[members[k]];
+        const Vertex v = add_switch(DeviceKind::leaf, 1, plane, g.unit, g.rail, fmt::format("{}leaf{}", pre, k));
+        for (const Endpoint& e : g.endpoints) {
+          topo_.add_link(e.port.nic, v, Link{.kind = link_kind_, .bandwidth = e.port.rate, .latency = cable_latency_, .tier = 0});
+        }
+        leaves.push_back(v);
+      }
+      if (spec_.tiers.size() == 1) {
+        if (leaves.size() > 1) {
+          fail(fmt::format("one tier of radix {} cannot join {} leaves: add a spine tier", leaf.radix, leaves.size()));
+        }
+        continue;
+      }
+      if (spec_.tiers.size() == 2) {
+        build_two_tier(plane, pre, leaves, up);
+      } else {
+        build_three_tier(plane, pre, leaves, up);
+      }
+    }
+  }
+
+  void build_two_tier(int plane, const std::string& pre, const std::vector<Vertex>& leaves, int up) {
+    const int radix = spec_.tiers[1].radix;
+    if (spec_.tiers[1].oversubscription != 1.0) fail("the top tier has no uplinks: its oversubscription must be 1");
+    const int needed = ceil_div(static_cast<long long>(leaves.size()) * up, radix);
+    const int spines = smallest_divisor_at_least(up, needed);
+    if (spines == 0) {
+      fail(fmt::format("{} leaves with {} uplinks each need more than {} spines of radix {}; a 2-tier fabric of this radix "
+                       "joins at most {} leaves: add a core tier",
+                       leaves.size(), up, up, radix, radix));
+    }
+    const int lanes = up / spines;
+    std::vector<Vertex> spine(static_cast<std::size_t>(spines));
+    for (int s = 0; s < spines; ++s) spine[static_cast<std::size_t>(s)] = add_switch(DeviceKind::spine, 2, plane, -1, -1, fmt::format("{}spine{}", pre, s));
+    for (Vertex l : leaves) {
+      for (Vertex s : spine) connect(l, s, lanes, *link_bandwidth_, 1);
+    }
+  }
+
+  void build_three_tier(int plane, const std::string& pre, const std::vector<Vertex>& leaves, int up) {
+    const TierSpec& mid = spec_.tiers[1];
+    const TierSpec& top = spec_.tiers[2];
+    if (top.oversubscription != 1.0) fail("the top tier has no uplinks: its oversubscription must be 1");
+    const int mid_up = static_cast<int>(std::floor(mid.radix / (mid.oversubscription + 1.0)));
+    const int mid_down = static_cast<int>(std::lround(mid_up * mid.oversubscription));
+    if (mid_up < 1 || mid_down < 1) fail(fmt::format("spine radix {} cannot be split {}:1 into down and up ports", mid.radix, mid.oversubscription));
+    // Each leaf has one cable to each of the `up` spines of its pod; a pod holds mid_down leaves.
+    const int per_pod = mid_down;
+    const int pods = ceil_div(static_cast<long long>(leaves.size()), per_pod);
+    const int needed = ceil_div(static_cast<long long>(pods) * mid_up, top.radix);
+    const int cores_per_group = smallest_divisor_at_least(mid_up, needed);
+    if (cores_per_group == 0) {
+      fail(fmt::format("{} pods need more core ports than cores of radix {} offer; a 3-tier fabric of these radixes joins at most {} pods",
+                       pods, top.radix, top.radix));
+    }
+    const int core_lanes = mid_up / cores_per_group;
+    // Core group a serves spine a of every pod (the k-ary fat-tree wiring of Al-Fares et al. 2008).
+    std::vector<std::vector<Vertex>> cores(static_cast<std::size_t>(up));
+    int core_index = 0;
+    for (int a = 0; a < up; ++a) {
+      for (int c = 0; c < cores_per_group; ++c) {
+        cores[static_cast<std::size_t>(a)].push_back(add_switch(DeviceKind::core, 3, plane, -1, -1, fmt::format("{}core{}", pre, core_index++)));
+      }
+    }
+    int spine_index = 0;
+    for (int pod = 0; pod < pods; ++pod) {
+      for (int a = 0; a < up; ++a) {
+        const Vertex s = add_switch(DeviceKind::spine, 2, plane, pod, -1, fmt::format("{}spine{}", pre, spine_index++));
+        for (int l = pod * per_pod; l < std::min<int>(static_cast<int>(leaves.size()), (pod + 1) * per_pod); ++l) {
+          connect(leaves[static_cast<std::size_t>(l)], s, 1, *link_bandwidth_, 1);
+        }
+        for (Vertex c : cores[static_cast<std::size_t>(a)]) connect(s, c, core_lanes, *link_bandwidth_, 2);
+      }
+    }
+    for (int l = 0; l < static_cast<int>(leaves.size()); ++l) {
+      Device& d = const_cast<Device&>(topo_.device(leaves[static_cast<std::size_t>(l)]));
+      if (spec_.kind == FabricKind::fat_tree) d.unit = l / per_pod;
+    }
+  }
+
+  const FabricSpec& spec_;
+  Topology& topo_;
+  Seconds switch_latency_;
+  Seconds cable_latency_;
+  LinkKind link_kind_;
+  std::optional<BytesPerSec> link_bandwidth_;
+};
+
+}  // namespace
+
+void build_fabric(const FabricSpec& spec, const std::vector<std::vector<NicPort>>& ports_by_node, Topology& topo) {
+  if (spec.kind == FabricKind::none) {
+    if (ports_by_node.size() > 1) {
+      if (spec.where) spec.where->fail_message("fabric kind 'none' joins nothing: a topology of several nodes needs a fabric");
+      throw InputError("a topology of several nodes needs a fabric");
+    }
+    return;
+  }
+  Builder(spec, topo).build(ports_by_node);
+}
+
+}  // namespace cs::topology

@@ -1,0 +1,64 @@
+#include "clustersim/topology/graph.hpp"
+
+#include <cassert>
+
+namespace cs::topology {
+
+std::string_view to_string(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::gpu: return "gpu";
+    case DeviceKind::nvswitch: return "nvswitch";
+    case DeviceKind::pcie_switch: return "pcie_switch";
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::nic: return "nic";
+    case DeviceKind::leaf: return "leaf";
+    case DeviceKind::spine: return "spine";
+    case DeviceKind::core: return "core";
+  }
+  return "?";
+}
+
+std::string_view to_string(LinkKind k) {
+  switch (k) {
+    case LinkKind::nvlink: return "nvlink";
+    case LinkKind::pcie: return "pcie";
+    case LinkKind::socket: return "socket";
+    case LinkKind::c2c: return "c2c";
+    case LinkKind::infiniband: return "infiniband";
+    case LinkKind::ethernet: return "ethernet";
+  }
+  return "?";
+}
+
+bool is_fabric_switch(DeviceKind k) { return k == DeviceKind::leaf || k == DeviceKind::spine || k == DeviceKind::core; }
+bool is_fabric_link(LinkKind k) { return k == LinkKind::infiniband || k == LinkKind::ethernet; }
+
+Vertex Topology::add_device(Device d) {
+  assert(!by_name_.count(d.name) && "device names are unique");
+  const bool gpu = d.kind == DeviceKind::gpu;
+  std::string name = d.name;
+  const Vertex v = boost::add_vertex(std::move(d), graph_);
+  if (gpu) {
+    graph_[v].gpu_rank = static_cast<int>(gpus_.size());
+    gpus_.push_back(v);
+  }
+  by_name_.emplace(std::move(name), v);
+  return v;
+}
+
+Edge Topology::add_link(Vertex a, Vertex b, Link link) {
+  assert(a != b);
+  link.id = next_link_id_++;
+  const Edge forward = boost::add_edge(a, b, link, graph_).first;
+  link.id = next_link_id_++;
+  boost::add_edge(b, a, link, graph_);
+  return forward;
+}
+
+std::optional<Vertex> Topology::find(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace cs::topology

@@ -1,0 +1,213 @@
+#include "clustersim/topology/node_template.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/suggest.hpp"
+
+namespace cs::topology {
+
+namespace {
+
+constexpr int kMaxDevicesPerGroup = 4096;
+
+const std::vector<std::string> kNodeDeviceKinds{"gpu", "nvswitch", "pcie_switch", "cpu", "nic"};
+const std::vector<std::string> kNodeLinkKinds{"nvlink", "pcie", "socket", "c2c"};
+
+DeviceKind parse_device_kind(const std::string& s) {
+  for (DeviceKind k : kAllDeviceKinds) {
+    if (to_string(k) == s) return k;
+  }
+  return DeviceKind::gpu;  // unreachable: s was checked against kNodeDeviceKinds
+}
+
+LinkKind parse_link_kind(const std::string& s) {
+  for (LinkKind k : kAllLinkKinds) {
+    if (to_string(k) == s) return k;
+  }
+  return LinkKind::pcie;
+}
+
+DeviceGroup read_group(const yaml::Node& node) {
+  yaml::Map m(node);
+  DeviceGroup g;
+  g.name = m.get<std::string>("name", yaml::Check<std::string>{"a name of letters and underscores", [](const std::string& s) {
+                                         return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+                                           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+                                         });
+                                       }});
+  g.kind = parse_device_kind(m.choice("kind", kNodeDeviceKinds));
+  g.count = m.get_or<int>("count", 1, yaml::in_range(1, kMaxDevicesPerGroup, fmt::format("a count from 1 to {}", kMaxDevicesPerGroup)));
+  g.latency = m.get_or<Seconds>("latency", Seconds(0), yaml::non_negative<Seconds>());
+  if (g.kind == DeviceKind::nvswitch) g.chips = m.get_or<int>("chips", 1, yaml::positive<int>());
+  if (g.kind == DeviceKind::nic) {
+    g.rate = m.get<BytesPerSec>("rate", yaml::positive<BytesPerSec>());
+    g.ports = m.get_or<int>("ports", 1, yaml::in_range(1, 8, "1 to 8 ports"));
+    g.rails = m.get_or<int>("rails", 0, yaml::positive<int>());
+  }
+  m.finish();
+  return g;
+}
+
+// "gpu" (a whole group) or "cpu1" (one device): the longest group name that prefixes the text.
+LinkEnd read_end(const yaml::Node& node, const std::vector<DeviceGroup>& groups) {
+  const std::string text = node.scalar("a device group name or a device (group name and index)");
+  std::vector<std::string> names;
+  for (const auto& g : groups) names.push_back(g.name);
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    if (text == groups[i].name) return {i, std::nullopt};
+  }
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const std::string& name = groups[i].name;
+    if (text.size() > name.size() && text.compare(0, name.size(), name) == 0) {
+      const std::string digits = text.substr(name.size());
+      if (std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) && digits.size() < 6) {
+        const int index = std::stoi(digits);
+        if (index >= groups[i].count) {
+          node.fail(fmt::format("a device of group '{}' (indices 0 to {})", name, groups[i].count - 1), "'" + text + "'");
+        }
+        return {i, index};
+      }
+    }
+  }
+  node.fail("a device group (" + join_alternatives(names) + ") or one device such as " + names.front() + "0",
+            "'" + text + "'" + did_you_mean(text, names));
+}
+
+}  // namespace
+
+int NodeTemplate::gpus() const {
+  int n = 0;
+  for (const auto& g : groups) {
+    if (g.kind == DeviceKind::gpu) n += g.count;
+  }
+  return n;
+}
+
+int NodeTemplate::nic_ports() const {
+  int n = 0;
+  for (const auto& g : groups) {
+    if (g.kind == DeviceKind::nic) n += g.count * g.ports;
+  }
+  return n;
+}
+
+static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
+  yaml::Map m(node);
+  NodeTemplate t;
+  t.name = m.get<std::string>("name");
+  t.description = m.get_or<std::string>("description", "");
+  t.gpu = models::load_hardware_reference(m.at("gpu", "a hardware profile (name, path or map)"), includes);
+
+  for (const yaml::Node& item : m.at("devices", "a list of device groups").items()) {
+    DeviceGroup g = read_group(item);
+    for (const auto& other : t.groups) {
+      if (other.name == g.name) item.fail("a device group name not used before", "'" + g.name + "' (a second time)");
+    }
+    t.groups.push_back(std::move(g));
+  }
+  if (t.groups.empty()) m.at("devices", "").fail("at least one device group");
+  if (t.gpus() == 0) m.at("devices", "").fail("at least one group of kind gpu");
+  for (const auto& g : t.groups) {
+    for (const auto& h : t.groups) {
+      if (&g != &h && h.name.size() > g.name.size() && h.name.compare(0, g.name.size(), g.name) == 0) {
+        m.at("devices", "").fail(fmt::format("group names of which none is a prefix of another ('{}' and '{}' are)", g.name, h.name));
+      }
+    }
+  }
+
+  if (auto links = m.find("links")) {
+    for (const yaml::Node& item : links->items()) {
+      yaml::Map l(item);
+      LinkGroup lg(item);
+      lg.from = read_end(l.at("from", "a device group or device"), t.groups);
+      lg.to = read_end(l.at("to", "a device group or device"), t.groups);
+      const std::string pattern = l.choice_or("pattern", "all", {"all", "zip", "block"});
+      lg.pattern = pattern == "zip" ? LinkPattern::zip : pattern == "block" ? LinkPattern::block : LinkPattern::all;
+      lg.kind = parse_link_kind(l.choice("kind", kNodeLinkKinds));
+      lg.bandwidth = l.get<BytesPerSec>("bandwidth", yaml::positive<BytesPerSec>());
+      lg.latency = l.get_or<Seconds>("latency", Seconds(0), yaml::non_negative<Seconds>());
+      l.finish();
+      if (lg.from.group == lg.to.group && !(lg.from.index && lg.to.index && *lg.from.index != *lg.to.index)) {
+        item.fail("a link between two different devices (two groups, or two single devices such as cpu0 and cpu1)",
+                  "a link from a group to itself");
+      }
+      const int nf = lg.from.index ? 1 : t.groups[lg.from.group].count;
+      const int nt = lg.to.index ? 1 : t.groups[lg.to.group].count;
+      if (lg.pattern == LinkPattern::zip && nf != nt) {
+        item.fail("pattern zip between groups of equal size", fmt::format("{} and {} devices", nf, nt));
+      }
+      if (lg.pattern == LinkPattern::block && nf < nt) {
+        item.fail("pattern block from the larger group to the smaller", fmt::format("{} to {} devices", nf, nt));
+      }
+      t.links.push_back(std::move(lg));
+    }
+  }
+  m.finish();
+  return t;
+}
+
+NodeTemplate load_node_file(const std::filesystem::path& file, IncludeStack& includes, const SourceLocation& from) {
+  auto guard = includes.enter(file, from);
+  auto doc = yaml::Document::load_file(file);
+  yaml::Map root(doc->root());
+  NodeTemplate t = read_node(root.at("node", "a node template map"), includes);
+  root.finish();
+  return t;
+}
+
+NodeTemplate load_node_reference(const yaml::Node& node, IncludeStack& includes) {
+  if (node.is_map()) return read_node(node, includes);
+  return load_node_file(resolve_part(node, "nodes"), includes, node.where());
+}
+
+std::vector<NicPort> instantiate_node(const NodeTemplate& t, int index, Topology& topo) {
+  // first[g] is the vertex of device 0 of group g; the devices of a group are consecutive.
+  std::vector<Vertex> first(t.groups.size());
+  std::vector<NicPort> ports;
+  for (std::size_t gi = 0; gi < t.groups.size(); ++gi) {
+    const DeviceGroup& g = t.groups[gi];
+    for (int i = 0; i < g.count; ++i) {
+      Device d;
+      d.name = fmt::format("n{}.{}{}", index, g.name, i);
+      d.kind = g.kind;
+      d.node = index;
+      d.local_index = i;
+      d.chips = g.chips;
+      d.latency = g.latency;
+      if (g.kind == DeviceKind::nic) d.rail = i % (g.rails > 0 ? g.rails : g.count);
+      if (g.kind == DeviceKind::gpu) d.model = t.gpu.name;
+      const int rail = d.rail;
+      const Vertex v = topo.add_device(std::move(d));
+      if (i == 0) first[gi] = v;
+      if (g.kind == DeviceKind::nic) {
+        for (int p = 0; p < g.ports; ++p) ports.push_back({v, p, g.rate, rail});
+      }
+    }
+  }
+  for (const LinkGroup& lg : t.links) {
+    const int nf = lg.from.index ? 1 : t.groups[lg.from.group].count;
+    const int nt = lg.to.index ? 1 : t.groups[lg.to.group].count;
+    auto connect = [&](int i, int j) {
+      const Vertex a = first[lg.from.group] + static_cast<Vertex>(lg.from.index.value_or(i));
+      const Vertex b = first[lg.to.group] + static_cast<Vertex>(lg.to.index.value_or(j));
+      topo.add_link(a, b, Link{.kind = lg.kind, .bandwidth = lg.bandwidth, .latency = lg.latency});
+    };
+    switch (lg.pattern) {
+      case LinkPattern::all:
+        for (int i = 0; i < nf; ++i)
+          for (int j = 0; j < nt; ++j) connect(i, j);
+        break;
+      case LinkPattern::zip:
+        for (int i = 0; i < nf; ++i) connect(i, i);
+        break;
+      case LinkPattern::block:
+        for (int i = 0; i < nf; ++i) connect(i, static_cast<int>(static_cast<long long>(i) * nt / nf));
+        break;
+    }
+  }
+  return ports;
+}
+
+}  // namespace cs::topology
