@@ -66,8 +66,11 @@ std::string render_summary(const TopologySummary& s) {
   out += links.render("  ");
   out += "\nbandwidth (one direction)\n";
   TextTable bw({"measure", "value", "how"}, {TextTable::Align::left, TextTable::Align::right, TextTable::Align::left});
-  bw.add_row({"scale-up per GPU", to_string(s.scale_up_per_gpu), "NVLink links of one GPU"});
-  bw.add_row({"injection per GPU", to_string(s.injection_per_gpu), "max flow from a node's GPUs into the fabric / GPUs"});
+  bw.add_row({"scale-up per GPU", s.scale_up_per_gpu.value() > 0 ? to_string(s.scale_up_per_gpu) : "none",
+              s.scale_up_per_gpu.value() > 0 ? "NVLink links of one GPU" : "no NVLink: GPUs talk over PCIe"});
+  if (s.nodes > 1) {
+    bw.add_row({"injection per GPU", to_string(s.injection_per_gpu), "max flow from a node's GPUs into the fabric / GPUs"});
+  }
   bw.add_row({"bisection within a node", to_string(s.node_bisection), "max flow between the GPU halves of node 0"});
   if (s.nodes > 1) bw.add_row({"bisection", to_string(s.bisection), "max flow through the fabric, split: " + s.bisection_split});
   out += bw.render("  ");

@@ -92,6 +92,19 @@ fs::path resolve_part(std::string_view reference, std::string_view kind) {
   return out;
 }
 
+yaml::Node part_body(const yaml::Node& root, std::string_view key) {
+  const std::string expected = fmt::format("a {} file (root key '{}')", key, key);
+  if (!root.is_map()) root.fail(expected);
+  yaml::Map m(root);
+  if (!m.has(key)) {
+    const auto keys = m.keys();
+    if (keys.size() == 1) root.fail(expected, fmt::format("a {} file (root key '{}')", keys.front(), keys.front()));
+  }
+  yaml::Node body = m.at(key, expected);
+  m.finish();
+  return body;
+}
+
 IncludeStack::Guard::Guard(IncludeStack& stack, fs::path file) : stack_(stack) {
   stack_.files_.push_back(std::move(file));
 }

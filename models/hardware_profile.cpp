@@ -105,9 +105,7 @@ HardwareProfile load_hardware_profile(const std::filesystem::path& file, Include
                                       const SourceLocation& from) {
   auto guard = includes.enter(file, from);
   auto doc = yaml::Document::load_file(file);
-  yaml::Map root(doc->root());
-  HardwareProfile hw = read_hardware_profile(root.at("hardware", "a hardware profile map"));
-  root.finish();
+  HardwareProfile hw = read_hardware_profile(part_body(doc->root(), "hardware"));
   hw.file = file;
   return hw;
 }

@@ -29,6 +29,7 @@ std::string TextTable::render(const std::string& indent) const {
       if (c) s += "  ";
       s += align_[c] == Align::right ? pad + cells[c] : cells[c] + (c + 1 < cells.size() ? pad : "");
     }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
     return s + "\n";
   };
   std::string out = line(header_);

@@ -1,0 +1,122 @@
+#include "clustersim/models/gemm_model.hpp"
+#include "clustersim/models/hardware_profile.hpp"
+
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "clustersim/common/parts.hpp"
+#include "support.hpp"
+
+using namespace cs;
+using namespace cs::models;
+using Catch::Contains;
+
+namespace {
+
+HardwareProfile shipped(const std::string& name) {
+  IncludeStack includes;
+  return load_hardware_profile(resolve_part(name, "hardware"), includes);
+}
+
+// A profile from text, with the minimum of fields; `extra` is appended under `hardware:`.
+std::string minimal_profile(const std::string& gemm = "    max_efficiency: {bf16: 0.8}\n") {
+  return "hardware:\n"
+         "  name: T\n"
+         "  architecture: hopper\n"
+         "  sm_count: 132\n"
+         "  boost_clock: 1830MHz\n"
+         "  peak_flops: {bf16: 989TFLOPS}\n"
+         "  memory: {capacity: 80GB, bandwidth: 3.35TB/s}\n"
+         "  pcie: {generation: 5, lanes: 16}\n"
+         "  tdp: 700W\n"
+         "  kernel_launch_overhead: 4us\n"
+         "  gemm:\n" +
+         gemm;
+}
+
+HardwareProfile from_text(const std::string& text) {
+  yaml::Node root = test::parse(text);
+  yaml::Map m(root);
+  return read_hardware_profile(m.at("hardware", "a profile"));
+}
+
+}  // namespace
+
+TEST_CASE("every shipped hardware profile loads", "[hardware]") {
+  const auto names = shipped_part_names("hardware");
+  CHECK(names == std::vector<std::string>{"a100-sxm4-40gb", "a100-sxm4-80gb", "b200-sxm-180gb", "gb200", "h100-sxm5-80gb",
+                                          "h200-sxm-141gb", "h800-sxm5-80gb", "l40s"});
+  for (const auto& name : names) {
+    INFO(name);
+    const HardwareProfile hw = shipped(name);
+    CHECK(hw.supports(Dtype::bf16));
+    CHECK(hw.memory_capacity.value() > 0);
+    for (const auto& [dtype, eff] : hw.gemm.max_efficiency) CHECK((eff > 0 && eff <= 1));
+  }
+}
+
+TEST_CASE("shipped profiles carry the datasheet figures", "[hardware]") {
+  // NVIDIA H100 datasheet (SXM5): 989.4 TFLOP/s dense bf16, 80 GB, 3.35 TB/s, 900 GB/s NVLink both ways.
+  const HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  CHECK(h100.peak(Dtype::bf16).value() == Approx(989.4e12));
+  CHECK(h100.memory_bandwidth.value() == Approx(3.35e12));
+  CHECK(h100.nvlink->bandwidth.value() == Approx(450e9));
+  CHECK(h100.sm_count == 132);
+  // A100 has no fp8; B200 has fp4; L40S has no NVLink.
+  CHECK_FALSE(shipped("a100-sxm4-80gb").supports(Dtype::fp8));
+  CHECK(shipped("b200-sxm-180gb").supports(Dtype::fp4));
+  CHECK_FALSE(shipped("l40s").nvlink.has_value());
+  // H800: H100 compute with NVLink cut to 400 GB/s both ways.
+  CHECK(shipped("h800-sxm5-80gb").nvlink->bandwidth.value() == Approx(200e9));
+}
+
+TEST_CASE("profile errors name the field", "[hardware]") {
+  CHECK_THAT(test::input_error([] { from_text(minimal_profile("    max_efficiency: {bf16: 0.8, fp8: 0.7}\n")); }),
+             Contains("field 'hardware.gemm.max_efficiency.fp8': expected a dtype listed in peak_flops (fp8 is not)"));
+  CHECK_THAT(test::input_error([] { from_text(minimal_profile("    max_efficiency: {bf16: 1.2}\n")); }),
+             Contains("field 'hardware.gemm.max_efficiency.bf16': expected a fraction in (0, 1], found '1.2'"));
+  CHECK_THAT(test::input_error([] { from_text(minimal_profile("    max_efficiency: {bf61: 0.8}\n")); }),
+             Contains("expected a dtype key (fp32, tf32, fp16, bf16, fp8 or fp4), found 'bf61' (did you mean 'bf16'?)"));
+  CHECK_THAT(test::input_error([] { from_text(minimal_profile("    max_efficiency: {}\n")); }),
+             Contains("expected an efficiency for every dtype in peak_flops (bf16 is missing)"));
+  CHECK_THAT(test::input_error([] { from_text(minimal_profile("    max_efficiency: {bf16: 0.8}\n    k_halve: 1\n")); }),
+             Contains("found unknown key 'k_halve' (did you mean 'k_half'?)"));
+}
+
+TEST_CASE("GEMM model: a large square GEMM loses only wave quantisation and the K loop", "[hardware][gemm]") {
+  const HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  const auto e = estimate_gemm(h100, {8192, 8192, 8192}, Dtype::bf16);
+  // Expectations: 256x128 tiles -> 32 x 64 = 2048 tiles, ceil(2048/132) = 16 waves, q_wave = 2048/2112;
+  // q_tile = 1; k_eff = 8192 / (8192 + 128). time = 2 * 8192^3 / (peak * max_eff * q_wave * k_eff) + launch.
+  const double q_wave = 2048.0 / (16 * 132);
+  const double k_eff = 8192.0 / (8192.0 + h100.gemm.k_half);
+  const double t = 2.0 * std::pow(8192.0, 3) / (h100.peak(Dtype::bf16).value() * h100.gemm.max_efficiency.at(Dtype::bf16) * q_wave * k_eff) +
+                   h100.kernel_launch_overhead.value();
+  CHECK(e.time.value() == Approx(t).epsilon(1e-9));
+  CHECK(e.tile_m * e.tile_n == 256 * 128);
+  CHECK_FALSE(e.memory_bound);
+}
+
+TEST_CASE("GEMM model: quantisation, small K and skinny shapes cost efficiency", "[hardware][gemm]") {
+  const HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  const auto eff = [&](std::int64_t m, std::int64_t n, std::int64_t k) { return estimate_gemm(h100, {m, n, k}, Dtype::bf16).efficiency; };
+  // 1536 x 1408 is 12 x 11 = 132 tiles of 128x128: exactly one wave on 132 SMs. One more row needs a
+  // 13th row of tiles (143 tiles, two waves, q_wave = 143/264) or bigger, emptier tiles: about half
+  // the efficiency whichever tile is chosen.
+  CHECK(eff(1537, 1408, 4096) < 0.6 * eff(1536, 1408, 4096));
+  // Small K amortises each tile's fixed cost over fewer steps.
+  CHECK(eff(8192, 8192, 256) < eff(8192, 8192, 8192));
+  // Decode-like GEMV (M = 1) is bound by reading the weights.
+  CHECK(estimate_gemm(h100, {1, 8192, 8192}, Dtype::bf16).memory_bound);
+  // fp8 runs faster than bf16 on the same shape.
+  CHECK(estimate_gemm(h100, {8192, 8192, 8192}, Dtype::fp8).time < estimate_gemm(h100, {8192, 8192, 8192}, Dtype::bf16).time);
+  // Efficiency never exceeds the ceiling.
+  CHECK(eff(16384, 16384, 16384) <= h100.gemm.max_efficiency.at(Dtype::bf16));
+}
+
+TEST_CASE("GEMM model rejects what it cannot estimate", "[hardware][gemm]") {
+  const HardwareProfile a100 = shipped("a100-sxm4-80gb");
+  CHECK_THROWS_WITH(estimate_gemm(a100, {1024, 1024, 1024}, Dtype::fp8), Contains("has no fp8 peak"));
+  CHECK_THROWS_WITH(estimate_gemm(a100, {0, 1024, 1024}, Dtype::bf16), Contains("must be positive"));
+}

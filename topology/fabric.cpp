@@ -167,20 +167,20 @@ class Builder {
     } else {
       if (spec_.scalable_unit <= 0) fail(fmt::format("a {} fabric needs 'scalable_unit' (nodes per scalable unit)", to_string(spec_.kind)));
       std::map<std::pair<int, int>, LeafGroup> by_unit_rail;
+      std::map<std::pair<int, int>, int> per_node_rail;
+      int per_rail_per_node = 0;
       for (const auto& e : endpoints) {
         const int unit = e.node / spec_.scalable_unit;
         LeafGroup& g = by_unit_rail[{unit, e.port.rail}];
         g.unit = unit;
         g.rail = e.port.rail;
         g.endpoints.push_back(e);
+        per_rail_per_node = std::max(per_rail_per_node, ++per_node_rail[{e.node, e.port.rail}]);
       }
-      for (auto& [key, g] : by_unit_rail) {
-        down = std::max(down, static_cast<int>(g.endpoints.size()));
-        groups.push_back(std::move(g));
-      }
-      // Every leaf is sized for a full SU, so a partial last SU still gets full-SU uplinks.
-      const int per_rail_per_node = ceil_div(down, std::min<int>(spec_.scalable_unit, static_cast<int>(ports_by_node.size())));
-      down = std::max(down, per_rail_per_node * std::min<int>(spec_.scalable_unit, static_cast<int>(ports_by_node.size())));
+      for (auto& [key, g] : by_unit_rail) groups.push_back(std::move(g));
+      // Every leaf is provisioned for a full SU, as reference architectures do, so a partial SU
+      // still has full-SU uplinks.
+      down = per_rail_per_node * spec_.scalable_unit;
       up = spec_.tiers.size() == 1 ? 0 : static_cast<int>(std::ceil(down / leaf.oversubscription));
       if (down + up > leaf.radix) {
         fail(fmt::format("a leaf serves {} NIC ports of one rail in a scalable unit and needs {} uplinks at {}:1, "
@@ -196,6 +196,7 @@ class Builder {
     }
     for (const auto& [set, members] : sets) {
       const std::string pre = prefix(plane, set);
+      set_rail_ = spec_.kind == FabricKind::rail_only ? set : -1;
       std::vector<Vertex> leaves;
       for (std::size_t k = 0; k < members.size(); ++k) {
         const LeafGroup& g = groups[members[k]];
@@ -231,7 +232,7 @@ class Builder {
     }
     const int lanes = up / spines;
     std::vector<Vertex> spine(static_cast<std::size_t>(spines));
-    for (int s = 0; s < spines; ++s) spine[static_cast<std::size_t>(s)] = add_switch(DeviceKind::spine, 2, plane, -1, -1, fmt::format("{}spine{}", pre, s));
+    for (int s = 0; s < spines; ++s) spine[static_cast<std::size_t>(s)] = add_switch(DeviceKind::spine, 2, plane, -1, set_rail_, fmt::format("{}spine{}", pre, s));
     for (Vertex l : leaves) {
       for (Vertex s : spine) connect(l, s, lanes, *link_bandwidth_, 1);
     }
@@ -259,13 +260,13 @@ class Builder {
     int core_index = 0;
     for (int a = 0; a < up; ++a) {
       for (int c = 0; c < cores_per_group; ++c) {
-        cores[static_cast<std::size_t>(a)].push_back(add_switch(DeviceKind::core, 3, plane, -1, -1, fmt::format("{}core{}", pre, core_index++)));
+        cores[static_cast<std::size_t>(a)].push_back(add_switch(DeviceKind::core, 3, plane, -1, set_rail_, fmt::format("{}core{}", pre, core_index++)));
       }
     }
     int spine_index = 0;
     for (int pod = 0; pod < pods; ++pod) {
       for (int a = 0; a < up; ++a) {
-        const Vertex s = add_switch(DeviceKind::spine, 2, plane, pod, -1, fmt::format("{}spine{}", pre, spine_index++));
+        const Vertex s = add_switch(DeviceKind::spine, 2, plane, pod, set_rail_, fmt::format("{}spine{}", pre, spine_index++));
         for (int l = pod * per_pod; l < std::min<int>(static_cast<int>(leaves.size()), (pod + 1) * per_pod); ++l) {
           connect(leaves[static_cast<std::size_t>(l)], s, 1, *link_bandwidth_, 1);
         }
@@ -284,6 +285,7 @@ class Builder {
   Seconds cable_latency_;
   LinkKind link_kind_;
   std::optional<BytesPerSec> link_bandwidth_;
+  int set_rail_ = -1;  // rail-only: the rail whose upper tiers are being built
 };
 
 }  // namespace

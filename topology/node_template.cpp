@@ -151,9 +151,7 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
 NodeTemplate load_node_file(const std::filesystem::path& file, IncludeStack& includes, const SourceLocation& from) {
   auto guard = includes.enter(file, from);
   auto doc = yaml::Document::load_file(file);
-  yaml::Map root(doc->root());
-  NodeTemplate t = read_node(root.at("node", "a node template map"), includes);
-  root.finish();
+  NodeTemplate t = read_node(part_body(doc->root(), "node"), includes);
   return t;
 }
 

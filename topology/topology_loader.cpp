@@ -28,10 +28,8 @@ void read_topology(const yaml::Node& node, TopologySpec& spec, IncludeStack& inc
 TopologySpec load_topology_spec(const std::filesystem::path& file, IncludeStack& includes, const SourceLocation& from) {
   auto guard = includes.enter(file, from);
   auto doc = yaml::Document::load_file(file);
-  yaml::Map root(doc->root());
   TopologySpec spec;
-  read_topology(root.at("topology", "a topology map"), spec, includes);
-  root.finish();
+  read_topology(part_body(doc->root(), "topology"), spec, includes);
   return spec;
 }
 
@@ -45,6 +43,11 @@ Topology build_topology(const TopologySpec& spec) {
   }
   if (spec.nodes > 1 && t.nic_ports() == 0) {
     const std::string msg = fmt::format("node template '{}' has no NICs, so {} nodes cannot be joined by a fabric", t.name, spec.nodes);
+    if (spec.nodes_where) spec.nodes_where->fail_message(msg);
+    throw InputError(msg);
+  }
+  if (spec.nodes > 1 && spec.fabric.kind == FabricKind::none) {
+    const std::string msg = fmt::format("{} nodes need a fabric to join them (add a 'fabric:' map)", spec.nodes);
     if (spec.nodes_where) spec.nodes_where->fail_message(msg);
     throw InputError(msg);
   }

@@ -29,6 +29,10 @@ std::filesystem::path resolve_part(const yaml::Node& reference, std::string_view
 // The same for a reference given on the command line (relative to the working directory).
 std::filesystem::path resolve_part(std::string_view reference, std::string_view kind);
 
+// The value under the one root key of a part file (`hardware:`, `node:`, `topology:`). A file of
+// another kind of part is named as such ("found a hardware file").
+yaml::Node part_body(const yaml::Node& root, std::string_view key);
+
 class IncludeStack {
  public:
   class Guard {

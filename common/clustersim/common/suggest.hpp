@@ -7,7 +7,7 @@
 
 namespace cs {
 
-// Levenshtein edit distance.
+// Edit distance counting an adjacent transposition as one edit (optimal string alignment).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
 // The closest candidate when it is close enough to be a plausible typo (distance at most
