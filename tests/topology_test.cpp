@@ -250,7 +250,7 @@ TEST_CASE("topology errors are clear", "[topology][errors]") {
              Contains("field 'topology.nodes': expected at most 262144 GPUs in all, found 125000 (125000 nodes of 8 GPUs are 1000000 GPUs"));
   // Several nodes but no fabric.
   CHECK_THAT(test::input_error([] { from_text("topology:\n  name: x\n  node: dgx-h100\n  nodes: 2\n"); }),
-             Contains("a topology of several nodes needs a fabric"));
+             Contains("test.yaml:4:10: field 'topology.nodes': 2 nodes need a fabric to join them (add a 'fabric:' map)"));
   // A GPU that nothing connects to.
   CHECK_THAT(test::input_error([] {
                from_text("topology:\n  name: x\n  node:\n    name: n\n    gpu: l40s\n    devices:\n"
