@@ -21,22 +21,18 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
-GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
-  if (s.m <= 0 || s.n <= 0 || s.k <= 0) {
-    throw std::invalid_argument(fmt::format("GEMM dimensions must be positive, got {}x{}x{}", s.m, s.n, s.k));
-  }
-  if (!hw.supports(dtype)) {
-    throw std::invalid_argument(fmt::format("{} has no {} peak in its profile", hw.name, to_string(dtype)));
-  }
-  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
-  const double flops = 2.0 * m * n * k;
-  const double peak = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype);
-  const double k_eff = k / (k + hw.gemm.k_half);
-  const double bytes = (m * k + k * n + m * n) * bytes_per_element(dtype);
-  const double t_memory = bytes / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+namespace {
 
-  GemmEstimate best;
-  double best_compute = 0.0;
+struct ShapeFactors {
+  double factor = 0.0;  // q_tile * q_wave * tile_eff of the best tile
+  int tile_m = 0;
+  int tile_n = 0;
+};
+
+// The candidate tile that loses least to quantisation and small-tile inefficiency.
+ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s) {
+  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
+  ShapeFactors best;
   for (const Tile& t : kTiles) {
     const std::int64_t tiles_m = ceil_div(s.m, t.m), tiles_n = ceil_div(s.n, t.n);
     const double q_tile = (m * n) / (static_cast<double>(tiles_m * t.m) * static_cast<double>(tiles_n * t.n));
@@ -45,18 +41,62 @@ GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype) 
     const double q_wave = static_cast<double>(tiles) / static_cast<double>(waves * hw.sm_count);
     const double intensity = static_cast<double>(t.m) * t.n / (t.m + t.n);
     const double tile_eff = std::min(1.0, intensity / hw.gemm.tile_ridge_intensity);
-    const double t_compute = flops / (peak * q_tile * q_wave * tile_eff * k_eff);
-    if (best.tile_m == 0 || t_compute < best_compute) {
-      best_compute = t_compute;
-      best.tile_m = t.m;
-      best.tile_n = t.n;
-    }
+    const double factor = q_tile * q_wave * tile_eff;
+    if (factor > best.factor) best = {factor, t.m, t.n};
   }
-  best.memory_bound = t_memory > best_compute;
-  best.time = Seconds(std::max(best_compute, t_memory) + hw.kernel_launch_overhead.value());
-  best.achieved = FlopsPerSec(flops / best.time.value());
-  best.efficiency = best.achieved / hw.peak(dtype);
   return best;
+}
+
+void check_arguments(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0) {
+    throw std::invalid_argument(fmt::format("GEMM dimensions must be positive, got {}x{}x{}", s.m, s.n, s.k));
+  }
+  if (!hw.supports(dtype)) {
+    throw std::invalid_argument(fmt::format("{} has no {} peak in its profile", hw.name, to_string(dtype)));
+  }
+}
+
+double flops_of(GemmShape s) { return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
+double k_factor(const HardwareProfile& hw, GemmShape s) {
+  const double k = static_cast<double>(s.k);
+  return k / (k + hw.gemm.k_half);
+}
+double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
+  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
+  return (m * k + k * n + m * n) * bytes_per_element(dtype) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+}
+
+}  // namespace
+
+GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
+  check_arguments(hw, s, dtype);
+  const ShapeFactors tile = best_tile(hw, s);
+  const double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype);
+  const double t_compute = flops_of(s) / (ceiling * tile.factor * k_factor(hw, s));
+  const double t_memory = memory_time(hw, s, dtype);
+  GemmEstimate e;
+  e.tile_m = tile.tile_m;
+  e.tile_n = tile.tile_n;
+  e.memory_bound = t_memory > t_compute;
+  e.time = Seconds(std::max(t_compute, t_memory) + hw.kernel_launch_overhead.value());
+  e.achieved = FlopsPerSec(flops_of(s) / e.time.value());
+  e.efficiency = e.achieved / hw.peak(dtype);
+  return e;
+}
+
+double fit_max_efficiency(const HardwareProfile& hw, GemmShape s, Dtype dtype, FlopsPerSec measured) {
+  check_arguments(hw, s, dtype);
+  const double t_kernel = flops_of(s) / measured.value() - hw.kernel_launch_overhead.value();
+  if (t_kernel <= memory_time(hw, s, dtype)) {
+    throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} is memory-bound or faster than launch overhead allows: it cannot fit a compute ceiling",
+                                            s.m, s.n, s.k, to_string(dtype), to_string(measured)));
+  }
+  const double ceiling = flops_of(s) / (t_kernel * best_tile(hw, s).factor * k_factor(hw, s)) / hw.peak(dtype).value();
+  if (ceiling > 1.0) {
+    throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} needs an efficiency ceiling of {:.3f} > 1 in this model",
+                                            s.m, s.n, s.k, to_string(dtype), to_string(measured), ceiling));
+  }
+  return ceiling;
 }
 
 }  // namespace cs::models

@@ -120,3 +120,17 @@ TEST_CASE("GEMM model rejects what it cannot estimate", "[hardware][gemm]") {
   CHECK_THROWS_WITH(estimate_gemm(a100, {1024, 1024, 1024}, Dtype::fp8), Contains("has no fp8 peak"));
   CHECK_THROWS_WITH(estimate_gemm(a100, {0, 1024, 1024}, Dtype::bf16), Contains("must be positive"));
 }
+
+TEST_CASE("fitting the GEMM ceiling recovers it from a measurement", "[hardware][gemm]") {
+  HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  h100.gemm.max_efficiency[Dtype::bf16] = 0.8;
+  for (GemmShape s : {GemmShape{2048, 2048, 13312}, GemmShape{1536, 1408, 4096}, GemmShape{8192, 1024, 512}}) {
+    const auto e = estimate_gemm(h100, s, Dtype::bf16);
+    // Expectation: fit(estimate(ceiling)) = ceiling, whatever the shape's quantisation.
+    CHECK(fit_max_efficiency(h100, s, Dtype::bf16, e.achieved) == Approx(0.8).epsilon(1e-9));
+  }
+  // A GEMV (1 x 8192 x 8192, 134 MB of weights) at 5 TFLOP/s takes 27 us, less than reading its
+  // weights at 0.9 x 3.35 TB/s (44 us): no compute ceiling explains it. A rate above peak needs one > 1.
+  CHECK_THROWS_WITH(fit_max_efficiency(h100, {1, 8192, 8192}, Dtype::bf16, FlopsPerSec(5e12)), Contains("memory-bound"));
+  CHECK_THROWS_WITH(fit_max_efficiency(h100, {8192, 8192, 8192}, Dtype::bf16, FlopsPerSec(1.2e15)), Contains("> 1"));
+}

@@ -38,4 +38,10 @@ struct GemmEstimate {
 // Throws std::invalid_argument for non-positive dimensions or a dtype the profile lacks.
 GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape shape, Dtype dtype);
 
+// The max_efficiency[dtype] with which estimate_gemm reproduces a measured compute-bound GEMM:
+// the measured time less the launch overhead, divided back through the shape's quantisation and
+// K factors. Throws std::invalid_argument when the shape is memory-bound or the measurement is
+// faster than the model allows (a ceiling above 1).
+double fit_max_efficiency(const HardwareProfile& hw, GemmShape shape, Dtype dtype, FlopsPerSec measured);
+
 }  // namespace cs::models
