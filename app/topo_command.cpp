@@ -46,6 +46,14 @@ Vertex parse_device(const Topology& topo, const std::string& text) {
                                topo.device(topo.gpus().front()).name, topo.device(topo.gpus().back()).name, text));
 }
 
+std::string render_assumptions(const std::vector<std::string>& assumptions) {
+  std::string out;
+  if (assumptions.empty()) return out;
+  out += "\ndefaults applied\n";
+  for (const auto& a : assumptions) out += "  - " + a + "\n";
+  return out;
+}
+
 std::string ratio(double r) { return r <= 0 ? "-" : fmt::format("{:.3g}:1", r); }
 
 std::string render_summary(const TopologySummary& s) {
@@ -87,7 +95,7 @@ std::string render_summary(const TopologySummary& s) {
   }
   out += fmt::format("\ndiameter    {} hops between GPUs ({} from {} destination GPUs)\n", s.diameter,
                      s.diameter_exact ? "exact" : "sampled", s.diameter_sources);
-  return out;
+  return out + render_assumptions(s.assumptions);
 }
 
 nlohmann::json summary_json(const TopologySummary& s) {
@@ -114,6 +122,7 @@ nlohmann::json summary_json(const TopologySummary& s) {
   }
   j["diameter_hops"] = s.diameter;
   j["diameter_exact"] = s.diameter_exact;
+  j["defaults_applied"] = s.assumptions;
   return j;
 }
 
@@ -138,7 +147,7 @@ std::string render_path(const Topology& topo, const Router& router, Vertex a, Ve
   for (std::size_t i = 0; i < alternatives.paths.size(); ++i) {
     out += fmt::format("  [{}] {}\n", i, path_line(topo, alternatives.paths[i]));
   }
-  return out;
+  return out + render_assumptions(topo.assumptions);
 }
 
 void run_topo(const TopoOptions& o) {

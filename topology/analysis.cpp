@@ -109,6 +109,7 @@ TopologySummary summarize(const Topology& topo, const Router& router) {
   s.nodes = topo.node_count();
   s.gpus = static_cast<int>(topo.gpus().size());
   s.gpus_per_node = s.nodes > 0 ? s.gpus / s.nodes : 0;
+  s.assumptions = topo.assumptions;
 
   std::map<int, TierSummary> tiers;
   std::vector<int> ports(boost::num_vertices(g), 0);

@@ -54,6 +54,7 @@ struct TopologySummary {
   int diameter = 0;                      // hops between GPUs
   int diameter_sources = 0;              // GPUs the diameter search started from
   bool diameter_exact = true;
+  std::vector<std::string> assumptions;  // defaults applied when the topology was built
 };
 
 inline constexpr int kDiameterSampleNodes = 32;

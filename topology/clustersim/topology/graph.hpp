@@ -87,6 +87,7 @@ class Topology {
   std::string fabric_kind;    // "none", "fat-tree", "rail-optimized", "rail-only"
   std::string technology;     // "infiniband", "roce" or empty
   int fabric_tiers = 0;
+  std::vector<std::string> assumptions;  // defaults the builder applied, for the output to state
 
  private:
   Graph graph_;
