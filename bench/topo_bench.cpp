@@ -2,6 +2,7 @@
 // nothing (speed is measured here, never in tests). Run through scripts/bench.sh.
 //
 //   clustersim-bench-topo [PRESET...]     (default: the shipped SuperPOD and 16k presets)
+// Peak RSS is the process high-water mark so far, so it only grows down the table.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> presets(argv + 1, argv + argc);
   if (presets.empty()) presets = {"dgx-a100-superpod", "dgx-h100-superpod", "h100-clos-16k", "gb200-nvl72-x8"};
   fmt::print("{:<22} {:>8} {:>9} {:>11} {:>10} {:>10} {:>12} {:>10}\n", "preset", "GPUs", "devices", "links", "build s",
-             "summary s", "route/s", "peak MiB");
+             "summary s", "route/s", "peak RSS MiB");
   for (const std::string& name : presets) {
     try {
       auto t0 = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 
 #include "clustersim/common/suggest.hpp"
 
@@ -68,6 +69,9 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    throw InputError(location_of(display, e.mark),
+                     "malformed YAML: nested too deeply (the parser's recursion limit is a few hundred levels)");
   } catch (const YAML::Exception& e) {
     throw InputError(location_of(display, e.mark), "malformed YAML: " + e.msg);
   }
@@ -140,7 +144,7 @@ void Node::fail_message(std::string_view message) const {
 Map::Map(const Node& node) : node_(node) {
   if (!node.is_map()) node.fail("a map of keys and values");
   for (auto it = node.raw().begin(); it != node.raw().end(); ++it) {
-    const YAML::Node& key = it->first;
+    const YAML::Node key = it->first;  // a copy: the iterator hands out a temporary proxy
     SourceLocation key_where = location_of(node.where().file, key.Mark());
     if (!key.IsScalar()) {
       throw InputError(key_where, child_field(node.field(), "?"), "a plain key", "a complex key");

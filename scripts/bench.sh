@@ -10,6 +10,7 @@ echo "== topology: load + build, summary (bisection, diameter), routing =="
 "$root/build/release/bin/clustersim-bench-topo" "$@"
 echo
 echo "== clustersim topo h100-clos-16k, whole command (3 runs) =="
+TIMEFORMAT='  wall %R s (user %U s, sys %S s)'
 for i in 1 2 3; do
-  /usr/bin/time -f "  wall %e s, peak RSS %M KiB" "$root/build/release/bin/clustersim" topo h100-clos-16k >/dev/null
+  time "$root/build/release/bin/clustersim" topo h100-clos-16k >/dev/null
 done
