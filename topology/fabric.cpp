@@ -142,6 +142,15 @@ class Builder {
                    Link{.kind = link_kind_, .bandwidth = per_lane * lanes, .latency = cable_latency_, .lanes = lanes, .tier = tier});
   }
 
+  // Down and up ports of a spine in a 3-tier fabric.
+  std::pair<int, int> spine_ports() const {
+    const TierSpec& mid = spec_.tiers[1];
+    const int up = static_cast<int>(std::floor(mid.radix / (mid.oversubscription + 1.0)));
+    const int down = static_cast<int>(std::lround(up * mid.oversubscription));
+    if (up < 1 || down < 1) fail(fmt::format("spine radix {} cannot be split {}:1 into down and up ports", mid.radix, mid.oversubscription));
+    return {down, up};
+  }
+
   void build_plane(int plane, const std::vector<std::vector<NicPort>>& ports_by_node) {
     std::vector<Endpoint> endpoints;
     for (std::size_t n = 0; n < ports_by_node.size(); ++n) {
@@ -175,9 +184,12 @@ class Builder {
         up = 0;
       }
       if (down < 1) fail(fmt::format("leaf radix {} leaves no down ports at oversubscription {}", leaf.radix, leaf.oversubscription));
+      // In three tiers a leaf's unit is its pod (a spine's worth of leaves); otherwise it has none.
+      const int pod_leaves = spec_.tiers.size() == 3 ? spine_ports().first : 0;
       for (std::size_t i = 0; i < endpoints.size(); i += static_cast<std::size_t>(down)) {
         LeafGroup g;
-        g.unit = static_cast<int>(i / static_cast<std::size_t>(down));
+        const int leaf_index = static_cast<int>(i / static_cast<std::size_t>(down));
+        g.unit = pod_leaves > 0 ? leaf_index / pod_leaves : -1;
         for (std::size_t j = i; j < std::min(endpoints.size(), i + static_cast<std::size_t>(down)); ++j) g.endpoints.push_back(endpoints[j]);
         groups.push_back(std::move(g));
       }
@@ -256,12 +268,9 @@ class Builder {
   }
 
   void build_three_tier(int plane, const std::string& pre, const std::vector<Vertex>& leaves, int up) {
-    const TierSpec& mid = spec_.tiers[1];
     const TierSpec& top = spec_.tiers[2];
     if (top.oversubscription != 1.0) fail("the top tier has no uplinks: its oversubscription must be 1");
-    const int mid_up = static_cast<int>(std::floor(mid.radix / (mid.oversubscription + 1.0)));
-    const int mid_down = static_cast<int>(std::lround(mid_up * mid.oversubscription));
-    if (mid_up < 1 || mid_down < 1) fail(fmt::format("spine radix {} cannot be split {}:1 into down and up ports", mid.radix, mid.oversubscription));
+    const auto [mid_down, mid_up] = spine_ports();
     // Each leaf has one cable to each of the `up` spines of its pod; a pod holds mid_down leaves.
     const int per_pod = mid_down;
     const int pods = ceil_div(static_cast<long long>(leaves.size()), per_pod);
@@ -289,10 +298,6 @@ class Builder {
         }
         for (Vertex c : cores[static_cast<std::size_t>(a)]) connect(s, c, core_lanes, *link_bandwidth_, 2);
       }
-    }
-    for (int l = 0; l < static_cast<int>(leaves.size()); ++l) {
-      Device& d = const_cast<Device&>(topo_.device(leaves[static_cast<std::size_t>(l)]));
-      if (spec_.kind == FabricKind::fat_tree) d.unit = l / per_pod;
     }
   }
 

@@ -22,13 +22,11 @@ Router::Router(const Topology& topo, RoutingOptions options) : topo_(topo), opti
 bool Router::may_step(Vertex u, Vertex w, Vertex dst) const {
   const Device& dw = topo_.device(w);
   if (dw.kind == DeviceKind::gpu && w != dst) return false;  // GPUs do not forward
-  const Device& du = topo_.device(u);
+  // Stepping into the inside of a node is allowed only from inside the same node, or when it is
+  // the destination's node: a path may leave its source node and enter its destination node, but
+  // never enter (and so never cross) any other server.
   const int dst_node = topo_.device(dst).node;
-  // Stepping out of a node other than the destination's is allowed only from its inside to its
-  // inside or from the source outwards; entering a foreign node's inside happens only toward a
-  // source there, which the backward search below encodes.
-  if (dw.node != -1 && dw.node != dst_node && du.node != dw.node) return false;
-  return true;
+  return dw.node == -1 || dw.node == dst_node || topo_.device(u).node == dw.node;
 }
 
 const std::vector<int>& Router::distances_to(Vertex dst) const {
