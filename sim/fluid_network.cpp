@@ -1,0 +1,223 @@
+#include "clustersim/sim/fluid_network.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace cs::sim {
+
+namespace {
+// Relative tolerance for "this link is a bottleneck at this share" and "this flow is finished".
+constexpr double kEps = 1e-9;
+}  // namespace
+
+FluidNetwork::FluidNetwork(Simulator& sim, std::vector<double> capacities) : sim_(sim) {
+  links_.resize(capacities.size());
+  for (std::size_t i = 0; i < capacities.size(); ++i) {
+    assert(capacities[i] > 0 && "link capacities are positive");
+    links_[i].capacity = capacities[i];
+  }
+}
+
+FluidNetwork::FlowId FluidNetwork::start(std::vector<LinkId> path, double bytes, Time latency, Listener* listener,
+                                         std::uint64_t tag, double rate_cap) {
+  assert(bytes >= 0 && rate_cap > 0);
+  const FlowId id = static_cast<FlowId>(flows_.size());
+  Flow f;
+  f.path = std::move(path);
+  f.remaining = bytes;
+  f.cap = rate_cap;
+  f.listener = listener;
+  f.tag = tag;
+  flows_.push_back(std::move(f));
+  ++sim_.stats().flows;
+  if (latency > Time::zero()) {
+    sim_.schedule_in(latency, this, encode(kActivate, id, 0));
+  } else {
+    activate(id);
+  }
+  return id;
+}
+
+void FluidNetwork::activate(FlowId id) {
+  Flow& f = flows_[id];
+  f.updated = sim_.now();
+  if (f.remaining <= 0 || f.path.empty()) {
+    // Nothing to move (or a flow to itself): done once its latency has passed.
+    f.remaining = 0;
+    f.state = State::done;
+    if (f.listener) f.listener->flow_done(id, f.tag);
+    return;
+  }
+  f.state = State::active;
+  ++active_;
+  f.slot.resize(f.path.size());
+  for (std::size_t k = 0; k < f.path.size(); ++k) {
+    Link& l = links_[f.path[k]];
+    f.slot[k] = static_cast<std::uint32_t>(l.flows.size());
+    l.flows.push_back(id);
+  }
+  mark_dirty(id);
+}
+
+void FluidNetwork::mark_dirty(FlowId id) {
+  for (LinkId l : flows_[id].path) dirty_.push_back(l);
+  if (!solve_pending_) {
+    solve_pending_ = true;
+    sim_.schedule_at(sim_.now(), this, encode(kSolve, 0, 0));
+  }
+}
+
+void FluidNetwork::complete(FlowId id) {
+  Flow& f = flows_[id];
+  f.remaining = 0;
+  f.rate = 0;
+  f.state = State::done;
+  --active_;
+  for (std::size_t k = 0; k < f.path.size(); ++k) {
+    Link& l = links_[f.path[k]];
+    const std::uint32_t pos = f.slot[k];
+    const FlowId moved = l.flows.back();
+    l.flows[pos] = moved;
+    l.flows.pop_back();
+    if (moved != id) {
+      Flow& m = flows_[moved];
+      for (std::size_t j = 0; j < m.path.size(); ++j) {
+        if (m.path[j] == f.path[k] && m.slot[j] == l.flows.size()) {
+          m.slot[j] = pos;
+          break;
+        }
+      }
+    }
+  }
+  mark_dirty(id);
+  if (f.listener) f.listener->flow_done(id, f.tag);
+}
+
+void FluidNetwork::handle(std::uint64_t payload) {
+  const Kind kind = static_cast<Kind>(payload >> 62);
+  const FlowId id = static_cast<FlowId>(payload & 0xffffffffu);
+  const std::uint32_t version = static_cast<std::uint32_t>((payload >> 32) & 0x3fffffffu);
+  switch (kind) {
+    case kActivate:
+      activate(id);
+      break;
+    case kComplete:
+      if (flows_[id].state == State::active && (flows_[id].version & 0x3fffffffu) == version) complete(id);
+      break;
+    case kSolve:
+      solve();
+      break;
+  }
+}
+
+void FluidNetwork::solve() {
+  solve_pending_ = false;
+  ++sim_.stats().solver_calls;
+  const Time now = sim_.now();
+  ++epoch_;
+  comp_links_.clear();
+  comp_flows_.clear();
+  // The connected component of the dirty links: links -> their active flows -> those flows' links.
+  for (LinkId l : dirty_) {
+    if (links_[l].mark == epoch_) continue;
+    links_[l].mark = epoch_;
+    comp_links_.push_back(l);
+  }
+  dirty_.clear();
+  for (std::size_t i = 0; i < comp_links_.size(); ++i) {
+    for (FlowId fid : links_[comp_links_[i]].flows) {
+      Flow& f = flows_[fid];
+      if (f.mark == epoch_) continue;
+      f.mark = epoch_;
+      comp_flows_.push_back(fid);
+      for (LinkId l : f.path) {
+        if (links_[l].mark != epoch_) {
+          links_[l].mark = epoch_;
+          comp_links_.push_back(l);
+        }
+      }
+    }
+  }
+  sim_.stats().solved_flows += comp_flows_.size();
+
+  // Bring every flow's remaining bytes up to now at its old rate.
+  for (FlowId fid : comp_flows_) {
+    Flow& f = flows_[fid];
+    f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.updated).to_seconds());
+    f.updated = now;
+  }
+
+  // Progressive filling.
+  for (LinkId l : comp_links_) {
+    links_[l].left = links_[l].capacity;
+    links_[l].unfixed = static_cast<std::uint32_t>(links_[l].flows.size());
+  }
+  fixed_.assign(comp_flows_.size(), 0);
+  std::size_t unfixed = comp_flows_.size();
+  std::vector<std::uint32_t>& position = scratch_position_;  // flow id -> index in comp_flows_
+  if (position.size() < flows_.size()) position.resize(flows_.size());
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) position[comp_flows_[i]] = static_cast<std::uint32_t>(i);
+
+  while (unfixed > 0) {
+    double share = std::numeric_limits<double>::infinity();
+    for (LinkId l : comp_links_) {
+      const Link& k = links_[l];
+      if (k.unfixed > 0) share = std::min(share, std::max(0.0, k.left) / k.unfixed);
+    }
+    double cap = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+      if (!fixed_[i]) cap = std::min(cap, flows_[comp_flows_[i]].cap);
+    }
+    const double r = std::min(share, cap);
+    const double limit = r * (1 + kEps);
+    auto fix = [&](std::size_t i) {
+      fixed_[i] = 1;
+      --unfixed;
+      Flow& f = flows_[comp_flows_[i]];
+      f.rate = r;
+      for (LinkId l : f.path) {
+        links_[l].left -= r;
+        --links_[l].unfixed;
+      }
+    };
+    // Flows held back by their own cap.
+    if (cap <= limit) {
+      for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+        if (!fixed_[i] && flows_[comp_flows_[i]].cap <= limit) fix(i);
+      }
+    }
+    // Flows crossing a saturated link.
+    if (share <= limit) {
+      for (LinkId l : comp_links_) {
+        Link& k = links_[l];
+        if (k.unfixed == 0 || std::max(0.0, k.left) / k.unfixed > limit) continue;
+        for (FlowId fid : k.flows) {
+          const std::uint32_t i = position[fid];
+          if (!fixed_[i]) fix(i);
+        }
+      }
+    }
+  }
+
+  // New completion times.
+  for (FlowId fid : comp_flows_) {
+    Flow& f = flows_[fid];
+    ++f.version;
+    if (f.rate <= 0) continue;
+    const double ns = std::ceil(f.remaining / f.rate * 1e9 - kEps);
+    sim_.schedule_at(now + Time::ns(static_cast<Time::Rep>(std::max(0.0, ns))), this, encode(kComplete, fid, f.version));
+  }
+  if (observer_) {
+    for (LinkId l : comp_links_) {
+      double load = 0;
+      for (FlowId fid : links_[l].flows) load += flows_[fid].rate;
+      if (load != links_[l].load) {
+        links_[l].load = load;
+        observer_(now, l, load);
+      }
+    }
+  }
+}
+
+}  // namespace cs::sim

@@ -1,0 +1,232 @@
+#include <memory>
+#include <random>
+
+#include <catch2/catch.hpp>
+
+#include "clustersim/sim/event_queue.hpp"
+#include "clustersim/sim/fluid_network.hpp"
+#include "clustersim/sim/simulator.hpp"
+#include "clustersim/sim/task_graph.hpp"
+
+using namespace cs::sim;
+
+namespace {
+
+constexpr double GB = 1e9;
+
+// Records when each flow finished.
+struct Recorder : FluidNetwork::Listener {
+  Simulator* sim = nullptr;
+  std::vector<Time> done;
+  void flow_done(FluidNetwork::FlowId f, std::uint64_t) override {
+    if (done.size() <= f) done.resize(f + 1, Time::max());
+    done[f] = sim->now();
+  }
+};
+
+struct Net {
+  Simulator sim;
+  FluidNetwork net;
+  Recorder rec;
+  explicit Net(std::vector<double> caps) : net(sim, std::move(caps)) { rec.sim = &sim; }
+  FluidNetwork::FlowId flow(std::vector<FluidNetwork::LinkId> path, double bytes, Time latency = Time::zero(),
+                            double cap = std::numeric_limits<double>::infinity()) {
+    return net.start(std::move(path), bytes, latency, &rec, 0, cap);
+  }
+  // Rates right after the first solve at time 0.
+  void settle() { sim.run(Time::zero()); }
+};
+
+struct Counter : EventHandler {
+  std::vector<std::uint64_t> seen;
+  void handle(std::uint64_t p) override { seen.push_back(p); }
+};
+
+}  // namespace
+
+TEST_CASE("the event queue orders by time, then by insertion", "[sim][queue]") {
+  std::unique_ptr<EventQueue> q = std::make_unique<BinaryHeapQueue>();
+  Counter h;
+  // Same times pop in insertion order; earlier times first.
+  q->push(Time::ns(5), &h, 1);
+  q->push(Time::ns(3), &h, 2);
+  q->push(Time::ns(5), &h, 3);
+  q->push(Time::ns(3), &h, 4);
+  q->push(Time::ns(0), &h, 5);
+  std::vector<std::uint64_t> order;
+  while (!q->empty()) order.push_back(q->pop().payload);
+  CHECK(order == std::vector<std::uint64_t>{5, 2, 4, 1, 3});
+}
+
+TEST_CASE("the event queue agrees with a sorted reference on random input", "[sim][queue]") {
+  std::mt19937_64 rng(42);
+  BinaryHeapQueue q;
+  Counter h;
+  std::vector<std::pair<Time::Rep, std::uint64_t>> ref;
+  for (std::uint64_t i = 0; i < 20000; ++i) {
+    const auto t = static_cast<Time::Rep>(rng() % 1000);
+    q.push(Time::ns(t), &h, i);
+    ref.emplace_back(t, i);
+  }
+  std::stable_sort(ref.begin(), ref.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  for (const auto& [t, id] : ref) {
+    const Event e = q.pop();
+    REQUIRE(e.time == Time::ns(t));
+    REQUIRE(e.payload == id);
+  }
+}
+
+TEST_CASE("max-min: n flows on one bottleneck share it equally", "[sim][maxmin]") {
+  Net n({10 * GB});
+  for (int i = 0; i < 4; ++i) n.flow({0}, 1 * GB);
+  n.settle();
+  // Expectations: r_i = C / n = 10 / 4 = 2.5 GB/s each.
+  for (FluidNetwork::FlowId f = 0; f < 4; ++f) CHECK(n.net.rate(f) == Approx(2.5 * GB));
+  n.sim.run();
+  // All finish together: 4 GB over 10 GB/s = 0.4 s.
+  for (FluidNetwork::FlowId f = 0; f < 4; ++f) CHECK(n.rec.done[f] == Time::ms(400));
+}
+
+TEST_CASE("max-min: two bottlenecks", "[sim][maxmin]") {
+  // Link 0 (1 GB/s) carries flows A and B; link 1 (3 GB/s) carries B and C.
+  // Expectations: link 0 saturates first at 0.5 each, so rA = rB = 0.5; then C takes what link 1 has
+  // left: rC = 3 - 0.5 = 2.5.
+  Net n({1 * GB, 3 * GB});
+  const auto a = n.flow({0}, 1 * GB), b = n.flow({0, 1}, 1 * GB), c = n.flow({1}, 1 * GB);
+  n.settle();
+  CHECK(n.net.rate(a) == Approx(0.5 * GB));
+  CHECK(n.net.rate(b) == Approx(0.5 * GB));
+  CHECK(n.net.rate(c) == Approx(2.5 * GB));
+}
+
+TEST_CASE("max-min: a flow limited elsewhere frees capacity for the others", "[sim][maxmin]") {
+  // Link 0 (10 GB/s) has flows A, B, C; C also crosses link 1 (1 GB/s).
+  // Expectations: C is held to 1 by link 1, so A and B split the rest: rA = rB = (10 - 1) / 2 = 4.5.
+  Net n({10 * GB, 1 * GB});
+  const auto a = n.flow({0}, 1 * GB), b = n.flow({0}, 1 * GB), c = n.flow({0, 1}, 1 * GB);
+  n.settle();
+  CHECK(n.net.rate(c) == Approx(1 * GB));
+  CHECK(n.net.rate(a) == Approx(4.5 * GB));
+  CHECK(n.net.rate(b) == Approx(4.5 * GB));
+  // A per-flow cap acts the same way: capped at 2, D leaves 8 to share with E... (new network)
+  Net m({10 * GB});
+  const auto d = m.flow({0}, 1 * GB, Time::zero(), 2 * GB), e = m.flow({0}, 1 * GB);
+  m.settle();
+  CHECK(m.net.rate(d) == Approx(2 * GB));
+  CHECK(m.net.rate(e) == Approx(8 * GB));
+}
+
+TEST_CASE("max-min: the two directions of a full-duplex link are independent", "[sim][maxmin]") {
+  // Links 0 and 1 are the two directions of one 10 GB/s cable: opposite flows each get all of it.
+  Net n({10 * GB, 10 * GB});
+  const auto fwd = n.flow({0}, 1 * GB), back = n.flow({1}, 1 * GB);
+  n.settle();
+  CHECK(n.net.rate(fwd) == Approx(10 * GB));
+  CHECK(n.net.rate(back) == Approx(10 * GB));
+}
+
+TEST_CASE("flow completion times equal the hand-computed ones", "[sim][flows]") {
+  // One 10 GB/s link. A: 2 GB from t = 0. B: 1 GB starting after 100 ms of latency.
+  // 0 - 100 ms: A alone at 10 GB/s moves 1 GB (1 GB left).
+  // From 100 ms both at 5 GB/s: B's 1 GB and A's 1 GB both take 200 ms: both end at 300 ms.
+  Net n({10 * GB});
+  const auto a = n.flow({0}, 2 * GB);
+  const auto b = n.flow({0}, 1 * GB, Time::ms(100));
+  n.sim.run();
+  CHECK(n.rec.done[a] == Time::ms(300));
+  CHECK(n.rec.done[b] == Time::ms(300));
+  // Unequal sizes: C (1 GB) and D (3 GB) on 10 GB/s: C ends at 200 ms (5 GB/s); D then runs at
+  // 10 GB/s with 2 GB left: ends at 400 ms.
+  Net m({10 * GB});
+  const auto c = m.flow({0}, 1 * GB), d = m.flow({0}, 3 * GB);
+  m.sim.run();
+  CHECK(m.rec.done[c] == Time::ms(200));
+  CHECK(m.rec.done[d] == Time::ms(400));
+  // Latency only: a zero-byte flow ends after its latency.
+  Net z({1 * GB});
+  const auto e = z.flow({0}, 0, Time::us(3));
+  z.sim.run();
+  CHECK(z.rec.done[e] == Time::us(3));
+}
+
+TEST_CASE("only the touched component is re-solved", "[sim][flows]") {
+  // Two disjoint links: flows on link 1 are not re-rated when a flow on link 0 starts or ends.
+  Net n({1 * GB, 1 * GB});
+  n.flow({0}, 1 * GB);
+  n.flow({1}, 2 * GB);
+  n.sim.run();
+  // Solves: at t = 0 (both start: 2 flows re-rated), at 1 s when the first ends and at 2 s when the
+  // second ends. The flow on link 1 is not re-rated when the flow on link 0 ends: 2 re-ratings in all.
+  CHECK(n.sim.stats().solver_calls == 3);
+  CHECK(n.sim.stats().solved_flows == 2);
+}
+
+TEST_CASE("tasks run on streams in dependency and id order", "[sim][tasks]") {
+  Simulator sim;
+  FluidNetwork net(sim, {10 * GB});
+  TaskGraph g(sim, net, 2);
+  // GPU 0 stream 0: c1 (10 us) then c2 (5 us); the transfer (1 GB at 10 GB/s = 100 ms) waits for c1;
+  // c3 on GPU 1 waits for the transfer.
+  const auto c1 = g.add_compute(0, 0, Time::us(10), "c1");
+  const auto c2 = g.add_compute(0, 0, Time::us(5), "c2");
+  const auto x = g.add_transfer({0, 1}, 1, {FlowSpec{{0}, 1 * GB, Time::us(2)}}, "x");
+  const auto c3 = g.add_compute(1, 0, Time::us(1), "c3");
+  g.depend(c1, x);
+  g.depend(x, c3);
+  const Time end = g.run();
+  CHECK(g.record(c1).start == Time::zero());
+  CHECK(g.record(c2).start == Time::us(10));  // same stream, after c1
+  CHECK(g.record(x).start == Time::us(10));
+  CHECK(g.record(x).end == Time::us(10) + Time::us(2) + Time::ms(100));
+  CHECK(g.record(c3).start == g.record(x).end);
+  CHECK(end == g.record(c3).end);
+}
+
+TEST_CASE("compute slows down while a transfer shares its GPU", "[sim][tasks]") {
+  Simulator sim;
+  FluidNetwork net(sim, {1 * GB});
+  TaskGraph g(sim, net, 1, ExecutorOptions{.streams_per_gpu = 2, .compute_slowdown = 0.25});
+  // 100 us of compute; a 50 us transfer (50 KB at 1 GB/s) runs alongside from t = 0.
+  // Expectations: during the transfer compute runs at 1/1.25 = 0.8: 40 us of work done by 50 us,
+  // the remaining 60 us at full speed: ends at 110 us.
+  const auto c = g.add_compute(0, 0, Time::us(100), "c");
+  g.add_transfer({0}, 1, {FlowSpec{{0}, 50e3, Time::zero()}}, "x");
+  g.run();
+  CHECK(g.record(c).end == Time::us(110));
+}
+
+TEST_CASE("a dependency cycle is reported, not hung", "[sim][tasks]") {
+  Simulator sim;
+  FluidNetwork net(sim, {1 * GB});
+  TaskGraph g(sim, net, 1);
+  const auto a = g.add_compute(0, 0, Time::us(1), "a");
+  const auto b = g.add_compute(0, 0, Time::us(1), "b");
+  g.depend(a, b);
+  g.depend(b, a);
+  CHECK_THROWS_WITH(g.run(), Catch::Contains("dependency cycle"));
+}
+
+TEST_CASE("the same run twice gives identical traces", "[sim][determinism]") {
+  auto trace = [] {
+    Simulator sim;
+    FluidNetwork net(sim, {10 * GB, 10 * GB, 5 * GB});
+    TaskGraph g(sim, net, 4);
+    g.trace_links({"a", "b", "c"});
+    std::vector<TaskGraph::TaskId> prev;
+    for (int i = 0; i < 40; ++i) {
+      const auto c = g.add_compute(i % 4, 0, Time::us(3 + i % 7), "compute");
+      const auto x = g.add_transfer({i % 4, (i + 1) % 4}, 1,
+                                    {FlowSpec{{static_cast<std::uint32_t>(i % 3)}, 1e6 * (1 + i % 5), Time::us(1)},
+                                     FlowSpec{{static_cast<std::uint32_t>((i + 1) % 3), 2}, 3e5, Time::us(2)}},
+                                    "xfer");
+      g.depend(c, x);
+      if (!prev.empty()) g.depend(prev.back(), c);
+      prev.push_back(x);
+    }
+    g.run();
+    return g.chrome_trace();
+  };
+  const std::string first = trace();
+  CHECK(first == trace());
+  CHECK(first.find("\"ph\": \"C\"") != std::string::npos);
+}
