@@ -1,5 +1,5 @@
-#include "clustersim/models/gemm_model.hpp"
-#include "clustersim/models/hardware_profile.hpp"
+#include "clustersim/hardware/gemm_model.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
 
 #include <cmath>
 
@@ -9,7 +9,7 @@
 #include "support.hpp"
 
 using namespace cs;
-using namespace cs::models;
+using namespace cs::hardware;
 using Catch::Contains;
 
 namespace {

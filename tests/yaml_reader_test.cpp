@@ -4,7 +4,7 @@
 
 #include "clustersim/common/parts.hpp"
 #include "clustersim/common/suggest.hpp"
-#include "clustersim/models/hardware_profile.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
 #include "clustersim/topology/topology_loader.hpp"
 #include "support.hpp"
 

@@ -98,7 +98,7 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
   NodeTemplate t;
   t.name = m.get<std::string>("name");
   t.description = m.get_or<std::string>("description", "");
-  t.gpu = models::load_hardware_reference(m.at("gpu", "a hardware profile (name, path or map)"), includes);
+  t.gpu = hardware::load_hardware_reference(m.at("gpu", "a hardware profile (name, path or map)"), includes);
 
   for (const yaml::Node& item : m.at("devices", "a list of device groups").items()) {
     DeviceGroup g = read_group(item);

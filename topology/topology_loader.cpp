@@ -62,6 +62,7 @@ Topology build_topology(const TopologySpec& spec) {
   topo.technology = spec.fabric.kind == FabricKind::none ? std::string() : std::string(to_string(spec.fabric.technology));
   topo.fabric_tiers = spec.fabric.kind == FabricKind::none ? 0 : static_cast<int>(spec.fabric.tiers.size());
   topo.node_template = t.name;
+  topo.gpu = std::make_shared<const hardware::HardwareProfile>(t.gpu);
 
   // Every GPU must reach every other; one backward search to GPU 0 finds a GPU that cannot.
   const Router router(topo);

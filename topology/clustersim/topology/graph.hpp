@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include "clustersim/common/units.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
 
 namespace cs::topology {
 
@@ -88,6 +90,7 @@ class Topology {
   std::string technology;     // "infiniband", "roce" or empty
   int fabric_tiers = 0;
   std::vector<std::string> assumptions;  // defaults the builder applied, for the output to state
+  std::shared_ptr<const hardware::HardwareProfile> gpu;  // the profile of every GPU (one node template)
 
  private:
   Graph graph_;

@@ -8,7 +8,7 @@
 
 #include "clustersim/common/parts.hpp"
 #include "clustersim/common/yaml_reader.hpp"
-#include "clustersim/models/hardware_profile.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
 #include "clustersim/topology/graph.hpp"
 
 namespace cs::topology {
@@ -45,7 +45,7 @@ struct LinkGroup {
 struct NodeTemplate {
   std::string name;
   std::string description;
-  models::HardwareProfile gpu;
+  hardware::HardwareProfile gpu;
   std::vector<DeviceGroup> groups;
   std::vector<LinkGroup> links;
 

@@ -16,9 +16,9 @@
 
 #include <cstdint>
 
-#include "clustersim/models/hardware_profile.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
 
-namespace cs::models {
+namespace cs::hardware {
 
 struct GemmShape {
   std::int64_t m = 0;
@@ -44,4 +44,4 @@ GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape shape, Dtype dty
 // faster than the model allows (a ceiling above 1).
 double fit_max_efficiency(const HardwareProfile& hw, GemmShape shape, Dtype dtype, FlopsPerSec measured);
 
-}  // namespace cs::models
+}  // namespace cs::hardware

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace cs::models {
+namespace cs::hardware {
 
 enum class Dtype { fp32, tf32, fp16, bf16, fp8, fp4 };
 
@@ -17,4 +17,4 @@ std::optional<Dtype> parse_dtype(std::string_view s);
 // Bytes of one stored element (tf32 is stored as fp32; fp4 packs two per byte).
 double bytes_per_element(Dtype d);
 
-}  // namespace cs::models
+}  // namespace cs::hardware

@@ -1,4 +1,4 @@
-#include "clustersim/models/gemm_model.hpp"
+#include "clustersim/hardware/gemm_model.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace cs::models {
+namespace cs::hardware {
 
 namespace {
 
@@ -99,4 +99,4 @@ double fit_max_efficiency(const HardwareProfile& hw, GemmShape s, Dtype dtype, F
   return ceiling;
 }
 
-}  // namespace cs::models
+}  // namespace cs::hardware

@@ -1,6 +1,6 @@
-#include "clustersim/models/dtype.hpp"
+#include "clustersim/hardware/dtype.hpp"
 
-namespace cs::models {
+namespace cs::hardware {
 
 std::string_view to_string(Dtype d) {
   switch (d) {
@@ -33,4 +33,4 @@ double bytes_per_element(Dtype d) {
   return 0.0;
 }
 
-}  // namespace cs::models
+}  // namespace cs::hardware

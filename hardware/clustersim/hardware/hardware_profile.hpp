@@ -11,9 +11,9 @@
 #include "clustersim/common/parts.hpp"
 #include "clustersim/common/units.hpp"
 #include "clustersim/common/yaml_reader.hpp"
-#include "clustersim/models/dtype.hpp"
+#include "clustersim/hardware/dtype.hpp"
 
-namespace cs::models {
+namespace cs::hardware {
 
 // Parameters of the GEMM efficiency model (gemm_model.hpp).
 struct GemmModelParams {
@@ -64,4 +64,4 @@ HardwareProfile load_hardware_profile(const std::filesystem::path& file, Include
 // A profile given by reference (path or shipped name) or inline as a map.
 HardwareProfile load_hardware_reference(const yaml::Node& node, IncludeStack& includes);
 
-}  // namespace cs::models
+}  // namespace cs::hardware

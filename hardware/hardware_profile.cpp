@@ -1,10 +1,10 @@
-#include "clustersim/models/hardware_profile.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
 
 #include <fmt/format.h>
 
 #include "clustersim/common/suggest.hpp"
 
-namespace cs::models {
+namespace cs::hardware {
 
 namespace {
 
@@ -115,4 +115,4 @@ HardwareProfile load_hardware_reference(const yaml::Node& node, IncludeStack& in
   return load_hardware_profile(resolve_part(node, "hardware"), includes, node.where());
 }
 
-}  // namespace cs::models
+}  // namespace cs::hardware
