@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "collective_command.hpp"
 #include "topo_command.hpp"
 
 int main(int argc, char** argv) {
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("clustersim ") + CLUSTERSIM_VERSION);
   app.require_subcommand(1);
   cs::app::add_topo_command(app);
+  cs::app::add_collective_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

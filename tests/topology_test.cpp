@@ -117,8 +117,26 @@ TEST_CASE("smaller SuperPODs size their spines as the reference architecture doe
   }
 }
 
-TEST_CASE("ECMP spreads flows over all spines and keeps each flow on one path", "[topology][routing]") {
+TEST_CASE("InfiniBand routes by destination (D-mod-k) over all spines", "[topology][routing]") {
   const Topology t = load_topology("dgx-h100-superpod");
+  const Router router(t);
+  // From one GPU to rail 0 of 16 consecutive nodes of the last scalable unit: 16 spines.
+  std::set<std::string> spines;
+  for (int node = 96; node < 112; ++node) {
+    const auto p = router.route(dev(t, "n0.gpu0"), dev(t, fmt::format("n{}.gpu0", node)));
+    REQUIRE(p);
+    for (Vertex v : p->devices) {
+      if (t.device(v).kind == DeviceKind::spine) spines.insert(t.device(v).name);
+    }
+  }
+  CHECK(spines.size() == 16);
+  // The flow id does not move a flow: the switches route by destination.
+  CHECK(router.route(dev(t, "n0.gpu0"), dev(t, "n126.gpu7"), 1)->devices == router.route(dev(t, "n0.gpu0"), dev(t, "n126.gpu7"), 2)->devices);
+}
+
+TEST_CASE("Ethernet ECMP spreads flows over all spines and keeps each flow on one path", "[topology][routing]") {
+  const Topology t = from_text(fmt::format("topology:\n  name: roce\n  extends: {}\n  fabric: {{technology: roce}}\n",
+                                           (scenario_library_dir() / "topologies/dgx-h100-superpod.yaml").string()));
   const Router router(t);
   const Vertex a = dev(t, "n0.gpu0"), b = dev(t, "n126.gpu7");
   std::set<std::string> spines;

@@ -29,31 +29,48 @@ bool Router::may_step(Vertex u, Vertex w, Vertex dst) const {
   return dw.node == -1 || dw.node == dst_node || topo_.device(u).node == dw.node;
 }
 
-const std::vector<int>& Router::distances_to(Vertex dst) const {
+const Router::Tree& Router::tree_to(Vertex dst) const {
   if (auto it = cache_.find(dst); it != cache_.end()) return it->second;
   if (cache_.size() >= kCacheEntries) {
     cache_.erase(cache_order_.front());
     cache_order_.pop_front();
   }
   const Graph& g = topo_.graph();
-  std::vector<int> dist(boost::num_vertices(g), -1);
-  std::deque<Vertex> queue;
-  dist[dst] = 0;
-  queue.push_back(dst);
+  Tree t;
+  t.hops.assign(boost::num_vertices(g), -1);
+  t.width.assign(boost::num_vertices(g), 0.0);
+  std::vector<Vertex> order;  // in breadth-first order, so by distance
+  t.hops[dst] = 0;
+  t.width[dst] = std::numeric_limits<double>::infinity();
+  order.push_back(dst);
   // Backward breadth-first search: from x we reach y when a path may step y -> x. The graph is
   // symmetric (every link has both directions), so out-edges of x are the in-edges we need.
-  while (!queue.empty()) {
-    const Vertex x = queue.front();
-    queue.pop_front();
+  for (std::size_t head = 0; head < order.size(); ++head) {
+    const Vertex x = order[head];
     for (auto [e, end] = boost::out_edges(x, g); e != end; ++e) {
       const Vertex y = boost::target(*e, g);
-      if (dist[y] >= 0 || !may_step(y, x, dst)) continue;
-      dist[y] = dist[x] + 1;
-      queue.push_back(y);
+      if (t.hops[y] >= 0 || !may_step(y, x, dst)) continue;
+      t.hops[y] = t.hops[x] + 1;
+      order.push_back(y);
+    }
+  }
+  // Widest shortest path, layer by layer: width[y] = max over next hops x of min(bw(y -> x), width[x]).
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    const Vertex y = order[i];
+    for (auto [e, end] = boost::out_edges(y, g); e != end; ++e) {
+      const Vertex x = boost::target(*e, g);
+      if (t.hops[x] != t.hops[y] - 1 || !may_step(y, x, dst)) continue;
+      t.width[y] = std::max(t.width[y], std::min(topo_.link(*e).bandwidth.value(), t.width[x]));
     }
   }
   cache_order_.push_back(dst);
-  return cache_.emplace(dst, std::move(dist)).first->second;
+  return cache_.emplace(dst, std::move(t)).first->second;
+}
+
+bool Router::on_best_path(const Tree& t, Vertex u, Edge e, Vertex dst) const {
+  const Vertex w = boost::target(e, topo_.graph());
+  if (t.hops[w] != t.hops[u] - 1 || !may_step(u, w, dst)) return false;
+  return std::min(topo_.link(e).bandwidth.value(), t.width[w]) >= t.width[u] * (1 - 1e-12);
 }
 
 int Router::distance(Vertex src, Vertex dst) const { return distances_to(dst)[src]; }
@@ -70,21 +87,49 @@ void Router::finish(Path& p) const {
 }
 
 std::optional<Path> Router::route_direct(Vertex src, Vertex dst, std::uint64_t flow_id) const {
-  const std::vector<int>& dist = distances_to(dst);
-  if (dist[src] < 0) return std::nullopt;
+  const Tree& tree = tree_to(dst);
+  if (tree.hops[src] < 0) return std::nullopt;
   const Graph& g = topo_.graph();
   Path p;
   p.devices.push_back(src);
   Vertex u = src;
-  std::vector<Edge> candidates;
+  std::vector<Edge> candidates, paired;
+  const Device& s = topo_.device(src);
+  const Device& d = topo_.device(dst);
+  const bool by_destination = options_.ecmp == Ecmp::destination ||
+                              (options_.ecmp == Ecmp::automatic && topo_.technology == "infiniband");
+  // D-mod-k's destination index: consecutive for the nodes under one rail leaf, and for the local
+  // indices of one node (the odd multiplier keeps them apart modulo any power of two).
+  const std::uint64_t dst_index =
+      d.node >= 0 ? static_cast<std::uint64_t>(d.node) +
+                        static_cast<std::uint64_t>(d.local_index) * (2 * static_cast<std::uint64_t>(topo_.node_count()) + 1)
+                  : static_cast<std::uint64_t>(dst);
+  std::uint64_t divisor = 1;
   for (int hop = 0; u != dst; ++hop) {
     candidates.clear();
+    paired.clear();
     for (auto [e, end] = boost::out_edges(u, g); e != end; ++e) {
-      const Vertex w = boost::target(*e, g);
-      if (dist[w] == dist[u] - 1 && may_step(u, w, dst)) candidates.push_back(*e);
+      if (!on_best_path(tree, u, *e, dst)) continue;
+      candidates.push_back(*e);
+      // NIC affinity: the NIC with the local index of the GPU on this side of the path.
+      const Device& w = topo_.device(boost::target(*e, g));
+      if (w.kind == DeviceKind::nic) {
+        const Device& gpu = w.node == s.node ? s : d;
+        if (gpu.kind == DeviceKind::gpu && w.node == gpu.node && w.local_index == gpu.local_index) paired.push_back(*e);
+      }
     }
+    const std::vector<Edge>& choice = paired.empty() ? candidates : paired;
     // Out-edges are kept in insertion order, so the candidate order (and the choice) is fixed.
-    const Edge chosen = candidates[mix(flow_id * 0x100000001b3ULL + static_cast<std::uint64_t>(hop) + (static_cast<std::uint64_t>(src) << 32)) % candidates.size()];
+    std::size_t pick = 0;
+    if (choice.size() > 1) {
+      if (by_destination) {
+        pick = static_cast<std::size_t>((dst_index / divisor) % choice.size());
+        divisor *= choice.size();
+      } else {
+        pick = mix(flow_id * 0x100000001b3ULL + static_cast<std::uint64_t>(hop) + (static_cast<std::uint64_t>(src) << 32)) % choice.size();
+      }
+    }
+    const Edge chosen = choice[pick];
     p.links.push_back(chosen);
     u = boost::target(chosen, g);
     p.devices.push_back(u);
@@ -131,8 +176,8 @@ std::optional<Path> Router::route(Vertex src, Vertex dst, std::uint64_t flow_id)
 
 Router::Alternatives Router::all_paths(Vertex src, Vertex dst, std::size_t limit) const {
   Alternatives out;
-  const std::vector<int>& dist = distances_to(dst);
-  if (dist[src] < 0) return out;
+  const Tree& tree = tree_to(dst);
+  if (tree.hops[src] < 0) return out;
   const Graph& g = topo_.graph();
   // Count the shortest paths by dynamic programming over the distance layers (memoised DFS).
   std::unordered_map<Vertex, std::uint64_t> count;
@@ -141,9 +186,8 @@ Router::Alternatives Router::all_paths(Vertex src, Vertex dst, std::size_t limit
     if (auto it = count.find(u); it != count.end()) return it->second;
     std::uint64_t total = 0;
     for (auto [e, end] = boost::out_edges(u, g); e != end; ++e) {
-      const Vertex w = boost::target(*e, g);
-      if (dist[w] == dist[u] - 1 && may_step(u, w, dst)) {
-        const std::uint64_t c = self(self, w);
+      if (on_best_path(tree, u, *e, dst)) {
+        const std::uint64_t c = self(self, boost::target(*e, g));
         total = total > std::numeric_limits<std::uint64_t>::max() - c ? std::numeric_limits<std::uint64_t>::max() : total + c;
       }
     }
@@ -163,8 +207,8 @@ Router::Alternatives Router::all_paths(Vertex src, Vertex dst, std::size_t limit
       return;
     }
     for (auto [e, end] = boost::out_edges(u, g); e != end; ++e) {
+      if (!on_best_path(tree, u, *e, dst)) continue;
       const Vertex w = boost::target(*e, g);
-      if (dist[w] != dist[u] - 1 || !may_step(u, w, dst)) continue;
       current.links.push_back(*e);
       current.devices.push_back(w);
       self(self, w);

@@ -4,8 +4,14 @@
 //  - GPUs are endpoints, never transit devices.
 //  - A path enters the inside of a node (its PCIe switches, CPUs, NICs) other than the source's and
 //    the destination's never: servers do not forward traffic between fabric links.
-//  - ECMP: where several next hops lie on shortest paths, a hash of (flow id, hop) picks one, so a
-//    flow always takes the same path and many flows spread over all of them.
+//  - Among the shortest paths, the widest: a hop is taken only if the path through it keeps the
+//    largest bottleneck bandwidth possible, so two GPUs that share both an NVSwitch and a PCIe
+//    switch talk over NVLink, as NCCL's path search makes them.
+//  - ECMP: where several next hops lie on shortest, widest paths, one is picked deterministically:
+//    by a hash of (flow id, source, hop) on Ethernet, by the destination (D-mod-k) on InfiniBand.
+//    A flow always takes the same path; many flows spread over all of them.
+//  - NIC affinity: leaving or entering a server, a GPU uses the NIC paired with it (the same local
+//    index) when that NIC is on a best path, as NCCL binds each GPU to its nearest NIC.
 //  - PXN (optional, NCCL 2.12's PXN): a flow to a GPU in another node first moves over NVLink to
 //    the GPU of its own node on the destination's rail (same local index), then leaves from that
 //    GPU's NIC, so it stays on one rail of the fabric.
@@ -30,8 +36,18 @@ struct Path {
   [[nodiscard]] int hops() const { return static_cast<int>(links.size()); }
 };
 
+// How a hop is chosen among equal-cost next hops.
+enum class Ecmp {
+  automatic,    // by the fabric: destination-based on InfiniBand, hashed on Ethernet
+  hash,         // a hash of (flow id, source, hop): Ethernet ECMP's 5-tuple hashing
+  destination,  // D-mod-k: the destination's index picks the next hop at each level, as the
+                // InfiniBand subnet manager's fat-tree routing programs the switches (OpenSM ftree,
+                // Zahavi 2010), so a permutation of destinations does not collide on uplinks
+};
+
 struct RoutingOptions {
   bool pxn = false;
+  Ecmp ecmp = Ecmp::automatic;
 };
 
 class Router {
@@ -49,14 +65,22 @@ class Router {
   };
   [[nodiscard]] Alternatives all_paths(Vertex src, Vertex dst, std::size_t limit) const;
 
-  // Hop counts from every device to dst under the transit rules (-1: unreachable). Cached.
-  [[nodiscard]] const std::vector<int>& distances_to(Vertex dst) const;
+  // Hop counts from every device to dst under the transit rules (-1: unreachable), and the widest
+  // bottleneck (bytes/s) of a shortest path from each device to dst. Cached per destination.
+  struct Tree {
+    std::vector<int> hops;
+    std::vector<double> width;
+  };
+  [[nodiscard]] const Tree& tree_to(Vertex dst) const;
+  [[nodiscard]] const std::vector<int>& distances_to(Vertex dst) const { return tree_to(dst).hops; }
 
   [[nodiscard]] const RoutingOptions& options() const { return options_; }
 
  private:
   // Whether a path may step u -> w on its way to dst.
   [[nodiscard]] bool may_step(Vertex u, Vertex w, Vertex dst) const;
+  // Whether the edge u -> w lies on a shortest, widest path to dst.
+  [[nodiscard]] bool on_best_path(const Tree& t, Vertex u, Edge e, Vertex dst) const;
   [[nodiscard]] std::optional<Vertex> pxn_relay(Vertex src, Vertex dst) const;
   [[nodiscard]] std::optional<Path> route_direct(Vertex src, Vertex dst, std::uint64_t flow_id) const;
   void finish(Path& p) const;
@@ -64,7 +88,7 @@ class Router {
   const Topology& topo_;
   RoutingOptions options_;
   static constexpr std::size_t kCacheEntries = 256;
-  mutable std::unordered_map<Vertex, std::vector<int>> cache_;
+  mutable std::unordered_map<Vertex, Tree> cache_;
   mutable std::list<Vertex> cache_order_;
 };
 

@@ -1,0 +1,44 @@
+// Collective operations over a group of GPUs on the topology, in NCCL's terms.
+//
+// Sizes follow nccl-tests (NVIDIA/nccl-tests doc/PERFORMANCE.md): `bytes` is the per-rank buffer of
+// an all-reduce, broadcast or reduce; the total output of an all-gather; the total input of a
+// reduce-scatter; each rank's whole send buffer of an all-to-all (bytes / n to each peer); the
+// message of a send/recv. algbw = bytes / time; busbw = algbw x f(n) with f = 2(n-1)/n for
+// all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, and 1 otherwise.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "clustersim/common/units.hpp"
+#include "clustersim/topology/graph.hpp"
+
+namespace cs::models {
+
+enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv };
+enum class Algorithm { ring, tree, hierarchical, nvls, collnet, pairwise, direct };
+enum class Protocol { ll, ll128, simple };
+
+std::string_view to_string(CollectiveOp op);
+std::string_view to_string(Algorithm a);
+std::string_view to_string(Protocol p);
+std::optional<CollectiveOp> parse_collective_op(std::string_view s);
+std::optional<Algorithm> parse_algorithm(std::string_view s);
+std::optional<Protocol> parse_protocol(std::string_view s);
+
+// nccl-tests' bus-bandwidth factor f(n).
+double bus_factor(CollectiveOp op, int ranks);
+
+struct Collective {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  std::vector<topology::Vertex> ranks;  // GPUs in rank order; send_recv: {source, destination}
+  Bytes bytes;
+  int root = 0;                         // broadcast and reduce
+  std::optional<Algorithm> algorithm;   // forced; otherwise chosen by NCCL's cost model
+  std::optional<Protocol> protocol;     // forced; otherwise chosen with the algorithm
+  int channels = 0;                     // rings or tree pairs to build; 0: one per NIC rail used
+};
+
+}  // namespace cs::models

@@ -1,0 +1,84 @@
+#include "clustersim/models/collective.hpp"
+
+#include <array>
+
+namespace cs::models {
+
+namespace {
+constexpr std::array kOps{CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::broadcast,
+                          CollectiveOp::reduce,     CollectiveOp::all_to_all, CollectiveOp::send_recv};
+constexpr std::array kAlgorithms{Algorithm::ring, Algorithm::tree,     Algorithm::hierarchical, Algorithm::nvls,
+                                 Algorithm::collnet, Algorithm::pairwise, Algorithm::direct};
+constexpr std::array kProtocols{Protocol::ll, Protocol::ll128, Protocol::simple};
+}  // namespace
+
+std::string_view to_string(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::all_reduce: return "all_reduce";
+    case CollectiveOp::all_gather: return "all_gather";
+    case CollectiveOp::reduce_scatter: return "reduce_scatter";
+    case CollectiveOp::broadcast: return "broadcast";
+    case CollectiveOp::reduce: return "reduce";
+    case CollectiveOp::all_to_all: return "all_to_all";
+    case CollectiveOp::send_recv: return "send_recv";
+  }
+  return "?";
+}
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring: return "ring";
+    case Algorithm::tree: return "tree";
+    case Algorithm::hierarchical: return "hierarchical";
+    case Algorithm::nvls: return "nvls";
+    case Algorithm::collnet: return "collnet";
+    case Algorithm::pairwise: return "pairwise";
+    case Algorithm::direct: return "direct";
+  }
+  return "?";
+}
+
+std::string_view to_string(Protocol p) {
+  switch (p) {
+    case Protocol::ll: return "LL";
+    case Protocol::ll128: return "LL128";
+    case Protocol::simple: return "Simple";
+  }
+  return "?";
+}
+
+std::optional<CollectiveOp> parse_collective_op(std::string_view s) {
+  for (auto op : kOps) {
+    if (to_string(op) == s) return op;
+  }
+  return std::nullopt;
+}
+
+std::optional<Algorithm> parse_algorithm(std::string_view s) {
+  for (auto a : kAlgorithms) {
+    if (to_string(a) == s) return a;
+  }
+  return std::nullopt;
+}
+
+std::optional<Protocol> parse_protocol(std::string_view s) {
+  for (auto p : kProtocols) {
+    if (to_string(p) == s) return p;
+  }
+  if (s == "ll") return Protocol::ll;
+  if (s == "ll128") return Protocol::ll128;
+  if (s == "simple") return Protocol::simple;
+  return std::nullopt;
+}
+
+double bus_factor(CollectiveOp op, int n) {
+  switch (op) {
+    case CollectiveOp::all_reduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter:
+    case CollectiveOp::all_to_all: return static_cast<double>(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+}  // namespace cs::models

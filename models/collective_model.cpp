@@ -1,0 +1,263 @@
+#include "clustersim/models/collective_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "collective_builders.hpp"
+
+namespace cs::models {
+
+using topology::DeviceKind;
+using topology::LinkKind;
+using topology::Vertex;
+
+namespace {
+
+// NCCL charges a PCIe link lanes x {Gen4 120, Gen5 240} / 80 GB/s (topo.cc ncclTopoAddPci): 24 and
+// 48 GB/s for x16, against the raw 31.5 and 63 GB/s per direction the topology holds; the same
+// 0.762 ratio for every generation.
+constexpr double kPcieNcclOverRaw = 24.0 / 31.5;
+
+// NCCL's ring steps: 2(n-1) for all-reduce, n-1 for all-gather and reduce-scatter, n otherwise.
+int ring_steps(CollectiveOp op, int n) {
+  if (op == CollectiveOp::all_reduce) return 2 * (n - 1);
+  if (op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter) return n - 1;
+  return n;
+}
+
+double bottleneck(const topology::Path& p, const std::vector<double>& capacities, const topology::Topology& topo) {
+  double b = std::numeric_limits<double>::infinity();
+  for (topology::Edge e : p.links) b = std::min(b, capacities[topo.link(e).id]);
+  return b;
+}
+
+}  // namespace
+
+CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptions options)
+    : topo_(topo), options_(options), router_(topo, topology::RoutingOptions{.pxn = options.pxn}), direct_(topo) {
+  capacities_.assign(topo.directed_link_count(), 0.0);
+  const auto& g = topo.graph();
+  const hardware::HardwareProfile* gpu = topo.gpu.get();
+  for (auto [e, end] = boost::edges(g); e != end; ++e) {
+    const topology::Link& l = topo.link(*e);
+    double cap = l.bandwidth.value();
+    if (l.kind == LinkKind::nvlink && gpu && gpu->nvlink) {
+      // NCCL's NVLink bandwidth: links x per-link figure of the architecture (topo.h).
+      cap = std::min(cap, nccl_nvlink_bw_per_link(gpu->architecture).value() * gpu->nvlink->links);
+    } else if (l.kind == LinkKind::pcie) {
+      cap *= kPcieNcclOverRaw;
+    }
+    capacities_[l.id] = cap;
+  }
+}
+
+CollectivePlan CollectiveModel::plan(const Collective& c) const {
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(fmt::format("{} of {}: {}", to_string(c.op), to_string(c.bytes), why));
+  };
+  if (c.bytes.value() <= 0) fail("the size must be positive");
+  if (c.ranks.size() < 2) fail("a collective needs at least 2 GPUs");
+  if (c.op == CollectiveOp::send_recv && c.ranks.size() != 2) fail("send_recv takes exactly 2 GPUs");
+  std::set<Vertex> seen;
+  for (Vertex v : c.ranks) {
+    if (v >= topo_.device_count() || topo_.device(v).kind != DeviceKind::gpu) fail("every rank must be a GPU");
+    if (!seen.insert(v).second) fail(fmt::format("{} appears twice in the group", topo_.device(v).name));
+  }
+  if ((c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce) &&
+      (c.root < 0 || c.root >= static_cast<int>(c.ranks.size()))) {
+    fail(fmt::format("root {} is not a rank of the group (0 to {})", c.root, c.ranks.size() - 1));
+  }
+
+  const detail::Group group = detail::make_group(topo_, c.ranks);
+  const int nodes = static_cast<int>(group.nodes.size());
+
+  // NCCL's graph-search inputs, measured on the topology with the capacities flows will see.
+  GraphInputs in;
+  in.ranks = static_cast<int>(c.ranks.size());
+  in.nodes = nodes;
+  in.ppn = group.ppn;
+  in.architecture = topo_.gpu ? topo_.gpu->architecture : "hopper";
+  const auto& g = topo_.graph();
+  const Vertex first = c.ranks.front();
+  double nvlink_total = 0, pcie = std::numeric_limits<double>::infinity();
+  for (auto [e, end] = boost::out_edges(first, g); e != end; ++e) {
+    const auto& l = topo_.link(*e);
+    if (l.kind == LinkKind::nvlink) nvlink_total += capacities_[l.id];
+    if (l.kind == LinkKind::pcie) pcie = std::min(pcie, capacities_[l.id]);
+    if (topo_.device(boost::target(*e, g)).kind == DeviceKind::nvswitch) in.nvswitch = true;
+  }
+  in.intra_nvlink = nvlink_total > 0;
+  in.gpu_total = in.intra_nvlink ? nvlink_total : pcie;
+  {
+    // A GPU-to-GPU path inside a node: two members of the largest node, or else two GPUs of the
+    // first member's node.
+    Vertex a = first, b = first;
+    for (const auto& members : group.nodes) {
+      if (members.size() >= 2) {
+        a = members[0];
+        b = members[1];
+        break;
+      }
+    }
+    if (a == b) {
+      for (Vertex v : topo_.gpus()) {
+        if (v != first && topo_.device(v).node == topo_.device(first).node) {
+          b = v;
+          break;
+        }
+      }
+    }
+    if (a != b) {
+      if (auto p = direct_.route(a, b)) in.gpu_to_gpu = bottleneck(*p, capacities_, topo_);
+    } else {
+      in.gpu_to_gpu = in.gpu_total;
+    }
+  }
+  if (nodes > 1) {
+    // A GPU's path to the fabric: from the first member to its counterpart in the next node.
+    const Vertex a = group.nodes[0][0], b = group.nodes[1][0];
+    if (auto p = direct_.route(a, b)) {
+      double up = std::numeric_limits<double>::infinity();
+      for (topology::Edge e : p->links) {
+        const auto& l = topo_.link(e);
+        if (l.tier > 0) break;  // only the GPU's side, up to and including its NIC's link to the leaf
+        up = std::min(up, capacities_[l.id]);
+        if (l.tier == 0) in.nic = capacities_[l.id];
+      }
+      in.gpu_to_net = up;
+    }
+    int nics = 0;
+    const int node0 = topo_.device(first).node;
+    for (auto [v, end] = boost::vertices(g); v != end; ++v) {
+      if (topo_.device(*v).kind == DeviceKind::nic && topo_.device(*v).node == node0) ++nics;
+    }
+    in.nics = std::min(group.ppn, nics);
+  }
+  // GB/s for NCCL's model.
+  in.gpu_total /= 1e9;
+  in.gpu_to_gpu /= 1e9;
+  in.gpu_to_net /= 1e9;
+  in.nic /= 1e9;
+
+  CollectivePlan plan;
+  plan.shape = nccl_graph(in);
+  std::optional<Algorithm> algorithm = c.algorithm;
+  if (!algorithm && c.op == CollectiveOp::all_to_all) algorithm = Algorithm::pairwise;
+  if (!algorithm && c.op == CollectiveOp::send_recv) algorithm = Algorithm::direct;
+  if (algorithm == Algorithm::collnet) {
+    fail("collnet (SHARP in-network reduction) is not modelled: no fabric in clustersim is SHARP-capable yet");
+  }
+  if (algorithm == Algorithm::nvls && !(plan.shape.nvls_channels >= 2 && nccl_nvls_efficiency(in.architecture) > 0)) {
+    fail("nvls needs one node whose GPUs meet at an NVSwitch, on Hopper or later");
+  }
+  if (algorithm == Algorithm::hierarchical && (nodes < 2 || !group.uniform)) {
+    fail("hierarchical needs at least 2 nodes with the same number of GPUs in each");
+  }
+  if (algorithm == Algorithm::tree && nodes < 2 && c.op == CollectiveOp::all_reduce) {
+    // NCCL's tree inside one node is a chain; clustersim builds trees between nodes only.
+    fail("tree needs GPUs on at least 2 nodes");
+  }
+  plan.candidates = nccl_costs(c.op, c.bytes, plan.shape);
+  if (nodes < 2) {
+    plan.candidates.erase(std::remove_if(plan.candidates.begin(), plan.candidates.end(),
+                                         [](const AlgoCost& a) { return a.algorithm == Algorithm::tree; }),
+                          plan.candidates.end());
+  }
+  {
+    const AlgoCost* best = nullptr;
+    for (const AlgoCost& cost : plan.candidates) {
+      if (algorithm ? cost.algorithm != *algorithm : cost.algorithm == Algorithm::hierarchical) continue;
+      if (c.protocol && cost.protocol != *c.protocol) continue;
+      if (!best || cost.time < best->time) best = &cost;
+    }
+    if (!best) {
+      fail(fmt::format("no {}{}{} applies over {} GPUs on {} node{}", algorithm ? to_string(*algorithm) : "algorithm",
+                       c.protocol ? "/" : "", c.protocol ? to_string(*c.protocol) : "", c.ranks.size(), nodes, nodes == 1 ? "" : "s"));
+    }
+    plan.model = *best;
+  }
+  plan.algorithm = plan.model.algorithm;
+  plan.protocol = plan.model.protocol;
+  for (Vertex v : c.ranks) plan.gpus.push_back(topo_.device(v).gpu_rank);
+
+  const int n = static_cast<int>(c.ranks.size());
+  const int rings = c.channels > 0 ? c.channels : (nodes > 1 ? std::max(1, in.nics) : 1);
+  plan.channels = rings;
+  const sim::Time latency = detail::to_time(plan.model.latency);
+  // Flows are capped at the bandwidth NCCL's model gives the algorithm, so that alone on the
+  // network a collective takes NCCL's predicted time, and contention can only add to it.
+  switch (plan.algorithm) {
+    case Algorithm::ring: {
+      // busBw = algbw x nsteps / n; each of the rings' flows on an edge gets busBw / rings.
+      const double bus_bw = plan.model.algbw.value() * ring_steps(c.op, n) / n;
+      plan.phases = detail::build_ring(*this, group, c, rings, latency, detail::ProtocolCaps{1.0, bus_bw / rings});
+      break;
+    }
+    case Algorithm::tree:
+      // Each tree edge carries S / (2 channels) in each direction: capped at algbw / (2 channels).
+      plan.phases = detail::build_tree(*this, group, c, rings, latency, detail::ProtocolCaps{1.0, plan.model.algbw.value() / (2.0 * rings)});
+      break;
+    case Algorithm::nvls:
+      plan.phases = detail::build_nvls(*this, group, c, latency, plan.model.algbw.value());
+      break;
+    case Algorithm::hierarchical: {
+      GraphInputs intra_in = in;
+      intra_in.ranks = group.ppn;
+      intra_in.nodes = 1;
+      GraphInputs inter_in = in;
+      inter_in.ranks = nodes;
+      inter_in.ppn = 1;
+      inter_in.nics = 1;
+      const CommShape intra = nccl_graph(intra_in), inter = nccl_graph(inter_in);
+      const Protocol p = plan.protocol;
+      const double intra_bus = nccl_algbw(CollectiveOp::reduce_scatter, Algorithm::ring, p, intra).value() * ring_steps(CollectiveOp::reduce_scatter, group.ppn) / group.ppn;
+      const double inter_bus = nccl_algbw(CollectiveOp::all_reduce, Algorithm::ring, p, inter).value() * ring_steps(CollectiveOp::all_reduce, nodes) / nodes;
+      plan.phases = detail::build_hierarchical(
+          *this, group, c, detail::to_time(nccl_latency(CollectiveOp::reduce_scatter, Algorithm::ring, p, intra)), intra_bus,
+          detail::to_time(nccl_latency(CollectiveOp::all_reduce, Algorithm::ring, p, inter)), inter_bus);
+      break;
+    }
+    case Algorithm::pairwise:
+      plan.phases = detail::build_pairwise(*this, group, c, latency);
+      break;
+    case Algorithm::direct:
+      plan.phases = detail::build_direct(*this, c, latency);
+      break;
+    case Algorithm::collnet:
+      break;
+  }
+  return plan;
+}
+
+std::pair<sim::TaskGraph::TaskId, sim::TaskGraph::TaskId> CollectiveModel::add_to(sim::TaskGraph& graph, const CollectivePlan& plan,
+                                                                                 int stream) const {
+  std::optional<sim::TaskGraph::TaskId> first, last;
+  for (const CollectivePhase& phase : plan.phases) {
+    const auto t = graph.add_transfer(plan.gpus, stream, phase.flows, phase.name);
+    if (last) graph.depend(*last, t);
+    if (!first) first = t;
+    last = t;
+  }
+  return {*first, *last};
+}
+
+CollectiveResult CollectiveModel::simulate(const Collective& c) const {
+  CollectiveResult r;
+  r.plan = plan(c);
+  sim::Simulator sim;
+  sim::FluidNetwork net(sim, capacities_);
+  sim::TaskGraph graph(sim, net, static_cast<int>(topo_.gpus().size()));
+  add_to(graph, r.plan);
+  const sim::Time end = graph.run();
+  r.time = Seconds(end.to_seconds());
+  r.algbw = BytesPerSec(c.bytes.value() / r.time.value());
+  r.busbw = r.algbw * bus_factor(c.op, static_cast<int>(c.ranks.size()));
+  r.stats = sim.stats();
+  return r;
+}
+
+}  // namespace cs::models
