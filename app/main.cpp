@@ -9,6 +9,7 @@
 #include "clustersim/common/input_error.hpp"
 #include "collective_command.hpp"
 #include "topo_command.hpp"
+#include "validate_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"clustersim: discrete-event simulator and capacity planner for LLM training and inference clusters"};
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   cs::app::add_topo_command(app);
   cs::app::add_collective_command(app);
+  cs::app::add_validate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,106 @@
+#include "validate_command.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "clustersim/reports/text_table.hpp"
+#include "clustersim/validate/runner.hpp"
+
+namespace cs::app {
+
+namespace {
+
+using reports::TextTable;
+using validate::CaseResult;
+
+struct Options {
+  std::vector<std::string> files;
+  bool json = false;
+};
+
+std::string number(double v) { return fmt::format("{:.4g}", v); }
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
+  return s;
+}
+
+nlohmann::json to_json(const CaseResult& r) {
+  nlohmann::json j{{"id", r.id}, {"kind", r.kind}, {"status", r.status}};
+  if (r.status != "ok") {
+    j["reason"] = r.reason;
+    return j;
+  }
+  j["primary_metric"] = r.primary_metric;
+  j["predicted"] = r.predicted;
+  j["measured"] = r.measured;
+  j["error_pct"] = std::round(r.error_pct * 100) / 100;
+  nlohmann::json errors = nlohmann::json::object();
+  for (const auto& [k, v] : r.errors_pct) errors[k] = std::round(v * 100) / 100;
+  j["errors_pct"] = errors;
+  j["defaults_applied"] = r.defaults_applied;
+  return j;
+}
+
+void run(const Options& o) {
+  std::vector<validate::Case> cases;
+  for (const auto& f : o.files) {
+    auto more = validate::read_cases(f);
+    cases.insert(cases.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  std::vector<CaseResult> results;
+  results.reserve(cases.size());
+  for (const auto& c : cases) results.push_back(validate::run_case(c));
+  const auto summary = validate::summarize(results);
+
+  if (o.json) {
+    nlohmann::json out;
+    out["cases"] = nlohmann::json::array();
+    for (const auto& r : results) out["cases"].push_back(to_json(r));
+    out["summary"] = nlohmann::json::object();
+    for (const auto& [kind, s] : summary) {
+      out["summary"][kind] = {{"cases", s.cases}, {"ok", s.ok}, {"unsupported", s.unsupported}, {"failed", s.failed},
+                              {"mape_pct", std::round(s.mape_pct * 100) / 100}, {"max_abs_error_pct", std::round(s.max_abs_error_pct * 100) / 100}};
+    }
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  for (const char* kind : {"training", "inference", "gemm", "collective"}) {
+    auto it = summary.find(kind);
+    if (it == summary.end()) continue;
+    std::cout << fmt::format("{} ({}, {})\n", kind, validate::primary_metric(kind), it->second.cases == 1 ? "1 case" : fmt::format("{} cases", it->second.cases));
+    TextTable table({"id", "predicted", "measured", "error %", "defaults applied / reason"},
+                    {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::left});
+    for (const auto& r : results) {
+      if (r.kind != kind) continue;
+      const auto m = r.measured.find(r.primary_metric);
+      const std::string measured = m == r.measured.end() ? "-" : number(m->second);
+      if (r.status == "ok") {
+        table.add_row({r.id, number(r.predicted.at(r.primary_metric)), measured, fmt::format("{:+.1f}", r.error_pct), join(r.defaults_applied)});
+      } else {
+        table.add_row({r.id, r.status, measured, "-", r.reason});
+      }
+    }
+    std::cout << table.render("  ");
+    const auto& s = it->second;
+    std::cout << fmt::format("  summary: {} cases, {} ok, {} unsupported, {} failed; MAPE {:.1f}%, max |error| {:.1f}%\n\n", s.cases, s.ok,
+                             s.unsupported, s.failed, s.mape_pct, s.max_abs_error_pct);
+  }
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("validate", "Compare predictions with published measurements (clustersim-validation/1 files)");
+  cmd->add_option("files", o->files, "Validation YAML files")->required()->check(CLI::ExistingFile);
+  cmd->add_flag("--json", o->json, "Print one JSON object (cases and summary per kind)");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace cs::app

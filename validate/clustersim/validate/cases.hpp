@@ -1,0 +1,55 @@
+// The clustersim-validation/1 format (../shared/validation/README.md): published, measured cases
+// the simulator is compared against. The reader checks every documented field's type and rejects
+// unknown fields; only what a supported kind needs is kept in typed form.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clustersim/common/yaml_reader.hpp"
+
+namespace cs::validate {
+
+struct ClusterSpec {
+  std::string gpu;
+  int gpus = 0;
+  int gpus_per_node = 0;
+  std::string scale_up_kind;
+  int domain_gpus = 0;
+  std::string fabric;         // infiniband | roce | omnipath | efa (empty: none given)
+  double gbps_per_gpu = 0;
+  std::string fabric_topology;
+  bool fabric_assumed = false;
+};
+
+struct GemmSpec {
+  std::int64_t m = 0, n = 0, k = 0;
+  std::string dtype;
+};
+
+struct CollectiveSpec {
+  std::string op;
+  double bytes = 0;
+  std::string algorithm;  // empty: NCCL's choice
+};
+
+struct Case {
+  std::string id;
+  std::string kind;  // training | inference | gemm | collective
+  std::string source;
+  std::string confidence;
+  ClusterSpec cluster;
+  std::optional<GemmSpec> gemm;
+  std::optional<CollectiveSpec> collective;
+  std::map<std::string, double> measured;
+  std::string file;
+  int line = 0;
+};
+
+// Reads every case of a file; throws InputError (file, line, field) on anything malformed.
+std::vector<Case> read_cases(const std::filesystem::path& file);
+
+}  // namespace cs::validate

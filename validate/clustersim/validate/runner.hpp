@@ -1,0 +1,47 @@
+// Runs validation cases against the models and compares with what was measured.
+//
+//  - gemm: the GPU's shipped hardware profile and its GEMM model (hardware/gemm_model.hpp);
+//  - collective: a topology built from the case's cluster (the shipped node template with that
+//    GPU count, its NICs at the case's rate, a non-blocking fat tree between nodes) and the
+//    collective simulated on it (models/collective_model.hpp);
+//  - training, inference: reported as unsupported until those models exist.
+// error_pct = 100 (predicted - measured) / measured on the kind's primary metric.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "clustersim/validate/cases.hpp"
+
+namespace cs::validate {
+
+struct CaseResult {
+  std::string id;
+  std::string kind;
+  std::string status;  // ok | unsupported | failed
+  std::string reason;
+  std::string primary_metric;
+  std::map<std::string, double> predicted;
+  std::map<std::string, double> measured;
+  double error_pct = 0;
+  std::map<std::string, double> errors_pct;
+  std::vector<std::string> defaults_applied;
+};
+
+struct KindSummary {
+  int cases = 0;
+  int ok = 0;
+  int unsupported = 0;
+  int failed = 0;
+  double mape_pct = 0;
+  double max_abs_error_pct = 0;
+};
+
+CaseResult run_case(const Case& c);
+// Per kind, in the order training, inference, gemm, collective (kinds without cases left out).
+std::map<std::string, KindSummary> summarize(const std::vector<CaseResult>& results);
+// The primary metric of a kind.
+std::string primary_metric(const std::string& kind);
+
+}  // namespace cs::validate

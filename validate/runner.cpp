@@ -1,0 +1,167 @@
+#include "clustersim/validate/runner.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/parts.hpp"
+#include "clustersim/hardware/gemm_model.hpp"
+#include "clustersim/models/collective_model.hpp"
+#include "clustersim/topology/topology_loader.hpp"
+
+namespace cs::validate {
+
+namespace {
+
+// A case the models cannot run: reported, never silently skipped.
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+hardware::HardwareProfile profile_for(const std::string& gpu) {
+  IncludeStack includes;
+  for (const auto& name : shipped_part_names("hardware")) {
+    auto hw = hardware::load_hardware_profile(resolve_part(name, "hardware"), includes);
+    if (hw.name == gpu) return hw;
+  }
+  throw Unsupported(fmt::format("no shipped hardware profile is named {}", gpu));
+}
+
+topology::NodeTemplate node_for(const ClusterSpec& c) {
+  IncludeStack includes;
+  for (const auto& name : shipped_part_names("nodes")) {
+    auto t = topology::load_node_file(resolve_part(name, "nodes"), includes);
+    if (t.gpu.name == c.gpu && t.gpus() == c.gpus_per_node) return t;
+  }
+  throw Unsupported(fmt::format("no shipped node template holds {} x {}", c.gpus_per_node, c.gpu));
+}
+
+double error_pct(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
+
+void run_gemm(const Case& c, CaseResult& r) {
+  const auto hw = profile_for(c.cluster.gpu);
+  const auto dtype = hardware::parse_dtype(c.gemm->dtype);
+  if (!hw.supports(*dtype)) throw Unsupported(fmt::format("{} has no {} peak in its profile", hw.name, c.gemm->dtype));
+  const auto e = hardware::estimate_gemm(hw, {c.gemm->m, c.gemm->n, c.gemm->k}, *dtype);
+  r.predicted["tflops"] = e.achieved.value() / 1e12;
+}
+
+void run_collective(const Case& c, CaseResult& r) {
+  const ClusterSpec& cl = c.cluster;
+  topology::TopologySpec spec;
+  spec.name = c.id;
+  topology::NodeTemplate node = node_for(cl);
+  r.defaults_applied.push_back(fmt::format("node template {}", node.name));
+  const int nodes = cl.gpus / cl.gpus_per_node;
+  spec.nodes = nodes;
+  if (nodes > 1) {
+    if (cl.fabric.empty()) throw Unsupported("a multi-node case needs cluster.scale_out");
+    // The case's per-GPU rate spread over the template's NIC ports.
+    const int ports = node.nic_ports();
+    if (ports == 0) throw Unsupported(fmt::format("node template {} has no NICs", node.name));
+    for (auto& g : node.groups) {
+      if (g.kind == topology::DeviceKind::nic) g.rate = BytesPerSec(cl.gbps_per_gpu * 1e9 / 8 * cl.gpus_per_node / ports);
+    }
+    spec.fabric.kind = topology::FabricKind::fat_tree;
+    // EFA and RoCE are Ethernet; Omni-Path, like InfiniBand, routes by destination.
+    spec.fabric.technology = cl.fabric == "roce" || cl.fabric == "efa" ? topology::Technology::roce : topology::Technology::infiniband;
+    const int leaves = (nodes * ports + 31) / 32;
+    spec.fabric.tiers = leaves <= 64 ? std::vector<topology::TierSpec>{{64, 1.0}, {64, 1.0}}
+                                     : std::vector<topology::TierSpec>{{64, 1.0}, {64, 1.0}, {64, 1.0}};
+    r.defaults_applied.push_back(fmt::format("scale-out: non-blocking {}-tier fat tree of 64-port {} switches, {} Gb/s per GPU",
+                                             spec.fabric.tiers.size(), cl.fabric, cl.gbps_per_gpu));
+    if (cl.fabric_assumed) r.defaults_applied.push_back("fabric assumed by the case (the source does not name it)");
+  }
+  spec.node = std::move(node);
+  const topology::Topology topo = topology::build_topology(spec);
+  const models::CollectiveModel model(topo);
+  models::Collective col;
+  col.op = *models::parse_collective_op(c.collective->op);
+  col.ranks = topo.gpus();
+  col.bytes = Bytes(c.collective->bytes);
+  if (!c.collective->algorithm.empty()) col.algorithm = models::parse_algorithm(c.collective->algorithm);
+  models::CollectiveResult result;
+  try {
+    result = model.simulate(col);
+  } catch (const std::invalid_argument& e) {
+    throw Unsupported(e.what());
+  }
+  if (c.collective->algorithm.empty()) {
+    r.defaults_applied.push_back(fmt::format("algorithm: NCCL's cost model chose {}/{}", to_string(result.plan.algorithm),
+                                             to_string(result.plan.protocol)));
+  }
+  r.predicted["busbw_GBps"] = result.busbw.value() / 1e9;
+}
+
+}  // namespace
+
+std::string primary_metric(const std::string& kind) {
+  if (kind == "training") return "step_time_s";
+  if (kind == "inference") return "output_tokens_per_s";
+  if (kind == "gemm") return "tflops";
+  return "busbw_GBps";
+}
+
+CaseResult run_case(const Case& c) {
+  CaseResult r;
+  r.id = c.id;
+  r.kind = c.kind;
+  r.primary_metric = primary_metric(c.kind);
+  r.measured = c.measured;
+  try {
+    if (c.kind == "gemm") {
+      run_gemm(c, r);
+    } else if (c.kind == "collective") {
+      run_collective(c, r);
+    } else {
+      throw Unsupported(fmt::format("{} cases need the {} model, which clustersim does not have yet", c.kind,
+                                    c.kind == "training" ? "training-step" : "serving"));
+    }
+  } catch (const Unsupported& e) {
+    r.status = "unsupported";
+    r.reason = e.what();
+    r.predicted.clear();
+    return r;
+  } catch (const std::exception& e) {
+    r.status = "failed";
+    r.reason = e.what();
+    r.predicted.clear();
+    return r;
+  }
+  auto measured = c.measured.find(r.primary_metric);
+  if (measured == c.measured.end()) {
+    r.status = "failed";
+    r.reason = fmt::format("the case has no measured {}", r.primary_metric);
+    return r;
+  }
+  r.status = "ok";
+  for (const auto& [key, value] : r.predicted) {
+    if (auto m = c.measured.find(key); m != c.measured.end()) r.errors_pct[key] = error_pct(value, m->second);
+  }
+  r.error_pct = r.errors_pct.at(r.primary_metric);
+  return r;
+}
+
+std::map<std::string, KindSummary> summarize(const std::vector<CaseResult>& results) {
+  std::map<std::string, KindSummary> out;
+  for (const auto& r : results) {
+    KindSummary& s = out[r.kind];
+    ++s.cases;
+    if (r.status == "ok") {
+      ++s.ok;
+      s.mape_pct += std::fabs(r.error_pct);
+      s.max_abs_error_pct = std::max(s.max_abs_error_pct, std::fabs(r.error_pct));
+    } else if (r.status == "unsupported") {
+      ++s.unsupported;
+    } else {
+      ++s.failed;
+    }
+  }
+  for (auto& [kind, s] : out) {
+    if (s.ok > 0) s.mape_pct /= s.ok;
+  }
+  return out;
+}
+
+}  // namespace cs::validate
