@@ -64,8 +64,10 @@ void run(const Options& o) {
     for (const auto& r : results) out["cases"].push_back(to_json(r));
     out["summary"] = nlohmann::json::object();
     for (const auto& [kind, s] : summary) {
-      out["summary"][kind] = {{"cases", s.cases}, {"ok", s.ok}, {"unsupported", s.unsupported}, {"failed", s.failed},
-                              {"mape_pct", std::round(s.mape_pct * 100) / 100}, {"max_abs_error_pct", std::round(s.max_abs_error_pct * 100) / 100}};
+      nlohmann::json k{{"cases", s.cases}, {"ok", s.ok}, {"unsupported", s.unsupported}, {"failed", s.failed}};
+      k["mape_pct"] = s.ok > 0 ? nlohmann::json(std::round(s.mape_pct * 100) / 100) : nlohmann::json(nullptr);
+      k["max_abs_error_pct"] = s.ok > 0 ? nlohmann::json(std::round(s.max_abs_error_pct * 100) / 100) : nlohmann::json(nullptr);
+      out["summary"][kind] = k;
     }
     std::cout << out.dump(2) << "\n";
     return;
@@ -88,8 +90,9 @@ void run(const Options& o) {
     }
     std::cout << table.render("  ");
     const auto& s = it->second;
-    std::cout << fmt::format("  summary: {} cases, {} ok, {} unsupported, {} failed; MAPE {:.1f}%, max |error| {:.1f}%\n\n", s.cases, s.ok,
-                             s.unsupported, s.failed, s.mape_pct, s.max_abs_error_pct);
+    std::cout << fmt::format("  summary: {} cases, {} ok, {} unsupported, {} failed; {}\n\n", s.cases, s.ok, s.unsupported, s.failed,
+                             s.ok > 0 ? fmt::format("MAPE {:.1f}%, max |error| {:.1f}%", s.mape_pct, s.max_abs_error_pct)
+                                      : std::string("no case ran, so no error to report"));
   }
 }
 

@@ -23,7 +23,8 @@ void int_or_unknown(Map& m, const char* key) {
 
 void read_model(const Node& node) {
   Map m(node);
-  for (const char* key : {"layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "seq_len"}) m.get<int>(key, kPositive);
+  for (const char* key : {"layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) m.get<int>(key, kPositive);
+  m.get_or<int>("seq_len", 0, kPositive);  // training cases give it; serving cases take it from the workload
   m.choice("activation", {"gelu", "swiglu", "geglu", "relu2"});
   if (auto moe = m.find("moe")) {
     Map e(*moe);
@@ -64,8 +65,8 @@ ClusterSpec read_cluster(const Node& node) {
     o.finish();
   }
   m.finish();
-  if (c.gpus % c.gpus_per_node != 0) {
-    m.at("gpus", "").fail(fmt::format("a multiple of gpus_per_node ({})", c.gpus_per_node), std::to_string(c.gpus));
+  if (c.gpus > c.gpus_per_node && c.gpus % c.gpus_per_node != 0) {
+    m.at("gpus", "").fail(fmt::format("at most gpus_per_node ({0}) or a multiple of it", c.gpus_per_node), std::to_string(c.gpus));
   }
   return c;
 }

@@ -51,6 +51,9 @@ void run_collective(const Case& c, CaseResult& r) {
   const ClusterSpec& cl = c.cluster;
   topology::TopologySpec spec;
   spec.name = c.id;
+  if (cl.gpus % cl.gpus_per_node != 0) {
+    throw Unsupported(fmt::format("a collective over {} of a node's {} GPUs: collectives run over whole nodes", cl.gpus, cl.gpus_per_node));
+  }
   topology::NodeTemplate node = node_for(cl);
   r.defaults_applied.push_back(fmt::format("node template {}", node.name));
   const int nodes = cl.gpus / cl.gpus_per_node;
