@@ -139,7 +139,9 @@ std::string render_path(const Topology& topo, const Router& router, Vertex a, Ve
   const std::string an = topo.device(a).name, bn = topo.device(b).name;
   auto chosen = router.route(a, b, o.flow);
   if (!chosen) throw InputError(fmt::format("--path: no route from {} to {} in topology {}", an, bn, topo.name));
-  std::string out = fmt::format("route {} -> {}{}\n", an, bn, o.pxn ? " (PXN)" : "");
+  const bool by_destination = topo.technology == "infiniband";
+  std::string out = fmt::format("route {} -> {}{}; ECMP {}\n", an, bn, o.pxn ? " (PXN)" : "",
+                                by_destination ? "by destination (D-mod-k, InfiniBand)" : "by flow hash");
   out += fmt::format("  flow {}: {}\n", o.flow, path_line(topo, *chosen));
   const auto alternatives = router.all_paths(a, b, o.paths);
   out += fmt::format("  {} equal-cost shortest path{} without relaying{}\n", alternatives.total, alternatives.total == 1 ? "" : "s",

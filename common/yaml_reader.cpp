@@ -185,6 +185,13 @@ std::optional<Node> Map::find(std::string_view key) {
 Node Map::at(std::string_view key, std::string_view expected) {
   auto n = find(key);
   if (!n) {
+    // A misspelt key is the likeliest reason: name it.
+    for (const auto& e : entries_) {
+      if (!closest_match(e.key, {std::string(key)}).empty()) {
+        throw InputError(e.key_where, child_field(node_.field(), key), std::string(expected),
+                         fmt::format("nothing (the key is missing; did you mean it by '{}'?)", e.key));
+      }
+    }
     throw InputError(node_.where(), child_field(node_.field(), key), std::string(expected),
                      "nothing (the key is missing)");
   }

@@ -51,7 +51,9 @@ struct CollectiveOptions {
 
 class CollectiveModel {
  public:
+  // Keeps a reference to the topology, which must outlive the model.
   explicit CollectiveModel(const topology::Topology& topo, CollectiveOptions options = {});
+  CollectiveModel(topology::Topology&&, CollectiveOptions = {}) = delete;
 
   // Validates the request and builds its flows. Throws std::invalid_argument with a clear
   // message for an impossible request (unknown op for the algorithm, a group of one, ...).

@@ -1,0 +1,218 @@
+#include <cmath>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "clustersim/common/parts.hpp"
+#include "clustersim/models/collective_model.hpp"
+#include "clustersim/topology/topology_loader.hpp"
+#include "support.hpp"
+
+using namespace cs;
+using namespace cs::models;
+using cs::topology::Topology;
+using cs::topology::Vertex;
+
+namespace {
+
+Topology from_text(const std::string& text) {
+  yaml::Node root = test::parse(text);
+  yaml::Map m(root);
+  IncludeStack includes;
+  topology::TopologySpec spec;
+  topology::read_topology(m.at("topology", "a topology"), spec, includes);
+  return topology::build_topology(spec);
+}
+
+Topology nodes_of(const std::string& node, int n) {
+  if (n == 1) return from_text(fmt::format("topology: {{name: t, node: {}, nodes: 1}}\n", node));
+  return from_text(fmt::format(
+      "topology:\n  name: t\n  node: {}\n  nodes: {}\n  fabric: {{kind: rail-optimized, scalable_unit: 32, tiers: [{{radix: 64}}, {{radix: 64}}]}}\n",
+      node, n));
+}
+
+std::vector<Vertex> gpus_where(const Topology& t, const std::function<bool(const topology::Device&)>& pick) {
+  std::vector<Vertex> out;
+  for (Vertex v : t.gpus()) {
+    if (pick(t.device(v))) out.push_back(v);
+  }
+  return out;
+}
+
+Collective all_reduce(std::vector<Vertex> ranks, double bytes) {
+  Collective c;
+  c.op = CollectiveOp::all_reduce;
+  c.ranks = std::move(ranks);
+  c.bytes = Bytes(bytes);
+  return c;
+}
+
+// Runs several planned collectives at once in one task graph; returns each one's time.
+std::vector<double> concurrently(const CollectiveModel& m, const std::vector<Collective>& cs) {
+  sim::Simulator sim;
+  sim::FluidNetwork net(sim, m.capacities());
+  sim::TaskGraph g(sim, net, static_cast<int>(m.topology().gpus().size()));
+  std::vector<sim::TaskGraph::TaskId> last;
+  for (const auto& c : cs) last.push_back(m.add_to(g, m.plan(c)).second);
+  g.run();
+  std::vector<double> out;
+  for (auto t : last) out.push_back(g.record(t).end.to_seconds());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("busbw follows nccl-tests' definitions", "[collectives]") {
+  CHECK(bus_factor(CollectiveOp::all_reduce, 8) == Approx(2.0 * 7 / 8));
+  CHECK(bus_factor(CollectiveOp::all_gather, 8) == Approx(7.0 / 8));
+  CHECK(bus_factor(CollectiveOp::all_to_all, 4) == Approx(3.0 / 4));
+  CHECK(bus_factor(CollectiveOp::broadcast, 8) == 1.0);
+}
+
+TEST_CASE("NCCL's graph search on the shipped systems", "[collectives][nccl]") {
+  // DGX H100 (docs/nccl-model.md 7.4): rings 12 x 30 GB/s, NVLS 8 heads at 40; DGX A100 12 x 20;
+  // 4 DGX A100 with HDR: 8 x 24 (PCIe Gen4 caps the GPU-NIC path).
+  const Topology t1 = nodes_of("dgx-h100", 1), t2 = nodes_of("dgx-a100", 1), t3 = nodes_of("dgx-a100", 4);
+  const CollectiveModel h100(t1);
+  const auto ph = h100.plan(all_reduce(h100.topology().gpus(), 1 << 30));
+  CHECK(ph.shape.channels == 12);
+  CHECK(ph.shape.bi == Approx(30));
+  CHECK(ph.shape.nvls_channels == 8);
+  CHECK(ph.shape.nvls_bi == Approx(40));
+  const CollectiveModel a100(t2);
+  const auto pa = a100.plan(all_reduce(a100.topology().gpus(), 1 << 30));
+  CHECK(pa.shape.channels * pa.shape.bi == Approx(240));
+  const CollectiveModel a100x4(t3);
+  const auto pm = a100x4.plan(all_reduce(a100x4.topology().gpus(), 1 << 30));
+  CHECK(pm.shape.channels == 8);
+  CHECK(pm.shape.be == Approx(24));
+}
+
+TEST_CASE("ring all-reduce on an uncontended ring takes 2(n-1) alpha + 2(n-1)/n S / B", "[collectives][ring]") {
+  const Topology topo = nodes_of("dgx-h100", 1);
+  const CollectiveModel m(topo);
+  Collective c = all_reduce(m.topology().gpus(), 1 << 30);
+  c.algorithm = Algorithm::ring;
+  c.protocol = Protocol::simple;
+  const auto r = m.simulate(c);
+  // Expectations (NCCL's model, docs/nccl-model.md): n = 8, B = busBw = 12 channels x 30 GB/s = 360 GB/s,
+  // alpha = the NVLink Ring Simple hop latency 3.4 us, plus the 8.4 us base latency.
+  const double n = 8, S = 1 << 30, B = 360e9;
+  const double expected = 8.4e-6 + 2 * (n - 1) * 3.4e-6 + 2 * (n - 1) / n * S / B;
+  // Simulated time is whole nanoseconds: the latency and the completion each round by under 1 ns.
+  CHECK(r.time.value() == Approx(expected).epsilon(0).margin(2e-9));
+  CHECK(r.busbw.value() == Approx(2 * (n - 1) / n * S / expected));
+}
+
+TEST_CASE("NVLS busbw exceeds ring busbw on an NVSwitch node", "[collectives][nvls]") {
+  const Topology topo = nodes_of("dgx-h100", 1);
+  const CollectiveModel m(topo);
+  Collective c = all_reduce(m.topology().gpus(), 16.0 * (1 << 30));
+  c.algorithm = Algorithm::ring;
+  const auto ring = m.simulate(c);
+  c.algorithm = Algorithm::nvls;
+  const auto nvls = m.simulate(c);
+  CHECK(nvls.busbw.value() > 1.2 * ring.busbw.value());
+  // NCCL's model for NVLS on H100: 8 heads x min(40 x 0.85 x 7/8 x 2, inter) = 476 GB/s busbw.
+  CHECK(nvls.busbw.value() / 1e9 == Approx(476).epsilon(0.01));
+  // Left to NCCL's cost model, a large all-reduce picks NVLS and a tiny one LL.
+  CHECK(m.plan(all_reduce(m.topology().gpus(), 1 << 30)).algorithm == Algorithm::nvls);
+  CHECK(m.plan(all_reduce(m.topology().gpus(), 4096)).protocol == Protocol::ll);
+}
+
+TEST_CASE("hierarchical all-reduce beats a flat single ring across nodes", "[collectives][hierarchical]") {
+  const Topology topo = nodes_of("dgx-h100", 4);
+  const CollectiveModel m(topo);
+  Collective c = all_reduce(m.topology().gpus(), 1 << 30);
+  c.algorithm = Algorithm::ring;
+  c.channels = 1;  // one ring through all 32 GPUs: one NIC per node carries everything
+  const auto flat = m.simulate(c);
+  c.algorithm = Algorithm::hierarchical;
+  c.channels = 0;
+  const auto hier = m.simulate(c);
+  CHECK(hier.time < flat.time);
+  CHECK(hier.plan.phases.size() == 3);
+}
+
+TEST_CASE("concurrent collectives contend exactly where they share links", "[collectives][contention]") {
+  // 4 nodes of 8 GPUs sharing 4 NICs (two GPUs per NIC and PCIe switch), rail-optimized on 4 rails.
+  const std::string node =
+      "    name: shared-nic\n    gpu: h100-sxm5-80gb\n    devices:\n      - {name: gpu, kind: gpu, count: 8}\n"
+      "      - {name: nvswitch, kind: nvswitch, count: 1}\n      - {name: pcie, kind: pcie_switch, count: 4}\n"
+      "      - {name: nic, kind: nic, count: 4, rate: 400Gbps}\n    links:\n"
+      "      - {from: gpu, to: nvswitch, kind: nvlink, bandwidth: 450GB/s}\n"
+      "      - {from: gpu, to: pcie, pattern: block, kind: pcie, bandwidth: 63GB/s}\n"
+      "      - {from: nic, to: pcie, pattern: zip, kind: pcie, bandwidth: 63GB/s}\n";
+  const Topology t = from_text("topology:\n  name: t\n  node:\n" + node +
+                               "  nodes: 4\n  fabric: {kind: rail-optimized, scalable_unit: 32, tiers: [{radix: 64}, {radix: 64}]}\n");
+  const CollectiveModel m(t, CollectiveOptions{.pxn = false});
+  auto dp_group = [&](int local) { return all_reduce(gpus_where(t, [&](const auto& d) { return d.local_index == local; }), 256 << 20); };
+  const double alone = m.simulate(dp_group(0)).time.value();
+  // GPUs 0 and 2 use NICs 0 and 1: separate rails, no slow-down.
+  const auto apart = concurrently(m, {dp_group(0), dp_group(2)});
+  CHECK(apart[0] == Approx(alone).epsilon(1e-6));
+  CHECK(apart[1] == Approx(alone).epsilon(1e-6));
+  // GPUs 0 and 1 share NIC 0 and its rail: each gets half the bandwidth.
+  const auto together = concurrently(m, {dp_group(0), dp_group(1)});
+  CHECK(together[0] > 1.8 * alone - 0.1e-3);
+  CHECK(together[1] > 1.8 * alone - 0.1e-3);
+}
+
+TEST_CASE("an all-to-all across rails is limited by the spine when PXN is off", "[collectives][all-to-all]") {
+  // Leaves oversubscribed 4:1: cross-rail traffic that must climb to the spines gets a quarter of
+  // its NIC rate; with PXN it changes rail over NVLink and stays on its leaf.
+  const Topology t = from_text(
+      "topology:\n  name: t\n  node: dgx-h100\n  nodes: 4\n"
+      "  fabric: {kind: rail-optimized, scalable_unit: 4, tiers: [{radix: 64, oversubscription: 4}, {radix: 64}]}\n");
+  Collective c;
+  c.op = CollectiveOp::all_to_all;
+  c.ranks = t.gpus();
+  c.bytes = Bytes(256 << 20);
+  const auto with_pxn = CollectiveModel(t, CollectiveOptions{.pxn = true}).simulate(c);
+  const auto without = CollectiveModel(t, CollectiveOptions{.pxn = false}).simulate(c);
+  CHECK(without.time.value() > 2.0 * with_pxn.time.value());
+}
+
+TEST_CASE("broadcast, reduce and send/recv", "[collectives]") {
+  const Topology topo = nodes_of("dgx-h100", 2);
+  const CollectiveModel m(topo);
+  Collective b;
+  b.op = CollectiveOp::broadcast;
+  b.ranks = m.topology().gpus();
+  b.bytes = Bytes(1 << 30);
+  b.root = 3;
+  const auto rb = m.simulate(b);
+  CHECK(rb.plan.algorithm == Algorithm::ring);
+  // A pipelined chain moves S at the ring's bus bandwidth: busbw = algbw for broadcast.
+  CHECK(rb.busbw.value() == Approx(rb.algbw.value()));
+  Collective p;
+  p.op = CollectiveOp::send_recv;
+  p.ranks = {m.topology().gpus()[0], m.topology().gpus()[8]};
+  p.bytes = Bytes(1 << 30);
+  const auto rp = m.simulate(p);
+  // Between nodes one GPU's path is bounded by NCCL's PCIe Gen5 figure, 48 GB/s.
+  CHECK(rp.algbw.value() / 1e9 == Approx(48).epsilon(0.02));
+}
+
+TEST_CASE("impossible collectives are refused clearly", "[collectives][errors]") {
+  const Topology topo = nodes_of("dgx-a100", 1);
+  const CollectiveModel m(topo);
+  Collective c = all_reduce({m.topology().gpus()[0]}, 1024);
+  CHECK_THROWS_WITH(m.plan(c), Catch::Contains("needs at least 2 GPUs"));
+  c = all_reduce(m.topology().gpus(), 1024);
+  c.algorithm = Algorithm::nvls;
+  CHECK_THROWS_WITH(m.plan(c), Catch::Contains("nvls needs one node whose GPUs meet at an NVSwitch, on Hopper or later"));
+  c.algorithm = Algorithm::collnet;
+  CHECK_THROWS_WITH(m.plan(c), Catch::Contains("not modelled"));
+  c = all_reduce({m.topology().gpus()[0], m.topology().gpus()[0]}, 1024);
+  CHECK_THROWS_WITH(m.plan(c), Catch::Contains("appears twice"));
+}
+
+TEST_CASE("the same collective twice gives identical results", "[collectives][determinism]") {
+  const Topology topo = nodes_of("dgx-h100", 4);
+  const CollectiveModel m(topo);
+  Collective c = all_reduce(m.topology().gpus(), 64 << 20);
+  const auto a = m.simulate(c), b = m.simulate(c);
+  CHECK(a.time == b.time);
+  CHECK(a.stats.events == b.stats.events);
+}

@@ -1,0 +1,51 @@
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "clustersim/validate/runner.hpp"
+#include "support.hpp"
+
+using namespace cs;
+using Catch::Contains;
+
+namespace {
+const std::filesystem::path kShared = CLUSTERSIM_SHARED_DIR;
+}
+
+TEST_CASE("every microbenchmark case is predicted within 10%", "[validate]") {
+  const auto file = kShared / "validation/microbench.yaml";
+  REQUIRE(std::filesystem::exists(file));
+  const auto cases = validate::read_cases(file);
+  REQUIRE(cases.size() >= 10);
+  for (const auto& c : cases) {
+    INFO(c.id);
+    const auto r = validate::run_case(c);
+    REQUIRE(r.status == "ok");
+    CHECK(std::fabs(r.error_pct) < 10.0);
+  }
+}
+
+TEST_CASE("training and serving cases are read and reported unsupported with a reason", "[validate]") {
+  for (const char* name : {"validation/training.yaml", "validation/inference.yaml"}) {
+    const auto cases = validate::read_cases(kShared / name);
+    REQUIRE(!cases.empty());
+    for (const auto& c : cases) {
+      const auto r = validate::run_case(c);
+      CHECK(r.status == "unsupported");
+      CHECK_THAT(r.reason, Contains("model, which clustersim does not have yet"));
+    }
+  }
+}
+
+TEST_CASE("a malformed validation file names file, line and field", "[validate]") {
+  test::TempDir dir;
+  const auto bad = dir.write("v.yaml",
+                             "format: clustersim-validation/1\ncases:\n  - id: x\n    kind: gemm\n    source: s\n"
+                             "    cluster: {gpu: H100-SXM5-80GB, gpus: 1}\n    gemm: {m: 1, n: 2, k: 3, dtpye: bf16}\n    measured: {tflops: 1}\n");
+  CHECK_THAT(test::input_error([&] { validate::read_cases(bad); }),
+             Contains("v.yaml:7:30: field 'cases[0].gemm.dtype': expected one of fp32, tf32, fp16, bf16, fp8 or fp4, "
+                      "found nothing (the key is missing; did you mean it by 'dtpye'?)"));
+  const auto wrong = dir.write("w.yaml", "format: clustersim-validation/2\ncases: []\n");
+  CHECK_THAT(test::input_error([&] { validate::read_cases(wrong); }),
+             Contains("field 'format': expected one of clustersim-validation/1, found 'clustersim-validation/2'"));
+}
