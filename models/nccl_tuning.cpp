@@ -236,7 +236,8 @@ BytesPerSec nccl_algbw(CollectiveOp op, Algorithm a, Protocol p, const CommShape
       break;
     case Algorithm::pairwise:
       if (op != CollectiveOp::all_to_all || p != Protocol::simple) return BytesPerSec(0);
-      bus = c.channels * (c.nodes == 1 ? c.bi : c.be);
+      // Each GPU sends (n-1)/n of its buffer, through NVLink in a node or its share of the NICs.
+      bus = c.nodes == 1 ? c.channels * c.bi : c.be * std::max(1, c.channels / std::max(1, c.ppn));
       ratio = static_cast<double>(n) / (n - 1);
       break;
     case Algorithm::direct:

@@ -9,6 +9,9 @@ echo
 echo "== topology: load + build, summary (bisection, diameter), routing =="
 "$root/build/release/bin/clustersim-bench-topo" "$@"
 echo
+echo "== engine and collectives =="
+"$root/build/release/bin/clustersim-bench-sim"
+echo
 echo "== clustersim topo h100-clos-16k, whole command (3 runs) =="
 TIMEFORMAT='  wall %R s (user %U s, sys %S s)'
 for i in 1 2 3; do

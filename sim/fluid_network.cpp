@@ -148,54 +148,79 @@ void FluidNetwork::solve() {
     f.updated = now;
   }
 
-  // Progressive filling.
+  // Progressive filling with a heap of link shares (left / unfixed), smallest first. Fixing a flow at
+  // a rate no larger than a link's share never lowers that share, so a key in the heap is a lower
+  // bound of its link's share: a stale entry at the top is re-pushed with its current share, and
+  // the top entry that is current is the true minimum. Flows limited by their own cap are taken in
+  // increasing cap order. Cost: O(sum of path lengths + re-pushes x log links) per solve.
   for (LinkId l : comp_links_) {
     links_[l].left = links_[l].capacity;
     links_[l].unfixed = static_cast<std::uint32_t>(links_[l].flows.size());
   }
   fixed_.assign(comp_flows_.size(), 0);
-  std::size_t unfixed = comp_flows_.size();
   std::vector<std::uint32_t>& position = scratch_position_;  // flow id -> index in comp_flows_
   if (position.size() < flows_.size()) position.resize(flows_.size());
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) position[comp_flows_[i]] = static_cast<std::uint32_t>(i);
 
+  using Entry = std::pair<double, LinkId>;  // (share, link): ties broken by link id
+  auto share_of = [&](LinkId l) { return std::max(0.0, links_[l].left) / links_[l].unfixed; };
+  std::vector<Entry>& heap = scratch_heap_;
+  heap.clear();
+  for (LinkId l : comp_links_) {
+    if (links_[l].unfixed > 0) heap.emplace_back(share_of(l), l);
+  }
+  const auto greater = [](const Entry& a, const Entry& b) { return a > b; };
+  std::make_heap(heap.begin(), heap.end(), greater);
+  std::vector<std::uint32_t>& capped = scratch_capped_;  // component indices of finite-cap flows, by cap
+  capped.clear();
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    if (std::isfinite(flows_[comp_flows_[i]].cap)) capped.push_back(static_cast<std::uint32_t>(i));
+  }
+  std::sort(capped.begin(), capped.end(), [&](std::uint32_t a, std::uint32_t b) {
+    const double ca = flows_[comp_flows_[a]].cap, cb = flows_[comp_flows_[b]].cap;
+    return ca < cb || (ca == cb && a < b);
+  });
+  std::size_t next_capped = 0;
+  auto fix = [&](std::size_t i, double r) {
+    fixed_[i] = 1;
+    Flow& f = flows_[comp_flows_[i]];
+    f.rate = r;
+    for (LinkId l : f.path) {
+      Link& k = links_[l];
+      k.left -= r;
+      --k.unfixed;
+    }
+  };
+  std::size_t unfixed = comp_flows_.size();
   while (unfixed > 0) {
-    double share = std::numeric_limits<double>::infinity();
-    for (LinkId l : comp_links_) {
-      const Link& k = links_[l];
-      if (k.unfixed > 0) share = std::min(share, std::max(0.0, k.left) / k.unfixed);
+    while (next_capped < capped.size() && fixed_[capped[next_capped]]) ++next_capped;
+    // The smallest live share.
+    while (!heap.empty()) {
+      const auto [share, l] = heap.front();
+      if (links_[l].unfixed > 0 && share == share_of(l)) break;
+      std::pop_heap(heap.begin(), heap.end(), greater);
+      heap.pop_back();
+      if (links_[l].unfixed > 0) {
+        heap.emplace_back(share_of(l), l);
+        std::push_heap(heap.begin(), heap.end(), greater);
+      }
     }
-    double cap = std::numeric_limits<double>::infinity();
-    for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-      if (!fixed_[i]) cap = std::min(cap, flows_[comp_flows_[i]].cap);
-    }
-    const double r = std::min(share, cap);
-    const double limit = r * (1 + kEps);
-    auto fix = [&](std::size_t i) {
-      fixed_[i] = 1;
+    const double share = heap.empty() ? std::numeric_limits<double>::infinity() : heap.front().first;
+    const double cap = next_capped < capped.size() ? flows_[comp_flows_[capped[next_capped]]].cap : std::numeric_limits<double>::infinity();
+    if (cap <= share * (1 + kEps)) {
+      fix(capped[next_capped], cap);
       --unfixed;
-      Flow& f = flows_[comp_flows_[i]];
-      f.rate = r;
-      for (LinkId l : f.path) {
-        links_[l].left -= r;
-        --links_[l].unfixed;
-      }
-    };
-    // Flows held back by their own cap.
-    if (cap <= limit) {
-      for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-        if (!fixed_[i] && flows_[comp_flows_[i]].cap <= limit) fix(i);
-      }
+      continue;
     }
-    // Flows crossing a saturated link.
-    if (share <= limit) {
-      for (LinkId l : comp_links_) {
-        Link& k = links_[l];
-        if (k.unfixed == 0 || std::max(0.0, k.left) / k.unfixed > limit) continue;
-        for (FlowId fid : k.flows) {
-          const std::uint32_t i = position[fid];
-          if (!fixed_[i]) fix(i);
-        }
+    // Saturate the link: every unfixed flow on it gets the share.
+    const LinkId l = heap.front().second;
+    std::pop_heap(heap.begin(), heap.end(), greater);
+    heap.pop_back();
+    for (FlowId fid : links_[l].flows) {
+      const std::uint32_t i = position[fid];
+      if (!fixed_[i]) {
+        fix(i, share);
+        --unfixed;
       }
     }
   }

@@ -17,7 +17,57 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
 
 }  // namespace
 
-Router::Router(const Topology& topo, RoutingOptions options) : topo_(topo), options_(options) {}
+Router::Router(const Topology& topo, RoutingOptions options) : topo_(topo), options_(options) {
+  by_destination_ = options_.ecmp == Ecmp::destination || (options_.ecmp == Ecmp::automatic && topo_.technology == "infiniband");
+  // Structured routing needs every node laid out alike: consecutive vertices of the same kinds.
+  const Graph& g = topo_.graph();
+  const auto nodes = static_cast<std::size_t>(topo_.node_count());
+  std::vector<std::size_t> size(nodes, 0);
+  node_first_.assign(nodes, 0);
+  fabric_index_.assign(boost::num_vertices(g), -1);
+  bool uniform = nodes > 0;
+  for (auto [v, end] = boost::vertices(g); v != end; ++v) {
+    const Device& d = topo_.device(*v);
+    if (d.node < 0) {
+      fabric_index_[*v] = static_cast<int>(fabric_vertices_.size());
+      fabric_vertices_.push_back(*v);
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(d.node);
+    if (n >= nodes) {
+      uniform = false;
+      continue;
+    }
+    if (size[n] == 0) node_first_[n] = *v;
+    if (*v != node_first_[n] + size[n]) uniform = false;
+    ++size[n];
+  }
+  for (std::size_t n = 0; uniform && n < nodes; ++n) {
+    if (size[n] != size[0]) uniform = false;
+    for (std::size_t i = 0; uniform && i < size[0]; ++i) {
+      uniform = topo_.device(node_first_[n] + i).kind == topo_.device(node_first_[0] + i).kind;
+    }
+  }
+  if (!uniform) return;  // the full search serves every query
+  node_size_ = size[0];
+  node_ports_.resize(nodes);
+  for (std::size_t n = 0; n < nodes; ++n) {
+    for (std::size_t i = 0; i < node_size_; ++i) {
+      const Vertex v = node_first_[n] + i;
+      if (topo_.device(v).kind != DeviceKind::nic) continue;
+      for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+        const Vertex leaf = boost::target(*e, g);
+        if (fabric_index_[leaf] < 0) continue;
+        for (auto [r, rend] = boost::out_edges(leaf, g); r != rend; ++r) {
+          if (boost::target(*r, g) == v && (topo_.link(*r).id ^ 1u) == topo_.link(*e).id) {
+            node_ports_[n].push_back({v, *e, *r});
+            break;
+          }
+        }
+      }
+    }
+  }
+}
 
 bool Router::may_step(Vertex u, Vertex w, Vertex dst) const {
   const Device& dw = topo_.device(w);
@@ -87,6 +137,7 @@ void Router::finish(Path& p) const {
 }
 
 std::optional<Path> Router::route_direct(Vertex src, Vertex dst, std::uint64_t flow_id) const {
+  if (structured() && topo_.device(src).node >= 0 && topo_.device(dst).node >= 0) return route_structured(src, dst, flow_id);
   const Tree& tree = tree_to(dst);
   if (tree.hops[src] < 0) return std::nullopt;
   const Graph& g = topo_.graph();
@@ -96,8 +147,7 @@ std::optional<Path> Router::route_direct(Vertex src, Vertex dst, std::uint64_t f
   std::vector<Edge> candidates, paired;
   const Device& s = topo_.device(src);
   const Device& d = topo_.device(dst);
-  const bool by_destination = options_.ecmp == Ecmp::destination ||
-                              (options_.ecmp == Ecmp::automatic && topo_.technology == "infiniband");
+  const bool by_destination = by_destination_;
   // D-mod-k's destination index: consecutive for the nodes under one rail leaf, and for the local
   // indices of one node (the odd multiplier keeps them apart modulo any power of two).
   const std::uint64_t dst_index =

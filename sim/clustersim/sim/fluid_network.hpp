@@ -101,6 +101,8 @@ class FluidNetwork final : public EventHandler {
   std::vector<FlowId> comp_flows_;
   std::vector<char> fixed_;
   std::vector<std::uint32_t> scratch_position_;  // component index of each flow during a solve
+  std::vector<std::pair<double, LinkId>> scratch_heap_;
+  std::vector<std::uint32_t> scratch_capped_;
 };
 
 }  // namespace cs::sim

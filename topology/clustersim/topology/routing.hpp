@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -79,6 +80,29 @@ class Router {
  private:
   // Whether a path may step u -> w on its way to dst.
   [[nodiscard]] bool may_step(Vertex u, Vertex w, Vertex dst) const;
+
+  // Structured routing (routing_structured.cpp): a path between GPUs of two nodes is a path inside
+  // the source node to one of its NIC ports, a path through the fabric switches between the two
+  // leaves, and a path inside the destination node; each part is searched on its own small graph
+  // (nodes are identical, fabric trees are kept per destination leaf), which gives the same
+  // shortest, widest paths as one search over the whole graph at a fraction of the cost.
+  struct LocalTree {  // inside a node, toward one device (indexed by offset within the node)
+    std::vector<int> hops;
+    std::vector<double> width;
+  };
+  struct NicPortRef {
+    Vertex nic;
+    Edge up;    // nic -> leaf
+    Edge down;  // leaf -> nic
+  };
+  [[nodiscard]] bool structured() const { return node_size_ > 0; }
+  [[nodiscard]] const LocalTree& local_tree(std::size_t offset) const;
+  [[nodiscard]] const LocalTree& fabric_tree(Vertex leaf) const;
+  [[nodiscard]] std::optional<Path> route_structured(Vertex src, Vertex dst, std::uint64_t flow_id) const;
+  // Appends the steps inside node `node` from u to the device at `target_offset`.
+  bool walk_local(int node, Vertex u, std::size_t target_offset, Path& p, std::uint64_t flow_id, std::uint64_t& divisor,
+                  int& hop, const Device& src, const Device& dst) const;
+  std::size_t pick(std::size_t n, std::uint64_t flow_id, int hop, Vertex src, std::uint64_t dst_index, std::uint64_t& divisor) const;
   // Whether the edge u -> w lies on a shortest, widest path to dst.
   [[nodiscard]] bool on_best_path(const Tree& t, Vertex u, Edge e, Vertex dst) const;
   [[nodiscard]] std::optional<Vertex> pxn_relay(Vertex src, Vertex dst) const;
@@ -89,6 +113,15 @@ class Router {
   RoutingOptions options_;
   static constexpr std::size_t kCacheEntries = 256;
   mutable std::unordered_map<Vertex, Tree> cache_;
+  // Structured routing state.
+  std::size_t node_size_ = 0;               // devices per node (0: nodes differ, use the full search)
+  std::vector<Vertex> node_first_;          // first device of each node
+  std::vector<int> fabric_index_;           // dense index of fabric switches, -1 for node devices
+  std::vector<Vertex> fabric_vertices_;
+  std::vector<std::vector<NicPortRef>> node_ports_;  // per node: NIC ports with their fabric links
+  bool by_destination_ = false;
+  mutable std::vector<std::unique_ptr<LocalTree>> local_cache_;
+  mutable std::unordered_map<Vertex, LocalTree> fabric_cache_;
   mutable std::list<Vertex> cache_order_;
 };
 
