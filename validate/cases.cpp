@@ -146,7 +146,7 @@ Case read_case(const Node& node) {
   }
   {
     Map meas(m.at("measured", "a map of measured values"));
-    for (const std::string& key : {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "output_tokens_per_s", "ttft_ms_mean",
+    for (const char* key : {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "output_tokens_per_s", "ttft_ms_mean",
                                    "itl_ms_mean", "tflops", "busbw_GBps"}) {
       if (auto v = meas.find(key)) c.measured[key] = v->as<double>(yaml::positive<double>());
     }
