@@ -58,6 +58,10 @@ std::vector<CollectivePhase> build_hierarchical(const CollectiveModel& m, const 
 // NVLink SHARP inside one NVSwitch domain.
 std::vector<CollectivePhase> build_nvls(const CollectiveModel& m, const Group& g, const Collective& c, sim::Time latency,
                                         double rate_cap);
+// CollNet (SHARP): reduce-scatter to the node's heads, each head's shard reduced in the switches up
+// an aggregation tree to a top-tier switch and back, all-gather from the heads; pipelined.
+std::vector<CollectivePhase> build_collnet(const CollectiveModel& m, const Group& g, const Collective& c, sim::Time latency,
+                                           double algbw);
 // All-to-all: every rank sends bytes / n to every other rank at once.
 std::vector<CollectivePhase> build_pairwise(const CollectiveModel& m, const Group& g, const Collective& c, sim::Time latency);
 // One message from ranks[0] to ranks[1].

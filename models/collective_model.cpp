@@ -81,6 +81,7 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
   in.nodes = nodes;
   in.ppn = group.ppn;
   in.architecture = topo_.gpu ? topo_.gpu->architecture : "hopper";
+  in.in_network_reduction = topo_.in_network_reduction;
   const auto& g = topo_.graph();
   const Vertex first = c.ranks.front();
   double nvlink_total = 0, pcie = std::numeric_limits<double>::infinity();
@@ -148,8 +149,8 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
   std::optional<Algorithm> algorithm = c.algorithm;
   if (!algorithm && c.op == CollectiveOp::all_to_all) algorithm = Algorithm::pairwise;
   if (!algorithm && c.op == CollectiveOp::send_recv) algorithm = Algorithm::direct;
-  if (algorithm == Algorithm::collnet) {
-    fail("collnet (SHARP in-network reduction) is not modelled: no fabric in clustersim is SHARP-capable yet");
+  if (algorithm == Algorithm::collnet && !(topo_.in_network_reduction && nodes >= 2 && group.ppn <= 8)) {
+    fail("collnet needs a fabric with in_network_reduction (SHARP), GPUs on at least 2 nodes and at most 8 per node");
   }
   if (algorithm == Algorithm::nvls && !(plan.shape.nvls_channels >= 2 && nccl_nvls_efficiency(in.architecture) > 0)) {
     fail("nvls needs one node whose GPUs meet at an NVSwitch, on Hopper or later");
@@ -228,6 +229,7 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
       plan.phases = detail::build_direct(*this, c, latency);
       break;
     case Algorithm::collnet:
+      plan.phases = detail::build_collnet(*this, group, c, latency, plan.model.algbw.value());
       break;
   }
   return plan;

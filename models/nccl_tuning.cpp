@@ -117,6 +117,9 @@ CommShape nccl_graph(const GraphInputs& in) {
   c.architecture = in.architecture;
   c.intra_nvlink = in.intra_nvlink;
   c.cpu_amd = in.cpu_amd;
+  c.nvswitch = in.nvswitch;
+  // NCCL enables CollNet with a SHARP plugin, at least 2 nodes and at most 8 GPUs per node (init.cc).
+  c.collnet = in.in_network_reduction && in.nodes >= 2 && in.ppn <= 8;
   const int cc = compute_capability(in.architecture);
   if (in.nodes == 1) {
     // Rings inside a node: the first ladder speed the GPU-to-GPU path allows, as many channels as
@@ -185,9 +188,13 @@ Seconds nccl_latency(CollectiveOp op, Algorithm a, Protocol p, const CommShape& 
     case Algorithm::nvls:
       lat = kHwNvlsNvlink;
       break;
-    case Algorithm::collnet:
-      lat = 0;
+    case Algorithm::collnet: {
+      // CollNetDirect (NVSwitch nodes): 2 (min(1, ppn - 1) intra + 0.4 us per extra local rank) +
+      // inter; CollNetChain: 2 (ppn - 1) intra + inter (hwLat NVLINK 3.7 / 2.8, NET 31 / 30 us).
+      const int extra = c.ppn - 1;
+      lat = c.nvswitch ? 2.0 * (std::min(1, extra) * 3.7 + 0.4 * extra) + 31.0 : 2.0 * extra * 2.8 + 30.0;
       break;
+    }
   }
   return Seconds(lat * 1e-6);
 }
@@ -244,16 +251,26 @@ BytesPerSec nccl_algbw(CollectiveOp op, Algorithm a, Protocol p, const CommShape
       if (op != CollectiveOp::send_recv || p != Protocol::simple) return BytesPerSec(0);
       bus = c.nodes == 1 ? c.channels * c.bi : c.be * std::max(1, c.channels / std::max(1, c.ppn));
       break;
-    case Algorithm::collnet:
-      return BytesPerSec(0);  // needs a SHARP fabric: not modelled
+    case Algorithm::collnet: {
+      if (op != CollectiveOp::all_reduce || p != Protocol::simple || !c.collnet) return BytesPerSec(0);
+      bus = c.channels * c.bi;
+      if (c.nvswitch) {
+        // CollNetDirect: each head serves ppn / nCh GPUs; 0.85 on Hopper and later (collnet.cc, 2.31).
+        const double f = static_cast<double>(c.ppn) / c.channels;
+        bus /= (f + 1) / 2;
+        if (cc >= 90) bus *= 0.85;
+      }
+      ratio = 0.5;
+      break;
+    }
   }
   return BytesPerSec(bus * ratio * 1e9);
 }
 
 std::vector<AlgoCost> nccl_costs(CollectiveOp op, Bytes bytes, const CommShape& c) {
   std::vector<AlgoCost> out;
-  const Algorithm algorithms[] = {Algorithm::tree, Algorithm::ring, Algorithm::nvls, Algorithm::hierarchical, Algorithm::pairwise,
-                                  Algorithm::direct};
+  const Algorithm algorithms[] = {Algorithm::tree, Algorithm::ring, Algorithm::collnet, Algorithm::nvls, Algorithm::hierarchical,
+                                  Algorithm::pairwise, Algorithm::direct};
   for (Algorithm a : algorithms) {
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
       double bw = nccl_algbw(op, a, p, c).value();

@@ -53,6 +53,12 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
   m.read("link_bandwidth", spec.link_bandwidth, yaml::positive<BytesPerSec>());
   m.read("switch_latency", spec.switch_latency, yaml::non_negative<Seconds>());
   m.read("cable_latency", spec.cable_latency, yaml::non_negative<Seconds>());
+  if (auto sharp = m.find("in_network_reduction")) {
+    spec.in_network_reduction = sharp->as<bool>();
+    if (spec.in_network_reduction && spec.technology != Technology::infiniband) {
+      sharp->fail("false: in-network reduction (SHARP) needs an InfiniBand fabric", "true");
+    }
+  }
   if (auto tiers = m.find("tiers")) {
     spec.tiers.clear();
     for (const yaml::Node& item : tiers->items()) {

@@ -25,6 +25,8 @@ struct CommShape {
   int channels = 1;
   double bi = 0;               // GB/s per channel
   double be = 0;               // GB/s per channel
+  bool collnet = false;        // CollNet (SHARP) available: an in-network-reduction fabric, 2+ nodes, <= 8 GPUs per node
+  bool nvswitch = false;       // GPUs of a node meet at an NVSwitch (CollNetDirect; else CollNetChain)
   // NVLS graph (single NVSwitch node, Hopper and later); nvls_channels == 0 when not available.
   int nvls_channels = 0;
   double nvls_bi = 0;
@@ -39,6 +41,7 @@ struct GraphInputs {
   bool intra_nvlink = true;
   bool nvswitch = false;       // GPUs of a node meet at an NVSwitch
   bool cpu_amd = false;
+  bool in_network_reduction = false;
   double gpu_total = 0;        // GB/s: a GPU's NVLink total (or its PCIe link), NCCL's totalBw
   double gpu_to_gpu = 0;       // GB/s: bottleneck of a GPU-to-GPU path inside a node
   double gpu_to_net = 0;       // GB/s: bottleneck of a GPU's path to its NIC (min of PCIe and NIC)

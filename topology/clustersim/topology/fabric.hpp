@@ -42,6 +42,7 @@ struct FabricSpec {
   std::optional<Seconds> switch_latency;      // per switch traversal; default by technology
   std::optional<Seconds> cable_latency;       // per cable; default by technology
   std::vector<TierSpec> tiers;
+  bool in_network_reduction = false;          // SHARP aggregation in the switches, enabled for NCCL (CollNet)
   std::optional<yaml::Node> where;            // the YAML it came from, for messages
 };
 
