@@ -67,6 +67,15 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
     if (v >= topo_.device_count() || topo_.device(v).kind != DeviceKind::gpu) fail("every rank must be a GPU");
     if (!seen.insert(v).second) fail(fmt::format("{} appears twice in the group", topo_.device(v).name));
   }
+  if (!c.pair_bytes.empty()) {
+    if (c.op != CollectiveOp::all_to_all) fail("per-pair sizes apply to all_to_all only");
+    if (c.pair_bytes.size() != c.ranks.size() * c.ranks.size()) {
+      fail(fmt::format("per-pair sizes need {} x {} entries, found {}", c.ranks.size(), c.ranks.size(), c.pair_bytes.size()));
+    }
+    for (double b : c.pair_bytes) {
+      if (!(b >= 0) || !std::isfinite(b)) fail("per-pair sizes must be finite and not negative");
+    }
+  }
   if ((c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce) &&
       (c.root < 0 || c.root >= static_cast<int>(c.ranks.size()))) {
     fail(fmt::format("root {} is not a rank of the group (0 to {})", c.root, c.ranks.size() - 1));

@@ -1,5 +1,5 @@
 // All-to-all as NCCL runs it: grouped sends and receives between every pair at once, bytes / n to
-// each peer. With PXN a message to another node's GPU first moves over NVLink to the sender's
+// each peer (or, for all-to-allv, each pair's own size). With PXN a message to another node's GPU first moves over NVLink to the sender's
 // node-mate on the destination's rail, so cross-rail traffic stays off the spines.
 #include "collective_builders.hpp"
 
@@ -12,7 +12,9 @@ std::vector<CollectivePhase> build_pairwise(const CollectiveModel& m, const Grou
   std::uint64_t id = 0;
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = 0; j < n; ++j) {
-      if (i != j) flows.add(g.ranks[i], g.ranks[j], each, id++);
+      if (i == j) continue;
+      const double bytes = c.pair_bytes.empty() ? each : c.pair_bytes[i * n + j];
+      if (bytes > 0) flows.add(g.ranks[i], g.ranks[j], bytes, id++);
     }
   }
   return {CollectivePhase{"all_to_all pairwise", flows.take()}};

@@ -206,6 +206,24 @@ TEST_CASE("CollNet reduces in the switches of a SHARP fabric", "[collectives][co
              Catch::Contains("expected false: in-network reduction (SHARP) needs an InfiniBand fabric, found true"));
 }
 
+TEST_CASE("all-to-allv moves each pair's own size", "[collectives][all-to-all]") {
+  const Topology t = nodes_of("dgx-h100", 1);
+  const CollectiveModel m(t);
+  Collective even;
+  even.op = CollectiveOp::all_to_all;
+  even.ranks = t.gpus();
+  even.bytes = Bytes(8 << 20);
+  // The same matrix written out: 1 MiB between every pair, equal to the even all-to-all of 8 MiB.
+  Collective v = even;
+  v.pair_bytes.assign(64, 1 << 20);
+  CHECK(m.simulate(v).time == m.simulate(even).time);
+  // One pair sends 64 MiB more: its NVLink share bounds the time (as much as the rest together).
+  v.pair_bytes[0 * 8 + 5] += 64 << 20;
+  CHECK(m.simulate(v).time.value() > 5 * m.simulate(even).time.value());
+  v.pair_bytes.resize(10);
+  CHECK_THROWS_WITH(m.plan(v), Catch::Contains("per-pair sizes need 8 x 8 entries, found 10"));
+}
+
 TEST_CASE("broadcast, reduce and send/recv", "[collectives]") {
   const Topology topo = nodes_of("dgx-h100", 2);
   const CollectiveModel m(topo);

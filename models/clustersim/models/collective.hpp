@@ -39,6 +39,9 @@ struct Collective {
   std::optional<Algorithm> algorithm;   // forced; otherwise chosen by NCCL's cost model
   std::optional<Protocol> protocol;     // forced; otherwise chosen with the algorithm
   int channels = 0;                     // rings or tree pairs to build; 0: one per NIC rail used
+  // all-to-allv: bytes from rank i to rank j at [i * n + j] (the diagonal is ignored); empty for an
+  // even all-to-all. `bytes` still names the per-rank size that algbw is quoted against.
+  std::vector<double> pair_bytes;
 };
 
 }  // namespace cs::models
