@@ -8,12 +8,6 @@ namespace cs::topology {
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -147,13 +141,7 @@ std::optional<Path> Router::route_direct(Vertex src, Vertex dst, std::uint64_t f
   std::vector<Edge> candidates, paired;
   const Device& s = topo_.device(src);
   const Device& d = topo_.device(dst);
-  const bool by_destination = by_destination_;
-  // D-mod-k's destination index: consecutive for the nodes under one rail leaf, and for the local
-  // indices of one node (the odd multiplier keeps them apart modulo any power of two).
-  const std::uint64_t dst_index =
-      d.node >= 0 ? static_cast<std::uint64_t>(d.node) +
-                        static_cast<std::uint64_t>(d.local_index) * (2 * static_cast<std::uint64_t>(topo_.node_count()) + 1)
-                  : static_cast<std::uint64_t>(dst);
+  const std::uint64_t dst_index = destination_index(dst);
   std::uint64_t divisor = 1;
   for (int hop = 0; u != dst; ++hop) {
     candidates.clear();
@@ -170,16 +158,7 @@ std::optional<Path> Router::route_direct(Vertex src, Vertex dst, std::uint64_t f
     }
     const std::vector<Edge>& choice = paired.empty() ? candidates : paired;
     // Out-edges are kept in insertion order, so the candidate order (and the choice) is fixed.
-    std::size_t pick = 0;
-    if (choice.size() > 1) {
-      if (by_destination) {
-        pick = static_cast<std::size_t>((dst_index / divisor) % choice.size());
-        divisor *= choice.size();
-      } else {
-        pick = mix(flow_id * 0x100000001b3ULL + static_cast<std::uint64_t>(hop) + (static_cast<std::uint64_t>(src) << 32)) % choice.size();
-      }
-    }
-    const Edge chosen = choice[pick];
+    const Edge chosen = choice[pick(choice.size(), flow_id, hop, src, dst_index, divisor)];
     p.links.push_back(chosen);
     u = boost::target(chosen, g);
     p.devices.push_back(u);

@@ -12,7 +12,8 @@ namespace {
 
 constexpr double kTie = 1e-12;
 
-std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser, as in routing.cpp
+// splitmix64's finaliser: spreads (flow, source, hop) over the ECMP choices.
+std::uint64_t mix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -20,6 +21,15 @@ std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser, as in routing.c
 }
 
 }  // namespace
+
+std::uint64_t Router::destination_index(Vertex dst) const {
+  // D-mod-k's destination index: consecutive for the nodes under one rail leaf, and for the local
+  // indices of one node (the odd multiplier keeps them apart modulo any power of two).
+  const Device& d = topo_.device(dst);
+  if (d.node < 0) return static_cast<std::uint64_t>(dst);
+  return static_cast<std::uint64_t>(d.node) +
+         static_cast<std::uint64_t>(d.local_index) * (2 * static_cast<std::uint64_t>(topo_.node_count()) + 1);
+}
 
 std::size_t Router::pick(std::size_t n, std::uint64_t flow_id, int hop, Vertex src, std::uint64_t dst_index,
                          std::uint64_t& divisor) const {
@@ -102,7 +112,7 @@ const Router::LocalTree& Router::fabric_tree(Vertex leaf) const {
 }
 
 bool Router::walk_local(int node, Vertex u, std::size_t target_offset, Path& p, std::uint64_t flow_id, std::uint64_t& divisor,
-                        int& hop, const Device& src, const Device& dst) const {
+                        int& hop, std::uint64_t dst_index) const {
   const LocalTree& t = local_tree(target_offset);
   const Graph& g = topo_.graph();
   const Vertex base = node_first_[static_cast<std::size_t>(node)];
@@ -118,9 +128,6 @@ bool Router::walk_local(int node, Vertex u, std::size_t target_offset, Path& p, 
       if (std::min(topo_.link(*e).bandwidth.value(), t.width[w - base]) < t.width[u - base] * (1 - kTie)) continue;
       candidates.push_back(*e);
     }
-    const std::uint64_t dst_index = static_cast<std::uint64_t>(dst.node) +
-                                    static_cast<std::uint64_t>(dst.local_index) * (2 * static_cast<std::uint64_t>(topo_.node_count()) + 1);
-    (void)src;
     const Edge chosen = candidates[pick(candidates.size(), flow_id, hop++, p.devices.front(), dst_index, divisor)];
     p.links.push_back(chosen);
     u = boost::target(chosen, g);
@@ -137,10 +144,11 @@ std::optional<Path> Router::route_structured(Vertex src, Vertex dst, std::uint64
   p.devices.push_back(src);
   std::uint64_t divisor = 1;
   int hop = 0;
+  const std::uint64_t dst_index = destination_index(dst);
   const std::size_t src_offset = src - node_first_[static_cast<std::size_t>(s.node)];
   const std::size_t dst_offset = dst - node_first_[static_cast<std::size_t>(d.node)];
   if (s.node == d.node) {
-    if (!walk_local(s.node, src, dst_offset, p, flow_id, divisor, hop, s, d)) return std::nullopt;
+    if (!walk_local(s.node, src, dst_offset, p, flow_id, divisor, hop, dst_index)) return std::nullopt;
     finish(p);
     return p;
   }
@@ -186,11 +194,9 @@ std::optional<Path> Router::route_structured(Vertex src, Vertex dst, std::uint64
     }
   }
   if (best.empty()) return std::nullopt;
-  const std::uint64_t dst_index =
-      static_cast<std::uint64_t>(d.node) + static_cast<std::uint64_t>(d.local_index) * (2 * static_cast<std::uint64_t>(topo_.node_count()) + 1);
   const Choice c = best[pick(best.size(), flow_id, hop++, src, dst_index, divisor)];
   // Source node, up to the NIC, and onto its leaf.
-  walk_local(s.node, src, c.a->nic - node_first_[static_cast<std::size_t>(s.node)], p, flow_id, divisor, hop, s, d);
+  walk_local(s.node, src, c.a->nic - node_first_[static_cast<std::size_t>(s.node)], p, flow_id, divisor, hop, dst_index);
   p.links.push_back(c.a->up);
   Vertex u = boost::target(c.a->up, g);
   p.devices.push_back(u);
@@ -215,7 +221,7 @@ std::optional<Path> Router::route_structured(Vertex src, Vertex dst, std::uint64
   // Into the destination node.
   p.links.push_back(c.b->down);
   p.devices.push_back(c.b->nic);
-  walk_local(d.node, c.b->nic, dst_offset, p, flow_id, divisor, hop, s, d);
+  walk_local(d.node, c.b->nic, dst_offset, p, flow_id, divisor, hop, dst_index);
   finish(p);
   return p;
 }

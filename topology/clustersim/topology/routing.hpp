@@ -101,7 +101,9 @@ class Router {
   [[nodiscard]] std::optional<Path> route_structured(Vertex src, Vertex dst, std::uint64_t flow_id) const;
   // Appends the steps inside node `node` from u to the device at `target_offset`.
   bool walk_local(int node, Vertex u, std::size_t target_offset, Path& p, std::uint64_t flow_id, std::uint64_t& divisor,
-                  int& hop, const Device& src, const Device& dst) const;
+                  int& hop, std::uint64_t dst_index) const;
+  // The ECMP choice among n next hops: by destination (D-mod-k) or by a hash of the flow.
+  [[nodiscard]] std::uint64_t destination_index(Vertex dst) const;
   std::size_t pick(std::size_t n, std::uint64_t flow_id, int hop, Vertex src, std::uint64_t dst_index, std::uint64_t& divisor) const;
   // Whether the edge u -> w lies on a shortest, widest path to dst.
   [[nodiscard]] bool on_best_path(const Tree& t, Vertex u, Edge e, Vertex dst) const;
