@@ -37,8 +37,9 @@ struct Chain : cs::sim::EventHandler {
   }
 };
 
-void bench_event_queue(std::uint64_t events, int live) {
-  cs::sim::Simulator sim;
+template <class Queue>
+void bench_event_queue(const char* name, std::uint64_t events, int live) {
+  cs::sim::Simulator sim(std::make_unique<Queue>());
   Chain chain;
   chain.sim = &sim;
   chain.left = events - static_cast<std::uint64_t>(live);
@@ -46,7 +47,7 @@ void bench_event_queue(std::uint64_t events, int live) {
   const auto t0 = Clock::now();
   sim.run();
   const double s = since(t0);
-  fmt::print("event queue: {} events with {} pending: {:.3f} s, {:.1f} M events/s\n", sim.stats().events, live, s,
+  fmt::print("event queue ({}): {} events with {} pending: {:.3f} s, {:.1f} M events/s\n", name, sim.stats().events, live, s,
              sim.stats().events / s / 1e6);
 }
 
@@ -95,8 +96,10 @@ void bench_collective(const char* label, const cs::topology::Topology& topo, cs:
 }  // namespace
 
 int main() {
-  bench_event_queue(10'000'000, 1'000);
-  bench_event_queue(10'000'000, 100'000);
+  bench_event_queue<cs::sim::RadixHeapQueue>("radix heap, the default", 10'000'000, 1'000);
+  bench_event_queue<cs::sim::RadixHeapQueue>("radix heap, the default", 10'000'000, 100'000);
+  bench_event_queue<cs::sim::BinaryHeapQueue>("4-ary heap", 10'000'000, 1'000);
+  bench_event_queue<cs::sim::BinaryHeapQueue>("4-ary heap", 10'000'000, 100'000);
 
   const auto clos = cs::topology::load_topology("h100-clos-16k");
   const cs::models::CollectiveModel model(clos);
