@@ -82,7 +82,7 @@ template <class T, class F>
 std::optional<T> parse_named(const std::string& text, const char* option, F parse, const std::vector<std::string>& names) {
   if (text.empty()) return std::nullopt;
   if (auto v = parse(text)) return v;
-  throw InputError(fmt::format("{}: expected one of {}, found '{}'", option, join_alternatives(names), text));
+  throw InputError(fmt::format("{}: expected one of {}, found '{}'{}", option, join_alternatives(names), text, did_you_mean(text, names)));
 }
 
 std::string format_us(Seconds s) { return fmt::format("{:.2f}", s.value() * 1e6); }

@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other command-line mistake is bad input: status 2.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const cs::InputError& e) {
     std::cerr << "clustersim: error: " << e.what() << "\n";
     return 2;
