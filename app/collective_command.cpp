@@ -95,8 +95,9 @@ void run(const Options& o) {
   c.op = *parse_named<CollectiveOp>(o.op, "--op", parse_collective_op,
                                     {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"});
   c.ranks = parse_gpus(topo, o.gpus);
-  c.algorithm = parse_named<Algorithm>(o.algorithm, "--algorithm", parse_algorithm,
-                                       {"ring", "tree", "hierarchical", "nvls", "collnet", "pairwise", "direct"});
+  std::vector<std::string> algorithms;
+  for (const auto& a : algorithm_registry()) algorithms.emplace_back(to_string(a.algorithm));
+  c.algorithm = parse_named<Algorithm>(o.algorithm, "--algorithm", parse_algorithm, algorithms);
   c.protocol = parse_named<Protocol>(o.protocol, "--protocol", parse_protocol, {"LL", "LL128", "Simple"});
   c.channels = o.channels;
   c.root = o.root;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/models/collective.hpp"
 #include "collective_command.hpp"
 #include "topo_command.hpp"
 #include "validate_command.hpp"
@@ -14,12 +15,24 @@
 int main(int argc, char** argv) {
   CLI::App app{"clustersim: discrete-event simulator and capacity planner for LLM training and inference clusters"};
   app.set_version_flag("--version", std::string("clustersim ") + CLUSTERSIM_VERSION);
-  app.require_subcommand(1);
+  bool list_models = false;
+  app.add_flag("--list-models", list_models, "List the pluggable models (collective algorithms, routing) and exit");
+  app.require_subcommand(0, 1);
   cs::app::add_topo_command(app);
   cs::app::add_collective_command(app);
   cs::app::add_validate_command(app);
   try {
     app.parse(argc, argv);
+    if (list_models) {
+      std::cout << "collective algorithms (clustersim collective --algorithm NAME; default: NCCL's cost model chooses)\n";
+      for (const auto& a : cs::models::algorithm_registry()) {
+        std::cout << fmt::format("  {:<13} {}\n  {:<13} applies to: {}\n", cs::models::to_string(a.algorithm), a.description, "", a.applies);
+      }
+      std::cout << "protocols: LL, LL128, Simple (NCCL's, chosen with the algorithm)\n"
+                   "routing: shortest then widest paths; ECMP by destination (InfiniBand) or flow hash (Ethernet); PXN on by default\n";
+      return 0;
+    }
+    if (app.get_subcommands().empty()) throw CLI::RequiredError("A subcommand");
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every other command-line mistake is bad input: status 2.
     return app.exit(e) == 0 ? 0 : 2;

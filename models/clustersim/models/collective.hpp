@@ -28,6 +28,14 @@ std::optional<CollectiveOp> parse_collective_op(std::string_view s);
 std::optional<Algorithm> parse_algorithm(std::string_view s);
 std::optional<Protocol> parse_protocol(std::string_view s);
 
+// The registry of collective algorithms: name, what it is, where it applies (for --list-models).
+struct AlgorithmInfo {
+  Algorithm algorithm;
+  std::string_view description;
+  std::string_view applies;
+};
+const std::vector<AlgorithmInfo>& algorithm_registry();
+
 // nccl-tests' bus-bandwidth factor f(n).
 double bus_factor(CollectiveOp op, int ranks);
 
