@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_export.sh CLI: --dot and --graphml write complete files, and no temporary file is left behind.
+# run_export.sh CLI: --dot, --graphml and --trace write complete files, and no temporary file is left behind.
 set -euo pipefail
 cli=$1
 dir=$(mktemp -d)
@@ -11,8 +11,14 @@ grep -q '</graphml>' "$dir/t.graphml"
 # 1,016 GPUs appear as nodes in both files.
 [ "$(grep -c 'kind=gpu,' "$dir/t.dot")" -eq 1016 ]
 [ "$(grep -c '<data key="kind">gpu</data>' "$dir/t.graphml")" -eq 1016 ]
-# Nothing but the two outputs: no temporary files.
-[ "$(ls -A "$dir" | wc -l)" -eq 2 ]
+# A collective's Perfetto/Chrome trace: GPU slices and link-load counters.
+"$cli" collective dgx-h100-superpod --gpus 0-15 --size 64MiB --trace "$dir/t.json" >/dev/null
+grep -q '"traceEvents"' "$dir/t.json"
+grep -q '"ph": "X", "name": "all_reduce' "$dir/t.json"
+grep -q '"ph": "C", "name": "n0.gpu0 -> ' "$dir/t.json"
+tail -n 1 "$dir/t.json" | grep -q '^]}$'
+# Nothing but the three outputs: no temporary files.
+[ "$(ls -A "$dir" | wc -l)" -eq 3 ]
 # Writing into a directory that does not exist fails cleanly, with no partial output.
 if "$cli" topo l40s-box --dot "$dir/missing/t.dot" >/dev/null 2>"$dir/err"; then exit 1; fi
 grep -q 'directory .* does not exist' "$dir/err"
