@@ -158,6 +158,17 @@ TEST_CASE("concurrent collectives contend exactly where they share links", "[col
   CHECK(together[1] > 1.8 * alone - 0.1e-3);
 }
 
+TEST_CASE("eight DP all-reduces on the eight rails of DGX H100 nodes do not slow each other", "[collectives][contention]") {
+  const Topology t = nodes_of("dgx-h100", 4);
+  const CollectiveModel m(t);
+  std::vector<Collective> groups;
+  for (int rail = 0; rail < 8; ++rail) {
+    groups.push_back(all_reduce(gpus_where(t, [&](const auto& d) { return d.local_index == rail; }), 256 << 20));
+  }
+  const double alone = m.simulate(groups[0]).time.value();
+  for (double t_end : concurrently(m, groups)) CHECK(t_end == Approx(alone).epsilon(1e-6));
+}
+
 TEST_CASE("an all-to-all across rails is limited by the spine when PXN is off", "[collectives][all-to-all]") {
   // Leaves oversubscribed 4:1: cross-rail traffic that must climb to the spines gets a quarter of
   // its NIC rate; with PXN it changes rail over NVLink and stays on its leaf.
