@@ -177,19 +177,35 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
                                          [](const AlgoCost& a) { return a.algorithm == Algorithm::tree; }),
                           plan.candidates.end());
   }
-  {
-    const AlgoCost* best = nullptr;
-    for (const AlgoCost& cost : plan.candidates) {
-      if (algorithm ? cost.algorithm != *algorithm : cost.algorithm == Algorithm::hierarchical) continue;
-      if (c.protocol && cost.protocol != *c.protocol) continue;
-      if (!best || cost.time < best->time) best = &cost;
+  // The hierarchical scheme is clustersim's, not NCCL's: it is costed (and offered) only when asked,
+  // as its three NCCL rings: a reduce-scatter of S over l GPUs, an all-reduce of S / l over the
+  // nodes, an all-gather of S over l GPUs.
+  CommShape intra, inter;
+  if (algorithm == Algorithm::hierarchical) {
+    GraphInputs intra_in = in;
+    intra_in.ranks = group.ppn;
+    intra_in.nodes = 1;
+    GraphInputs inter_in = in;
+    inter_in.ranks = nodes;
+    inter_in.ppn = 1;
+    inter_in.nics = 1;
+    intra = nccl_graph(intra_in);
+    inter = nccl_graph(inter_in);
+    for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
+      const auto rs = nccl_best(nccl_costs(CollectiveOp::reduce_scatter, c.bytes, intra), Algorithm::ring, p);
+      const auto ar = nccl_best(nccl_costs(CollectiveOp::all_reduce, c.bytes / group.ppn, inter), Algorithm::ring, p);
+      const auto ag = nccl_best(nccl_costs(CollectiveOp::all_gather, c.bytes, intra), Algorithm::ring, p);
+      if (!rs || !ar || !ag) continue;
+      const Seconds time = rs->time + ar->time + ag->time;
+      plan.candidates.push_back({Algorithm::hierarchical, p, rs->latency + ar->latency + ag->latency, BytesPerSec(c.bytes.value() / time.value()), time});
     }
-    if (!best) {
-      fail(fmt::format("no {}{}{} applies over {} GPUs on {} node{}", algorithm ? to_string(*algorithm) : "algorithm",
-                       c.protocol ? "/" : "", c.protocol ? to_string(*c.protocol) : "", c.ranks.size(), nodes, nodes == 1 ? "" : "s"));
-    }
-    plan.model = *best;
   }
+  const auto best = nccl_best(plan.candidates, algorithm, c.protocol);
+  if (!best) {
+    fail(fmt::format("no {}{}{} applies over {} GPUs on {} node{}", algorithm ? to_string(*algorithm) : "algorithm",
+                     c.protocol ? "/" : "", c.protocol ? to_string(*c.protocol) : "", c.ranks.size(), nodes, nodes == 1 ? "" : "s"));
+  }
+  plan.model = *best;
   plan.algorithm = plan.model.algorithm;
   plan.protocol = plan.model.protocol;
   for (Vertex v : c.ranks) plan.gpus.push_back(topo_.device(v).gpu_rank);
@@ -215,14 +231,6 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
       plan.phases = detail::build_nvls(*this, group, c, latency, plan.model.algbw.value());
       break;
     case Algorithm::hierarchical: {
-      GraphInputs intra_in = in;
-      intra_in.ranks = group.ppn;
-      intra_in.nodes = 1;
-      GraphInputs inter_in = in;
-      inter_in.ranks = nodes;
-      inter_in.ppn = 1;
-      inter_in.nics = 1;
-      const CommShape intra = nccl_graph(intra_in), inter = nccl_graph(inter_in);
       const Protocol p = plan.protocol;
       const double intra_bus = nccl_algbw(CollectiveOp::reduce_scatter, Algorithm::ring, p, intra).value() * ring_steps(CollectiveOp::reduce_scatter, group.ppn) / group.ppn;
       const double inter_bus = nccl_algbw(CollectiveOp::all_reduce, Algorithm::ring, p, inter).value() * ring_steps(CollectiveOp::all_reduce, nodes) / nodes;

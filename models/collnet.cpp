@@ -47,7 +47,6 @@ std::vector<CollectivePhase> build_collnet(const CollectiveModel& m, const Group
       const auto up = m.direct_router().route(head, root, id);
       if (!up) continue;
       topology::Vertex leaf = root;
-      std::vector<std::uint32_t> to_leaf, from_leaf;
       for (std::size_t k = 0; k < up->links.size(); ++k) {
         const topology::Vertex w = up->devices[k + 1];
         if (topo.device(w).tier > 0) {

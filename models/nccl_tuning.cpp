@@ -157,8 +157,7 @@ Seconds nccl_latency(CollectiveOp op, Algorithm a, Protocol p, const CommShape& 
   switch (a) {
     case Algorithm::ring:
     case Algorithm::pairwise:
-    case Algorithm::direct:
-    case Algorithm::hierarchical: {
+    case Algorithm::direct: {
       lat = kBaseRing[pi];
       double intra = kHwRing[intra_hw][pi];
       // With one rank per node the latencies are fully exposed: the Tree NET row (V29, V31).
@@ -188,6 +187,8 @@ Seconds nccl_latency(CollectiveOp op, Algorithm a, Protocol p, const CommShape& 
     case Algorithm::nvls:
       lat = kHwNvlsNvlink;
       break;
+    case Algorithm::hierarchical:
+      break;  // not NCCL's: see nccl_algbw
     case Algorithm::collnet: {
       // CollNetDirect (NVSwitch nodes): 2 (min(1, ppn - 1) intra + 0.4 us per extra local rank) +
       // inter; CollNetChain: 2 (ppn - 1) intra + inter (hwLat NVLINK 3.7 / 2.8, NET 31 / 30 us).
@@ -237,10 +238,7 @@ BytesPerSec nccl_algbw(CollectiveOp op, Algorithm a, Protocol p, const CommShape
       break;
     }
     case Algorithm::hierarchical:
-      if (op != CollectiveOp::all_reduce || c.nodes < 2) return BytesPerSec(0);
-      bus = c.channels * c.be;  // shown for comparison; its time comes from its three rings
-      ratio = static_cast<double>(n) / nsteps(op, n);
-      break;
+      return BytesPerSec(0);  // not NCCL's: its cost is the sum of its three rings (collective_model.cpp)
     case Algorithm::pairwise:
       if (op != CollectiveOp::all_to_all || p != Protocol::simple) return BytesPerSec(0);
       // Each GPU sends (n-1)/n of its buffer, through NVLink in a node or its share of the NICs.
@@ -269,8 +267,8 @@ BytesPerSec nccl_algbw(CollectiveOp op, Algorithm a, Protocol p, const CommShape
 
 std::vector<AlgoCost> nccl_costs(CollectiveOp op, Bytes bytes, const CommShape& c) {
   std::vector<AlgoCost> out;
-  const Algorithm algorithms[] = {Algorithm::tree, Algorithm::ring, Algorithm::collnet, Algorithm::nvls, Algorithm::hierarchical,
-                                  Algorithm::pairwise, Algorithm::direct};
+  const Algorithm algorithms[] = {Algorithm::tree, Algorithm::ring, Algorithm::collnet, Algorithm::nvls, Algorithm::pairwise,
+                                  Algorithm::direct};
   for (Algorithm a : algorithms) {
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
       double bw = nccl_algbw(op, a, p, c).value();
@@ -292,21 +290,15 @@ std::vector<AlgoCost> nccl_costs(CollectiveOp op, Bytes bytes, const CommShape& 
   return out;
 }
 
-AlgoCost nccl_choose(CollectiveOp op, Bytes bytes, const CommShape& c, std::optional<Algorithm> algorithm,
-                     std::optional<Protocol> protocol) {
+std::optional<AlgoCost> nccl_best(const std::vector<AlgoCost>& costs, std::optional<Algorithm> algorithm,
+                                  std::optional<Protocol> protocol) {
   const AlgoCost* best = nullptr;
-  const auto costs = nccl_costs(op, bytes, c);
   for (const AlgoCost& cost : costs) {
-    // NCCL chooses among its own algorithms; the hierarchical scheme is clustersim's, used when asked.
-    if (algorithm ? cost.algorithm != *algorithm : cost.algorithm == Algorithm::hierarchical) continue;
+    if (algorithm && cost.algorithm != *algorithm) continue;
     if (protocol && cost.protocol != *protocol) continue;
-    if (!best || cost.time < best->time) best = &cost;
+    if (!best || cost.time < best->time) best = &cost;  // strict: the first of equals wins
   }
-  if (!best) {
-    throw std::invalid_argument(fmt::format("no {}{}{} for {} over {} ranks on {} node{}", algorithm ? to_string(*algorithm) : "algorithm",
-                                            protocol ? "/" : "", protocol ? to_string(*protocol) : "", to_string(op), c.ranks, c.nodes,
-                                            c.nodes == 1 ? "" : "s"));
-  }
+  if (!best) return std::nullopt;
   return *best;
 }
 

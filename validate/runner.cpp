@@ -19,19 +19,36 @@ struct Unsupported : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The shipped profiles and node templates, read once for all cases.
+const std::vector<hardware::HardwareProfile>& shipped_profiles() {
+  static const std::vector<hardware::HardwareProfile> profiles = [] {
+    std::vector<hardware::HardwareProfile> out;
+    IncludeStack includes;
+    for (const auto& name : shipped_part_names("hardware")) out.push_back(hardware::load_hardware_profile(resolve_part(name, "hardware"), includes));
+    return out;
+  }();
+  return profiles;
+}
+
+const std::vector<topology::NodeTemplate>& shipped_nodes() {
+  static const std::vector<topology::NodeTemplate> nodes = [] {
+    std::vector<topology::NodeTemplate> out;
+    IncludeStack includes;
+    for (const auto& name : shipped_part_names("nodes")) out.push_back(topology::load_node_file(resolve_part(name, "nodes"), includes));
+    return out;
+  }();
+  return nodes;
+}
+
 hardware::HardwareProfile profile_for(const std::string& gpu) {
-  IncludeStack includes;
-  for (const auto& name : shipped_part_names("hardware")) {
-    auto hw = hardware::load_hardware_profile(resolve_part(name, "hardware"), includes);
+  for (const auto& hw : shipped_profiles()) {
     if (hw.name == gpu) return hw;
   }
   throw Unsupported(fmt::format("no shipped hardware profile is named {}", gpu));
 }
 
 topology::NodeTemplate node_for(const ClusterSpec& c) {
-  IncludeStack includes;
-  for (const auto& name : shipped_part_names("nodes")) {
-    auto t = topology::load_node_file(resolve_part(name, "nodes"), includes);
+  for (const auto& t : shipped_nodes()) {
     if (t.gpu.name == c.gpu && t.gpus() == c.gpus_per_node) return t;
   }
   throw Unsupported(fmt::format("no shipped node template holds {} x {}", c.gpus_per_node, c.gpu));

@@ -4,6 +4,7 @@
 // comes from the network model, not from this table. Constants and their sources: docs/collectives.md.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,10 +68,10 @@ Seconds nccl_latency(CollectiveOp op, Algorithm a, Protocol p, const CommShape& 
 BytesPerSec nccl_algbw(CollectiveOp op, Algorithm a, Protocol p, const CommShape& c);
 // Every applicable (algorithm, protocol) with its predicted time, in NCCL's enumeration order.
 std::vector<AlgoCost> nccl_costs(CollectiveOp op, Bytes bytes, const CommShape& c);
-// The fastest of nccl_costs (first in order on a tie); a forced algorithm and/or protocol restricts
-// the choice. Throws std::invalid_argument when nothing applicable remains.
-AlgoCost nccl_choose(CollectiveOp op, Bytes bytes, const CommShape& c, std::optional<Algorithm> algorithm,
-                     std::optional<Protocol> protocol);
+// The fastest of `costs` (the first on a tie, as NCCL scans), restricted to a forced algorithm and/or
+// protocol as NCCL_ALGO and NCCL_PROTO restrict NCCL; nothing when none remains.
+std::optional<AlgoCost> nccl_best(const std::vector<AlgoCost>& costs, std::optional<Algorithm> algorithm,
+                                  std::optional<Protocol> protocol);
 
 // NCCL's bandwidth of one NVLink link by architecture (topo.h SM80/SM90/SM100_NVLINK_BW), GB/s.
 BytesPerSec nccl_nvlink_bw_per_link(const std::string& architecture);
