@@ -20,6 +20,7 @@ using validate::CaseResult;
 struct Options {
   std::vector<std::string> files;
   bool json = false;
+  std::string attention = "flash";
 };
 
 std::string number(double v) { return fmt::format("{:.4g}", v); }
@@ -53,9 +54,11 @@ void run(const Options& o) {
     auto more = validate::read_cases(f);
     cases.insert(cases.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
+  validate::RunOptions run_options;
+  run_options.flash_attention = o.attention == "flash";
   std::vector<CaseResult> results;
   results.reserve(cases.size());
-  for (const auto& c : cases) results.push_back(validate::run_case(c));
+  for (const auto& c : cases) results.push_back(validate::run_case(c, run_options));
   const auto summary = validate::summarize(results);
 
   if (o.json) {
@@ -103,6 +106,8 @@ void add_validate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("validate", "Compare predictions with published measurements (clustersim-validation/1 files)");
   cmd->add_option("files", o->files, "Validation YAML files")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print one JSON object (cases and summary per kind)");
+  cmd->add_option("--attention", o->attention, "Attention kernel assumed for every training case: flash (default) or unfused (Megatron before FlashAttention)")
+      ->check(CLI::IsMember({"flash", "unfused"}));
   cmd->callback([o] { run(*o); });
 }
 

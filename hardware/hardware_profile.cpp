@@ -97,6 +97,13 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     g.read("memory_efficiency", hw.gemm.memory_efficiency, fraction);
     g.finish();
   }
+  if (auto an = m.find("attention")) {
+    yaml::Map a(*an);
+    const auto fraction = yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }};
+    hw.attention.forward_efficiency = a.get<double>("forward_efficiency", fraction);
+    hw.attention.backward_efficiency = a.get<double>("backward_efficiency", fraction);
+    a.finish();
+  }
   m.finish();
   return hw;
 }

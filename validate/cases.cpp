@@ -13,35 +13,57 @@ using yaml::Node;
 
 const yaml::Check<int> kPositive = yaml::positive<int>();
 
-// An integer field that may also be the word `unknown`.
-void int_or_unknown(Map& m, const char* key) {
+// An integer field that may also be the word `unknown` (std::nullopt).
+std::optional<int> int_or_unknown(Map& m, const char* key) {
   if (auto n = m.find(key)) {
-    if (n->is_scalar() && n->scalar() == "unknown") return;
-    static_cast<void>(n->as<int>(yaml::Check<int>{"a positive integer or unknown", [](int v) { return v > 0; }}));  // checked, not kept
+    if (n->is_scalar() && n->scalar() == "unknown") return std::nullopt;
+    return n->as<int>(yaml::Check<int>{"a positive integer or unknown", [](int v) { return v > 0; }});
   }
+  return std::nullopt;
 }
 
-void read_model(const Node& node) {
+models::TransformerSpec read_model(const Node& node, const std::string& id) {
   Map m(node);
-  for (const char* key : {"layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) m.get<int>(key, kPositive);
-  m.get_or<int>("seq_len", 0, kPositive);  // training cases give it; serving cases take it from the workload
-  m.choice("activation", {"gelu", "swiglu", "geglu", "relu2"});
+  models::TransformerSpec t;
+  t.name = id;
+  t.layers = m.get<int>("layers", kPositive);
+  t.hidden = m.get<int>("hidden", kPositive);
+  t.ffn_hidden = m.get<int>("ffn_hidden", kPositive);
+  t.heads = m.get<int>("heads", kPositive);
+  t.kv_heads = m.get<int>("kv_heads", kPositive);
+  if (t.heads % t.kv_heads != 0) m.at("kv_heads", "").fail(fmt::format("a divisor of heads ({})", t.heads), std::to_string(t.kv_heads));
+  t.head_dim = t.hidden / t.heads;
+  t.vocab = m.get<int>("vocab", kPositive);
+  t.seq_len = m.get_or<int>("seq_len", 0, kPositive);  // training cases give it; serving cases take it from the workload
+  const std::string act = m.choice("activation", {"gelu", "swiglu", "geglu", "relu2"});
+  t.activation = act == "gelu" ? models::Activation::gelu : act == "relu2" ? models::Activation::relu2 : act == "swiglu" ? models::Activation::swiglu : models::Activation::geglu;
   if (auto moe = m.find("moe")) {
     Map e(*moe);
-    e.get<int>("experts", kPositive);
-    e.get<int>("top_k", kPositive);
-    e.get<int>("expert_ffn_hidden", kPositive);
-    e.get_or<int>("shared_experts", 0, yaml::non_negative<int>());
-    e.get_or<int>("dense_layers", 0, yaml::non_negative<int>());
+    models::MoeSpec x;
+    x.experts = e.get<int>("experts", kPositive);
+    x.top_k = e.get<int>("top_k", kPositive);
+    x.expert_ffn_hidden = e.get<int>("expert_ffn_hidden", kPositive);
+    x.shared_experts = e.get_or<int>("shared_experts", 0, yaml::non_negative<int>());
+    x.shared_expert_ffn_hidden = x.expert_ffn_hidden;
+    x.dense_layers = e.get_or<int>("dense_layers", 0, yaml::non_negative<int>());
     e.finish();
+    t.moe = x;
   }
   if (auto att = m.find("attention")) {
     Map a(*att);
     a.choice("kind", {"mla"});
-    for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) a.get<int>(key, kPositive);
+    models::MlaSpec x;
+    x.q_lora_rank = a.get<int>("q_lora_rank", kPositive);
+    x.kv_lora_rank = a.get<int>("kv_lora_rank", kPositive);
+    x.qk_nope_head_dim = a.get<int>("qk_nope_head_dim", kPositive);
+    x.qk_rope_head_dim = a.get<int>("qk_rope_head_dim", kPositive);
+    x.v_head_dim = a.get<int>("v_head_dim", kPositive);
     a.finish();
+    t.mla = x;
+    t.head_dim = x.qk_nope_head_dim + x.qk_rope_head_dim;
   }
   m.finish();
+  return t;
 }
 
 ClusterSpec read_cluster(const Node& node) {
@@ -71,19 +93,26 @@ ClusterSpec read_cluster(const Node& node) {
   return c;
 }
 
-void read_parallelism(const Node& node) {
+void read_parallelism(const Node& node, TrainingSpec& t) {
   Map m(node);
-  for (const char* key : {"tp", "pp", "dp", "cp", "ep"}) m.get_or<int>(key, 1, kPositive);
-  int_or_unknown(m, "vpp");
-  if (auto z = m.find("zero_stage")) yaml::parse_choice(*z, {"0", "1", "2", "3", "unknown"});
-  if (auto s = m.find("sequence_parallel")) yaml::parse_choice(*s, {"true", "false", "implied", "unknown"});
+  t.tp = m.get_or<int>("tp", 1, kPositive);
+  t.pp = m.get_or<int>("pp", 1, kPositive);
+  t.dp = m.get_or<int>("dp", 1, kPositive);
+  t.cp = m.get_or<int>("cp", 1, kPositive);
+  t.ep = m.get_or<int>("ep", 1, kPositive);
+  t.vpp = int_or_unknown(m, "vpp");
+  if (auto z = m.find("zero_stage")) {
+    const std::string v = yaml::parse_choice(*z, {"0", "1", "2", "3", "unknown"});
+    if (v != "unknown") t.zero_stage = std::stoi(v);
+  }
+  if (auto s = m.find("sequence_parallel")) t.sequence_parallel = yaml::parse_choice(*s, {"true", "false", "implied", "unknown"});
   m.finish();
 }
 
-void read_batch(const Node& node) {
+void read_batch(const Node& node, TrainingSpec& t) {
   Map m(node);
-  int_or_unknown(m, "micro");
-  m.get<int>("global", kPositive);
+  t.micro_batch = int_or_unknown(m, "micro");
+  t.global_batch = m.get<int>("global", kPositive);
   m.finish();
 }
 
@@ -117,12 +146,13 @@ Case read_case(const Node& node) {
   c.kind = m.choice("kind", {"training", "inference", "gemm", "collective"});
   c.source = m.get<std::string>("source");
   c.confidence = m.choice_or("confidence", "exact", {"exact", "derived-from-tflops", "derived-from-tokens-per-s", "secondary"});
-  if (auto model = m.find("model")) read_model(*model);
+  TrainingSpec t;
+  if (auto model = m.find("model")) t.model = read_model(*model, c.id);
   c.cluster = read_cluster(m.at("cluster", "a cluster map"));
-  if (auto p = m.find("parallelism")) read_parallelism(*p);
-  if (auto b = m.find("batch")) read_batch(*b);
-  if (auto r = m.find("recompute")) yaml::parse_choice(*r, {"none", "selective", "full", "unknown"});
-  if (auto p = m.find("precision")) yaml::parse_choice(*p, {"fp16", "bf16", "fp8", "mxfp8"});
+  if (auto p = m.find("parallelism")) read_parallelism(*p, t);
+  if (auto b = m.find("batch")) read_batch(*b, t);
+  if (auto r = m.find("recompute")) t.recompute = yaml::parse_choice(*r, {"none", "selective", "full", "unknown"});
+  if (auto p = m.find("precision")) t.precision = yaml::parse_choice(*p, {"fp16", "bf16", "fp8", "mxfp8"});
   if (auto s = m.find("serving")) read_serving(*s);
   if (auto w = m.find("workload")) read_workload(*w);
   if (auto g = m.find("gemm")) {
@@ -154,6 +184,13 @@ Case read_case(const Node& node) {
     if (c.measured.empty()) meas.node().fail("at least one measured value");
   }
   m.finish();
+  if (c.kind == "training") {
+    m.at("model", "a model map for kind training");
+    m.at("parallelism", "a parallelism map for kind training");
+    m.at("batch", "a batch map for kind training");
+    if (t.model.seq_len == 0) m.at("model", "").fail("a model with seq_len for kind training", "none");
+    c.training = std::move(t);
+  }
   if (c.kind == "gemm" && !c.gemm) m.at("gemm", "a gemm map (m, n, k, dtype) for kind gemm");
   if (c.kind == "collective" && !c.collective) m.at("collective", "a collective map (op, bytes) for kind collective");
   c.file = *node.where().file;

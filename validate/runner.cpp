@@ -8,6 +8,7 @@
 #include "clustersim/common/parts.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/models/collective_model.hpp"
+#include "clustersim/models/training.hpp"
 #include "clustersim/topology/topology_loader.hpp"
 
 namespace cs::validate {
@@ -64,12 +65,14 @@ void run_gemm(const Case& c, CaseResult& r) {
   r.predicted["tflops"] = e.achieved.value() / 1e12;
 }
 
-void run_collective(const Case& c, CaseResult& r) {
+// A topology for a case's cluster: the shipped node template of that GPU with the case's GPUs per
+// node, its NICs at the case's rate, and a non-blocking fat tree between the nodes.
+topology::Topology build_cluster(const Case& c, CaseResult& r) {
   const ClusterSpec& cl = c.cluster;
   topology::TopologySpec spec;
   spec.name = c.id;
   if (cl.gpus % cl.gpus_per_node != 0) {
-    throw Unsupported(fmt::format("a collective over {} of a node's {} GPUs: collectives run over whole nodes", cl.gpus, cl.gpus_per_node));
+    throw Unsupported(fmt::format("{} of a node's {} GPUs: clusters are built of whole nodes", cl.gpus, cl.gpus_per_node));
   }
   topology::NodeTemplate node = node_for(cl);
   r.defaults_applied.push_back(fmt::format("node template {}", node.name));
@@ -94,7 +97,86 @@ void run_collective(const Case& c, CaseResult& r) {
     if (cl.fabric_assumed) r.defaults_applied.push_back("fabric assumed by the case (the source does not name it)");
   }
   spec.node = std::move(node);
-  const topology::Topology topo = topology::build_topology(spec);
+  return topology::build_topology(spec);
+}
+
+// Megatron-LM's and NeMo's usual settings stand in for what a source does not state
+// (docs/training.md, "Defaults for unknown settings").
+models::TrainingJob training_job(const Case& c, CaseResult& r) {
+  const TrainingSpec& t = *c.training;
+  models::TrainingJob job;
+  job.model = t.model;
+  models::ParallelismPlan& p = job.plan;
+  p.tp = t.tp;
+  p.pp = t.pp;
+  p.dp = t.dp;
+  p.cp = t.cp;
+  p.ep = t.ep;
+  if (t.vpp) {
+    p.vpp = *t.vpp;
+  } else if (t.pp > 1) {
+    r.defaults_applied.push_back("vpp unknown: 1 (plain 1F1B)");
+  }
+  p.schedule = p.vpp > 1 ? models::PipelineSchedule::interleaved : models::PipelineSchedule::one_f_one_b;
+  if (t.zero_stage) {
+    p.zero_stage = *t.zero_stage;
+  } else {
+    p.zero_stage = 1;
+    r.defaults_applied.push_back("zero_stage unknown: 1 (distributed optimizer)");
+  }
+  if (t.sequence_parallel == "true" || t.sequence_parallel == "implied") {
+    p.sequence_parallel = true;
+  } else if (t.sequence_parallel == "false") {
+    p.sequence_parallel = false;
+  } else {
+    p.sequence_parallel = t.tp > 1;
+    if (t.tp > 1) r.defaults_applied.push_back("sequence_parallel unknown: on");
+  }
+  if (t.micro_batch) {
+    job.micro_batch = *t.micro_batch;
+  } else {
+    job.micro_batch = 1;
+    r.defaults_applied.push_back("micro batch unknown: 1");
+  }
+  job.global_batch = t.global_batch;
+  if (t.recompute == "unknown") {
+    job.recompute = models::Recompute::selective;  // settled in run_training: the least that fits
+  } else {
+    job.recompute = t.recompute == "none" ? models::Recompute::none : t.recompute == "full" ? models::Recompute::full : models::Recompute::selective;
+  }
+  job.precision = t.precision == "fp16" ? hardware::Dtype::fp16 : t.precision == "bf16" ? hardware::Dtype::bf16 : hardware::Dtype::fp8;
+  if (t.precision == "mxfp8") r.defaults_applied.push_back("mxfp8 timed as fp8");
+  return job;
+}
+
+void run_training(const Case& c, CaseResult& r, const RunOptions& options) {
+  const topology::Topology topo = build_cluster(c, r);
+  models::TrainingJob job = training_job(c, r);
+  job.plan.flash_attention = options.flash_attention;
+  if (!options.flash_attention) r.defaults_applied.push_back("attention: unfused (as asked)");
+  try {
+    models::check_job(job, static_cast<int>(topo.gpus().size()));
+  } catch (const std::invalid_argument& e) {
+    throw Unsupported(e.what());
+  }
+  if (c.training->recompute == "unknown") {
+    // The published run fitted in memory: take the least recompute with which it does.
+    for (models::Recompute mode : {models::Recompute::none, models::Recompute::selective, models::Recompute::full}) {
+      job.recompute = mode;
+      if (models::estimate_memory(job, *topo.gpu).fits()) break;
+    }
+    r.defaults_applied.push_back(fmt::format("recompute unknown: {} (the least that fits in memory)", models::to_string(job.recompute)));
+  }
+  const models::TrainingResult result = models::simulate_training(job, topo);
+  if (!result.memory.fits()) throw std::runtime_error(result.memory.verdict());
+  r.predicted["step_time_s"] = result.step_time.value();
+  r.predicted["tokens_per_s_per_gpu"] = result.tokens_per_s / result.gpus;
+  r.predicted["tflops_per_gpu"] = result.tflops_per_gpu;
+  r.predicted["mfu"] = result.mfu;
+}
+
+void run_collective(const Case& c, CaseResult& r) {
+  const topology::Topology topo = build_cluster(c, r);
   const models::CollectiveModel model(topo);
   models::Collective col;
   col.op = *models::parse_collective_op(c.collective->op);
@@ -123,7 +205,7 @@ std::string primary_metric(const std::string& kind) {
   return "busbw_GBps";
 }
 
-CaseResult run_case(const Case& c) {
+CaseResult run_case(const Case& c, const RunOptions& options) {
   CaseResult r;
   r.id = c.id;
   r.kind = c.kind;
@@ -134,6 +216,8 @@ CaseResult run_case(const Case& c) {
       run_gemm(c, r);
     } else if (c.kind == "collective") {
       run_collective(c, r);
+    } else if (c.kind == "training") {
+      run_training(c, r, options);
     } else {
       throw Unsupported(fmt::format("{} cases need the {} model, which clustersim does not have yet", c.kind,
                                     c.kind == "training" ? "training-step" : "serving"));

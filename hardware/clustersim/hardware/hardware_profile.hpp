@@ -23,6 +23,14 @@ struct GemmModelParams {
   double memory_efficiency = 0.85;         // achievable fraction of HBM bandwidth
 };
 
+// Fused (FlashAttention-style) attention: achieved FLOP/s over the dense 16-bit peak, forward and
+// backward (backward FLOPs counted as 2.5 x forward, as the FlashAttention papers count them).
+// 0 when no measurement is known: the training model then times attention with the GEMM model.
+struct AttentionParams {
+  double forward_efficiency = 0;
+  double backward_efficiency = 0;
+};
+
 struct NvlinkSpec {
   int generation = 0;
   int links = 0;
@@ -49,6 +57,7 @@ struct HardwareProfile {
   Watts tdp;
   Seconds kernel_launch_overhead;
   GemmModelParams gemm;
+  AttentionParams attention;
   std::filesystem::path file;  // where it was loaded from (empty when inline)
 
   [[nodiscard]] bool supports(Dtype d) const { return peak_flops.count(d) != 0; }

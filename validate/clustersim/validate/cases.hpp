@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "clustersim/common/yaml_reader.hpp"
+#include "clustersim/models/transformer.hpp"
 
 namespace cs::validate {
 
@@ -36,6 +37,19 @@ struct CollectiveSpec {
   std::string algorithm;  // empty: NCCL's choice
 };
 
+// A training case's model and plan as published; std::nullopt / "unknown" where the source is silent.
+struct TrainingSpec {
+  models::TransformerSpec model;
+  int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  std::optional<int> vpp;
+  std::optional<int> zero_stage;
+  std::string sequence_parallel = "unknown";  // true | false | implied | unknown
+  std::optional<int> micro_batch;
+  int global_batch = 0;
+  std::string recompute = "unknown";
+  std::string precision = "bf16";
+};
+
 struct Case {
   std::string id;
   std::string kind;  // training | inference | gemm | collective
@@ -44,6 +58,7 @@ struct Case {
   ClusterSpec cluster;
   std::optional<GemmSpec> gemm;
   std::optional<CollectiveSpec> collective;
+  std::optional<TrainingSpec> training;
   std::map<std::string, double> measured;
   std::string file;
   int line = 0;

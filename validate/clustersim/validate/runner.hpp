@@ -4,7 +4,9 @@
 //  - collective: a topology built from the case's cluster (the shipped node template with that
 //    GPU count, its NICs at the case's rate, a non-blocking fat tree between nodes) and the
 //    collective simulated on it (models/collective_model.hpp);
-//  - training, inference: reported as unsupported until those models exist.
+//  - training: the same cluster, the case's plan with documented defaults for what the source does
+//    not state, and one simulated step (models/training.hpp);
+//  - inference: reported as unsupported until the serving model exists.
 // error_pct = 100 (predicted - measured) / measured on the kind's primary metric.
 #pragma once
 
@@ -38,7 +40,12 @@ struct KindSummary {
   double max_abs_error_pct = 0;
 };
 
-CaseResult run_case(const Case& c);
+// Assumptions applied to every training case (the validation format does not carry them).
+struct RunOptions {
+  bool flash_attention = true;  // false: Megatron's unfused attention, as runs before FlashAttention used
+};
+
+CaseResult run_case(const Case& c, const RunOptions& options = {});
 // Per kind, in the order training, inference, gemm, collective (kinds without cases left out).
 std::map<std::string, KindSummary> summarize(const std::vector<CaseResult>& results);
 // The primary metric of a kind.

@@ -1,0 +1,168 @@
+#include "run_command.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "clustersim/models/training_scenario.hpp"
+#include "clustersim/reports/atomic_file.hpp"
+#include "clustersim/reports/text_table.hpp"
+
+namespace cs::app {
+
+namespace {
+
+using models::TrainingResult;
+using models::TrainingScenario;
+
+struct Options {
+  std::string scenario;
+  bool json = false;
+  std::string out;
+  bool no_fold = false;
+};
+
+double gib(Bytes b) { return b.value() / double(1ull << 30); }
+double round_to(double v, double step) { return std::round(v / step) * step; }
+
+std::string plan_text(const models::TrainingJob& job) {
+  const auto& p = job.plan;
+  std::string s = fmt::format("TP{} PP{} DP{} CP{} EP{}", p.tp, p.pp, p.dp, p.cp, p.ep);
+  if (p.pp > 1) s += fmt::format(", {}{}", to_string(p.schedule), p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "");
+  if (p.tp > 1) s += p.sequence_parallel ? ", sequence parallel" : ", no sequence parallel";
+  if (p.tp_overlap) s += ", TP overlap";
+  s += fmt::format(", ZeRO-{}", p.zero_stage);
+  s += fmt::format(", {} recompute, {}", to_string(job.recompute), hardware::to_string(job.precision));
+  return s;
+}
+
+nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
+  const auto& b = r.breakdown;
+  nlohmann::json j;
+  j["scenario"] = sc.name;
+  j["model"] = sc.job.model.name;
+  j["topology"] = sc.topology->name;
+  j["gpu"] = sc.topology->gpu->name;
+  j["gpus"] = r.gpus;
+  j["plan"] = plan_text(sc.job);
+  j["micro_batches"] = r.micro_batches;
+  j["step_time_s"] = r.step_time.value();
+  j["tokens_per_step"] = r.tokens_per_step;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["tokens_per_s_per_gpu"] = r.tokens_per_s / r.gpus;
+  j["mfu"] = r.mfu;
+  j["hfu"] = r.hfu;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  j["model_flops_per_step"] = r.model_flops_per_step;
+  j["hardware_flops_per_step"] = r.hardware_flops_per_step;
+  j["breakdown_s"] = {{"compute", b.compute},   {"tp_comm", b.tp_comm}, {"cp_comm", b.cp_comm},     {"ep_comm", b.ep_comm},
+                      {"dp_comm", b.dp_comm},   {"pp_comm", b.pp_comm}, {"pipeline_bubble", b.bubble}, {"optimizer", b.optimizer}};
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : r.memory.stages) {
+    stages.push_back({{"stage", s.stage},
+                      {"parameters", s.parameters},
+                      {"weights_bytes", s.weights.value()},
+                      {"gradients_bytes", s.gradients.value()},
+                      {"optimizer_bytes", s.optimizer.value()},
+                      {"activations_bytes", s.activations.value()},
+                      {"comm_buffers_bytes", s.comm_buffers.value()},
+                      {"allowance_bytes", s.allowance.value()},
+                      {"total_bytes", s.total().value()}});
+  }
+  j["memory"] = {{"capacity_bytes", r.memory.capacity.value()}, {"fits", r.memory.fits()}, {"verdict", r.memory.verdict()},
+                 {"worst_stage", r.memory.worst_stage}, {"stages", stages}};
+  if (sc.job.token_budget > 0) {
+    j["train"] = {{"tokens", sc.job.token_budget}, {"seconds", r.time_to_train.value()}, {"days", r.time_to_train.value() / 86400.0},
+                  {"gpu_hours", r.gpu_hours}};
+  }
+  j["simulation"] = {{"tasks", r.tasks}, {"events", r.stats.events}, {"flows", r.stats.flows}};
+  j["notes"] = r.notes;
+  j["defaults_applied"] = sc.job.defaults_applied;
+  return j;
+}
+
+std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
+  std::string out;
+  const auto& hw = *sc.topology->gpu;
+  out += fmt::format("{}: {} on {} ({} of {} {} GPUs)\n", sc.name, sc.job.model.name, sc.topology->name, r.gpus, sc.topology->gpus().size(), hw.name);
+  out += fmt::format("plan: {}\n", plan_text(sc.job));
+  out += fmt::format("batch: {} sequences of {} tokens per step = {} micro-batches of {} per data-parallel rank\n", sc.job.global_batch,
+                     sc.job.model.seq_len, r.micro_batches, sc.job.micro_batch);
+  out += "\n";
+  out += fmt::format("  step time         {:.3f} s\n", r.step_time.value());
+  out += fmt::format("  throughput        {:.0f} tokens/s ({:.1f} per GPU)\n", r.tokens_per_s, r.tokens_per_s / r.gpus);
+  out += fmt::format("  MFU / HFU         {:.1f}% / {:.1f}%\n", 100 * r.mfu, 100 * r.hfu);
+  out += fmt::format("  model TFLOP/s     {:.1f} per GPU\n", r.tflops_per_gpu);
+  out += "\nstep breakdown (mean over pipeline stages)\n";
+  reports::TextTable t({"part", "seconds", "share"}, {reports::TextTable::Align::left, reports::TextTable::Align::right, reports::TextTable::Align::right});
+  const auto& b = r.breakdown;
+  const double step = r.step_time.value();
+  auto row = [&](const char* name, double v) { t.add_row({name, fmt::format("{:.3f}", v), fmt::format("{:.1f}%", 100 * v / step)}); };
+  row("compute", b.compute);
+  row("exposed TP communication", b.tp_comm);
+  row("exposed CP communication", b.cp_comm);
+  row("exposed EP communication", b.ep_comm);
+  row("exposed DP communication", b.dp_comm);
+  row("pipeline sends", b.pp_comm);
+  row("pipeline bubble", b.bubble);
+  row("optimizer", b.optimizer);
+  out += t.render("  ");
+  const auto& w = r.memory.worst();
+  out += fmt::format("\nmemory per GPU (fullest: pipeline stage {}, {:.2f} B parameters)\n", w.stage, w.parameters / 1e9);
+  reports::TextTable mt({"part", "GiB"}, {reports::TextTable::Align::left, reports::TextTable::Align::right});
+  auto mrow = [&](const char* name, Bytes v) { mt.add_row({name, fmt::format("{:.2f}", gib(v))}); };
+  mrow("weights", w.weights);
+  mrow("gradients", w.gradients);
+  mrow("optimizer states", w.optimizer);
+  mrow("activations", w.activations);
+  mrow("communication buffers", w.comm_buffers);
+  mrow("allowance (context, fragmentation)", w.allowance);
+  mrow("total", w.total());
+  out += mt.render("  ");
+  out += fmt::format("  {}\n", r.memory.verdict());
+  if (sc.job.token_budget > 0) {
+    out += fmt::format("\ntime to train {:.4g} tokens: {:.1f} days, {:.0f} GPU-hours\n", sc.job.token_budget, r.time_to_train.value() / 86400.0,
+                       r.gpu_hours);
+  }
+  for (const auto& n : sc.job.defaults_applied) out += fmt::format("default applied: {}\n", n);
+  for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
+  out += fmt::format("simulated: {} tasks, {} events, {} flows\n", r.tasks, r.stats.events, r.stats.flows);
+  return out;
+}
+
+void run(const Options& o) {
+  const TrainingScenario sc = models::load_training_scenario(o.scenario);
+  models::TrainingOptions opt;
+  opt.fold = !o.no_fold;
+  opt.trace = !o.out.empty();
+  TrainingResult r = models::simulate_training(sc.job, *sc.topology, opt);
+  const nlohmann::json j = to_json(sc, r);
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
+    reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", r.trace);
+  }
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << summary_text(sc, r);
+    if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json and {0}/trace.json (open at ui.perfetto.dev)\n", o.out);
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("run", "Simulate one training step of a scenario: step time, MFU, breakdown, memory, time to train");
+  cmd->add_option("scenario", o->scenario, "Scenario YAML file")->required()->check(CLI::ExistingFile);
+  cmd->add_flag("--json", o->json, "Print the summary as JSON");
+  cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)");
+  cmd->add_flag("--no-fold", o->no_fold, "Simulate every rank instead of one representative per pipeline stage (slower; same answer)");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace cs::app

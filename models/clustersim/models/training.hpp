@@ -1,0 +1,207 @@
+// Training: a transformer, a parallelism plan and a topology become one simulated training step.
+//
+// The plan is turned into per-layer operations (GEMMs, attention, memory-bound kernels and the
+// tensor/context/expert-parallel collectives between them), timed from the hardware profile, and
+// laid out as a per-rank task graph in the pipeline schedule's order. Data-parallel gradient
+// reductions and parameter gathers, and pipeline sends, are flows on the topology that contend
+// with each other. docs/training.md documents the model, its formulas and its limitations.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clustersim/common/units.hpp"
+#include "clustersim/hardware/dtype.hpp"
+#include "clustersim/hardware/gemm_model.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
+#include "clustersim/models/collective.hpp"
+#include "clustersim/models/transformer.hpp"
+#include "clustersim/sim/simulator.hpp"
+#include "clustersim/topology/graph.hpp"
+
+namespace cs::models {
+
+enum class Recompute { none, selective, full };
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+enum class ParallelDim { tp, cp, ep, dp, pp };
+std::string_view to_string(Recompute r);
+std::string_view to_string(PipelineSchedule s);
+std::string_view to_string(ParallelDim d);
+
+struct ParallelismPlan {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;  // data-parallel replicas of the dense weights
+  int cp = 1;
+  int ep = 1;  // experts split over ep ranks carved from dp (Megatron's expert-data-parallel layout)
+  int vpp = 1;  // model chunks per pipeline rank (interleaved 1F1B when > 1)
+  bool sequence_parallel = false;
+  bool tp_overlap = false;  // tensor-parallel collectives pipelined with their GEMMs
+  bool flash_attention = true;  // fused attention; false: Megatron's unfused path (scores, softmax, dropout, context)
+  int zero_stage = 1;       // 0: all-reduce; 1: distributed optimizer; 2: + sharded gradients; 3: FSDP
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  std::vector<ParallelDim> order{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp};
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;
+  double bucket_parameters = 0;  // gradient bucket; 0: Megatron's max(40M, 1M x dp) parameters
+  [[nodiscard]] int gpus() const { return tp * pp * dp * cp; }
+};
+
+struct TrainingJob {
+  TransformerSpec model;
+  ParallelismPlan plan;
+  int micro_batch = 1;
+  int global_batch = 0;  // sequences per step
+  Recompute recompute = Recompute::selective;
+  hardware::Dtype precision = hardware::Dtype::bf16;
+  double grad_bytes = 0;    // bytes per gradient element; 0: 4 with bf16 (Megatron's fp32 main grads), else 2
+  double token_budget = 0;  // tokens to train, for time-to-train (0: not asked)
+  std::vector<std::string> defaults_applied;  // filled by readers that apply defaults
+
+  [[nodiscard]] int micro_batches() const { return global_batch / (micro_batch * plan.dp); }
+  [[nodiscard]] double gradient_bytes() const { return grad_bytes > 0 ? grad_bytes : precision == hardware::Dtype::bf16 ? 4.0 : 2.0; }
+};
+
+// Checks a job against itself and the cluster's GPU count; throws std::invalid_argument naming the
+// setting and the numbers that clash.
+void check_job(const TrainingJob& job, int cluster_gpus);
+
+// ------------------------------------------------------------------ operations of one layer
+
+enum class OpKind { gemm, attention, memory, comm };
+enum class CommGroup { tp, cp, ep };
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::memory;
+  hardware::GemmShape shape;   // gemm: one of `count` identical GEMMs
+  double count = 1;
+  double flops = 0;            // executed in the forward pass (attention: causal)
+  double bytes = 0;            // memory: bytes read and written; comm: the collective's nccl-tests size
+  CollectiveOp comm_op = CollectiveOp::all_reduce;
+  CommGroup group = CommGroup::tp;
+  bool attention_core = false;  // recomputed by selective recompute
+  bool weight_grad = true;      // gemm: its backward has a weight gradient
+};
+
+// The shard of work one rank does for one micro-batch.
+struct Shard {
+  int micro_batch = 1;
+  int tp = 1;
+  int cp = 1;
+  int ep = 1;
+  bool sequence_parallel = false;
+  hardware::Dtype dtype = hardware::Dtype::bf16;
+  bool flash_attention = true;
+};
+
+// Forward operations of transformer layer `layer` (0-based), in execution order.
+std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Shard& s);
+// Input embedding (first pipeline stage) and final norm, output projection and loss (last stage).
+std::vector<Op> embedding_forward_ops(const TransformerSpec& m, const Shard& s);
+std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s);
+
+// Time of one collective of a group; supplied by the step model from the topology.
+using CommTime = std::function<Seconds(CommGroup group, CollectiveOp op, double bytes)>;
+
+// Time split of a pass over some operations.
+struct PassTime {
+  double compute = 0;   // seconds of GEMM, attention and memory-bound kernels
+  double tp = 0;        // exposed tensor-parallel communication
+  double cp = 0;        // exposed context-parallel communication
+  double ep = 0;        // expert-parallel all-to-all
+  double flops = 0;     // executed FLOPs
+  [[nodiscard]] double total() const { return compute + tp + cp + ep; }
+  PassTime& operator+=(const PassTime& o);
+};
+
+struct OpsTime {
+  PassTime forward;
+  PassTime backward;   // without recompute
+  PassTime recompute;  // re-run forward work in the backward pass
+};
+
+// `dtype` is the training precision (GEMMs run in it; fp8 adds Transformer Engine's casts).
+OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw, hardware::Dtype dtype, const CommTime& comm,
+                 Recompute recompute, bool tp_overlap);
+
+// ------------------------------------------------------------------ memory
+
+struct StageMemory {
+  int stage = 0;
+  double parameters = 0;  // on one GPU of this stage
+  Bytes weights;
+  Bytes gradients;
+  Bytes optimizer;
+  Bytes activations;
+  Bytes comm_buffers;
+  Bytes allowance;  // CUDA context, workspaces, allocator fragmentation
+  [[nodiscard]] Bytes total() const { return weights + gradients + optimizer + activations + comm_buffers + allowance; }
+};
+
+struct MemoryReport {
+  std::vector<StageMemory> stages;
+  int worst_stage = 0;
+  Bytes capacity;
+  [[nodiscard]] const StageMemory& worst() const { return stages.at(static_cast<std::size_t>(worst_stage)); }
+  [[nodiscard]] bool fits() const { return worst().total() <= capacity; }
+  // "fits" or what overflows and by how much.
+  [[nodiscard]] std::string verdict() const;
+};
+
+// Layers of each model chunk: chunk c of stage s is index c * pp + s, as Megatron numbers them.
+std::vector<int> chunk_layers(int layers, int pp, int vpp);
+
+MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwareProfile& hw);
+
+// ------------------------------------------------------------------ the step
+
+struct StepBreakdown {
+  double compute = 0;
+  double tp_comm = 0;
+  double cp_comm = 0;
+  double ep_comm = 0;
+  double dp_comm = 0;   // exposed data-parallel reduction and gathering
+  double pp_comm = 0;   // waiting for pipeline sends beyond the schedule's bubble
+  double bubble = 0;
+  double optimizer = 0;
+};
+
+struct TrainingOptions {
+  bool fold = true;      // simulate one representative rank per pipeline stage (see docs/training.md)
+  bool trace = false;    // keep a Perfetto trace of the step
+};
+
+struct TrainingResult {
+  Seconds step_time;
+  int micro_batches = 0;
+  double tokens_per_step = 0;
+  double tokens_per_s = 0;
+  double model_flops_per_step = 0;
+  double hardware_flops_per_step = 0;
+  double mfu = 0;
+  double hfu = 0;
+  double tflops_per_gpu = 0;  // model FLOPs
+  StepBreakdown breakdown;    // mean over pipeline stages; sums to the step time
+  MemoryReport memory;
+  Seconds time_to_train;      // token_budget / tokens_per_s
+  double gpu_hours = 0;
+  int gpus = 0;
+  sim::RunStats stats;
+  std::size_t tasks = 0;
+  std::string trace;          // Chrome/Perfetto JSON when asked
+  std::vector<std::string> notes;
+};
+
+// Simulates one step on the first plan.gpus() GPUs of the topology, in topology order.
+TrainingResult simulate_training(const TrainingJob& job, const topology::Topology& topo, TrainingOptions options = {});
+
+// GPU (index into topo.gpus()) of each rank coordinate under the plan's order.
+struct RankCoord {
+  int tp = 0, cp = 0, dp = 0, pp = 0;
+};
+int rank_of(const ParallelismPlan& plan, const RankCoord& c);
+
+}  // namespace cs::models

@@ -1,0 +1,38 @@
+// Training scenario files: a model, a topology and a plan (docs/scenario-format.md, "training").
+//
+//   scenario:
+//     name: gpt3-175b-1024-a100
+//     kind: training
+//     model: gpt3-175b                 # shipped preset, path, or inline map
+//     topology: dgx-a100-superpod      # shipped preset, path, or inline map
+//     parallelism: {tp: 8, pp: 8, dp: 16, vpp: 2, sequence_parallel: true, zero_stage: 1}
+//     batch: {micro: 1, global: 1536}
+//     recompute: selective
+//     precision: bf16
+//     train_tokens: 300e9
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "clustersim/models/training.hpp"
+#include "clustersim/topology/graph.hpp"
+
+namespace cs::models {
+
+struct TrainingScenario {
+  std::string name;
+  std::string description;
+  TrainingJob job;
+  std::shared_ptr<const topology::Topology> topology;
+  std::filesystem::path file;
+};
+
+// Reads and checks a scenario; throws InputError with file, line and field for anything wrong,
+// the plan's clashes with the model or the cluster included.
+TrainingScenario load_training_scenario(const std::filesystem::path& file);
+// Reads the `parallelism:` map over `plan` (defaults as documented).
+void read_parallelism(const yaml::Node& node, ParallelismPlan& plan);
+
+}  // namespace cs::models

@@ -1,0 +1,367 @@
+// Per-layer operations of a training step and their times. Formulas: docs/training.md.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "clustersim/models/training.hpp"
+
+namespace cs::models {
+
+namespace {
+
+constexpr double kActivationBytes = 2.0;  // activations are kept in 16-bit floats, fp8 GEMMs included
+// Megatron/Transformer Engine pipeline a TP collective with its GEMM in chunks; the first chunk's
+// communication cannot hide. Assumption (Megatron's userbuffers split the GEMM in 4 by default).
+constexpr double kTpOverlapChunks = 4.0;
+// FlashAttention's backward pass does 5 matrix products to the forward's 2, recomputing the
+// scores (Dao 2023, FlashAttention-2, section 3.1.2 counts backward FLOPs as 2.5 x forward).
+constexpr double kAttentionBackwardFactor = 2.5;
+
+Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, double count = 1, bool weight_grad = true) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::gemm;
+  op.shape = {std::max<std::int64_t>(m, 1), std::max<std::int64_t>(n, 1), std::max<std::int64_t>(k, 1)};
+  op.count = count;
+  op.flops = 2.0 * double(op.shape.m) * double(op.shape.n) * double(op.shape.k) * count;
+  op.weight_grad = weight_grad;
+  return op;
+}
+
+Op memory(std::string name, double bytes) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::memory;
+  op.bytes = bytes;
+  return op;
+}
+
+Op comm(std::string name, CommGroup group, CollectiveOp c, double bytes) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::comm;
+  op.group = group;
+  op.comm_op = c;
+  op.bytes = bytes;
+  return op;
+}
+
+struct Dims {
+  double tokens;        // per rank and micro-batch, after the context-parallel split
+  double sp_tokens;     // held between TP regions (tokens / tp with sequence parallelism)
+  int tp;
+  bool tp_comm;
+  bool sp;
+};
+
+Dims dims_of(const TransformerSpec& m, const Shard& s) {
+  Dims d;
+  d.tokens = double(s.micro_batch) * m.seq_len / s.cp;
+  d.tp = s.tp;
+  d.tp_comm = s.tp > 1;
+  d.sp = s.sequence_parallel && s.tp > 1;
+  d.sp_tokens = d.sp ? d.tokens / s.tp : d.tokens;
+  return d;
+}
+
+// Entering a TP region: sequence parallelism all-gathers the sequence-split activations.
+void enter_tp(std::vector<Op>& ops, const Dims& d, double width, const char* name) {
+  if (d.sp) ops.push_back(comm(name, CommGroup::tp, CollectiveOp::all_gather, d.tokens * width * kActivationBytes));
+}
+// Leaving it: an all-reduce, or a reduce-scatter back to the sequence split.
+void leave_tp(std::vector<Op>& ops, const Dims& d, double width, const char* name) {
+  if (!d.tp_comm) return;
+  ops.push_back(comm(name, CommGroup::tp, d.sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, d.tokens * width * kActivationBytes));
+}
+
+std::int64_t i64(double v) { return static_cast<std::int64_t>(std::llround(v)); }
+
+void ffn_ops(std::vector<Op>& ops, const TransformerSpec& m, const Dims& d, double tokens, double ffn, const std::string& prefix, double count = 1) {
+  const double up = is_gated(m.activation) ? 2.0 : 1.0;
+  ops.push_back(gemm(prefix + "fc1", i64(tokens), i64(up * ffn), m.hidden, count));
+  // Activation (and the gate's product) reads the up-projections and writes one.
+  ops.push_back(memory(prefix + "act", (up + 1.0) * tokens * ffn * kActivationBytes * count));
+  ops.push_back(gemm(prefix + "fc2", i64(tokens), m.hidden, i64(ffn), count));
+  static_cast<void>(d);
+}
+
+}  // namespace
+
+PassTime& PassTime::operator+=(const PassTime& o) {
+  compute += o.compute;
+  tp += o.tp;
+  cp += o.cp;
+  ep += o.ep;
+  flops += o.flops;
+  return *this;
+}
+
+std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Shard& s) {
+  const Dims d = dims_of(m, s);
+  const double h = m.hidden;
+  const double tp = s.tp;
+  std::vector<Op> ops;
+  // Attention block.
+  ops.push_back(memory("norm1", 2.0 * d.sp_tokens * h * kActivationBytes));
+  enter_tp(ops, d, h, "tp_allgather_attn");
+  const double heads = m.heads / tp;
+  // Grouped KV heads fewer than the TP degree are replicated, one per rank.
+  const double kv_heads = std::max(1.0, m.kv_heads / tp);
+  double kv_width = 0;  // keys and values this rank exchanges with its CP peers, per token
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    if (a.q_lora_rank > 0) {
+      ops.push_back(gemm("q_down", i64(d.tokens), a.q_lora_rank, m.hidden));
+      ops.push_back(memory("q_norm", 2.0 * d.tokens * a.q_lora_rank * kActivationBytes));
+      ops.push_back(gemm("q_up", i64(d.tokens), i64(heads * qk), a.q_lora_rank));
+    } else {
+      ops.push_back(gemm("q_proj", i64(d.tokens), i64(heads * qk), m.hidden));
+    }
+    ops.push_back(gemm("kv_down", i64(d.tokens), a.kv_lora_rank + a.qk_rope_head_dim, m.hidden));
+    ops.push_back(memory("kv_norm", 2.0 * d.tokens * a.kv_lora_rank * kActivationBytes));
+    ops.push_back(gemm("kv_up", i64(d.tokens), i64(heads * (a.qk_nope_head_dim + a.v_head_dim)), a.kv_lora_rank));
+    kv_width = heads * (qk + a.v_head_dim);
+  } else {
+    ops.push_back(gemm("qkv", i64(d.tokens), i64((heads + 2.0 * kv_heads) * m.head_dim), m.hidden));
+    kv_width = 2.0 * kv_heads * m.head_dim;
+  }
+  ops.push_back(memory("rope", 2.0 * d.tokens * (heads + kv_heads) * m.qk_head_dim() * kActivationBytes));
+  if (s.cp > 1) {
+    // Ring attention: the keys and values of every other CP rank pass by (an all-gather's bytes).
+    ops.push_back(comm("cp_kv_exchange", CommGroup::cp, CollectiveOp::all_gather, s.cp * d.tokens * kv_width * kActivationBytes));
+  }
+  const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
+  if (s.flash_attention) {
+    Op att;
+    att.name = "attention";
+    att.kind = OpKind::attention;
+    att.attention_core = true;
+    // Causal: a token attends to the half of the sequence before it on average (CP ranks hold
+    // load-balanced chunks, so each rank does the same share).
+    const double keys = m.seq_len / 2.0;
+    att.flops = 2.0 * d.tokens * keys * heads * (m.qk_head_dim() + v_dim);
+    // The equivalent batched GEMMs, for profiles without a measured attention efficiency.
+    att.shape = {i64(d.tokens), i64(keys), m.qk_head_dim()};
+    att.count = heads * (m.qk_head_dim() + v_dim) / m.qk_head_dim();
+    ops.push_back(att);
+  } else {
+    // Megatron's unfused path: batched score GEMMs over the whole s x s matrix (the causal mask is
+    // applied, not skipped), a fused scale-mask-softmax, dropout on the probabilities, and the
+    // context GEMM; every s x s tensor passes through HBM.
+    const double q_len = double(m.seq_len) / s.cp;
+    const double batch = double(s.micro_batch) * heads;
+    const double elements = batch * q_len * m.seq_len;
+    Op scores = gemm("attention_scores", i64(q_len), m.seq_len, m.qk_head_dim(), batch);
+    scores.attention_core = true;
+    ops.push_back(scores);
+    Op softmax = memory("softmax", elements * (kActivationBytes + kActivationBytes));
+    softmax.attention_core = true;
+    ops.push_back(softmax);
+    Op dropout = memory("attention_dropout", elements * (kActivationBytes + kActivationBytes + 1.0));
+    dropout.attention_core = true;
+    ops.push_back(dropout);
+    Op context = gemm("attention_context", i64(q_len), i64(v_dim), m.seq_len, batch);
+    context.attention_core = true;
+    ops.push_back(context);
+  }
+  ops.push_back(gemm("out_proj", i64(d.tokens), m.hidden, i64(heads * (m.mla ? m.mla->v_head_dim : m.head_dim))));
+  leave_tp(ops, d, h, "tp_reduce_attn");
+  ops.push_back(memory("residual1", 3.0 * d.sp_tokens * h * kActivationBytes));
+  // FFN block.
+  ops.push_back(memory("norm2", 2.0 * d.sp_tokens * h * kActivationBytes));
+  if (!m.is_moe_layer(layer)) {
+    enter_tp(ops, d, h, "tp_allgather_ffn");
+    ffn_ops(ops, m, d, d.tokens, m.ffn_hidden / tp, "");
+    leave_tp(ops, d, h, "tp_reduce_ffn");
+  } else {
+    const MoeSpec& e = *m.moe;
+    // Megatron's MoE with TP needs sequence parallelism: each TP rank routes its own tokens, and
+    // experts are not split over TP (expert tensor parallelism 1).
+    const double routed = d.tp_comm ? d.tokens / tp : d.tokens;
+    ops.push_back(gemm("router", i64(routed), e.experts, m.hidden));
+    ops.push_back(memory("permute", 2.0 * routed * e.top_k * h * kActivationBytes));
+    if (s.ep > 1) ops.push_back(comm("ep_dispatch", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
+    const double local_experts = double(e.experts) / s.ep;
+    const double per_expert = routed * e.top_k * e.capacity_factor * s.ep / e.experts;
+    ffn_ops(ops, m, d, per_expert, e.expert_ffn_hidden, "expert_", local_experts);
+    if (s.ep > 1) ops.push_back(comm("ep_combine", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
+    ops.push_back(memory("unpermute", 2.0 * routed * e.top_k * h * kActivationBytes));
+    if (e.shared_experts > 0) {
+      enter_tp(ops, d, h, "tp_allgather_shared");
+      ffn_ops(ops, m, d, d.tokens, double(e.shared_experts) * e.shared_expert_ffn_hidden / tp, "shared_");
+      leave_tp(ops, d, h, "tp_reduce_shared");
+    }
+  }
+  ops.push_back(memory("residual2", 3.0 * d.sp_tokens * h * kActivationBytes));
+  return ops;
+}
+
+std::vector<Op> embedding_forward_ops(const TransformerSpec& m, const Shard& s) {
+  const Dims d = dims_of(m, s);
+  std::vector<Op> ops;
+  ops.push_back(memory("embedding", d.tokens * m.hidden * kActivationBytes));
+  // Vocabulary-parallel embedding: each TP rank looks up its slice of the vocabulary, then the
+  // partial rows are summed.
+  leave_tp(ops, d, m.hidden, "tp_reduce_embedding");
+  return ops;
+}
+
+std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s) {
+  const Dims d = dims_of(m, s);
+  std::vector<Op> ops;
+  ops.push_back(memory("final_norm", 2.0 * d.sp_tokens * m.hidden * kActivationBytes));
+  enter_tp(ops, d, m.hidden, "tp_allgather_head");
+  const double vocab = double(m.vocab) / s.tp;
+  ops.push_back(gemm("logits", i64(d.tokens), i64(vocab), m.hidden));
+  // Cross-entropy over the vocabulary slice in fp32: read the logits, write and re-read the
+  // softmax (Megatron's vocab-parallel cross-entropy).
+  ops.push_back(memory("cross_entropy", d.tokens * vocab * (kActivationBytes + 4.0 + 4.0)));
+  if (d.tp_comm) ops.push_back(comm("tp_reduce_loss", CommGroup::tp, CollectiveOp::all_reduce, d.tokens * 4.0 * 3.0));
+  return ops;
+}
+
+namespace {
+
+double gemm_seconds(const hardware::HardwareProfile& hw, hardware::GemmShape shape, hardware::Dtype dtype) {
+  return hardware::estimate_gemm(hw, shape, dtype).time.value();
+}
+
+double memory_seconds(const hardware::HardwareProfile& hw, double bytes) {
+  return bytes / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency) + hw.kernel_launch_overhead.value();
+}
+
+// The dtype attention runs in: 16-bit (fp8 training keeps attention in bf16, as Transformer
+// Engine's recipes do by default).
+hardware::Dtype attention_dtype(hardware::Dtype d) { return d == hardware::Dtype::fp16 ? hardware::Dtype::fp16 : hardware::Dtype::bf16; }
+
+double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hardware::Dtype dtype, bool backward) {
+  const hardware::Dtype ad = attention_dtype(dtype);
+  const double factor = backward ? kAttentionBackwardFactor : 1.0;
+  const double eff = backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
+  if (eff > 0) return factor * op.flops / (hw.peak(ad).value() * eff) + hw.kernel_launch_overhead.value();
+  // No measured efficiency: the GEMM model at the attention's matrix-product shape.
+  const auto e = hardware::estimate_gemm(hw, op.shape, ad);
+  const double per_flop = e.time.value() / (2.0 * double(op.shape.m) * double(op.shape.n) * double(op.shape.k));
+  return factor * op.flops * per_flop;
+}
+
+}  // namespace
+
+OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw, hardware::Dtype dtype, const CommTime& comm_time,
+                 Recompute recompute, bool tp_overlap) {
+  const hardware::Dtype gemm_dtype = dtype;
+  const bool fp8 = dtype == hardware::Dtype::fp8;
+  if (!hw.supports(gemm_dtype)) {
+    throw std::invalid_argument(fmt::format("precision {}: the {} profile has no {} peak", hardware::to_string(dtype), hw.name,
+                                            hardware::to_string(dtype)));
+  }
+  OpsTime out;
+  // Times of each op's forward and backward, then the exposed part of each collective.
+  std::vector<double> fwd(ops.size(), 0.0), bwd(ops.size(), 0.0);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    switch (op.kind) {
+      case OpKind::gemm: {
+        const double one = gemm_seconds(hw, op.shape, gemm_dtype);
+        const auto [m, n, k] = op.shape;
+        const double dgrad = gemm_seconds(hw, {m, k, n}, gemm_dtype);
+        const double wgrad = op.weight_grad ? gemm_seconds(hw, {k, n, m}, gemm_dtype) : 0.0;
+        fwd[i] = one * op.count;
+        bwd[i] = (dgrad + wgrad) * op.count;
+        if (fp8) {
+          // Transformer Engine casts each GEMM input to fp8 (read 16-bit, write 8-bit) in both passes.
+          const double cast = 3.0 * (double(m) * double(k) + double(k) * double(n)) * op.count;
+          fwd[i] += memory_seconds(hw, cast);
+          bwd[i] += memory_seconds(hw, 3.0 * double(m) * double(n) * op.count);
+        }
+        out.forward.flops += op.flops;
+        out.backward.flops += op.flops * (op.weight_grad ? 2.0 : 1.0);
+        break;
+      }
+      case OpKind::attention:
+        fwd[i] = attention_seconds(hw, op, dtype, false);
+        bwd[i] = attention_seconds(hw, op, dtype, true);
+        out.forward.flops += op.flops;
+        out.backward.flops += op.flops * kAttentionBackwardFactor;
+        break;
+      case OpKind::memory:
+        fwd[i] = memory_seconds(hw, op.bytes);
+        // The backward pass reads the incoming gradient and the saved input and writes a gradient.
+        bwd[i] = memory_seconds(hw, 1.5 * op.bytes);
+        break;
+      case OpKind::comm: break;
+    }
+  }
+  auto neighbour_gemm = [&](std::size_t i, bool after, const std::vector<double>& t) {
+    if (after) {
+      for (std::size_t j = i + 1; j < ops.size(); ++j) {
+        if (ops[j].kind == OpKind::gemm) return t[j];
+      }
+    } else {
+      for (std::size_t j = i; j-- > 0;) {
+        if (ops[j].kind == OpKind::gemm) return t[j];
+      }
+    }
+    return 0.0;
+  };
+  auto attention_time = [&](const std::vector<double>& t) {
+    double a = 0;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind == OpKind::attention) a += t[i];
+    }
+    return a;
+  };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.kind != OpKind::comm) continue;
+    // The backward of an all-gather is a reduce-scatter and vice versa; an all-reduce and an
+    // all-to-all stay what they are. Ring attention sends keys and values forward, and sends
+    // their gradients back as well in the backward pass.
+    CollectiveOp back = op.comm_op;
+    if (op.comm_op == CollectiveOp::all_gather) back = CollectiveOp::reduce_scatter;
+    if (op.comm_op == CollectiveOp::reduce_scatter) back = CollectiveOp::all_gather;
+    const double f = comm_time(op.group, op.comm_op, op.bytes).value();
+    double b = comm_time(op.group, back, op.bytes).value();
+    if (op.group == CommGroup::cp) b += f;
+    double fe = f, be = b;
+    if (op.group == CommGroup::tp && tp_overlap) {
+      const bool gather = op.comm_op == CollectiveOp::all_gather;
+      fe = std::max(f - neighbour_gemm(i, gather, fwd), f / kTpOverlapChunks);
+      be = std::max(b - neighbour_gemm(i, !gather, bwd), b / kTpOverlapChunks);
+    }
+    if (op.group == CommGroup::cp) {
+      // Ring attention overlaps each exchange with the attention on the chunk already there.
+      fe = std::max(0.0, f - attention_time(fwd));
+      be = std::max(0.0, b - attention_time(bwd));
+    }
+    fwd[i] = fe;
+    bwd[i] = be;
+  }
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    auto add = [&](PassTime& p, double t) {
+      if (op.kind != OpKind::comm) {
+        p.compute += t;
+      } else if (op.group == CommGroup::tp) {
+        p.tp += t;
+      } else if (op.group == CommGroup::cp) {
+        p.cp += t;
+      } else {
+        p.ep += t;
+      }
+    };
+    add(out.forward, fwd[i]);
+    add(out.backward, bwd[i]);
+    const bool again = recompute == Recompute::full || (recompute == Recompute::selective && op.attention_core);
+    if (again) {
+      add(out.recompute, fwd[i]);
+      if (op.kind == OpKind::gemm || op.kind == OpKind::attention) out.recompute.flops += op.flops;
+    }
+  }
+  return out;
+}
+
+}  // namespace cs::models

@@ -1,0 +1,316 @@
+// Plan checks, rank placement, layer assignment and the memory model of a training job.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "clustersim/models/training.hpp"
+#include "training_internal.hpp"
+
+namespace cs::models {
+
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+std::string_view to_string(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved: return "interleaved-1f1b";
+  }
+  return "?";
+}
+
+std::string_view to_string(ParallelDim d) {
+  switch (d) {
+    case ParallelDim::tp: return "tp";
+    case ParallelDim::cp: return "cp";
+    case ParallelDim::ep: return "ep";
+    case ParallelDim::dp: return "dp";
+    case ParallelDim::pp: return "pp";
+  }
+  return "?";
+}
+
+void check_job(const TrainingJob& job, int cluster_gpus) {
+  const ParallelismPlan& p = job.plan;
+  const TransformerSpec& m = job.model;
+  auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (p.gpus() > cluster_gpus) {
+    fail(fmt::format("the plan needs tp x pp x dp x cp = {} x {} x {} x {} = {} GPUs; the topology has {}", p.tp, p.pp, p.dp, p.cp, p.gpus(),
+                     cluster_gpus));
+  }
+  if (m.heads % p.tp != 0) fail(fmt::format("tp = {} must divide the model's {} attention heads", p.tp, m.heads));
+  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
+    fail(fmt::format("tp = {} and the model's {} key/value heads: one must divide the other", p.tp, m.kv_heads));
+  }
+  if (m.ffn_hidden % p.tp != 0) fail(fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
+  if (p.pp * p.vpp > m.layers) {
+    fail(fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", p.pp, p.vpp, m.layers));
+  }
+  if (p.vpp > 1 && p.pp == 1) fail("vpp > 1 (interleaved 1F1B) needs pp > 1");
+  if (job.micro_batch < 1) fail(fmt::format("micro batch must be positive, found {}", job.micro_batch));
+  if (job.global_batch % (job.micro_batch * p.dp) != 0) {
+    fail(fmt::format("global batch {} is not a multiple of micro batch x dp = {} x {} = {}", job.global_batch, job.micro_batch, p.dp,
+                     job.micro_batch * p.dp));
+  }
+  const int micro = job.micro_batches();
+  if (p.schedule == PipelineSchedule::interleaved && micro % p.pp != 0) {
+    fail(fmt::format("interleaved 1F1B needs the micro-batches per step ({} = {} / ({} x {})) to be a multiple of pp = {}", micro,
+                     job.global_batch, job.micro_batch, p.dp, p.pp));
+  }
+  if (m.seq_len % (2 * p.cp) != 0 && p.cp > 1) {
+    fail(fmt::format("cp = {}: seq_len {} must split into 2 x cp load-balanced chunks", p.cp, m.seq_len));
+  }
+  if (p.sequence_parallel && p.tp > 1 && (m.seq_len / p.cp) % p.tp != 0) {
+    fail(fmt::format("sequence parallelism: the {} tokens of a CP rank do not split over tp = {}", m.seq_len / p.cp, p.tp));
+  }
+  if (p.ep > 1) {
+    if (!m.moe) fail(fmt::format("ep = {} but the model {} has no experts", p.ep, m.name));
+    if (p.dp % p.ep != 0) fail(fmt::format("ep = {} must divide dp = {} (experts are split over data-parallel ranks)", p.ep, p.dp));
+    if (m.moe->experts % p.ep != 0) fail(fmt::format("ep = {} must divide the {} experts", p.ep, m.moe->experts));
+  }
+  if (p.zero_stage < 0 || p.zero_stage > 3) fail(fmt::format("zero_stage must be 0, 1, 2 or 3, found {}", p.zero_stage));
+  if (p.tp_overlap && !p.sequence_parallel && p.tp > 1) fail("tp_overlap needs sequence_parallel (as Megatron's does)");
+  std::vector<ParallelDim> sorted = p.order;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != std::vector<ParallelDim>{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp}) {
+    fail("order must name each of tp, cp, ep, dp, pp once");
+  }
+}
+
+int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
+  int rank = 0;
+  int stride = 1;
+  for (ParallelDim d : plan.order) {
+    int size = 1, index = 0;
+    switch (d) {
+      case ParallelDim::tp: size = plan.tp; index = c.tp; break;
+      case ParallelDim::cp: size = plan.cp; index = c.cp; break;
+      case ParallelDim::ep: size = plan.ep; index = c.dp % plan.ep; break;
+      case ParallelDim::dp: size = plan.dp / plan.ep; index = c.dp / plan.ep; break;
+      case ParallelDim::pp: size = plan.pp; index = c.pp; break;
+    }
+    rank += index * stride;
+    stride *= size;
+  }
+  return rank;
+}
+
+std::vector<int> chunk_layers(int layers, int pp, int vpp) {
+  const int chunks = pp * vpp;
+  const int base = (layers + chunks - 1) / chunks;
+  std::vector<int> out(static_cast<std::size_t>(chunks), base);
+  // Fewer layers go to the chunks that also hold the output head and the embedding (the last and
+  // the first), then alternate inward, as Llama 3 405B's 126 layers sat on 16 stages.
+  int deficit = base * chunks - layers;
+  int lo = 0, hi = chunks - 1;
+  bool from_end = true;
+  while (deficit > 0) {
+    const int c = from_end ? hi-- : lo++;
+    --out[static_cast<std::size_t>(c)];
+    --deficit;
+    from_end = !from_end;
+  }
+  return out;
+}
+
+namespace {
+
+constexpr double kOptimizerBytes = 12.0;  // Adam: fp32 master weights, momentum and variance (ZeRO, Rajbhandari et al. 2020, sec. 3.1)
+// CUDA context and cuBLAS/cuDNN workspaces: 300 MB to 1 GB per GPU (NAIRR GPU estimation guide;
+// Fujii's memory estimator); the upper end is taken.
+constexpr double kContextBytes = 1.0 * (1ull << 30);
+// NCCL buffers per communicator: about 0.5 GB (Fujii et al., arXiv 2411.06465, memory estimator).
+constexpr double kNcclBytesPerCommunicator = 0.5e9;
+// Allocator fragmentation: runs Fujii et al. estimated below 80% of HBM never ran out of memory;
+// a 10% allowance over tensors is taken (an assumption between that and exact accounting).
+constexpr double kFragmentation = 0.10;
+constexpr double kActivationBytes = 2.0;
+
+}  // namespace
+
+double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& s, Recompute recompute) {
+  const double t = s.tp;
+  const double tokens = double(s.micro_batch) * m.seq_len / s.cp;
+  const bool sp = s.sequence_parallel && s.tp > 1;
+  const double h = m.hidden;
+  const double e = kActivationBytes;
+  // Tensors that sequence parallelism splits (replicated over TP without it).
+  const double split = sp ? 1.0 / t : 1.0;
+  if (recompute == Recompute::full) return e * tokens * h * split;  // the layer's input only
+  const double heads = m.heads / t;
+  const double kv_heads = std::max(1.0, m.kv_heads / t);
+  const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
+  // Korthikanti et al. 2022 (arXiv 2205.05198) section 4.1, generalised to GQA, MLA, any FFN width
+  // and gated activations; with a GPT layer it gives sbh(34/t + 5as/(ht)) as their Table 2.
+  double bytes = 0;
+  bytes += 2 * e * tokens * h * split;                       // both norms' inputs
+  bytes += e * tokens * h * split;                           // QKV input
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    bytes += e * tokens * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim);  // latent projections (replicated)
+    bytes += e * tokens * heads * (m.qk_head_dim() * 2 + v_dim);
+  } else {
+    bytes += e * tokens * (heads + 2 * kv_heads) * m.head_dim;  // Q, K, V
+  }
+  if (recompute == Recompute::none) {
+    if (s.flash_attention) {
+      // Fused attention keeps its output (counted as the projection's input) and the softmax
+      // statistics; the s x s scores are never stored.
+      bytes += 4.0 * tokens * heads;
+    } else {
+      // Softmax output, dropout mask and dropout output: 5as^2b/t (Korthikanti et al.).
+      bytes += 5.0 * s.micro_batch * heads * (double(m.seq_len) / s.cp) * m.seq_len;
+    }
+  }
+  bytes += e * tokens * heads * v_dim;                      // output projection input
+  bytes += tokens * h * split;                              // attention dropout mask
+  bytes += e * tokens * h * split;                          // FFN input
+  const double up = is_gated(m.activation) ? 2.0 : 1.0;
+  auto ffn = [&](double tok, double width) { return e * tok * width * (up + 1.0); };  // fc1 output, activation output
+  if (!m.is_moe_layer(layer)) {
+    bytes += ffn(tokens, m.ffn_hidden / t);
+  } else {
+    const MoeSpec& x = *m.moe;
+    const double routed = s.tp > 1 ? tokens / t : tokens;
+    const double expert_tokens = routed * x.top_k * x.capacity_factor;
+    bytes += e * expert_tokens * h * 2;  // permuted tokens in, expert outputs back
+    bytes += ffn(expert_tokens, x.expert_ffn_hidden);
+    if (x.shared_experts > 0) bytes += ffn(tokens, double(x.shared_experts) * x.shared_expert_ffn_hidden / t);
+  }
+  bytes += tokens * h * split;  // FFN dropout mask
+  return bytes;
+}
+
+StageParameters stage_parameters(const TransformerSpec& m, const ParallelismPlan& p, int stage) {
+  const std::vector<int> chunks = chunk_layers(m.layers, p.pp, p.vpp);
+  StageParameters out;
+  const double t = p.tp;
+  int first_layer = 0;
+  std::vector<int> start(chunks.size());
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    start[c] = first_layer;
+    first_layer += chunks[c];
+  }
+  for (int v = 0; v < p.vpp; ++v) {
+    const std::size_t c = static_cast<std::size_t>(v * p.pp + stage);
+    for (int l = start[c]; l < start[c] + chunks[c]; ++l) {
+      out.dense += attention_parameters(m) / t + 2.0 * m.hidden;
+      if (!m.is_moe_layer(l)) {
+        out.dense += dense_ffn_parameters(m) / t;
+      } else {
+        const MoeSpec& x = *m.moe;
+        out.dense += double(m.hidden) * x.experts;
+        out.dense += double(x.shared_experts) * (is_gated(m.activation) ? 3.0 : 2.0) * m.hidden * x.shared_expert_ffn_hidden / t;
+        out.expert += double(x.experts) / p.ep * expert_parameters(m);
+      }
+    }
+  }
+  const double table = double(m.vocab) * m.hidden / t;
+  if (stage == 0) out.dense += table;
+  // The last stage holds the output projection; a tied one is a copy of the embedding kept in sync
+  // (Megatron's shared word embeddings) unless one stage holds both.
+  if (stage == p.pp - 1 && (!m.tied_embeddings || p.pp > 1)) out.dense += table;
+  if (stage == p.pp - 1) out.dense += m.hidden;  // final norm
+  return out;
+}
+
+MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwareProfile& hw) {
+  const ParallelismPlan& p = job.plan;
+  const TransformerSpec& m = job.model;
+  MemoryReport report;
+  report.capacity = hw.memory_capacity;
+  const Shard shard{job.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel, job.precision, p.flash_attention};
+  const std::vector<int> chunks = chunk_layers(m.layers, p.pp, p.vpp);
+  std::vector<int> start(chunks.size());
+  for (std::size_t c = 0, l = 0; c < chunks.size(); ++c) {
+    start[c] = static_cast<int>(l);
+    l += static_cast<std::size_t>(chunks[c]);
+  }
+  const double dense_shards = double(p.dp) * p.cp;
+  const double expert_shards = dense_shards / p.ep;
+  const double weight_bytes = 2.0 + (job.precision == hardware::Dtype::fp8 ? 1.0 : 0.0);  // + Transformer Engine's fp8 copy
+  const double grad_bytes = job.gradient_bytes();
+  int communicators = 0;
+  for (int size : {p.tp, p.pp, p.dp * p.cp, p.cp, p.ep}) communicators += size > 1 ? 1 : 0;
+  const int micro = job.micro_batches();
+  for (int s = 0; s < p.pp; ++s) {
+    StageMemory sm;
+    sm.stage = s;
+    const StageParameters params = stage_parameters(m, p, s);
+    sm.parameters = params.dense + params.expert;
+    const double sharded = params.dense / dense_shards + params.expert / expert_shards;
+    const double whole = sm.parameters;
+    sm.weights = Bytes(weight_bytes * (p.zero_stage >= 3 ? sharded : whole));
+    if (p.zero_stage >= 3) {
+      // FSDP gathers one layer at a time and prefetches the next: two layers' full weights.
+      const double layer = (whole - (s == 0 ? double(m.vocab) * m.hidden / p.tp : 0.0)) / std::max(1, m.layers / p.pp);
+      sm.weights += Bytes(2.0 * 2.0 * layer);
+    }
+    sm.gradients = Bytes(grad_bytes * (p.zero_stage >= 2 ? sharded : whole));
+    sm.optimizer = Bytes(kOptimizerBytes * (p.zero_stage >= 1 ? sharded : whole));
+    // Activations: the most the schedule ever holds, following its order of passes.
+    std::vector<double> chunk_bytes(static_cast<std::size_t>(p.vpp), 0.0);
+    for (int v = 0; v < p.vpp; ++v) {
+      const std::size_t c = static_cast<std::size_t>(v * p.pp + s);
+      for (int l = start[c]; l < start[c] + chunks[c]; ++l) chunk_bytes[static_cast<std::size_t>(v)] += layer_activation_bytes(m, l, shard, job.recompute);
+    }
+    if (s == p.pp - 1) {
+      // Logits (16-bit) and the fp32 softmax the loss keeps for its backward, per micro-batch.
+      const double tokens = double(job.micro_batch) * m.seq_len / p.cp;
+      chunk_bytes.back() += tokens * (double(m.vocab) / p.tp) * (2.0 + 4.0);
+    }
+    double live = 0, peak = 0;
+    for (const Pass& pass : schedule_order(p, micro, s)) {
+      const double b = chunk_bytes[static_cast<std::size_t>(pass.chunk)];
+      live += pass.forward ? b : -b;
+      peak = std::max(peak, live);
+    }
+    if (job.recompute == Recompute::full) {
+      // The backward pass re-materialises one layer's activations at a time.
+      double layer_full = 0;
+      for (int l = 0; l < m.layers; ++l) layer_full = std::max(layer_full, layer_activation_bytes(m, l, shard, Recompute::none));
+      peak += layer_full;
+    }
+    sm.activations = Bytes(peak);
+    sm.comm_buffers = Bytes(kNcclBytesPerCommunicator * communicators);
+    const double tensors = sm.weights.value() + sm.gradients.value() + sm.optimizer.value() + sm.activations.value();
+    sm.allowance = Bytes(kContextBytes + kFragmentation * tensors);
+    report.stages.push_back(sm);
+  }
+  for (std::size_t i = 0; i < report.stages.size(); ++i) {
+    if (report.stages[i].total() > report.worst().total()) report.worst_stage = static_cast<int>(i);
+  }
+  return report;
+}
+
+std::string MemoryReport::verdict() const {
+  const StageMemory& w = worst();
+  if (fits()) return fmt::format("fits: {:.1f} of {:.1f} GiB on the fullest GPU (stage {})", w.total().value() / (1ull << 30),
+                                 capacity.value() / (1ull << 30), w.stage);
+  struct Part {
+    const char* name;
+    double bytes;
+  };
+  const Part parts[] = {{"weights", w.weights.value()},         {"gradients", w.gradients.value()},
+                        {"optimizer states", w.optimizer.value()}, {"activations", w.activations.value()},
+                        {"communication buffers", w.comm_buffers.value()}, {"allowance", w.allowance.value()}};
+  const Part* largest = &parts[0];
+  for (const Part& p : parts) {
+    if (p.bytes > largest->bytes) largest = &p;
+  }
+  const double over = w.total().value() - capacity.value();
+  return fmt::format("OOM: stage {} needs {:.1f} GiB of {:.1f} GiB, {:.1f} GiB over; the largest part is {} at {:.1f} GiB", w.stage,
+                     w.total().value() / (1ull << 30), capacity.value() / (1ull << 30), over / (1ull << 30), largest->name,
+                     largest->bytes / (1ull << 30));
+}
+
+}  // namespace cs::models

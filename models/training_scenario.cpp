@@ -1,0 +1,104 @@
+#include "clustersim/models/training_scenario.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/topology/topology_loader.hpp"
+
+namespace cs::models {
+
+void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
+  yaml::Map m(node);
+  const auto positive = yaml::positive<int>();
+  p.tp = m.get_or<int>("tp", 1, positive);
+  p.pp = m.get_or<int>("pp", 1, positive);
+  p.dp = m.get_or<int>("dp", 1, positive);
+  p.cp = m.get_or<int>("cp", 1, positive);
+  p.ep = m.get_or<int>("ep", 1, positive);
+  p.vpp = m.get_or<int>("vpp", 1, positive);
+  p.sequence_parallel = m.get_or<bool>("sequence_parallel", p.tp > 1);
+  p.tp_overlap = m.get_or<bool>("tp_overlap", false);
+  p.zero_stage = m.get_or<int>("zero_stage", 1, yaml::in_range(0, 3, "a ZeRO stage 0, 1, 2 or 3"));
+  const std::string fallback = p.pp == 1 ? "1f1b" : p.vpp > 1 ? "interleaved-1f1b" : "1f1b";
+  const std::string schedule = m.choice_or("schedule", fallback, {"gpipe", "1f1b", "interleaved-1f1b"});
+  p.schedule = schedule == "gpipe" ? PipelineSchedule::gpipe : schedule == "1f1b" ? PipelineSchedule::one_f_one_b : PipelineSchedule::interleaved;
+  if (p.vpp > 1 && p.schedule != PipelineSchedule::interleaved) {
+    m.at("schedule", "").fail("interleaved-1f1b when vpp > 1", schedule);
+  }
+  if (p.schedule == PipelineSchedule::interleaved && p.vpp == 1) m.at("schedule", "").fail("1f1b or gpipe when vpp is 1", schedule);
+  if (auto order = m.find("order")) {
+    const std::string text = order->scalar("a rank order such as tp-cp-ep-dp-pp");
+    std::vector<ParallelDim> dims;
+    std::stringstream ss(text);
+    std::string part;
+    while (std::getline(ss, part, '-')) {
+      if (part == "tp") dims.push_back(ParallelDim::tp);
+      else if (part == "cp") dims.push_back(ParallelDim::cp);
+      else if (part == "ep") dims.push_back(ParallelDim::ep);
+      else if (part == "dp") dims.push_back(ParallelDim::dp);
+      else if (part == "pp") dims.push_back(ParallelDim::pp);
+      else order->fail("tp, cp, ep, dp and pp joined by '-', fastest-varying first (Megatron's tp-cp-ep-dp-pp)", "'" + text + "'");
+    }
+    std::vector<ParallelDim> sorted = dims;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != std::vector<ParallelDim>{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp}) {
+      order->fail("each of tp, cp, ep, dp and pp exactly once", "'" + text + "'");
+    }
+    p.order = dims;
+  }
+  p.flash_attention = m.choice_or("attention", "flash", {"flash", "unfused"}) == "flash";
+  p.overlap_grad_reduce = m.get_or<bool>("overlap_grad_reduce", true);
+  p.overlap_param_gather = m.get_or<bool>("overlap_param_gather", true);
+  p.bucket_parameters = m.get_or<double>("bucket_parameters", 0.0, yaml::non_negative<double>());
+  m.finish();
+}
+
+TrainingScenario load_training_scenario(const std::filesystem::path& file) {
+  auto doc = yaml::Document::load_file(file);
+  const yaml::Node body = part_body(doc->root(), "scenario");
+  yaml::Map m(body);
+  TrainingScenario sc;
+  sc.file = file;
+  sc.name = m.get<std::string>("name");
+  sc.description = m.get_or<std::string>("description", "");
+  m.choice("kind", {"training"});
+  IncludeStack includes;
+  auto guard = includes.enter(file, {});
+  const yaml::Node model_node = m.at("model", "a model: a shipped preset name, a path, or a map");
+  sc.job.model = load_transformer_reference(model_node, includes);
+  const yaml::Node topo_node = m.at("topology", "a topology: a shipped preset name, a path, or a map");
+  sc.topology = std::make_shared<const topology::Topology>(topology::load_topology_reference(topo_node, includes));
+  const yaml::Node plan_node = m.at("parallelism", "a parallelism map (tp, pp, dp, ...)");
+  read_parallelism(plan_node, sc.job.plan);
+  {
+    yaml::Map b(m.at("batch", "a batch map with micro and global (sequences)"));
+    sc.job.micro_batch = b.get_or<int>("micro", 1, yaml::positive<int>());
+    sc.job.global_batch = b.get<int>("global", yaml::positive<int>());
+    b.finish();
+  }
+  const std::string rc = m.choice_or("recompute", "selective", {"none", "selective", "full"});
+  sc.job.recompute = rc == "none" ? Recompute::none : rc == "full" ? Recompute::full : Recompute::selective;
+  const std::string precision = m.choice_or("precision", "bf16", {"fp16", "bf16", "fp8"});
+  sc.job.precision = *hardware::parse_dtype(precision);
+  if (auto g = m.find("gradient_dtype")) {
+    const std::string d = yaml::parse_choice(*g, {"fp32", "bf16", "fp16"});
+    sc.job.grad_bytes = d == "fp32" ? 4.0 : 2.0;
+  }
+  sc.job.token_budget = m.get_or<double>("train_tokens", 0.0, yaml::non_negative<double>());
+  m.finish();
+  try {
+    check_job(sc.job, static_cast<int>(sc.topology->gpus().size()));
+    if (!sc.topology->gpu) throw std::invalid_argument("the topology names no GPU hardware profile");
+    if (!sc.topology->gpu->supports(sc.job.precision)) {
+      throw std::invalid_argument(fmt::format("precision {}: the {} has no {} tensor cores", precision, sc.topology->gpu->name, precision));
+    }
+  } catch (const std::invalid_argument& e) {
+    plan_node.fail_message(fmt::format("impossible plan: {}", e.what()));
+  }
+  return sc;
+}
+
+}  // namespace cs::models

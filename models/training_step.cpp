@@ -1,0 +1,618 @@
+// One training step as a task graph on the engine. See docs/training.md for the model.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "clustersim/models/collective_model.hpp"
+#include "clustersim/models/training.hpp"
+#include "clustersim/sim/task_graph.hpp"
+#include "training_internal.hpp"
+
+namespace cs::models {
+
+namespace {
+
+using TaskId = sim::TaskGraph::TaskId;
+using sim::Time;
+
+constexpr int kComputeStream = 0;
+constexpr int kDpStream = 1;       // data-parallel reductions and gathers
+constexpr int kSendForward = 2;    // pipeline sends of activations
+constexpr int kSendBackward = 3;   // pipeline sends of gradients
+
+// Adam's step reads the gradient, reads and writes fp32 master weights, momentum and variance,
+// writes the 16-bit weights, and the gradient-norm clip reads the gradient once more.
+double adam_bytes_per_parameter(double grad_bytes) { return 2.0 * grad_bytes + 3.0 * 8.0 + 2.0; }
+
+// A stretch of layers that becomes one task when nothing needs to see inside it.
+struct Unit {
+  PassTime forward;
+  PassTime backward;  // recompute included
+  double dense = 0;   // parameters on one GPU
+  double expert = 0;
+  std::string name;
+};
+
+enum class WaitKind { pipeline, data_parallel, barrier };
+
+struct Wait {
+  TaskId first;  // the transfer's first task (pipeline), or the task itself
+  TaskId last;
+  WaitKind kind;
+};
+
+struct ComputeTask {
+  TaskId id;
+  PassTime parts;
+  bool optimizer = false;
+  std::vector<Wait> waits;
+};
+
+struct PassTasks {
+  TaskId first = 0;
+  TaskId last = 0;
+  std::vector<TaskId> units;  // per unit when split, else empty
+};
+
+}  // namespace
+
+TrainingResult simulate_training(const TrainingJob& job, const topology::Topology& topo, TrainingOptions options) {
+  check_job(job, static_cast<int>(topo.gpus().size()));
+  if (!topo.gpu) throw std::invalid_argument(fmt::format("topology {} names no GPU hardware profile", topo.name));
+  const hardware::HardwareProfile& hw = *topo.gpu;
+  const ParallelismPlan& p = job.plan;
+  const TransformerSpec& m = job.model;
+  const int micro = job.micro_batches();
+  const int chunks = p.vpp;
+  const CollectiveModel cm(topo);
+  const auto& gpus = topo.gpus();
+  TrainingResult result;
+  result.gpus = p.gpus();
+  result.micro_batches = micro;
+
+  auto gpu_of = [&](int tp, int cp, int dp, int pp) { return rank_of(p, RankCoord{tp, cp, dp, pp}); };
+
+  // ---- collective times of the representative groups (TP, CP and EP groups are alike)
+  std::vector<topology::Vertex> tp_group, cp_group, ep_group;
+  for (int t = 0; t < p.tp; ++t) tp_group.push_back(gpus[static_cast<std::size_t>(gpu_of(t, 0, 0, 0))]);
+  for (int c = 0; c < p.cp; ++c) cp_group.push_back(gpus[static_cast<std::size_t>(gpu_of(0, c, 0, 0))]);
+  for (int e = 0; e < p.ep; ++e) ep_group.push_back(gpus[static_cast<std::size_t>(gpu_of(0, 0, e, 0))]);
+  for (auto v : tp_group) {
+    if (topo.device(v).node != topo.device(tp_group.front()).node) {
+      result.notes.push_back(fmt::format("the TP group of {} GPUs spans nodes: its collectives are timed alone on the topology", p.tp));
+      break;
+    }
+  }
+  std::map<std::tuple<int, int, double>, double> comm_cache;
+  const CommTime comm = [&](CommGroup g, CollectiveOp op, double bytes) -> Seconds {
+    const auto& group = g == CommGroup::tp ? tp_group : g == CommGroup::cp ? cp_group : ep_group;
+    if (group.size() < 2 || bytes <= 0) return Seconds(0);
+    const auto key = std::make_tuple(static_cast<int>(g), static_cast<int>(op), bytes);
+    if (auto it = comm_cache.find(key); it != comm_cache.end()) return Seconds(it->second);
+    Collective c;
+    c.op = op;
+    c.ranks = group;
+    c.bytes = Bytes(bytes);
+    const double t = cm.simulate(c).time.value();
+    comm_cache[key] = t;
+    return Seconds(t);
+  };
+
+  // ---- per-layer times
+  const Shard shard{job.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel, job.precision, p.flash_attention};
+  auto timed = [&](const std::vector<Op>& ops) { return time_ops(ops, hw, job.precision, comm, job.recompute, p.tp_overlap); };
+  const OpsTime dense_layer = timed(layer_forward_ops(m, 0, shard));
+  const OpsTime moe_layer = m.moe ? timed(layer_forward_ops(m, m.moe->dense_layers, shard)) : dense_layer;
+  const OpsTime embedding = timed(embedding_forward_ops(m, shard));
+  OpsTime head = timed(head_forward_ops(m, shard));
+  auto backward_of = [](const OpsTime& t) {
+    PassTime b = t.backward;
+    b += t.recompute;
+    return b;
+  };
+
+  // Units of each chunk of each stage, in forward order.
+  const std::vector<int> layers_in = chunk_layers(m.layers, p.pp, p.vpp);
+  std::vector<int> chunk_start(layers_in.size());
+  for (std::size_t c = 0, l = 0; c < layers_in.size(); ++c) {
+    chunk_start[c] = static_cast<int>(l);
+    l += static_cast<std::size_t>(layers_in[c]);
+  }
+  const double table = double(m.vocab) * m.hidden / p.tp;
+  std::vector<std::vector<std::vector<Unit>>> units(static_cast<std::size_t>(p.pp), std::vector<std::vector<Unit>>(static_cast<std::size_t>(chunks)));
+  for (int s = 0; s < p.pp; ++s) {
+    for (int v = 0; v < chunks; ++v) {
+      const std::size_t c = static_cast<std::size_t>(v * p.pp + s);
+      auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(v)];
+      for (int l = chunk_start[c]; l < chunk_start[c] + layers_in[c]; ++l) {
+        const bool moe = m.is_moe_layer(l);
+        const OpsTime& t = moe ? moe_layer : dense_layer;
+        Unit u;
+        u.forward = t.forward;
+        u.backward = backward_of(t);
+        u.dense = attention_parameters(m) / p.tp + 2.0 * m.hidden;
+        if (moe) {
+          const MoeSpec& x = *m.moe;
+          u.dense += double(m.hidden) * x.experts +
+                     double(x.shared_experts) * (is_gated(m.activation) ? 3.0 : 2.0) * m.hidden * x.shared_expert_ffn_hidden / p.tp;
+          u.expert = double(x.experts) / p.ep * expert_parameters(m);
+        } else {
+          u.dense += dense_ffn_parameters(m) / p.tp;
+        }
+        u.name = fmt::format("layer {}", l);
+        list.push_back(u);
+      }
+      if (s == 0 && v == 0) {
+        list.front().forward += embedding.forward;
+        list.front().backward += backward_of(embedding);
+        list.front().dense += table;
+        list.front().name = "embedding + " + list.front().name;
+      }
+      if (s == p.pp - 1 && v == chunks - 1) {
+        list.back().forward += head.forward;
+        list.back().backward += backward_of(head);
+        if (!m.tied_embeddings || p.pp > 1) list.back().dense += table;
+        list.back().dense += m.hidden;
+        list.back().name += " + output head";
+      }
+    }
+  }
+
+  // ---- the graph
+  sim::Simulator sim;
+  sim::FluidNetwork net(sim, cm.capacities());
+  sim::ExecutorOptions exec;
+  exec.streams_per_gpu = 4;
+  sim::TaskGraph graph(sim, net, static_cast<int>(gpus.size()), exec);
+  if (options.trace) {
+    std::vector<std::string> names(topo.directed_link_count());
+    for (auto [e, end] = boost::edges(topo.graph()); e != end; ++e) {
+      names[topo.link(*e).id] = topo.device(boost::source(*e, topo.graph())).name + " -> " + topo.device(boost::target(*e, topo.graph())).name;
+    }
+    graph.trace_links(std::move(names));
+  }
+
+  // Replicas simulated: folded, one per stage (tp 0, cp 0, dp 0); unfolded, every rank.
+  struct Replica {
+    int tp, cp, dp;
+  };
+  std::vector<Replica> replicas;
+  if (options.fold) {
+    replicas.push_back({0, 0, 0});
+  } else {
+    for (int d = 0; d < p.dp; ++d) {
+      for (int c = 0; c < p.cp; ++c) {
+        for (int t = 0; t < p.tp; ++t) replicas.push_back({t, c, d});
+      }
+    }
+  }
+  const bool fsdp = p.zero_stage >= 3;
+  const bool distributed = p.zero_stage >= 1;
+  const double grad_bytes = job.gradient_bytes();
+  const double dense_shards = double(p.dp) * p.cp;
+  const double expert_shards = dense_shards / p.ep;
+  const double bucket = p.bucket_parameters > 0 ? p.bucket_parameters : std::max(40e6, 1e6 * dense_shards);
+
+  // Data-parallel groups of (tp, stage): every dp x cp rank; expert groups: the ranks holding the
+  // same experts, one in ep along dp.
+  auto dp_group = [&](int t, int s) {
+    std::vector<topology::Vertex> g;
+    for (int d = 0; d < p.dp; ++d) {
+      for (int c = 0; c < p.cp; ++c) g.push_back(gpus[static_cast<std::size_t>(gpu_of(t, c, d, s))]);
+    }
+    return g;
+  };
+  auto edp_group = [&](int t, int s) {
+    std::vector<topology::Vertex> g;
+    for (int d = 0; d < p.dp; d += p.ep) {
+      for (int c = 0; c < p.cp; ++c) g.push_back(gpus[static_cast<std::size_t>(gpu_of(t, c, d, s))]);
+    }
+    return g;
+  };
+  // The tp ranks whose data-parallel traffic is simulated.
+  std::vector<int> dp_tps;
+  if (options.fold) {
+    dp_tps.push_back(0);
+  } else {
+    for (int t = 0; t < p.tp; ++t) dp_tps.push_back(t);
+  }
+  std::vector<TaskId> dp_lasts;                 // every data-parallel collective's last task
+  std::vector<double> stage_last_dp(static_cast<std::size_t>(p.pp), 0.0);  // filled after the run
+  std::vector<std::vector<TaskId>> stage_dp(static_cast<std::size_t>(p.pp));
+  // Adds the reduction or gather of `dense` and `expert` parameters' worth of bytes for stage s.
+  auto add_dp = [&](CollectiveOp op, double dense, double expert, double bytes_per, int s, const std::vector<TaskId>& after,
+                    std::vector<std::pair<TaskId, TaskId>>* out, const std::vector<int>& tps) {
+    for (int t : tps) {
+      for (int part = 0; part < 2; ++part) {
+        const double params = part == 0 ? dense : expert;
+        const auto group = part == 0 ? dp_group(t, s) : edp_group(t, s);
+        if (params <= 0 || group.size() < 2) continue;
+        Collective c;
+        c.op = op;
+        c.ranks = group;
+        c.bytes = Bytes(params * bytes_per);
+        const auto ids = cm.add_to(graph, cm.plan(c), kDpStream);
+        for (TaskId a : after) graph.depend(a, ids.first);
+        dp_lasts.push_back(ids.second);
+        stage_dp[static_cast<std::size_t>(s)].push_back(ids.second);
+        if (out) out->push_back(ids);
+      }
+    }
+  };
+
+  // Compute tasks, per replica, stage, chunk and micro-batch.
+  std::vector<std::vector<ComputeTask>> timeline(static_cast<std::size_t>(p.pp));  // replica 0
+  // [replica][stage][chunk][micro] for forward and backward
+  using Grid = std::vector<std::vector<std::vector<std::vector<PassTasks>>>>;
+  Grid fwd(replicas.size(), std::vector<std::vector<std::vector<PassTasks>>>(
+                                static_cast<std::size_t>(p.pp), std::vector<std::vector<PassTasks>>(static_cast<std::size_t>(chunks),
+                                                                                                  std::vector<PassTasks>(static_cast<std::size_t>(micro)))));
+  Grid bwd = fwd;
+  std::vector<std::vector<TaskId>> last_compute(replicas.size(), std::vector<TaskId>(static_cast<std::size_t>(p.pp)));
+  std::vector<std::vector<std::vector<Pass>>> orders(static_cast<std::size_t>(p.pp));
+  for (int s = 0; s < p.pp; ++s) orders[static_cast<std::size_t>(s)].push_back(schedule_order(p, micro, s));
+
+  const bool gather_at_start = distributed && !fsdp && p.overlap_param_gather && (p.dp * p.cp) > 1;
+  for (std::size_t r = 0; r < replicas.size(); ++r) {
+    const Replica& rep = replicas[r];
+    for (int s = 0; s < p.pp; ++s) {
+      const int gpu = gpu_of(rep.tp, rep.cp, rep.dp, s);
+      std::optional<TaskId> prev;
+      const auto& order = orders[static_cast<std::size_t>(s)].front();
+      for (const Pass& pass : order) {
+        const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
+        const bool split = fsdp || (!pass.forward && pass.micro == micro - 1) || (pass.forward && pass.micro == 0 && gather_at_start);
+        PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
+        auto add = [&](const PassTime& parts, const std::string& name) {
+          const TaskId id = graph.add_compute(gpu, kComputeStream, Time::seconds(parts.total()), name, pass.forward ? "forward" : "backward");
+          if (prev) graph.depend(*prev, id);
+          prev = id;
+          if (r == 0) timeline[static_cast<std::size_t>(s)].push_back({id, parts, false, {}});
+          return id;
+        };
+        const std::string label = fmt::format("{} mb{} chunk{}", pass.forward ? "F" : "B", pass.micro, pass.chunk);
+        if (split) {
+          const std::size_t n = list.size();
+          for (std::size_t i = 0; i < n; ++i) {
+            const Unit& u = pass.forward ? list[i] : list[n - 1 - i];
+            const TaskId id = add(pass.forward ? u.forward : u.backward, label + " " + u.name);
+            if (i == 0) pt.first = id;
+            pt.last = id;
+            pt.units.push_back(id);
+          }
+        } else {
+          PassTime total;
+          for (const Unit& u : list) total += pass.forward ? u.forward : u.backward;
+          const TaskId id = add(total, label);
+          pt.first = pt.last = id;
+        }
+      }
+      last_compute[r][static_cast<std::size_t>(s)] = *prev;
+    }
+  }
+  // Index of compute tasks of replica 0 for record_wait (linear search is fine for the sizes here,
+  // but keep it cheap with a map when timelines are long).
+  std::vector<std::map<TaskId, std::size_t>> where(static_cast<std::size_t>(p.pp));
+  for (int s = 0; s < p.pp; ++s) {
+    for (std::size_t i = 0; i < timeline[static_cast<std::size_t>(s)].size(); ++i) where[static_cast<std::size_t>(s)][timeline[static_cast<std::size_t>(s)][i].id] = i;
+  }
+  auto wait_on = [&](std::size_t r, int s, TaskId task, Wait w) {
+    if (r != 0) return;
+    auto it = where[static_cast<std::size_t>(s)].find(task);
+    if (it != where[static_cast<std::size_t>(s)].end()) timeline[static_cast<std::size_t>(s)][it->second].waits.push_back(w);
+  };
+
+  // ---- pipeline sends
+  if (p.pp > 1) {
+    const double bytes = double(job.micro_batch) * m.seq_len / p.cp * m.hidden * 2.0 / p.tp;  // Megatron's scatter-gather: 1/tp each
+    std::map<std::pair<int, int>, CollectivePlan> plans;
+    auto send = [&](int from, int to, TaskId after, TaskId before, int stream, std::size_t r, int s_to) {
+      auto key = std::make_pair(from, to);
+      auto it = plans.find(key);
+      if (it == plans.end()) {
+        Collective c;
+        c.op = CollectiveOp::send_recv;
+        c.ranks = {gpus[static_cast<std::size_t>(from)], gpus[static_cast<std::size_t>(to)]};
+        c.bytes = Bytes(bytes);
+        it = plans.emplace(key, cm.plan(c)).first;
+      }
+      const auto ids = cm.add_to(graph, it->second, stream);
+      graph.depend(after, ids.first);
+      graph.depend(ids.second, before);
+      wait_on(r, s_to, before, {ids.first, ids.second, WaitKind::pipeline});
+    };
+    for (std::size_t r = 0; r < replicas.size(); ++r) {
+      const Replica& rep = replicas[r];
+      for (int s = 0; s < p.pp; ++s) {
+        for (int v = 0; v < chunks; ++v) {
+          for (int i = 0; i < micro; ++i) {
+            // Forward input from the previous stage (or the last stage's previous chunk).
+            int ps = s - 1, pv = v;
+            if (s == 0) {
+              ps = p.pp - 1;
+              pv = v - 1;
+            }
+            if (pv >= 0) {
+              send(gpu_of(rep.tp, rep.cp, rep.dp, ps), gpu_of(rep.tp, rep.cp, rep.dp, s),
+                   fwd[r][static_cast<std::size_t>(ps)][static_cast<std::size_t>(pv)][static_cast<std::size_t>(i)].last,
+                   fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(v)][static_cast<std::size_t>(i)].first, kSendForward, r, s);
+            }
+            // Gradient from the next stage (or the first stage's next chunk).
+            int ns = s + 1, nv = v;
+            if (s == p.pp - 1) {
+              ns = 0;
+              nv = v + 1;
+            }
+            if (nv < chunks) {
+              send(gpu_of(rep.tp, rep.cp, rep.dp, ns), gpu_of(rep.tp, rep.cp, rep.dp, s),
+                   bwd[r][static_cast<std::size_t>(ns)][static_cast<std::size_t>(nv)][static_cast<std::size_t>(i)].last,
+                   bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(v)][static_cast<std::size_t>(i)].first, kSendBackward, r, s);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // ---- data parallelism
+  const bool has_dp = p.dp * p.cp > 1;
+  // The tasks whose end makes each unit's gradient final, per stage: every simulated replica's.
+  auto replicas_for_tp = [&](int t) {
+    std::vector<std::size_t> out;
+    for (std::size_t r = 0; r < replicas.size(); ++r) {
+      if (replicas[r].tp == t) out.push_back(r);
+    }
+    return out;
+  };
+  if (has_dp && !fsdp) {
+    for (int s = 0; s < p.pp; ++s) {
+      // Units in the order their gradients become final: the last micro-batch's backward passes.
+      struct Ready {
+        int chunk;
+        std::size_t unit;
+      };
+      std::vector<Ready> ready;
+      for (const Pass& pass : orders[static_cast<std::size_t>(s)].front()) {
+        if (pass.forward || pass.micro != micro - 1) continue;
+        const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
+        for (std::size_t i = list.size(); i-- > 0;) ready.push_back({pass.chunk, i});
+      }
+      // Buckets of at least `bucket` parameters (one bucket for all when not overlapped).
+      struct Bucket {
+        double dense = 0, expert = 0;
+        std::vector<Ready> members;
+      };
+      std::vector<Bucket> buckets(1);
+      for (const Ready& rd : ready) {
+        const Unit& u = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(rd.chunk)][rd.unit];
+        buckets.back().dense += u.dense;
+        buckets.back().expert += u.expert;
+        buckets.back().members.push_back(rd);
+        if (p.overlap_grad_reduce && buckets.back().dense + buckets.back().expert >= bucket) buckets.emplace_back();
+      }
+      if (buckets.back().members.empty()) buckets.pop_back();
+      for (int t : dp_tps) {
+        const auto reps = replicas_for_tp(t);
+        for (const Bucket& b : buckets) {
+          std::vector<TaskId> after;
+          for (std::size_t r : reps) {
+            const Ready& lastm = b.members.back();
+            const PassTasks& pt = bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)][static_cast<std::size_t>(micro - 1)];
+            // pt.units holds the chunk's units in backward order.
+            const std::size_t n = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)].size();
+            after.push_back(p.overlap_grad_reduce ? pt.units[n - 1 - lastm.unit] : last_compute[r][static_cast<std::size_t>(s)]);
+          }
+          add_dp(distributed ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.dense, b.expert, grad_bytes, s, after, nullptr, {t});
+        }
+      }
+      if (gather_at_start) {
+        // Next step's parameter all-gathers, issued in forward order; the first micro-batch's
+        // forward of a unit waits for its bucket.
+        for (std::size_t bi = buckets.size(); bi-- > 0;) {
+          const Bucket& b = buckets[bi];
+          // The first unit of the bucket in forward order is its last member.
+          const Ready& first = b.members.back();
+          for (int t : dp_tps) {
+            std::vector<std::pair<TaskId, TaskId>> ids;
+            add_dp(CollectiveOp::all_gather, b.dense, b.expert, 2.0, s, {}, &ids, {t});
+            for (std::size_t r : replicas_for_tp(t)) {
+              const TaskId f = fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(first.chunk)][0].units[first.unit];
+              for (const auto& id : ids) {
+                graph.depend(id.second, f);
+                wait_on(r, s, f, {id.first, id.second, WaitKind::data_parallel});
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (has_dp && fsdp) {
+    // FSDP: every pass gathers each unit's weights (one unit ahead) and every backward
+    // reduce-scatters its gradients.
+    for (int s = 0; s < p.pp; ++s) {
+      for (int t : dp_tps) {
+        const auto reps = replicas_for_tp(t);
+        for (const Pass& pass : orders[static_cast<std::size_t>(s)].front()) {
+          const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
+          const std::size_t n = list.size();
+          for (std::size_t i = 0; i < n; ++i) {
+            const std::size_t ui = pass.forward ? i : n - 1 - i;
+            const Unit& u = list[ui];
+            std::vector<TaskId> after;
+            for (std::size_t r : reps) {
+              const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
+              // Prefetch one unit ahead: gather i once unit i - 2 has finished.
+              if (i >= 2) after.push_back(pt.units[i - 2]);
+            }
+            std::vector<std::pair<TaskId, TaskId>> ids;
+            add_dp(CollectiveOp::all_gather, u.dense, u.expert, 2.0, s, after, &ids, {t});
+            for (std::size_t r : reps) {
+              const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
+              for (const auto& id : ids) {
+                graph.depend(id.second, pt.units[i]);
+                wait_on(r, s, pt.units[i], {id.first, id.second, WaitKind::data_parallel});
+              }
+            }
+            if (!pass.forward) {
+              std::vector<TaskId> done;
+              for (std::size_t r : reps) {
+                done.push_back((bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)]).units[i]);
+              }
+              add_dp(CollectiveOp::reduce_scatter, u.dense, u.expert, grad_bytes, s, done, nullptr, {t});
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // ---- optimizer: after every gradient is reduced everywhere (the global gradient-norm clip)
+  const TaskId barrier = graph.add_delay(Time(), "gradients reduced");
+  for (TaskId t : dp_lasts) graph.depend(t, barrier);
+  for (const auto& per_stage : last_compute) {
+    for (TaskId t : per_stage) graph.depend(t, barrier);
+  }
+  std::vector<TaskId> step_ends;
+  for (std::size_t r = 0; r < replicas.size(); ++r) {
+    for (int s = 0; s < p.pp; ++s) {
+      const StageParameters sp = stage_parameters(m, p, s);
+      const double local = distributed ? sp.dense / dense_shards + sp.expert / expert_shards : sp.dense + sp.expert;
+      const double seconds = local * adam_bytes_per_parameter(grad_bytes) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+      const int gpu = gpu_of(replicas[r].tp, replicas[r].cp, replicas[r].dp, s);
+      const TaskId opt = graph.add_compute(gpu, kComputeStream, Time::seconds(seconds), "optimizer step", "optimizer");
+      graph.depend(barrier, opt);
+      graph.depend(last_compute[r][static_cast<std::size_t>(s)], opt);
+      if (r == 0) {
+        PassTime parts;
+        parts.compute = seconds;
+        timeline[static_cast<std::size_t>(s)].push_back({opt, parts, true, {{barrier, barrier, WaitKind::barrier}}});
+      }
+      step_ends.push_back(opt);
+    }
+  }
+  if (has_dp && distributed && !fsdp && !gather_at_start) {
+    // Parameter all-gathers after the optimizer, not overlapped with anything.
+    for (int s = 0; s < p.pp; ++s) {
+      const StageParameters sp = stage_parameters(m, p, s);
+      std::vector<TaskId> after;
+      for (std::size_t r = 0; r < replicas.size(); ++r) after.push_back(step_ends[r * static_cast<std::size_t>(p.pp) + static_cast<std::size_t>(s)]);
+      std::vector<std::pair<TaskId, TaskId>> ids;
+      add_dp(CollectiveOp::all_gather, sp.dense, sp.expert, 2.0, s, after, &ids, dp_tps);
+      for (const auto& id : ids) step_ends.push_back(id.second);
+    }
+  }
+
+  const Time end = graph.run();
+  const double step = end.to_seconds();
+  result.step_time = Seconds(step);
+  result.stats = sim.stats();
+  result.tasks = graph.size();
+
+  // ---- breakdown: stage timelines of replica 0, averaged over stages
+  StepBreakdown sum;
+  for (int s = 0; s < p.pp; ++s) {
+    double own_dp_end = 0;
+    for (TaskId t : stage_dp[static_cast<std::size_t>(s)]) own_dp_end = std::max(own_dp_end, graph.record(t).end.to_seconds());
+    double clock = 0;
+    for (const ComputeTask& ct : timeline[static_cast<std::size_t>(s)]) {
+      const auto& rec = graph.record(ct.id);
+      const double start = rec.start.to_seconds();
+      const double gap = std::max(0.0, start - clock);
+      if (gap > 0) {
+        // What held the task back: the predecessor that ended last.
+        const Wait* blocking = nullptr;
+        double latest = -1;
+        for (const Wait& w : ct.waits) {
+          const double e = graph.record(w.last).end.to_seconds();
+          if (e > latest) {
+            latest = e;
+            blocking = &w;
+          }
+        }
+        if (blocking && latest >= start - 1e-12) {
+          if (blocking->kind == WaitKind::data_parallel) {
+            sum.dp_comm += gap;
+          } else if (blocking->kind == WaitKind::pipeline) {
+            const double sent = graph.record(blocking->first).start.to_seconds();
+            const double comm_part = std::clamp(start - std::max(sent, clock), 0.0, gap);
+            sum.pp_comm += comm_part;
+            sum.bubble += gap - comm_part;
+          } else {
+            const double dp_part = std::clamp(own_dp_end - clock, 0.0, gap);
+            sum.dp_comm += dp_part;
+            sum.bubble += gap - dp_part;
+          }
+        } else {
+          sum.bubble += gap;
+        }
+      }
+      if (ct.optimizer) {
+        sum.optimizer += ct.parts.compute;
+      } else {
+        sum.compute += ct.parts.compute;
+        sum.tp_comm += ct.parts.tp;
+        sum.cp_comm += ct.parts.cp;
+        sum.ep_comm += ct.parts.ep;
+      }
+      clock = rec.end.to_seconds();
+    }
+    // After the stage's optimizer: parameter gathers not overlapped, or waiting for other stages.
+    const double tail = std::max(0.0, step - clock);
+    if (has_dp && distributed && !fsdp && !gather_at_start) {
+      sum.dp_comm += tail;
+    } else {
+      sum.bubble += tail;
+    }
+  }
+  const double stages = p.pp;
+  StepBreakdown& b = result.breakdown;
+  b.compute = sum.compute / stages;
+  b.tp_comm = sum.tp_comm / stages;
+  b.cp_comm = sum.cp_comm / stages;
+  b.ep_comm = sum.ep_comm / stages;
+  b.dp_comm = sum.dp_comm / stages;
+  b.pp_comm = sum.pp_comm / stages;
+  b.bubble = sum.bubble / stages;
+  b.optimizer = sum.optimizer / stages;
+
+  // ---- throughput and FLOPs
+  result.tokens_per_step = double(job.global_batch) * m.seq_len;
+  result.tokens_per_s = result.tokens_per_step / step;
+  result.model_flops_per_step = model_flops_per_token(m) * result.tokens_per_step;
+  double hw_flops = 0;  // per replica of one micro-batch over the whole model (tp x cp ranks)
+  {
+    const auto add = [&](const OpsTime& t, double count) {
+      hw_flops += count * (t.forward.flops + t.backward.flops + t.recompute.flops);
+    };
+    add(dense_layer, m.layers - m.moe_layers());
+    add(moe_layer, m.moe_layers());
+    add(embedding, 1);
+    add(head, 1);
+    // An MoE layer's expert FLOPs per rank cover ep ranks' tokens over ep of the experts: the
+    // per-rank figure is already the rank's share; every op is per rank of a tp x cp group.
+    hw_flops *= double(p.tp) * p.cp * micro * p.dp;
+  }
+  result.hardware_flops_per_step = hw_flops;
+  const hardware::Dtype peak_dtype = job.precision == hardware::Dtype::fp16 ? hardware::Dtype::fp16 : hardware::Dtype::bf16;
+  const double peak = hw.supports(peak_dtype) ? hw.peak(peak_dtype).value() : hw.peak(job.precision).value();
+  result.mfu = result.model_flops_per_step / (step * p.gpus() * peak);
+  result.hfu = result.hardware_flops_per_step / (step * p.gpus() * peak);
+  result.tflops_per_gpu = result.model_flops_per_step / (step * p.gpus()) / 1e12;
+  result.memory = estimate_memory(job, hw);
+  if (job.token_budget > 0) {
+    result.time_to_train = Seconds(job.token_budget / result.tokens_per_s);
+    result.gpu_hours = result.time_to_train.value() * p.gpus() / 3600.0;
+  }
+  if (p.gpus() < static_cast<int>(gpus.size())) {
+    result.notes.push_back(fmt::format("the plan uses {} of the topology's {} GPUs (the first ones in topology order)", p.gpus(), gpus.size()));
+  }
+  if (options.trace) result.trace = graph.chrome_trace();
+  return result;
+}
+
+}  // namespace cs::models

@@ -1,0 +1,129 @@
+#include "clustersim/models/transformer.hpp"
+
+#include <fmt/format.h>
+
+namespace cs::models {
+
+std::string_view to_string(Activation a) {
+  switch (a) {
+    case Activation::gelu: return "gelu";
+    case Activation::relu2: return "relu2";
+    case Activation::swiglu: return "swiglu";
+    case Activation::geglu: return "geglu";
+  }
+  return "?";
+}
+
+namespace {
+
+double ffn_parameters(const TransformerSpec& m, double ffn) { return (is_gated(m.activation) ? 3.0 : 2.0) * m.hidden * ffn; }
+
+}  // namespace
+
+double attention_parameters(const TransformerSpec& m) {
+  const double h = m.hidden;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    const double q = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank + double(a.q_lora_rank) * m.heads * qk : h * m.heads * qk;
+    const double kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank +
+                      double(a.kv_lora_rank) * m.heads * (a.qk_nope_head_dim + a.v_head_dim);
+    return q + kv + double(m.heads) * a.v_head_dim * h;
+  }
+  const double q = h * m.heads * m.head_dim;
+  const double kv = 2.0 * h * m.kv_heads * m.head_dim;
+  return q + kv + double(m.heads) * m.head_dim * h;
+}
+
+double dense_ffn_parameters(const TransformerSpec& m) { return ffn_parameters(m, m.ffn_hidden); }
+
+double expert_parameters(const TransformerSpec& m) { return m.moe ? ffn_parameters(m, m.moe->expert_ffn_hidden) : 0.0; }
+
+ParameterCount count_parameters(const TransformerSpec& m) {
+  ParameterCount p;
+  p.embedding = double(m.vocab) * m.hidden;
+  p.output = m.tied_embeddings ? 0.0 : double(m.vocab) * m.hidden;
+  p.attention = m.layers * attention_parameters(m);
+  const int moe_layers = m.moe_layers();
+  p.dense_ffn = (m.layers - moe_layers) * dense_ffn_parameters(m);
+  if (m.moe) {
+    p.routed_experts = double(moe_layers) * m.moe->experts * expert_parameters(m);
+    p.shared_experts = double(moe_layers) * m.moe->shared_experts * ffn_parameters(m, m.moe->shared_expert_ffn_hidden);
+    p.router = double(moe_layers) * m.hidden * m.moe->experts;
+  }
+  p.norms = (2.0 * m.layers + 1.0) * m.hidden;
+  return p;
+}
+
+double active_parameters(const TransformerSpec& m) {
+  const ParameterCount p = count_parameters(m);
+  double active = p.attention + p.dense_ffn + p.shared_experts + p.router + p.norms + double(m.vocab) * m.hidden;
+  if (m.moe) active += double(m.moe_layers()) * m.moe->top_k * expert_parameters(m);
+  return active;
+}
+
+double model_flops_per_token(const TransformerSpec& m) {
+  return 6.0 * active_parameters(m) + 12.0 * m.layers * double(m.attention_width()) * m.seq_len;
+}
+
+TransformerSpec read_transformer(const yaml::Node& node) {
+  yaml::Map m(node);
+  TransformerSpec t;
+  const auto positive = yaml::positive<int>();
+  t.name = m.get<std::string>("name");
+  t.description = m.get_or<std::string>("description", "");
+  t.layers = m.get<int>("layers", positive);
+  t.hidden = m.get<int>("hidden", positive);
+  t.heads = m.get<int>("heads", positive);
+  t.kv_heads = m.get_or<int>("kv_heads", t.heads, positive);
+  if (t.heads % t.kv_heads != 0) m.at("kv_heads", "").fail(fmt::format("a divisor of heads ({})", t.heads), std::to_string(t.kv_heads));
+  t.head_dim = m.get_or<int>("head_dim", t.hidden / t.heads, positive);
+  t.ffn_hidden = m.get<int>("ffn_hidden", positive);
+  const std::string act = m.choice("activation", {"gelu", "relu2", "swiglu", "geglu"});
+  t.activation = act == "gelu" ? Activation::gelu : act == "relu2" ? Activation::relu2 : act == "swiglu" ? Activation::swiglu : Activation::geglu;
+  t.vocab = m.get<int>("vocab", positive);
+  t.seq_len = m.get<int>("seq_len", positive);
+  t.tied_embeddings = m.get_or<bool>("tied_embeddings", false);
+  if (auto moe = m.find("moe")) {
+    yaml::Map e(*moe);
+    MoeSpec s;
+    s.experts = e.get<int>("experts", yaml::in_range(2, 1 << 16, "at least 2 experts"));
+    s.top_k = e.get<int>("top_k", positive);
+    s.expert_ffn_hidden = e.get<int>("expert_ffn_hidden", positive);
+    s.shared_experts = e.get_or<int>("shared_experts", 0, yaml::non_negative<int>());
+    s.shared_expert_ffn_hidden = e.get_or<int>("shared_expert_ffn_hidden", s.expert_ffn_hidden, positive);
+    s.dense_layers = e.get_or<int>("dense_layers", 0, yaml::non_negative<int>());
+    s.capacity_factor = e.get_or<double>("capacity_factor", 1.0, yaml::at_least(1.0, "a capacity factor >= 1"));
+    e.finish();
+    if (s.top_k > s.experts) e.at("top_k", "").fail(fmt::format("at most experts ({})", s.experts), std::to_string(s.top_k));
+    if (s.dense_layers >= t.layers) e.at("dense_layers", "").fail(fmt::format("fewer than layers ({})", t.layers), std::to_string(s.dense_layers));
+    t.moe = s;
+  }
+  if (auto att = m.find("attention")) {
+    yaml::Map a(*att);
+    a.choice("kind", {"mla"});
+    MlaSpec s;
+    s.q_lora_rank = a.get_or<int>("q_lora_rank", 0, yaml::non_negative<int>());
+    s.kv_lora_rank = a.get<int>("kv_lora_rank", positive);
+    s.qk_nope_head_dim = a.get<int>("qk_nope_head_dim", positive);
+    s.qk_rope_head_dim = a.get<int>("qk_rope_head_dim", positive);
+    s.v_head_dim = a.get<int>("v_head_dim", positive);
+    a.finish();
+    t.mla = s;
+  }
+  m.finish();
+  return t;
+}
+
+TransformerSpec load_transformer_file(const std::filesystem::path& file, IncludeStack& includes, const SourceLocation& from) {
+  auto guard = includes.enter(file, from);
+  auto doc = yaml::Document::load_file(file);
+  return read_transformer(part_body(doc->root(), "model"));
+}
+
+TransformerSpec load_transformer_reference(const yaml::Node& node, IncludeStack& includes) {
+  if (node.is_map()) return read_transformer(node);
+  return load_transformer_file(resolve_part(node, "models"), includes, node.where());
+}
+
+}  // namespace cs::models
