@@ -77,6 +77,8 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
     yaml::Map b(m.at("batch", "a batch map with micro and global (sequences)"));
     sc.job.micro_batch = b.get_or<int>("micro", 1, yaml::positive<int>());
     sc.job.global_batch = b.get<int>("global", yaml::positive<int>());
+    // Training at another sequence length than the preset's.
+    sc.job.model.seq_len = b.get_or<int>("seq_len", sc.job.model.seq_len, yaml::positive<int>());
     b.finish();
   }
   const std::string rc = m.choice_or("recompute", "selective", {"none", "selective", "full"});

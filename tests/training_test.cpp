@@ -1,0 +1,308 @@
+// The training model: FLOPs and parameters against closed forms, memory against the ZeRO paper,
+// pipeline bubbles against (p-1)/(m+p-1), data-parallel overlap, folding, and scenario errors.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "clustersim/models/training.hpp"
+#include "clustersim/models/training_scenario.hpp"
+#include "clustersim/topology/topology_loader.hpp"
+#include "../models/training_internal.hpp"
+#include "support.hpp"
+
+using namespace cs;
+using namespace cs::models;
+
+namespace {
+
+topology::Topology from_text(const std::string& text) {
+  yaml::Node root = test::parse(text);
+  yaml::Map m(root);
+  IncludeStack includes;
+  topology::TopologySpec spec;
+  topology::read_topology(m.at("topology", "a topology"), spec, includes);
+  return topology::build_topology(spec);
+}
+
+topology::Topology h100_nodes(int n) {
+  if (n == 1) return from_text("topology: {name: t, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n");
+  return from_text(fmt::format(
+      "topology:\n  name: t\n  node: dgx-h100\n  nodes: {}\n  fabric: {{kind: rail-optimized, scalable_unit: 32, tiers: [{{radix: 64}}, {{radix: 64}}]}}\n", n));
+}
+
+TransformerSpec preset(const std::string& name) {
+  IncludeStack includes;
+  return load_transformer_file(resolve_part(name, "models"), includes);
+}
+
+TransformerSpec gpt(int layers, int hidden, int heads, int seq, int vocab = 51200) {
+  TransformerSpec m;
+  m.name = "gpt";
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.head_dim = hidden / heads;
+  m.ffn_hidden = 4 * hidden;
+  m.activation = Activation::gelu;
+  m.vocab = vocab;
+  m.seq_len = seq;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("parameter counts of the presets match their published sizes") {
+  CHECK(count_parameters(preset("gpt3-175b")).total() / 1e9 == Approx(174.6).epsilon(0.005));
+  CHECK(count_parameters(preset("llama3-70b")).total() / 1e9 == Approx(70.55).epsilon(0.005));
+  CHECK(count_parameters(preset("llama3-405b")).total() / 1e9 == Approx(405.85).epsilon(0.005));
+  const TransformerSpec mixtral = preset("mixtral-8x7b");
+  CHECK(count_parameters(mixtral).total() / 1e9 == Approx(46.7).epsilon(0.005));
+  // Active: every dense weight, 2 of 8 experts, and the output projection (no input embedding).
+  CHECK(active_parameters(mixtral) / 1e9 == Approx(12.88 - 0.131).epsilon(0.01));
+  const TransformerSpec ds = preset("deepseek-v3");
+  CHECK(count_parameters(ds).total() / 1e9 == Approx(671).epsilon(0.005));
+  for (const auto& name : shipped_part_names("models")) {
+    INFO(name);
+    CHECK(count_parameters(preset(name)).total() > 1e9);
+  }
+}
+
+TEST_CASE("FLOPs per token of the op list equal 6N + 12 L h s") {
+  const TransformerSpec m = gpt(96, 12288, 96, 2048);
+  const Shard shard{1, 1, 1, 1, false, hardware::Dtype::bf16, true};
+  double gemm = 0, attention = 0;
+  for (int l = 0; l < m.layers; ++l) {
+    for (const Op& op : layer_forward_ops(m, l, shard)) {
+      if (op.kind == OpKind::gemm) gemm += op.flops;
+      if (op.kind == OpKind::attention) attention += op.flops;
+    }
+  }
+  for (const Op& op : head_forward_ops(m, shard)) gemm += op.flops;
+  const double tokens = m.seq_len;
+  // Forward + backward = 3 x forward; the causal attention op does half the score matrix.
+  const double per_token = 3.0 * (gemm + 2.0 * attention) / tokens;
+  const double closed = 6.0 * active_parameters(m) + 12.0 * m.layers * m.hidden * m.seq_len;
+  CHECK(per_token == Approx(closed).epsilon(0.002));
+  CHECK(model_flops_per_token(m) == Approx(closed));
+  // Tensor parallelism splits every GEMM and the attention by tp.
+  const Shard tp8{1, 8, 1, 1, true, hardware::Dtype::bf16, true};
+  double split = 0;
+  for (const Op& op : layer_forward_ops(m, 0, tp8)) split += op.kind == OpKind::comm || op.kind == OpKind::memory ? 0 : op.flops;
+  double whole = 0;
+  for (const Op& op : layer_forward_ops(m, 0, shard)) whole += op.kind == OpKind::comm || op.kind == OpKind::memory ? 0 : op.flops;
+  CHECK(split * 8 == Approx(whole).epsilon(1e-6));
+}
+
+TEST_CASE("memory follows the ZeRO paper: 16 bytes per parameter and its stage 1/2/3 reductions") {
+  const hardware::HardwareProfile hw = *h100_nodes(1).gpu;
+  TrainingJob job;
+  job.model = gpt(24, 2048, 16, 2048);
+  job.precision = hardware::Dtype::fp16;  // mixed-precision Adam: 2 + 2 + 12 bytes
+  job.plan.dp = 8;
+  job.global_batch = 8;
+  const double n = stage_parameters(job.model, job.plan, 0).dense;
+  auto states = [&](int stage) {
+    job.plan.zero_stage = stage;
+    const StageMemory s = estimate_memory(job, hw).worst();
+    return std::array<double, 3>{s.weights.value() / n, s.gradients.value() / n, s.optimizer.value() / n};
+  };
+  const auto z0 = states(0);
+  CHECK(z0[0] + z0[1] + z0[2] == Approx(16.0));
+  const auto z1 = states(1);
+  CHECK(z1[0] + z1[1] + z1[2] == Approx(2 + 2 + 12.0 / 8));
+  const auto z2 = states(2);
+  CHECK(z2[1] + z2[2] == Approx(14.0 / 8));
+  const auto z3 = states(3);
+  CHECK(z3[1] + z3[2] == Approx(14.0 / 8));
+  // Stage 3 also shards the weights, keeping only the layer in use and the one prefetched whole.
+  const double layer = (attention_parameters(job.model) + dense_ffn_parameters(job.model) + 2.0 * job.model.hidden);
+  CHECK(z3[0] * n == Approx(2.0 * n / 8 + 4.0 * layer).epsilon(0.05));
+  // bf16 keeps Megatron's fp32 main gradients: 18 bytes.
+  job.precision = hardware::Dtype::bf16;
+  job.plan.zero_stage = 0;
+  const StageMemory s = estimate_memory(job, hw).worst();
+  CHECK((s.weights + s.gradients + s.optimizer).value() / n == Approx(18.0));
+}
+
+TEST_CASE("activation memory matches Korthikanti et al. 2022 for a GPT layer") {
+  TransformerSpec m = gpt(1, 12288, 96, 2048);
+  const double sbh = 2048.0 * 12288;
+  const double as_h = 96.0 * 2048 / 12288;
+  Shard s{1, 8, 1, 1, true, hardware::Dtype::fp16, false};
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::none) == Approx(sbh * (34.0 / 8 + 5.0 * as_h / 8)));
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::selective) == Approx(sbh * 34.0 / 8));
+  s.sequence_parallel = false;
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::selective) == Approx(sbh * (10 + 24.0 / 8)));
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::full) == Approx(2 * sbh));
+}
+
+TEST_CASE("schedules run every pass once, backward after forward, with 1F1B's warm-up") {
+  ParallelismPlan p;
+  p.pp = 4;
+  for (int stage = 0; stage < 4; ++stage) {
+    const auto order = schedule_order(p, 8, stage);
+    REQUIRE(order.size() == 16);
+    int forwards = 0;
+    while (order[static_cast<std::size_t>(forwards)].forward) ++forwards;
+    CHECK(forwards == 4 - stage);  // warm-up plus the first steady forward
+  }
+  p.vpp = 2;
+  p.schedule = PipelineSchedule::interleaved;
+  const auto order = schedule_order(p, 8, 0);
+  REQUIRE(order.size() == 32);
+  std::set<std::tuple<bool, int, int>> seen;
+  for (const Pass& x : order) {
+    CHECK(seen.insert({x.forward, x.micro, x.chunk}).second);
+    if (!x.forward) CHECK(seen.count({true, x.micro, x.chunk}) == 1);
+  }
+}
+
+TEST_CASE("uneven layers go to the first and last chunks") {
+  CHECK(chunk_layers(126, 16, 1) == std::vector<int>{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});
+  CHECK(chunk_layers(96, 8, 2) == std::vector<int>(16, 6));
+}
+
+TEST_CASE("the 1F1B bubble is (p-1)/(m+p-1), divided by vpp when interleaved") {
+  // An idealised pipeline: one GPU per stage, no data or tensor parallelism, a vocabulary too
+  // small to unbalance the end stages, activations small enough that sends take no time.
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job;
+  job.model = gpt(16, 4096, 32, 2048, 128);
+  job.plan.pp = 4;
+  job.micro_batch = 1;
+  job.global_batch = 16;
+  const double m = 16, p = 4;
+  TrainingResult r = simulate_training(job, topo);
+  CHECK(r.breakdown.bubble / r.step_time.value() == Approx((p - 1) / (m + p - 1)).epsilon(0.03));
+  job.plan.vpp = 2;
+  job.plan.schedule = PipelineSchedule::interleaved;
+  r = simulate_training(job, topo);
+  CHECK(r.breakdown.bubble / r.step_time.value() == Approx(((p - 1) / 2) / (m + (p - 1) / 2)).epsilon(0.05));
+  job.plan.vpp = 1;
+  job.plan.schedule = PipelineSchedule::gpipe;
+  r = simulate_training(job, topo);
+  CHECK(r.breakdown.bubble / r.step_time.value() == Approx((p - 1) / (m + p - 1)).epsilon(0.03));
+}
+
+TEST_CASE("a data-parallel all-reduce hides behind a long backward pass") {
+  const topology::Topology topo = h100_nodes(4);
+  TrainingJob job;
+  job.model = gpt(32, 1024, 8, 8192, 1024);  // small weights, long sequences: backward dwarfs the all-reduce
+  job.plan.dp = 32;
+  job.plan.zero_stage = 0;
+  job.plan.bucket_parameters = 1;  // a bucket per layer
+  job.micro_batch = 8;
+  job.global_batch = 512;
+  const TrainingResult hidden = simulate_training(job, topo);
+  CHECK(hidden.breakdown.dp_comm < 0.01 * hidden.step_time.value());
+  job.plan.overlap_grad_reduce = false;
+  const TrainingResult exposed = simulate_training(job, topo);
+  // Only the last bucket, reduced after the last layer's backward, is left to wait for: one of 32.
+  CHECK(hidden.breakdown.dp_comm < 0.1 * exposed.breakdown.dp_comm);
+  CHECK(exposed.step_time.value() > hidden.step_time.value());
+  // The step grows by the exposed all-reduce and nothing else.
+  CHECK(exposed.step_time.value() - hidden.step_time.value() ==
+        Approx(exposed.breakdown.dp_comm - hidden.breakdown.dp_comm).epsilon(0.02));
+}
+
+TEST_CASE("breakdown parts add up to the step time") {
+  const topology::Topology topo = h100_nodes(4);
+  TrainingJob job;
+  job.model = preset("llama3-8b");
+  job.plan.tp = 4;
+  job.plan.pp = 2;
+  job.plan.dp = 4;
+  job.plan.sequence_parallel = true;
+  job.micro_batch = 1;
+  job.global_batch = 32;
+  const TrainingResult r = simulate_training(job, topo);
+  const StepBreakdown& b = r.breakdown;
+  CHECK(b.compute + b.tp_comm + b.cp_comm + b.ep_comm + b.dp_comm + b.pp_comm + b.bubble + b.optimizer ==
+        Approx(r.step_time.value()).epsilon(1e-6));
+  CHECK(r.mfu > 0.2);
+  CHECK(r.mfu < 0.8);
+  CHECK(r.tokens_per_s == Approx(32.0 * 8192 / r.step_time.value()));
+}
+
+TEST_CASE("folded and unfolded simulations agree") {
+  const topology::Topology topo = h100_nodes(4);
+  TrainingJob job;
+  job.model = gpt(8, 4096, 32, 2048);
+  job.plan.tp = 2;
+  job.plan.pp = 2;
+  job.plan.dp = 8;
+  job.plan.sequence_parallel = true;
+  job.micro_batch = 1;
+  job.global_batch = 32;
+  for (int zero : {0, 1, 3}) {
+    INFO("zero stage " << zero);
+    job.plan.zero_stage = zero;
+    const TrainingResult folded = simulate_training(job, topo, {.fold = true});
+    const TrainingResult unfolded = simulate_training(job, topo, {.fold = false});
+    CHECK(unfolded.tasks > folded.tasks);
+    CHECK(folded.step_time.value() == Approx(unfolded.step_time.value()).epsilon(0.01));
+  }
+}
+
+TEST_CASE("MoE with expert parallelism and context parallelism run and count their communication") {
+  const topology::Topology topo = h100_nodes(8);
+  TrainingJob job;
+  job.model = preset("mixtral-8x7b");
+  job.model.seq_len = 4096;
+  job.plan.tp = 2;
+  job.plan.cp = 2;
+  job.plan.dp = 16;
+  job.plan.ep = 8;
+  job.plan.sequence_parallel = true;
+  job.recompute = Recompute::full;
+  job.global_batch = 64;
+  const TrainingResult r = simulate_training(job, topo);
+  CHECK(r.breakdown.ep_comm > 0);
+  CHECK(r.step_time.value() > 0);
+  job.plan.ep = 3;
+  CHECK_THROWS_AS(simulate_training(job, topo), std::invalid_argument);
+}
+
+TEST_CASE("an OOM verdict names what overflows and by how much") {
+  TrainingJob job;
+  job.model = preset("llama3-70b");
+  job.plan.dp = 8;
+  job.global_batch = 8;
+  job.plan.zero_stage = 0;
+  const MemoryReport m = estimate_memory(job, *h100_nodes(1).gpu);
+  CHECK_FALSE(m.fits());
+  CHECK_THAT(m.verdict(), Catch::Contains("OOM") && Catch::Contains("GiB over") && Catch::Contains("optimizer states"));
+}
+
+TEST_CASE("impossible plans in a scenario name the file, the line and the clash") {
+  test::TempDir dir;
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: bad
+  kind: training
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  parallelism: {tp: 3, dp: 2}
+  batch: {global: 8}
+)");
+  const std::string msg = test::input_error([&] { load_training_scenario(file); });
+  CHECK_THAT(msg, Catch::Contains("s.yaml:6:") && Catch::Contains("tp = 3 must divide the model's 32 attention heads"));
+  const auto big = dir.write("big.yaml", R"(scenario:
+  name: bad
+  kind: training
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  parallelism: {tp: 8, dp: 2}
+  batch: {global: 8}
+)");
+  CHECK_THAT(test::input_error([&] { load_training_scenario(big); }), Catch::Contains("16 GPUs; the topology has 8"));
+  const auto typo = dir.write("typo.yaml", R"(scenario:
+  name: bad
+  kind: training
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  parallelism: {tp: 8, sequence_paralel: true}
+  batch: {global: 8}
+)");
+  CHECK_THAT(test::input_error([&] { load_training_scenario(typo); }), Catch::Contains("sequence_parallel"));
+}
