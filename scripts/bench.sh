@@ -17,3 +17,9 @@ TIMEFORMAT='  wall %R s (user %U s, sys %S s)'
 for i in 1 2 3; do
   time "$root/build/release/bin/clustersim" topo h100-clos-16k >/dev/null
 done
+echo
+echo "== training: one step (GPT-3 175B on 1,024 A100; Llama 3 405B on 16,384 H100) =="
+"$root/build/release/bin/clustersim-bench-training" "$root/scenarios/training/gpt3-175b-1024-a100.yaml"
+"$root/build/release/bin/clustersim-bench-training" "$root/scenarios/training/llama3-405b-16k-h100.yaml"
+echo "  folded against unfolded (every rank simulated):"
+"$root/build/release/bin/clustersim-bench-training" --unfolded "$root/scenarios/training/llama3-8b-1-node-h100.yaml" "$root/scenarios/training/llama3-70b-256-h100.yaml"
