@@ -26,7 +26,6 @@ struct Options {
 };
 
 double gib(Bytes b) { return b.value() / double(1ull << 30); }
-double round_to(double v, double step) { return std::round(v / step) * step; }
 
 std::string plan_text(const models::TrainingJob& job) {
   const auto& p = job.plan;

@@ -11,23 +11,14 @@
 
 #include <fmt/format.h>
 
+#include "bench_util.hpp"
+
 #include "clustersim/topology/analysis.hpp"
 #include "clustersim/topology/routing.hpp"
 #include "clustersim/topology/topology_loader.hpp"
 
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-long peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024;
-}
-
-}  // namespace
+using cs::bench::peak_rss_mib;
+using cs::bench::seconds_since;
 
 int main(int argc, char** argv) {
   std::vector<std::string> presets(argv + 1, argv + argc);

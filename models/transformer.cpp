@@ -14,6 +14,13 @@ std::string_view to_string(Activation a) {
   return "?";
 }
 
+Activation parse_activation(std::string_view name) {
+  if (name == "relu2") return Activation::relu2;
+  if (name == "swiglu") return Activation::swiglu;
+  if (name == "geglu") return Activation::geglu;
+  return Activation::gelu;  // callers check the name with yaml::Map::choice first
+}
+
 namespace {
 
 double ffn_parameters(const TransformerSpec& m, double ffn) { return (is_gated(m.activation) ? 3.0 : 2.0) * m.hidden * ffn; }
@@ -79,8 +86,7 @@ TransformerSpec read_transformer(const yaml::Node& node) {
   if (t.heads % t.kv_heads != 0) m.at("kv_heads", "").fail(fmt::format("a divisor of heads ({})", t.heads), std::to_string(t.kv_heads));
   t.head_dim = m.get_or<int>("head_dim", t.hidden / t.heads, positive);
   t.ffn_hidden = m.get<int>("ffn_hidden", positive);
-  const std::string act = m.choice("activation", {"gelu", "relu2", "swiglu", "geglu"});
-  t.activation = act == "gelu" ? Activation::gelu : act == "relu2" ? Activation::relu2 : act == "swiglu" ? Activation::swiglu : Activation::geglu;
+  t.activation = parse_activation(m.choice("activation", {"gelu", "relu2", "swiglu", "geglu"}));
   t.vocab = m.get<int>("vocab", positive);
   t.seq_len = m.get<int>("seq_len", positive);
   t.tied_embeddings = m.get_or<bool>("tied_embeddings", false);

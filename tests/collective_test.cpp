@@ -15,14 +15,7 @@ using cs::topology::Vertex;
 
 namespace {
 
-Topology from_text(const std::string& text) {
-  yaml::Node root = test::parse(text);
-  yaml::Map m(root);
-  IncludeStack includes;
-  topology::TopologySpec spec;
-  topology::read_topology(m.at("topology", "a topology"), spec, includes);
-  return topology::build_topology(spec);
-}
+Topology from_text(const std::string& text) { return test::topology_from_text(text); }
 
 Topology nodes_of(const std::string& node, int n) {
   if (n == 1) return from_text(fmt::format("topology: {{name: t, node: {}, nodes: 1}}\n", node));

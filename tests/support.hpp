@@ -10,6 +10,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/yaml_reader.hpp"
+#include "clustersim/topology/topology_loader.hpp"
 
 namespace cs::test {
 
@@ -26,6 +27,16 @@ inline std::string input_error(const std::function<void()>& fn) {
 
 inline yaml::Node parse(const std::string& text, const std::string& name = "test.yaml") {
   return yaml::Document::load_string(text, name)->root();
+}
+
+// A topology from the text of a topology file (`topology: {...}`).
+inline topology::Topology topology_from_text(const std::string& text) {
+  yaml::Node root = parse(text);
+  yaml::Map m(root);
+  IncludeStack includes;
+  topology::TopologySpec spec;
+  topology::read_topology(m.at("topology", "a topology"), spec, includes);
+  return topology::build_topology(spec);
 }
 
 // A scratch directory removed at the end of the test.

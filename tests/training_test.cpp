@@ -15,14 +15,7 @@ using namespace cs::models;
 
 namespace {
 
-topology::Topology from_text(const std::string& text) {
-  yaml::Node root = test::parse(text);
-  yaml::Map m(root);
-  IncludeStack includes;
-  topology::TopologySpec spec;
-  topology::read_topology(m.at("topology", "a topology"), spec, includes);
-  return topology::build_topology(spec);
-}
+topology::Topology from_text(const std::string& text) { return test::topology_from_text(text); }
 
 topology::Topology h100_nodes(int n) {
   if (n == 1) return from_text("topology: {name: t, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n");

@@ -35,8 +35,7 @@ models::TransformerSpec read_model(const Node& node, const std::string& id) {
   t.head_dim = t.hidden / t.heads;
   t.vocab = m.get<int>("vocab", kPositive);
   t.seq_len = m.get_or<int>("seq_len", 0, kPositive);  // training cases give it; serving cases take it from the workload
-  const std::string act = m.choice("activation", {"gelu", "swiglu", "geglu", "relu2"});
-  t.activation = act == "gelu" ? models::Activation::gelu : act == "relu2" ? models::Activation::relu2 : act == "swiglu" ? models::Activation::swiglu : models::Activation::geglu;
+  t.activation = models::parse_activation(m.choice("activation", {"gelu", "swiglu", "geglu", "relu2"}));
   if (auto moe = m.find("moe")) {
     Map e(*moe);
     models::MoeSpec x;

@@ -18,6 +18,8 @@ namespace cs::models {
 // matrices (gate, up, down).
 enum class Activation { gelu, relu2, swiglu, geglu };
 std::string_view to_string(Activation a);
+// The names used in files: gelu, relu2, swiglu, geglu.
+Activation parse_activation(std::string_view name);
 [[nodiscard]] inline bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
 
 struct MoeSpec {
