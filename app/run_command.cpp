@@ -79,7 +79,6 @@ nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
   }
   j["simulation"] = {{"tasks", r.tasks}, {"events", r.stats.events}, {"flows", r.stats.flows}};
   j["notes"] = r.notes;
-  j["defaults_applied"] = sc.job.defaults_applied;
   return j;
 }
 
@@ -126,7 +125,6 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
     out += fmt::format("\ntime to train {:.4g} tokens: {:.1f} days, {:.0f} GPU-hours\n", sc.job.token_budget, r.time_to_train.value() / 86400.0,
                        r.gpu_hours);
   }
-  for (const auto& n : sc.job.defaults_applied) out += fmt::format("default applied: {}\n", n);
   for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
   out += fmt::format("simulated: {} tasks, {} events, {} flows\n", r.tasks, r.stats.events, r.stats.flows);
   return out;

@@ -19,11 +19,33 @@ struct Pass {
 // or Megatron's interleaved 1F1B over vpp chunks (Narayanan et al. 2021, section 2.2.2).
 std::vector<Pass> schedule_order(const ParallelismPlan& plan, int micro_batches, int stage);
 
+// Layers [first, first + count) of each model chunk, indexed chunk * pp + stage (chunk_layers' split).
+struct LayerRange {
+  int first = 0;
+  int count = 0;
+};
+std::vector<LayerRange> chunk_ranges(int layers, int pp, int vpp);
+
+// Parameters on one GPU.
 struct StageParameters {
   double dense = 0;   // replicated over dp x cp
   double expert = 0;  // replicated over dp x cp / ep
+  StageParameters& operator+=(const StageParameters& o) {
+    dense += o.dense;
+    expert += o.expert;
+    return *this;
+  }
 };
+// One GPU's share of layer `layer` (TP splits dense weights, EP the experts), of the input
+// embedding (first stage), and of the output head (last stage: the output projection, a synced copy
+// of a tied embedding when another stage holds the original, and the final norm).
+StageParameters layer_parameters(const TransformerSpec& m, const ParallelismPlan& p, int layer);
+StageParameters embedding_parameters(const TransformerSpec& m, const ParallelismPlan& p);
+StageParameters head_parameters(const TransformerSpec& m, const ParallelismPlan& p);
 StageParameters stage_parameters(const TransformerSpec& m, const ParallelismPlan& p, int stage);
+
+// The shard of work each rank of the job does per micro-batch.
+Shard shard_of(const TrainingJob& job);
 
 // Activation bytes one micro-batch leaves stored in one layer until its backward pass.
 double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& s, Recompute recompute);

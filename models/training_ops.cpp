@@ -13,7 +13,7 @@ namespace {
 
 constexpr double kActivationBytes = 2.0;  // activations are kept in 16-bit floats, fp8 GEMMs included
 // Megatron/Transformer Engine pipeline a TP collective with its GEMM in chunks; the first chunk's
-// communication cannot hide. Assumption (Megatron's userbuffers split the GEMM in 4 by default).
+// communication cannot hide. Assumption: 4 chunks (no published default found; to be calibrated).
 constexpr double kTpOverlapChunks = 4.0;
 // FlashAttention's backward pass does 5 matrix products to the forward's 2, recomputing the
 // scores (Dao 2023, FlashAttention-2, section 3.1.2 counts backward FLOPs as 2.5 x forward).
@@ -51,7 +51,6 @@ Op comm(std::string name, CommGroup group, CollectiveOp c, double bytes) {
 struct Dims {
   double tokens;        // per rank and micro-batch, after the context-parallel split
   double sp_tokens;     // held between TP regions (tokens / tp with sequence parallelism)
-  int tp;
   bool tp_comm;
   bool sp;
 };
@@ -59,7 +58,6 @@ struct Dims {
 Dims dims_of(const TransformerSpec& m, const Shard& s) {
   Dims d;
   d.tokens = double(s.micro_batch) * m.seq_len / s.cp;
-  d.tp = s.tp;
   d.tp_comm = s.tp > 1;
   d.sp = s.sequence_parallel && s.tp > 1;
   d.sp_tokens = d.sp ? d.tokens / s.tp : d.tokens;
@@ -78,13 +76,12 @@ void leave_tp(std::vector<Op>& ops, const Dims& d, double width, const char* nam
 
 std::int64_t i64(double v) { return static_cast<std::int64_t>(std::llround(v)); }
 
-void ffn_ops(std::vector<Op>& ops, const TransformerSpec& m, const Dims& d, double tokens, double ffn, const std::string& prefix, double count = 1) {
+void ffn_ops(std::vector<Op>& ops, const TransformerSpec& m, double tokens, double ffn, const std::string& prefix, double count = 1) {
   const double up = is_gated(m.activation) ? 2.0 : 1.0;
   ops.push_back(gemm(prefix + "fc1", i64(tokens), i64(up * ffn), m.hidden, count));
   // Activation (and the gate's product) reads the up-projections and writes one.
   ops.push_back(memory(prefix + "act", (up + 1.0) * tokens * ffn * kActivationBytes * count));
   ops.push_back(gemm(prefix + "fc2", i64(tokens), m.hidden, i64(ffn), count));
-  static_cast<void>(d);
 }
 
 }  // namespace
@@ -174,7 +171,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
   ops.push_back(memory("norm2", 2.0 * d.sp_tokens * h * kActivationBytes));
   if (!m.is_moe_layer(layer)) {
     enter_tp(ops, d, h, "tp_allgather_ffn");
-    ffn_ops(ops, m, d, d.tokens, m.ffn_hidden / tp, "");
+    ffn_ops(ops, m, d.tokens, m.ffn_hidden / tp, "");
     leave_tp(ops, d, h, "tp_reduce_ffn");
   } else {
     const MoeSpec& e = *m.moe;
@@ -186,12 +183,12 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     if (s.ep > 1) ops.push_back(comm("ep_dispatch", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
     const double local_experts = double(e.experts) / s.ep;
     const double per_expert = routed * e.top_k * e.capacity_factor * s.ep / e.experts;
-    ffn_ops(ops, m, d, per_expert, e.expert_ffn_hidden, "expert_", local_experts);
+    ffn_ops(ops, m, per_expert, e.expert_ffn_hidden, "expert_", local_experts);
     if (s.ep > 1) ops.push_back(comm("ep_combine", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
     ops.push_back(memory("unpermute", 2.0 * routed * e.top_k * h * kActivationBytes));
     if (e.shared_experts > 0) {
       enter_tp(ops, d, h, "tp_allgather_shared");
-      ffn_ops(ops, m, d, d.tokens, double(e.shared_experts) * e.shared_expert_ffn_hidden / tp, "shared_");
+      ffn_ops(ops, m, d.tokens, double(e.shared_experts) * e.shared_expert_ffn_hidden / tp, "shared_");
       leave_tp(ops, d, h, "tp_reduce_shared");
     }
   }
@@ -252,9 +249,8 @@ double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hard
 
 OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw, hardware::Dtype dtype, const CommTime& comm_time,
                  Recompute recompute, bool tp_overlap) {
-  const hardware::Dtype gemm_dtype = dtype;
   const bool fp8 = dtype == hardware::Dtype::fp8;
-  if (!hw.supports(gemm_dtype)) {
+  if (!hw.supports(dtype)) {
     throw std::invalid_argument(fmt::format("precision {}: the {} profile has no {} peak", hardware::to_string(dtype), hw.name,
                                             hardware::to_string(dtype)));
   }
@@ -265,10 +261,10 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     const Op& op = ops[i];
     switch (op.kind) {
       case OpKind::gemm: {
-        const double one = gemm_seconds(hw, op.shape, gemm_dtype);
+        const double one = gemm_seconds(hw, op.shape, dtype);
         const auto [m, n, k] = op.shape;
-        const double dgrad = gemm_seconds(hw, {m, k, n}, gemm_dtype);
-        const double wgrad = op.weight_grad ? gemm_seconds(hw, {k, n, m}, gemm_dtype) : 0.0;
+        const double dgrad = gemm_seconds(hw, {m, k, n}, dtype);
+        const double wgrad = op.weight_grad ? gemm_seconds(hw, {k, n, m}, dtype) : 0.0;
         fwd[i] = one * op.count;
         bwd[i] = (dgrad + wgrad) * op.count;
         if (fp8) {

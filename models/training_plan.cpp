@@ -39,6 +39,11 @@ std::string_view to_string(ParallelDim d) {
   return "?";
 }
 
+bool is_rank_order(std::vector<ParallelDim> order) {
+  std::sort(order.begin(), order.end());
+  return order == std::vector<ParallelDim>{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp};
+}
+
 void check_job(const TrainingJob& job, int cluster_gpus) {
   const ParallelismPlan& p = job.plan;
   const TransformerSpec& m = job.model;
@@ -79,11 +84,7 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
   }
   if (p.zero_stage < 0 || p.zero_stage > 3) fail(fmt::format("zero_stage must be 0, 1, 2 or 3, found {}", p.zero_stage));
   if (p.tp_overlap && !p.sequence_parallel && p.tp > 1) fail("tp_overlap needs sequence_parallel (as Megatron's does)");
-  std::vector<ParallelDim> sorted = p.order;
-  std::sort(sorted.begin(), sorted.end());
-  if (sorted != std::vector<ParallelDim>{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp}) {
-    fail("order must name each of tp, cp, ep, dp, pp once");
-  }
+  if (!is_rank_order(p.order)) fail("order must name each of tp, cp, ep, dp, pp once");
 }
 
 int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
@@ -190,37 +191,56 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
   return bytes;
 }
 
-StageParameters stage_parameters(const TransformerSpec& m, const ParallelismPlan& p, int stage) {
-  const std::vector<int> chunks = chunk_layers(m.layers, p.pp, p.vpp);
-  StageParameters out;
-  const double t = p.tp;
-  int first_layer = 0;
-  std::vector<int> start(chunks.size());
-  for (std::size_t c = 0; c < chunks.size(); ++c) {
-    start[c] = first_layer;
-    first_layer += chunks[c];
+std::vector<LayerRange> chunk_ranges(int layers, int pp, int vpp) {
+  std::vector<LayerRange> out;
+  int first = 0;
+  for (int count : chunk_layers(layers, pp, vpp)) {
+    out.push_back({first, count});
+    first += count;
   }
-  for (int v = 0; v < p.vpp; ++v) {
-    const std::size_t c = static_cast<std::size_t>(v * p.pp + stage);
-    for (int l = start[c]; l < start[c] + chunks[c]; ++l) {
-      out.dense += attention_parameters(m) / t + 2.0 * m.hidden;
-      if (!m.is_moe_layer(l)) {
-        out.dense += dense_ffn_parameters(m) / t;
-      } else {
-        const MoeSpec& x = *m.moe;
-        out.dense += double(m.hidden) * x.experts;
-        out.dense += double(x.shared_experts) * (is_gated(m.activation) ? 3.0 : 2.0) * m.hidden * x.shared_expert_ffn_hidden / t;
-        out.expert += double(x.experts) / p.ep * expert_parameters(m);
-      }
-    }
-  }
-  const double table = double(m.vocab) * m.hidden / t;
-  if (stage == 0) out.dense += table;
-  // The last stage holds the output projection; a tied one is a copy of the embedding kept in sync
-  // (Megatron's shared word embeddings) unless one stage holds both.
-  if (stage == p.pp - 1 && (!m.tied_embeddings || p.pp > 1)) out.dense += table;
-  if (stage == p.pp - 1) out.dense += m.hidden;  // final norm
   return out;
+}
+
+StageParameters layer_parameters(const TransformerSpec& m, const ParallelismPlan& p, int layer) {
+  const double t = p.tp;
+  StageParameters out;
+  out.dense = attention_parameters(m) / t + 2.0 * m.hidden;  // + the two norms
+  if (!m.is_moe_layer(layer)) {
+    out.dense += dense_ffn_parameters(m) / t;
+    return out;
+  }
+  const MoeSpec& x = *m.moe;
+  out.dense += double(m.hidden) * x.experts;  // router
+  out.dense += double(x.shared_experts) * (is_gated(m.activation) ? 3.0 : 2.0) * m.hidden * x.shared_expert_ffn_hidden / t;
+  out.expert = double(x.experts) / p.ep * expert_parameters(m);
+  return out;
+}
+
+StageParameters embedding_parameters(const TransformerSpec& m, const ParallelismPlan& p) {
+  return {double(m.vocab) * m.hidden / p.tp, 0.0};
+}
+
+StageParameters head_parameters(const TransformerSpec& m, const ParallelismPlan& p) {
+  StageParameters out{double(m.hidden), 0.0};  // final norm
+  if (!m.tied_embeddings || p.pp > 1) out += embedding_parameters(m, p);
+  return out;
+}
+
+StageParameters stage_parameters(const TransformerSpec& m, const ParallelismPlan& p, int stage) {
+  const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
+  StageParameters out;
+  for (int v = 0; v < p.vpp; ++v) {
+    const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + stage)];
+    for (int l = r.first; l < r.first + r.count; ++l) out += layer_parameters(m, p, l);
+  }
+  if (stage == 0) out += embedding_parameters(m, p);
+  if (stage == p.pp - 1) out += head_parameters(m, p);
+  return out;
+}
+
+Shard shard_of(const TrainingJob& job) {
+  const ParallelismPlan& p = job.plan;
+  return {job.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel, job.precision, p.flash_attention};
 }
 
 MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwareProfile& hw) {
@@ -228,13 +248,8 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
   const TransformerSpec& m = job.model;
   MemoryReport report;
   report.capacity = hw.memory_capacity;
-  const Shard shard{job.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel, job.precision, p.flash_attention};
-  const std::vector<int> chunks = chunk_layers(m.layers, p.pp, p.vpp);
-  std::vector<int> start(chunks.size());
-  for (std::size_t c = 0, l = 0; c < chunks.size(); ++c) {
-    start[c] = static_cast<int>(l);
-    l += static_cast<std::size_t>(chunks[c]);
-  }
+  const Shard shard = shard_of(job);
+  const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
   const double dense_shards = double(p.dp) * p.cp;
   const double expert_shards = dense_shards / p.ep;
   const double weight_bytes = 2.0 + (job.precision == hardware::Dtype::fp8 ? 1.0 : 0.0);  // + Transformer Engine's fp8 copy
@@ -251,8 +266,16 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     const double whole = sm.parameters;
     sm.weights = Bytes(weight_bytes * (p.zero_stage >= 3 ? sharded : whole));
     if (p.zero_stage >= 3) {
-      // FSDP gathers one layer at a time and prefetches the next: two layers' full weights.
-      const double layer = (whole - (s == 0 ? double(m.vocab) * m.hidden / p.tp : 0.0)) / std::max(1, m.layers / p.pp);
+      // FSDP gathers one layer at a time and prefetches the next: two of the stage's largest
+      // layers in 16-bit.
+      double layer = 0;
+      for (int v = 0; v < p.vpp; ++v) {
+        const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
+        for (int l = r.first; l < r.first + r.count; ++l) {
+          const StageParameters lp = layer_parameters(m, p, l);
+          layer = std::max(layer, lp.dense + lp.expert);
+        }
+      }
       sm.weights += Bytes(2.0 * 2.0 * layer);
     }
     sm.gradients = Bytes(grad_bytes * (p.zero_stage >= 2 ? sharded : whole));
@@ -260,8 +283,8 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     // Activations: the most the schedule ever holds, following its order of passes.
     std::vector<double> chunk_bytes(static_cast<std::size_t>(p.vpp), 0.0);
     for (int v = 0; v < p.vpp; ++v) {
-      const std::size_t c = static_cast<std::size_t>(v * p.pp + s);
-      for (int l = start[c]; l < start[c] + chunks[c]; ++l) chunk_bytes[static_cast<std::size_t>(v)] += layer_activation_bytes(m, l, shard, job.recompute);
+      const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
+      for (int l = r.first; l < r.first + r.count; ++l) chunk_bytes[static_cast<std::size_t>(v)] += layer_activation_bytes(m, l, shard, job.recompute);
     }
     if (s == p.pp - 1) {
       // Logits (16-bit) and the fp32 softmax the loss keeps for its backward, per micro-batch.

@@ -42,11 +42,7 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
       else if (part == "pp") dims.push_back(ParallelDim::pp);
       else order->fail("tp, cp, ep, dp and pp joined by '-', fastest-varying first (Megatron's tp-cp-ep-dp-pp)", "'" + text + "'");
     }
-    std::vector<ParallelDim> sorted = dims;
-    std::sort(sorted.begin(), sorted.end());
-    if (sorted != std::vector<ParallelDim>{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp}) {
-      order->fail("each of tp, cp, ep, dp and pp exactly once", "'" + text + "'");
-    }
+    if (!is_rank_order(dims)) order->fail("each of tp, cp, ep, dp and pp exactly once", "'" + text + "'");
     p.order = dims;
   }
   p.flash_attention = m.choice_or("attention", "flash", {"flash", "unfused"}) == "flash";

@@ -103,12 +103,12 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   };
 
   // ---- per-layer times
-  const Shard shard{job.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel, job.precision, p.flash_attention};
+  const Shard shard = shard_of(job);
   auto timed = [&](const std::vector<Op>& ops) { return time_ops(ops, hw, job.precision, comm, job.recompute, p.tp_overlap); };
   const OpsTime dense_layer = timed(layer_forward_ops(m, 0, shard));
   const OpsTime moe_layer = m.moe ? timed(layer_forward_ops(m, m.moe->dense_layers, shard)) : dense_layer;
   const OpsTime embedding = timed(embedding_forward_ops(m, shard));
-  OpsTime head = timed(head_forward_ops(m, shard));
+  const OpsTime head = timed(head_forward_ops(m, shard));
   auto backward_of = [](const OpsTime& t) {
     PassTime b = t.backward;
     b += t.recompute;
@@ -116,47 +116,27 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   };
 
   // Units of each chunk of each stage, in forward order.
-  const std::vector<int> layers_in = chunk_layers(m.layers, p.pp, p.vpp);
-  std::vector<int> chunk_start(layers_in.size());
-  for (std::size_t c = 0, l = 0; c < layers_in.size(); ++c) {
-    chunk_start[c] = static_cast<int>(l);
-    l += static_cast<std::size_t>(layers_in[c]);
-  }
-  const double table = double(m.vocab) * m.hidden / p.tp;
+  const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
   std::vector<std::vector<std::vector<Unit>>> units(static_cast<std::size_t>(p.pp), std::vector<std::vector<Unit>>(static_cast<std::size_t>(chunks)));
   for (int s = 0; s < p.pp; ++s) {
     for (int v = 0; v < chunks; ++v) {
-      const std::size_t c = static_cast<std::size_t>(v * p.pp + s);
+      const LayerRange& range = ranges[static_cast<std::size_t>(v * p.pp + s)];
       auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(v)];
-      for (int l = chunk_start[c]; l < chunk_start[c] + layers_in[c]; ++l) {
-        const bool moe = m.is_moe_layer(l);
-        const OpsTime& t = moe ? moe_layer : dense_layer;
-        Unit u;
-        u.forward = t.forward;
-        u.backward = backward_of(t);
-        u.dense = attention_parameters(m) / p.tp + 2.0 * m.hidden;
-        if (moe) {
-          const MoeSpec& x = *m.moe;
-          u.dense += double(m.hidden) * x.experts +
-                     double(x.shared_experts) * (is_gated(m.activation) ? 3.0 : 2.0) * m.hidden * x.shared_expert_ffn_hidden / p.tp;
-          u.expert = double(x.experts) / p.ep * expert_parameters(m);
-        } else {
-          u.dense += dense_ffn_parameters(m) / p.tp;
-        }
-        u.name = fmt::format("layer {}", l);
-        list.push_back(u);
+      for (int l = range.first; l < range.first + range.count; ++l) {
+        const OpsTime& t = m.is_moe_layer(l) ? moe_layer : dense_layer;
+        const StageParameters params = layer_parameters(m, p, l);
+        list.push_back({t.forward, backward_of(t), params.dense, params.expert, fmt::format("layer {}", l)});
       }
       if (s == 0 && v == 0) {
         list.front().forward += embedding.forward;
         list.front().backward += backward_of(embedding);
-        list.front().dense += table;
+        list.front().dense += embedding_parameters(m, p).dense;
         list.front().name = "embedding + " + list.front().name;
       }
       if (s == p.pp - 1 && v == chunks - 1) {
         list.back().forward += head.forward;
         list.back().backward += backward_of(head);
-        if (!m.tied_embeddings || p.pp > 1) list.back().dense += table;
-        list.back().dense += m.hidden;
+        list.back().dense += head_parameters(m, p).dense;
         list.back().name += " + output head";
       }
     }
@@ -221,7 +201,6 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     for (int t = 0; t < p.tp; ++t) dp_tps.push_back(t);
   }
   std::vector<TaskId> dp_lasts;                 // every data-parallel collective's last task
-  std::vector<double> stage_last_dp(static_cast<std::size_t>(p.pp), 0.0);  // filled after the run
   std::vector<std::vector<TaskId>> stage_dp(static_cast<std::size_t>(p.pp));
   // Adds the reduction or gather of `dense` and `expert` parameters' worth of bytes for stage s.
   auto add_dp = [&](CollectiveOp op, double dense, double expert, double bytes_per, int s, const std::vector<TaskId>& after,
@@ -253,8 +232,8 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
                                                                                                   std::vector<PassTasks>(static_cast<std::size_t>(micro)))));
   Grid bwd = fwd;
   std::vector<std::vector<TaskId>> last_compute(replicas.size(), std::vector<TaskId>(static_cast<std::size_t>(p.pp)));
-  std::vector<std::vector<std::vector<Pass>>> orders(static_cast<std::size_t>(p.pp));
-  for (int s = 0; s < p.pp; ++s) orders[static_cast<std::size_t>(s)].push_back(schedule_order(p, micro, s));
+  std::vector<std::vector<Pass>> orders(static_cast<std::size_t>(p.pp));
+  for (int s = 0; s < p.pp; ++s) orders[static_cast<std::size_t>(s)] = schedule_order(p, micro, s);
 
   const bool gather_at_start = distributed && !fsdp && p.overlap_param_gather && (p.dp * p.cp) > 1;
   for (std::size_t r = 0; r < replicas.size(); ++r) {
@@ -262,7 +241,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     for (int s = 0; s < p.pp; ++s) {
       const int gpu = gpu_of(rep.tp, rep.cp, rep.dp, s);
       std::optional<TaskId> prev;
-      const auto& order = orders[static_cast<std::size_t>(s)].front();
+      const auto& order = orders[static_cast<std::size_t>(s)];
       for (const Pass& pass : order) {
         const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
         const bool split = fsdp || (!pass.forward && pass.micro == micro - 1) || (pass.forward && pass.micro == 0 && gather_at_start);
@@ -294,8 +273,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       last_compute[r][static_cast<std::size_t>(s)] = *prev;
     }
   }
-  // Index of compute tasks of replica 0 for record_wait (linear search is fine for the sizes here,
-  // but keep it cheap with a map when timelines are long).
+  // Where each of replica 0's compute tasks sits in its stage's timeline, to record what it waits on.
   std::vector<std::map<TaskId, std::size_t>> where(static_cast<std::size_t>(p.pp));
   for (int s = 0; s < p.pp; ++s) {
     for (std::size_t i = 0; i < timeline[static_cast<std::size_t>(s)].size(); ++i) where[static_cast<std::size_t>(s)][timeline[static_cast<std::size_t>(s)][i].id] = i;
@@ -376,7 +354,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
         std::size_t unit;
       };
       std::vector<Ready> ready;
-      for (const Pass& pass : orders[static_cast<std::size_t>(s)].front()) {
+      for (const Pass& pass : orders[static_cast<std::size_t>(s)]) {
         if (pass.forward || pass.micro != micro - 1) continue;
         const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
         for (std::size_t i = list.size(); i-- > 0;) ready.push_back({pass.chunk, i});
@@ -437,7 +415,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     for (int s = 0; s < p.pp; ++s) {
       for (int t : dp_tps) {
         const auto reps = replicas_for_tp(t);
-        for (const Pass& pass : orders[static_cast<std::size_t>(s)].front()) {
+        for (const Pass& pass : orders[static_cast<std::size_t>(s)]) {
           const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
           const std::size_t n = list.size();
           for (std::size_t i = 0; i < n; ++i) {
@@ -477,12 +455,18 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   for (const auto& per_stage : last_compute) {
     for (TaskId t : per_stage) graph.depend(t, barrier);
   }
+  std::vector<StageParameters> stage_params;
+  std::vector<double> optimizer_seconds;
+  for (int s = 0; s < p.pp; ++s) {
+    const StageParameters sp = stage_parameters(m, p, s);
+    const double local = distributed ? sp.dense / dense_shards + sp.expert / expert_shards : sp.dense + sp.expert;
+    stage_params.push_back(sp);
+    optimizer_seconds.push_back(local * adam_bytes_per_parameter(grad_bytes) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency));
+  }
   std::vector<TaskId> step_ends;
   for (std::size_t r = 0; r < replicas.size(); ++r) {
     for (int s = 0; s < p.pp; ++s) {
-      const StageParameters sp = stage_parameters(m, p, s);
-      const double local = distributed ? sp.dense / dense_shards + sp.expert / expert_shards : sp.dense + sp.expert;
-      const double seconds = local * adam_bytes_per_parameter(grad_bytes) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+      const double seconds = optimizer_seconds[static_cast<std::size_t>(s)];
       const int gpu = gpu_of(replicas[r].tp, replicas[r].cp, replicas[r].dp, s);
       const TaskId opt = graph.add_compute(gpu, kComputeStream, Time::seconds(seconds), "optimizer step", "optimizer");
       graph.depend(barrier, opt);
@@ -498,12 +482,10 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   if (has_dp && distributed && !fsdp && !gather_at_start) {
     // Parameter all-gathers after the optimizer, not overlapped with anything.
     for (int s = 0; s < p.pp; ++s) {
-      const StageParameters sp = stage_parameters(m, p, s);
+      const StageParameters& sp = stage_params[static_cast<std::size_t>(s)];
       std::vector<TaskId> after;
       for (std::size_t r = 0; r < replicas.size(); ++r) after.push_back(step_ends[r * static_cast<std::size_t>(p.pp) + static_cast<std::size_t>(s)]);
-      std::vector<std::pair<TaskId, TaskId>> ids;
-      add_dp(CollectiveOp::all_gather, sp.dense, sp.expert, 2.0, s, after, &ids, dp_tps);
-      for (const auto& id : ids) step_ends.push_back(id.second);
+      add_dp(CollectiveOp::all_gather, sp.dense, sp.expert, 2.0, s, after, nullptr, dp_tps);
     }
   }
 

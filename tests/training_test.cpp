@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "clustersim/models/training.hpp"
 #include "clustersim/models/training_scenario.hpp"
@@ -298,4 +299,30 @@ TEST_CASE("impossible plans in a scenario name the file, the line and the clash"
   batch: {global: 8}
 )");
   CHECK_THAT(test::input_error([&] { load_training_scenario(typo); }), Catch::Contains("sequence_parallel"));
+}
+
+TEST_CASE("the step's Perfetto trace has every GPU's passes and the links' loads") {
+  const topology::Topology topo = h100_nodes(2);
+  TrainingJob job;
+  job.model = gpt(4, 1024, 8, 2048, 1024);
+  job.plan.pp = 2;
+  job.plan.dp = 8;
+  job.global_batch = 32;
+  const TrainingResult r = simulate_training(job, topo, {.fold = true, .trace = true});
+  const auto trace = nlohmann::json::parse(r.trace);
+  const auto& events = trace.is_array() ? trace : trace.at("traceEvents");
+  std::set<int> gpus_with_passes;
+  int forward = 0, counters = 0;
+  for (const auto& e : events) {
+    if (e.value("ph", "") == "X" && e.value("cat", "") == "forward") {
+      ++forward;
+      gpus_with_passes.insert(e.at("pid").get<int>());
+    }
+    if (e.value("ph", "") == "C") ++counters;
+  }
+  // Two stages of one folded pipeline, 4 micro-batches each.
+  CHECK(gpus_with_passes.size() == 2);
+  CHECK(forward >= 2 * 4);
+  CHECK(counters > 0);
+  CHECK(simulate_training(job, topo).trace.empty());
 }

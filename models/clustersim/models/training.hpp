@@ -30,6 +30,9 @@ std::string_view to_string(Recompute r);
 std::string_view to_string(PipelineSchedule s);
 std::string_view to_string(ParallelDim d);
 
+// Whether `order` names each of tp, cp, ep, dp and pp exactly once.
+bool is_rank_order(std::vector<ParallelDim> order);
+
 struct ParallelismPlan {
   int tp = 1;
   int pp = 1;
@@ -58,7 +61,6 @@ struct TrainingJob {
   hardware::Dtype precision = hardware::Dtype::bf16;
   double grad_bytes = 0;    // bytes per gradient element; 0: 4 with bf16 (Megatron's fp32 main grads), else 2
   double token_budget = 0;  // tokens to train, for time-to-train (0: not asked)
-  std::vector<std::string> defaults_applied;  // filled by readers that apply defaults
 
   [[nodiscard]] int micro_batches() const { return global_batch / (micro_batch * plan.dp); }
   [[nodiscard]] double gradient_bytes() const { return grad_bytes > 0 ? grad_bytes : precision == hardware::Dtype::bf16 ? 4.0 : 2.0; }
