@@ -8,6 +8,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/models/collective.hpp"
+#include "calibrate_command.hpp"
 #include "collective_command.hpp"
 #include "run_command.hpp"
 #include "topo_command.hpp"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   cs::app::add_collective_command(app);
   cs::app::add_validate_command(app);
   cs::app::add_run_command(app);
+  cs::app::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
     if (list_models) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "clustersim/common/parts.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "clustersim/validate/runner.hpp"
 
@@ -21,6 +22,7 @@ struct Options {
   std::vector<std::string> files;
   bool json = false;
   std::string attention = "flash";
+  std::vector<std::string> hardware;
 };
 
 std::string number(double v) { return fmt::format("{:.4g}", v); }
@@ -56,6 +58,10 @@ void run(const Options& o) {
   }
   validate::RunOptions run_options;
   run_options.flash_attention = o.attention == "flash";
+  for (const auto& h : o.hardware) {
+    IncludeStack includes;
+    run_options.hardware.push_back(hardware::load_hardware_profile(resolve_part(h, "hardware"), includes));
+  }
   std::vector<CaseResult> results;
   results.reserve(cases.size());
   for (const auto& c : cases) results.push_back(validate::run_case(c, run_options));
@@ -108,6 +114,8 @@ void add_validate_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print one JSON object (cases and summary per kind)");
   cmd->add_option("--attention", o->attention, "Attention kernel assumed for every training case: flash (default) or unfused (Megatron before FlashAttention)")
       ->check(CLI::IsMember({"flash", "unfused"}));
+  cmd->add_option("--hardware", o->hardware,
+                  "Hardware profile (file or shipped name) that replaces the shipped profile of the same name, e.g. a calibrated one; repeatable");
   cmd->callback([o] { run(*o); });
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -68,6 +69,28 @@ double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
 
 }  // namespace
 
+double GemmResidualTable::factor(double m, double n, double k) const {
+  if (empty()) return 1.0;
+  // Position on each axis in grid steps, clamped to the grid: [0, size - 1].
+  const auto position = [](double x, int first, int last) { return std::clamp(std::log2(x), double(first), double(last)) - first; };
+  const double pm = position(m, m_first, m_last), pn = position(n, n_first, n_last), pk = position(k, k_first, k_last);
+  const int i0 = std::min(static_cast<int>(pm), size_m() - 1), j0 = std::min(static_cast<int>(pn), size_n() - 1),
+            l0 = std::min(static_cast<int>(pk), size_k() - 1);
+  const int i1 = std::min(i0 + 1, size_m() - 1), j1 = std::min(j0 + 1, size_n() - 1), l1 = std::min(l0 + 1, size_k() - 1);
+  const double fm = pm - i0, fn = pn - j0, fk = pk - l0;
+  // Trilinear interpolation of the log factor.
+  double log_factor = 0;
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 2; ++b) {
+      for (int c = 0; c < 2; ++c) {
+        const double w = (a ? fm : 1 - fm) * (b ? fn : 1 - fn) * (c ? fk : 1 - fk);
+        if (w > 0) log_factor += w * std::log(at(a ? i1 : i0, b ? j1 : j0, c ? l1 : l0));
+      }
+    }
+  }
+  return std::exp(log_factor);
+}
+
 GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   check_arguments(hw, s, dtype);
   const ShapeFactors tile = best_tile(hw, s);
@@ -78,7 +101,11 @@ GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype) 
   e.tile_m = tile.tile_m;
   e.tile_n = tile.tile_n;
   e.memory_bound = t_memory > t_compute;
-  e.time = Seconds(std::max(t_compute, t_memory) + hw.kernel_launch_overhead.value());
+  double correction = 1.0;
+  if (auto r = hw.gemm.residuals.find(dtype); r != hw.gemm.residuals.end()) {
+    correction = r->second.factor(static_cast<double>(s.m), static_cast<double>(s.n), static_cast<double>(s.k));
+  }
+  e.time = Seconds((std::max(t_compute, t_memory) + hw.kernel_launch_overhead.value()) * correction);
   e.achieved = FlopsPerSec(flops_of(s) / e.time.value());
   e.efficiency = e.achieved / hw.peak(dtype);
   return e;

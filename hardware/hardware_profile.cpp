@@ -23,6 +23,63 @@ Dtype dtype_key(const yaml::Node& value, const std::string& key) {
   value.fail("a dtype key (" + join_alternatives(dtype_names()) + ")", "'" + key + "'" + did_you_mean(key, dtype_names()));
 }
 
+// `log2_x: [first, last]`: the grid's range on one axis.
+void read_axis(yaml::Map& t, const char* key, int& first, int& last) {
+  yaml::Node axis = t.at(key, "[first, last] log2 of the grid");
+  const auto items = axis.items();
+  if (items.size() != 2) axis.fail("a list of 2 integers [first, last]", axis.describe());
+  first = items[0].as<int>(yaml::in_range(0, 40, "a log2 size from 0 to 40"));
+  last = items[1].as<int>(yaml::in_range(first, 40, fmt::format("a log2 size from {} to 40", first)));
+}
+
+GemmResidualTable read_residuals(const yaml::Node& node) {
+  yaml::Map t(node);
+  GemmResidualTable r;
+  read_axis(t, "log2_m", r.m_first, r.m_last);
+  read_axis(t, "log2_n", r.n_first, r.n_last);
+  read_axis(t, "log2_k", r.k_first, r.k_last);
+  yaml::Node factors = t.at("factors", "a list of time factors");
+  const std::size_t want = static_cast<std::size_t>(r.size_m()) * r.size_n() * r.size_k();
+  const auto items = factors.items();
+  if (items.size() != want) factors.fail(fmt::format("a list of {} factors ({} x {} x {})", want, r.size_m(), r.size_n(), r.size_k()), factors.describe());
+  for (const auto& f : items) r.factors.push_back(f.as<double>(yaml::Check<double>{"a factor in [0.05, 20]", [](double v) { return v >= 0.05 && v <= 20; }}));
+  t.finish();
+  return r;
+}
+
+CalibratedTransfer read_transfer(const yaml::Node& node) {
+  yaml::Map t(node);
+  CalibratedTransfer c;
+  c.latency = t.get<Seconds>("latency", yaml::non_negative<Seconds>());
+  c.bandwidth = t.get<BytesPerSec>("bandwidth", yaml::positive<BytesPerSec>());
+  t.finish();
+  return c;
+}
+
+CalibratedCollective read_collective(const yaml::Node& node) {
+  yaml::Map c(node);
+  CalibratedCollective out;
+  out.op = c.choice("op", {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"});
+  out.link = c.choice("link", {"nvlink", "pcie", "network", "process"});
+  out.ranks = c.get<int>("ranks", yaml::at_least(2, "at least 2 ranks"));
+  out.nodes = c.get<int>("nodes", yaml::in_range(1, out.ranks, fmt::format("from 1 to ranks ({})", out.ranks)));
+  out.latency = c.get<Seconds>("latency", yaml::non_negative<Seconds>());
+  out.busbw = c.get<BytesPerSec>("busbw", yaml::positive<BytesPerSec>());
+  if (auto eff = c.find("efficiency")) {
+    double last = 0;
+    for (const auto& row : eff->items()) {
+      const auto pair = row.items();
+      if (pair.size() != 2) row.fail("a pair [bytes, efficiency]", row.describe());
+      const double bytes = pair[0].as<double>(yaml::Check<double>{fmt::format("a size above the previous one ({})", last), [last](double v) { return v > last; }});
+      const double e = pair[1].as<double>(yaml::Check<double>{"an efficiency in [0.01, 100]", [](double v) { return v >= 0.01 && v <= 100; }});
+      out.efficiency.emplace_back(bytes, e);
+      last = bytes;
+    }
+  }
+  c.finish();
+  return out;
+}
+
 }  // namespace
 
 HardwareProfile read_hardware_profile(const yaml::Node& node) {
@@ -30,7 +87,7 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
   yaml::Map m(node);
   hw.name = m.get<std::string>("name");
   hw.vendor = m.get_or<std::string>("vendor", "");
-  hw.architecture = m.choice("architecture", {"ampere", "ada", "hopper", "blackwell"});
+  hw.architecture = m.choice("architecture", {"ampere", "ada", "hopper", "blackwell", "cpu"});
   hw.compute_capability = m.get_or<std::string>("compute_capability", "");
   hw.sm_count = m.get<int>("sm_count", yaml::positive<int>());
   hw.boost_clock = m.get<Hertz>("boost_clock", yaml::positive<Hertz>());
@@ -62,16 +119,18 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     hw.nvlink = spec;
   }
 
-  {
-    yaml::Map p(m.at("pcie", "a map with generation and lanes"));
-    hw.pcie.generation = p.get<int>("generation", yaml::in_range(1, 7, "a PCIe generation from 1 to 7"));
-    hw.pcie.lanes = p.get<int>("lanes", yaml::Check<int>{"1, 2, 4, 8 or 16 lanes", [](int v) {
+  if (auto pn = m.find("pcie")) {
+    yaml::Map p(*pn);
+    PcieSpec spec;
+    spec.generation = p.get<int>("generation", yaml::in_range(1, 7, "a PCIe generation from 1 to 7"));
+    spec.lanes = p.get<int>("lanes", yaml::Check<int>{"1, 2, 4, 8 or 16 lanes", [](int v) {
                                               return v == 1 || v == 2 || v == 4 || v == 8 || v == 16;
                                             }});
     p.finish();
+    hw.pcie = spec;
   }
 
-  hw.tdp = m.get<Watts>("tdp", yaml::positive<Watts>());
+  hw.tdp = m.get_or<Watts>("tdp", Watts(0), yaml::positive<Watts>());
   hw.kernel_launch_overhead = m.get<Seconds>("kernel_launch_overhead", yaml::non_negative<Seconds>());
 
   {
@@ -95,6 +154,16 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     g.read("tile_ridge_intensity", hw.gemm.tile_ridge_intensity, yaml::positive<double>());
     g.read("k_half", hw.gemm.k_half, yaml::non_negative<double>());
     g.read("memory_efficiency", hw.gemm.memory_efficiency, fraction);
+    if (auto res = g.find("residuals")) {
+      yaml::Map r(*res);
+      for (const std::string& key : r.keys()) {
+        yaml::Node value = r.at(key, "a residual table");
+        const Dtype d = dtype_key(value, key);
+        if (!hw.supports(d)) value.fail(fmt::format("a dtype listed in peak_flops ({} is not)", key), value.describe());
+        hw.gemm.residuals[d] = read_residuals(value);
+      }
+      r.finish();
+    }
     g.finish();
   }
   if (auto an = m.find("attention")) {
@@ -103,6 +172,20 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     hw.attention.forward_efficiency = a.get<double>("forward_efficiency", fraction);
     hw.attention.backward_efficiency = a.get<double>("backward_efficiency", fraction);
     a.finish();
+  }
+  if (auto cn = m.find("collectives")) {
+    for (const auto& item : cn->items()) hw.collectives.push_back(read_collective(item));
+  }
+  if (auto tn = m.find("host_transfers")) {
+    yaml::Map t(*tn);
+    if (auto h = t.find("h2d")) hw.host_to_device = read_transfer(*h);
+    if (auto d = t.find("d2h")) hw.device_to_host = read_transfer(*d);
+    t.finish();
+  }
+  if (auto cal = m.find("calibration")) {
+    yaml::Map c(*cal);
+    for (const std::string& key : c.keys()) hw.calibration[key] = c.get<std::string>(key);
+    c.finish();
   }
   m.finish();
   return hw;
@@ -120,6 +203,26 @@ HardwareProfile load_hardware_profile(const std::filesystem::path& file, Include
 HardwareProfile load_hardware_reference(const yaml::Node& node, IncludeStack& includes) {
   if (node.is_map()) return read_hardware_profile(node);
   return load_hardware_profile(resolve_part(node, "hardware"), includes, node.where());
+}
+
+}  // namespace cs::hardware
+
+namespace cs::hardware {
+
+std::optional<BytesPerSec> calibrated_busbw(const HardwareProfile& hw, const std::string& link) {
+  const auto rank_of = [](const std::string& op) {
+    if (op == "all_gather") return 0;
+    if (op == "reduce_scatter") return 1;
+    if (op == "all_reduce") return 2;
+    return 3;
+  };
+  const CalibratedCollective* best = nullptr;
+  for (const auto& c : hw.collectives) {
+    if (c.link != link) continue;
+    if (!best || rank_of(c.op) < rank_of(best->op) || (rank_of(c.op) == rank_of(best->op) && c.ranks > best->ranks)) best = &c;
+  }
+  if (!best) return std::nullopt;
+  return best->busbw;
 }
 
 }  // namespace cs::hardware

@@ -42,14 +42,28 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
   capacities_.assign(topo.directed_link_count(), 0.0);
   const auto& g = topo.graph();
   const hardware::HardwareProfile* gpu = topo.gpu.get();
+  std::optional<BytesPerSec> nvlink_calibrated, pcie_calibrated, network_calibrated;
+  if (gpu) {
+    nvlink_calibrated = hardware::calibrated_busbw(*gpu, "nvlink");
+    pcie_calibrated = hardware::calibrated_busbw(*gpu, "pcie");
+    network_calibrated = hardware::calibrated_busbw(*gpu, "network");
+  }
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const topology::Link& l = topo.link(*e);
     double cap = l.bandwidth.value();
-    if (l.kind == LinkKind::nvlink && gpu && gpu->nvlink) {
+    if (l.kind == LinkKind::nvlink && nvlink_calibrated) {
+      // A calibrated profile: the bus bandwidth collectives measured over NVLink (hardware_profile.hpp).
+      cap = std::min(cap, nvlink_calibrated->value());
+    } else if (l.kind == LinkKind::nvlink && gpu && gpu->nvlink) {
       // NCCL's NVLink bandwidth: links x per-link figure of the architecture (topo.h).
       cap = std::min(cap, nccl_nvlink_bw_per_link(gpu->architecture).value() * gpu->nvlink->links);
+    } else if (l.kind == LinkKind::pcie && pcie_calibrated) {
+      cap = std::min(cap, pcie_calibrated->value());
     } else if (l.kind == LinkKind::pcie) {
       cap *= kPcieNcclOverRaw;
+    } else if (l.tier == 0 && network_calibrated) {
+      // A NIC's link to its leaf: what collectives across nodes measured per GPU.
+      cap = std::min(cap, network_calibrated->value());
     }
     capacities_[l.id] = cap;
   }

@@ -41,24 +41,32 @@ const std::vector<topology::NodeTemplate>& shipped_nodes() {
   return nodes;
 }
 
-hardware::HardwareProfile profile_for(const std::string& gpu) {
+// A profile given with --hardware replaces the shipped one of the same name.
+hardware::HardwareProfile profile_for(const std::string& gpu, const RunOptions& options) {
+  for (const auto& hw : options.hardware) {
+    if (hw.name == gpu) return hw;
+  }
   for (const auto& hw : shipped_profiles()) {
     if (hw.name == gpu) return hw;
   }
   throw Unsupported(fmt::format("no shipped hardware profile is named {}", gpu));
 }
 
-topology::NodeTemplate node_for(const ClusterSpec& c) {
+topology::NodeTemplate node_for(const ClusterSpec& c, const RunOptions& options) {
   for (const auto& t : shipped_nodes()) {
-    if (t.gpu.name == c.gpu && t.gpus() == c.gpus_per_node) return t;
+    if (t.gpu.name == c.gpu && t.gpus() == c.gpus_per_node) {
+      topology::NodeTemplate node = t;
+      node.gpu = profile_for(c.gpu, options);
+      return node;
+    }
   }
   throw Unsupported(fmt::format("no shipped node template holds {} x {}", c.gpus_per_node, c.gpu));
 }
 
 double error_pct(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
 
-void run_gemm(const Case& c, CaseResult& r) {
-  const auto hw = profile_for(c.cluster.gpu);
+void run_gemm(const Case& c, CaseResult& r, const RunOptions& options) {
+  const auto hw = profile_for(c.cluster.gpu, options);
   const auto dtype = hardware::parse_dtype(c.gemm->dtype);
   if (!hw.supports(*dtype)) throw Unsupported(fmt::format("{} has no {} peak in its profile", hw.name, c.gemm->dtype));
   const auto e = hardware::estimate_gemm(hw, {c.gemm->m, c.gemm->n, c.gemm->k}, *dtype);
@@ -67,14 +75,14 @@ void run_gemm(const Case& c, CaseResult& r) {
 
 // A topology for a case's cluster: the shipped node template of that GPU with the case's GPUs per
 // node, its NICs at the case's rate, and a non-blocking fat tree between the nodes.
-topology::Topology build_cluster(const Case& c, CaseResult& r) {
+topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions& options) {
   const ClusterSpec& cl = c.cluster;
   topology::TopologySpec spec;
   spec.name = c.id;
   if (cl.gpus % cl.gpus_per_node != 0) {
     throw Unsupported(fmt::format("{} of a node's {} GPUs: clusters are built of whole nodes", cl.gpus, cl.gpus_per_node));
   }
-  topology::NodeTemplate node = node_for(cl);
+  topology::NodeTemplate node = node_for(cl, options);
   r.defaults_applied.push_back(fmt::format("node template {}", node.name));
   const int nodes = cl.gpus / cl.gpus_per_node;
   spec.nodes = nodes;
@@ -150,7 +158,7 @@ models::TrainingJob training_job(const Case& c, CaseResult& r) {
 }
 
 void run_training(const Case& c, CaseResult& r, const RunOptions& options) {
-  const topology::Topology topo = build_cluster(c, r);
+  const topology::Topology topo = build_cluster(c, r, options);
   models::TrainingJob job = training_job(c, r);
   job.plan.flash_attention = options.flash_attention;
   if (!options.flash_attention) r.defaults_applied.push_back("attention: unfused (as asked)");
@@ -175,8 +183,8 @@ void run_training(const Case& c, CaseResult& r, const RunOptions& options) {
   r.predicted["mfu"] = result.mfu;
 }
 
-void run_collective(const Case& c, CaseResult& r) {
-  const topology::Topology topo = build_cluster(c, r);
+void run_collective(const Case& c, CaseResult& r, const RunOptions& options) {
+  const topology::Topology topo = build_cluster(c, r, options);
   const models::CollectiveModel model(topo);
   models::Collective col;
   col.op = *models::parse_collective_op(c.collective->op);
@@ -213,9 +221,9 @@ CaseResult run_case(const Case& c, const RunOptions& options) {
   r.measured = c.measured;
   try {
     if (c.kind == "gemm") {
-      run_gemm(c, r);
+      run_gemm(c, r, options);
     } else if (c.kind == "collective") {
-      run_collective(c, r);
+      run_collective(c, r, options);
     } else if (c.kind == "training") {
       run_training(c, r, options);
     } else {

@@ -1,6 +1,6 @@
 // GEMM time from a hardware profile.
 //
-//   time = max(t_compute, t_memory) + kernel_launch_overhead
+//   time = (max(t_compute, t_memory) + kernel_launch_overhead) x correction
 //   t_compute = 2MNK / (peak[dtype] * max_efficiency[dtype] * q_tile * q_wave * tile_eff * k_eff)
 //   t_memory  = (MK + KN + MN) * bytes(dtype) / (HBM bandwidth * memory_efficiency)
 //
@@ -11,7 +11,8 @@
 // prologue and epilogue spread over its K loop. The tile is the candidate of that guide's list
 // (256x128, 128x256, 128x128, 128x64, 64x128, 64x64) that gives the shortest time, as cuBLAS's
 // heuristics aim to. max_efficiency, tile_ridge_intensity, k_half and memory_efficiency are the
-// profile's parameters, which calibration fits.
+// profile's parameters, which calibration fits; `correction` is the calibrated residual table
+// (GemmResidualTable: measured over modelled time on a log2 grid of M, N, K), 1 without one.
 #pragma once
 
 #include <cstdint>

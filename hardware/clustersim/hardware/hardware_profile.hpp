@@ -7,6 +7,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "clustersim/common/parts.hpp"
 #include "clustersim/common/units.hpp"
@@ -15,12 +17,32 @@
 
 namespace cs::hardware {
 
+// A measured correction of the GEMM model on a log2 grid of (M, N, K): the factor by which the
+// measured time exceeds the model's, at grid nodes 2^i, interpolated trilinearly in log2 space and
+// held constant beyond the grid. Written by `clustersim calibrate`; empty in datasheet profiles.
+struct GemmResidualTable {
+  int m_first = 0, m_last = -1;  // log2 of the grid's first and last M (step 1)
+  int n_first = 0, n_last = -1;
+  int k_first = 0, k_last = -1;
+  std::vector<double> factors;   // (M, N, K) row-major: K varies fastest
+
+  [[nodiscard]] bool empty() const { return factors.empty(); }
+  [[nodiscard]] int size_m() const { return m_last - m_first + 1; }
+  [[nodiscard]] int size_n() const { return n_last - n_first + 1; }
+  [[nodiscard]] int size_k() const { return k_last - k_first + 1; }
+  [[nodiscard]] double& at(int i, int j, int l) { return factors[(static_cast<std::size_t>(i) * size_n() + j) * size_k() + l]; }
+  [[nodiscard]] double at(int i, int j, int l) const { return factors[(static_cast<std::size_t>(i) * size_n() + j) * size_k() + l]; }
+  // The interpolated factor at a shape (1 when the table is empty).
+  [[nodiscard]] double factor(double m, double n, double k) const;
+};
+
 // Parameters of the GEMM efficiency model (gemm_model.hpp).
 struct GemmModelParams {
   std::map<Dtype, double> max_efficiency;  // best achieved / dense peak, per dtype
   double tile_ridge_intensity = 64.0;      // tile intensity tm*tn/(tm+tn) that reaches full efficiency
   double k_half = 128.0;                   // K at which the K-loop efficiency K/(K+k_half) is one half
   double memory_efficiency = 0.85;         // achievable fraction of HBM bandwidth
+  std::map<Dtype, GemmResidualTable> residuals;  // calibrated corrections, per dtype (may be absent)
 };
 
 // Fused (FlashAttention-style) attention: achieved FLOP/s over the dense 16-bit peak, forward and
@@ -29,6 +51,26 @@ struct GemmModelParams {
 struct AttentionParams {
   double forward_efficiency = 0;
   double backward_efficiency = 0;
+};
+
+// A collective measured on real hardware and fitted by `clustersim calibrate` (calibrate/link_fit.hpp):
+// time = latency + bytes x f(n) / busbw, times the measured correction `efficiency` at each size
+// (the fitted line's time over the measured time, interpolated in log size). The collective model
+// uses the fitted bus bandwidth as the capacity of that link class (docs/calibration.md).
+struct CalibratedCollective {
+  std::string op;      // all_reduce, all_gather, ... (models::CollectiveOp names)
+  std::string link;    // nvlink, pcie, network, process
+  int ranks = 2;
+  int nodes = 1;
+  Seconds latency;
+  BytesPerSec busbw;
+  std::vector<std::pair<double, double>> efficiency;  // (bytes, fitted time / measured time)
+};
+
+// A measured host transfer (pinned copies over PCIe): time = latency + bytes / bandwidth.
+struct CalibratedTransfer {
+  Seconds latency;
+  BytesPerSec bandwidth;
 };
 
 struct NvlinkSpec {
@@ -53,17 +95,27 @@ struct HardwareProfile {
   Bytes memory_capacity;
   BytesPerSec memory_bandwidth;
   std::optional<NvlinkSpec> nvlink;
-  PcieSpec pcie;
-  Watts tdp;
+  std::optional<PcieSpec> pcie;  // absent for a CPU profile
+  Watts tdp;                     // 0 when unknown
   Seconds kernel_launch_overhead;
   GemmModelParams gemm;
   AttentionParams attention;
+  std::vector<CalibratedCollective> collectives;    // from calibration; empty for datasheet profiles
+  std::optional<CalibratedTransfer> host_to_device;  // from calibration
+  std::optional<CalibratedTransfer> device_to_host;
+  std::map<std::string, std::string> calibration;  // provenance and fit quality of a calibrated profile
   std::filesystem::path file;  // where it was loaded from (empty when inline)
 
   [[nodiscard]] bool supports(Dtype d) const { return peak_flops.count(d) != 0; }
   // The dense peak; throws std::out_of_range for an unsupported dtype (check supports() first).
   [[nodiscard]] FlopsPerSec peak(Dtype d) const { return peak_flops.at(d); }
 };
+
+// The calibrated bus bandwidth of a link class ("nvlink", "pcie", "network"): the fit of all_gather if
+// measured, else reduce_scatter, all_reduce, then any other op (ring-like algorithms, whose bus bandwidth
+// is the link's; NVLS and SHARP all-reduces exceed it, so all_reduce comes after the gathers), from the
+// largest group measured. Nothing when the profile has no fit for that class.
+std::optional<BytesPerSec> calibrated_busbw(const HardwareProfile& hw, const std::string& link);
 
 // Reads the mapping under `hardware:`.
 HardwareProfile read_hardware_profile(const yaml::Node& node);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "clustersim/hardware/hardware_profile.hpp"
 #include "clustersim/validate/cases.hpp"
 
 namespace cs::validate {
@@ -43,6 +44,8 @@ struct KindSummary {
 // Assumptions applied to every training case (the validation format does not carry them).
 struct RunOptions {
   bool flash_attention = true;  // false: Megatron's unfused attention, as runs before FlashAttention used
+  // Profiles that replace the shipped profile of the same name (a calibrated profile, for example).
+  std::vector<hardware::HardwareProfile> hardware;
 };
 
 CaseResult run_case(const Case& c, const RunOptions& options = {});

@@ -1,0 +1,198 @@
+#include "calibrate_command.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "clustersim/calibrate/calibration.hpp"
+#include "clustersim/calibrate/cpu_probe.hpp"
+#include "clustersim/calibrate/nccl_tests.hpp"
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/common/parts.hpp"
+#include "clustersim/models/training_scenario.hpp"
+#include "clustersim/reports/atomic_file.hpp"
+#include "clustersim/reports/text_table.hpp"
+
+namespace cs::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string device;                      // cpu or cuda: run the probes here
+  bool quick = false;
+  std::vector<std::string> from;           // recorded measurement JSON files
+  std::vector<std::string> nccl_tests;     // nccl-tests outputs
+  std::string op;                          // for nccl-tests files that do not say
+  std::string link;
+  int ranks = 0;                           // for nccl-tests output without its device list
+  int nodes = 0;
+  std::string base;                        // profile to start from
+  std::string out;
+  std::string profile;                     // an already fitted profile (for --compare without new data)
+  std::string compare;
+  std::string scenario;
+  bool no_table = false;
+};
+
+hardware::HardwareProfile load_profile(const std::string& reference) {
+  IncludeStack includes;
+  return hardware::load_hardware_profile(resolve_part(reference, "hardware"), includes);
+}
+
+// Runs clustersim-probe-cuda (installed beside this binary) and reads what it measured.
+calibrate::Measurements probe_cuda(bool quick, const fs::path& out_json) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path probe = self.parent_path() / "clustersim-probe-cuda";
+  if (ec || !fs::exists(probe)) {
+    throw InputError("--device cuda needs clustersim-probe-cuda beside clustersim; it is built only where the CUDA toolkit, cuBLAS and NCCL "
+                     "are found (configure with -DCLUSTERSIM_CUDA=ON to require it)");
+  }
+  const pid_t child = ::fork();
+  if (child < 0) throw std::runtime_error("calibrate: fork failed");
+  if (child == 0) {
+    const std::string out = out_json.string();
+    if (quick) {
+      ::execl(probe.c_str(), probe.c_str(), "--quick", "--out", out.c_str(), static_cast<char*>(nullptr));
+    } else {
+      ::execl(probe.c_str(), probe.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
+    }
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error(fmt::format("calibrate: {} failed (exit status {}); its message is above", probe.string(),
+                                         WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  }
+  return calibrate::load_measurements(out_json);
+}
+
+std::optional<models::CollectiveOp> op_option(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  if (auto op = models::parse_collective_op(s)) return op;
+  throw InputError(fmt::format("--op: expected all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or send_recv, found '{}'", s));
+}
+std::optional<calibrate::LinkClass> link_option(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  for (auto c : {calibrate::LinkClass::nvlink, calibrate::LinkClass::pcie, calibrate::LinkClass::network, calibrate::LinkClass::process}) {
+    if (s == calibrate::to_string(c)) return c;
+  }
+  throw InputError(fmt::format("--link: expected nvlink, pcie, network or process, found '{}'", s));
+}
+
+// Step time of a training scenario with its GPU profile replaced by each of `profiles`.
+std::string scenario_effect(const std::string& file, const std::vector<std::pair<std::string, hardware::HardwareProfile>>& profiles) {
+  const models::TrainingScenario sc = models::load_training_scenario(file);
+  reports::TextTable t({"profile", "step time", "MFU", "compute", "exposed TP/CP/EP", "exposed DP"},
+                       {reports::TextTable::Align::left, reports::TextTable::Align::right, reports::TextTable::Align::right,
+                        reports::TextTable::Align::right, reports::TextTable::Align::right, reports::TextTable::Align::right});
+  double first = 0;
+  for (const auto& [label, hw] : profiles) {
+    topology::Topology topo = *sc.topology;
+    topo.gpu = std::make_shared<const hardware::HardwareProfile>(hw);
+    const models::TrainingResult r = models::simulate_training(sc.job, topo, {});
+    if (first == 0) first = r.step_time.value();
+    t.add_row({label, fmt::format("{} ({:+.1f}%)", to_string(r.step_time), 100 * (r.step_time.value() / first - 1)), fmt::format("{:.1f}%", 100 * r.mfu),
+               to_string(Seconds(r.breakdown.compute)),
+               to_string(Seconds(r.breakdown.tp_comm + r.breakdown.cp_comm + r.breakdown.ep_comm)), to_string(Seconds(r.breakdown.dp_comm))});
+  }
+  return fmt::format("\neffect on {} ({} GPUs, {} in the scenario):\n", sc.name, sc.topology->gpus().size(), sc.topology->gpu->name) + t.render("  ");
+}
+
+void run(const Options& o) {
+  const bool has_data = !o.device.empty() || !o.from.empty() || !o.nccl_tests.empty();
+  if (!has_data && o.profile.empty()) {
+    throw InputError("calibrate: nothing to fit: give --device cpu|cuda, --from MEASUREMENTS.json or --from-nccl-tests FILE (or --profile with --compare)");
+  }
+  if (has_data && !o.profile.empty()) throw InputError("calibrate: --profile names an already fitted profile; it cannot be combined with new measurements");
+  if (!o.scenario.empty() && o.compare.empty()) throw InputError("calibrate: --scenario shows the effect of --compare; give --compare PROFILE too");
+
+  hardware::HardwareProfile fitted;
+  if (has_data) {
+    if (o.base.empty() && o.device != "cpu") {
+      throw InputError("calibrate: --base PROFILE is needed (the shipped profile of the GPU measured, e.g. --base h200-sxm-141gb): it gives the "
+                       "datasheet peaks the fit starts from");
+    }
+    const hardware::HardwareProfile base = o.base.empty() ? calibrate::cpu_base_profile() : load_profile(o.base);
+    if (o.device == "cpu" && base.architecture != "cpu") {
+      throw InputError(fmt::format("calibrate: --device cpu measures this machine's CPU, but --base {} is a {} GPU profile", o.base, base.architecture));
+    }
+    calibrate::Measurements m;
+    calibrate::CalibrationOptions copt;
+    copt.gemm.residual_table = !o.no_table;
+    if (!o.out.empty()) fs::create_directories(o.out);
+    if (o.device == "cpu") {
+      std::cerr << "calibrate: probing this machine's CPU (GEMM, memory copies, transfers between processes)...\n";
+      m.append(calibrate::probe_cpu({.quick = o.quick}));
+      copt.sources.push_back("cpu probe");
+    } else if (o.device == "cuda") {
+      const fs::path dir = o.out.empty() ? fs::temp_directory_path() : fs::path(o.out);
+      m.append(probe_cuda(o.quick, dir / "cuda-probe.json"));
+      copt.sources.push_back("clustersim-probe-cuda");
+    }
+    for (const auto& f : o.from) {
+      m.append(calibrate::load_measurements(f));
+      copt.sources.push_back(fs::path(f).filename().string());
+    }
+    calibrate::NcclTestsOptions nopt;
+    nopt.op = op_option(o.op);
+    nopt.link = link_option(o.link);
+    if (o.ranks > 0) nopt.ranks = o.ranks;
+    if (o.nodes > 0) nopt.nodes = o.nodes;
+    for (const auto& f : o.nccl_tests) {
+      m.append(calibrate::read_nccl_tests(f, nopt));
+      copt.sources.push_back("nccl-tests " + fs::path(f).filename().string());
+    }
+    const calibrate::CalibrationResult r = calibrate::calibrate(base, m, copt);
+    std::cout << calibrate::summary_text(r);
+    if (!o.out.empty()) {
+      const fs::path dir(o.out);
+      reports::write_file_atomically(dir / "profile.yaml", calibrate::profile_yaml(r));
+      reports::write_file_atomically(dir / "measurements.json", calibrate::to_json(m));
+      calibrate::write_csv(m, dir);
+      std::cout << fmt::format("wrote {0}/profile.yaml, {0}/measurements.json and {0}/gemm.csv, memory.csv, collectives.csv\n", o.out);
+    }
+    fitted = r.profile;
+  } else {
+    fitted = load_profile(o.profile);
+  }
+  if (!o.compare.empty()) {
+    const hardware::HardwareProfile shipped = load_profile(o.compare);
+    std::cout << fmt::format("\nfitted {} versus {} ({}):\n", fitted.name, shipped.name, o.compare) << calibrate::compare_text(fitted, shipped);
+    if (!o.scenario.empty()) std::cout << scenario_effect(o.scenario, {{"shipped " + o.compare, shipped}, {"fitted", fitted}});
+  }
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("calibrate", "Measure this machine (or read recorded measurements and nccl-tests output) and fit a hardware profile");
+  cmd->add_option("--device", o->device, "Run the probes here: cpu (Eigen GEMM, memcpy, processes) or cuda (clustersim-probe-cuda)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--quick", o->quick, "Smaller probe sweeps (seconds instead of minutes)");
+  cmd->add_option("--from", o->from, "Recorded measurements (clustersim-measurements/1 JSON) to fit")->check(CLI::ExistingFile);
+  cmd->add_option("--from-nccl-tests", o->nccl_tests, "nccl-tests output files (text or -J JSON) to fit the fabric from")->check(CLI::ExistingFile);
+  cmd->add_option("--op", o->op, "The collective of nccl-tests files that do not name it (all_reduce, all_gather, ...)");
+  cmd->add_option("--link", o->link, "The link class of nccl-tests files: nvlink, pcie or network (default: network across nodes, else nvlink)");
+  cmd->add_option("--ranks", o->ranks, "Ranks of nccl-tests output that lists no devices (must agree when it does)")->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--nodes", o->nodes, "Nodes of nccl-tests output that lists no devices (default 1)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--base", o->base, "Profile the fit starts from (shipped name or file); default for --device cpu: this CPU's description");
+  cmd->add_option("--out", o->out, "Directory for profile.yaml, measurements.json and CSV files");
+  cmd->add_option("--profile", o->profile, "An already fitted profile to compare (instead of new measurements)");
+  cmd->add_option("--compare", o->compare, "Shipped profile (name or file) to compare the fitted parameters with");
+  cmd->add_option("--scenario", o->scenario, "Training scenario whose step time --compare shows under both profiles")->check(CLI::ExistingFile);
+  cmd->add_flag("--no-residual-table", o->no_table, "Fit the GEMM model alone, without the residual table");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace cs::app

@@ -1,0 +1,77 @@
+#include "clustersim/calibrate/calibration.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+
+namespace cs::calibrate {
+
+CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measurements& m, const CalibrationOptions& options) {
+  if (m.gemm.empty() && m.memory.empty() && m.collectives.empty()) throw InputError("calibrate: the measurements are empty: nothing to fit");
+  CalibrationResult r;
+  r.base = base;
+  r.profile = base;
+  hardware::HardwareProfile& hw = r.profile;
+  hw.calibration.clear();
+
+  r.copies = fit_copies(m.memory);
+  bool memory_measured = false;
+  for (const CopyFit& c : r.copies) {
+    const double traffic = 2.0 * c.transfer.bandwidth.value();  // a copy reads and writes each byte
+    if (c.kind == MemoryKind::d2d || (c.kind == MemoryKind::host && base.architecture == "cpu")) {
+      if (base.architecture == "cpu") {
+        hw.memory_bandwidth = BytesPerSec(traffic);
+        hw.gemm.memory_efficiency = 1.0;
+      } else {
+        double eff = traffic / base.memory_bandwidth.value();
+        if (eff > 1.0) {
+          r.notes.push_back(fmt::format("copies move {:.0f} GB/s of HBM traffic, above the profile's {} peak: memory_efficiency capped at 1",
+                                        traffic / 1e9, to_string(base.memory_bandwidth)));
+          eff = 1.0;
+        }
+        hw.gemm.memory_efficiency = eff;
+      }
+      memory_measured = true;
+    } else if (c.kind == MemoryKind::h2d) {
+      hw.host_to_device = c.transfer;
+    } else if (c.kind == MemoryKind::d2h) {
+      hw.device_to_host = c.transfer;
+    }
+  }
+
+  if (!m.gemm.empty()) {
+    GemmFitOptions gopt = options.gemm;
+    gopt.fit_memory_efficiency = gopt.fit_memory_efficiency && !memory_measured;
+    r.gemm = fit_gemm(hw, m.gemm, gopt);
+    hw.gemm = r.gemm->params;
+    hw.kernel_launch_overhead = r.gemm->kernel_launch_overhead;
+    for (const auto& n : r.gemm->notes) r.notes.push_back(n);
+  }
+
+  r.links = fit_collectives(m.collectives);
+  hw.collectives.clear();
+  for (const LinkFit& l : r.links) hw.collectives.push_back(l.result);
+
+  // Provenance and quality, recorded in the profile itself.
+  auto& cal = hw.calibration;
+  cal["base_profile"] = base.file.empty() ? base.name : base.file.filename().string();
+  std::string sources;
+  for (const auto& s : options.sources) sources += (sources.empty() ? "" : ", ") + s;
+  if (!sources.empty()) cal["sources"] = sources;
+  for (const auto& [k, v] : m.meta) cal["meta_" + k] = v;
+  cal["samples"] = fmt::format("{} GEMM, {} copy, {} collective", m.gemm.size(), m.memory.size(), m.collectives.size());
+  if (r.gemm) {
+    cal["gemm_fit"] = fmt::format("model R2 {:.4f}, worst {:.1f}%, mean {:.1f}%; with residual tables R2 {:.4f}, worst {:.1f}%",
+                                  r.gemm->model_overall.r2, 100 * r.gemm->model_overall.worst_relative, 100 * r.gemm->model_overall.mean_relative,
+                                  r.gemm->table_overall.r2, 100 * r.gemm->table_overall.worst_relative);
+  }
+  for (const LinkFit& l : r.links) {
+    cal[fmt::format("fit_{}_{}_{}x{}", l.result.op, l.result.link, l.result.nodes, l.result.ranks)] =
+        fmt::format("{} sizes, line worst {:.1f}%, mean {:.1f}%", l.samples, 100 * l.line_worst_relative, 100 * l.line_mean_relative);
+  }
+  return r;
+}
+
+}  // namespace cs::calibrate

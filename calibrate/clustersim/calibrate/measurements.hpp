@@ -1,0 +1,81 @@
+// Raw calibration measurements: what a probe measured, before any fit.
+//
+// One format for every source (the CUDA probe, the CPU probe, nccl-tests output), so the fits never
+// care where numbers came from. On disk it is JSON, format "clustersim-measurements/1":
+//
+//   {"format": "clustersim-measurements/1",
+//    "meta": {"source": "...", "device": "...", "driver": "...", ...},    free-form provenance strings
+//    "gemm": [{"dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "seconds": 1.8e-4}, ...],
+//    "memory": [{"kind": "d2d", "bytes": 1073741824, "seconds": 5.1e-4}, ...],
+//    "collectives": [{"op": "all_reduce", "link": "nvlink", "ranks": 8, "nodes": 1,
+//                     "bytes": 1048576, "seconds": 2.2e-5}, ...]}
+//
+// Times are the median seconds of one call. Collective sizes follow nccl-tests (see
+// models/collective.hpp); algbw and busbw are derived, never stored. `write_csv` writes the same
+// records as three CSV files for spreadsheets.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "clustersim/hardware/dtype.hpp"
+#include "clustersim/models/collective.hpp"
+
+namespace cs::calibrate {
+
+struct GemmSample {
+  hardware::Dtype dtype = hardware::Dtype::bf16;
+  std::int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;
+  [[nodiscard]] double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+};
+
+// d2d: device-to-device copy (HBM read + write); h2d / d2h: pinned host transfers over PCIe;
+// host: a host memory copy (the CPU probe).
+enum class MemoryKind { d2d, h2d, d2h, host };
+std::string_view to_string(MemoryKind k);
+
+struct MemorySample {
+  MemoryKind kind = MemoryKind::d2d;
+  double bytes = 0;  // bytes copied (a copy reads and writes each once)
+  double seconds = 0;
+};
+
+// Link classes a collective measurement characterises: nvlink (GPUs of one node over NVLink or
+// NVSwitch), pcie (GPUs of one node over PCIe), network (GPUs of several nodes), process (the CPU
+// probe: processes of one machine through the kernel).
+enum class LinkClass { nvlink, pcie, network, process };
+std::string_view to_string(LinkClass c);
+
+struct CollectiveSample {
+  models::CollectiveOp op = models::CollectiveOp::all_reduce;
+  LinkClass link = LinkClass::nvlink;
+  int ranks = 2;
+  int nodes = 1;
+  double bytes = 0;
+  double seconds = 0;
+  [[nodiscard]] double algbw() const { return bytes / seconds; }
+  [[nodiscard]] double busbw() const { return algbw() * models::bus_factor(op, ranks); }
+};
+
+struct Measurements {
+  std::map<std::string, std::string> meta;
+  std::vector<GemmSample> gemm;
+  std::vector<MemorySample> memory;
+  std::vector<CollectiveSample> collectives;
+
+  // Appends another set (meta keys of `other` are kept under "<key>" unless already present).
+  void append(const Measurements& other);
+};
+
+// JSON in the format above. `from_json` throws InputError naming `file` and the record at fault
+// (a missing or mistyped field, an unknown dtype, op or kind, a non-positive size or time).
+std::string to_json(const Measurements& m);
+Measurements from_json(const std::string& text, const std::filesystem::path& file);
+Measurements load_measurements(const std::filesystem::path& file);
+// Writes gemm.csv, memory.csv and collectives.csv into `dir` (atomically, each).
+void write_csv(const Measurements& m, const std::filesystem::path& dir);
+
+}  // namespace cs::calibrate

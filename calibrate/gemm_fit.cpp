@@ -1,0 +1,259 @@
+#include "clustersim/calibrate/gemm_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <Eigen/Dense>
+#include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/hardware/gemm_model.hpp"
+
+namespace cs::calibrate {
+
+namespace {
+
+using hardware::Dtype;
+using hardware::HardwareProfile;
+
+// Bounds of the fitted parameters (in their own units): below the lower bound a parameter has no
+// effect any more, and efficiencies cannot exceed 1.
+constexpr double kMinOverhead = 1e-9;    // s
+constexpr double kMinRidge = 1.0;        // tile intensity
+constexpr double kMinKHalf = 1e-3;       // elements
+constexpr double kMinEfficiency = 1e-4;
+
+// The unknowns of the fit, as logarithms, and how they map onto a profile.
+struct Layout {
+  std::vector<Dtype> dtypes;  // one max_efficiency each, first in the vector
+  bool memory = true;
+  [[nodiscard]] int size() const { return static_cast<int>(dtypes.size()) + 3 + (memory ? 1 : 0); }
+  [[nodiscard]] int ridge() const { return static_cast<int>(dtypes.size()); }
+  [[nodiscard]] int k_half() const { return ridge() + 1; }
+  [[nodiscard]] int overhead() const { return ridge() + 2; }
+  [[nodiscard]] int memory_index() const { return ridge() + 3; }
+};
+
+Eigen::VectorXd pack(const Layout& l, const HardwareProfile& hw) {
+  Eigen::VectorXd u(l.size());
+  for (std::size_t i = 0; i < l.dtypes.size(); ++i) u[static_cast<int>(i)] = std::log(hw.gemm.max_efficiency.at(l.dtypes[i]));
+  u[l.ridge()] = std::log(std::max(hw.gemm.tile_ridge_intensity, kMinRidge));
+  u[l.k_half()] = std::log(std::max(hw.gemm.k_half, kMinKHalf));
+  u[l.overhead()] = std::log(std::max(hw.kernel_launch_overhead.value(), kMinOverhead));
+  if (l.memory) u[l.memory_index()] = std::log(hw.gemm.memory_efficiency);
+  return u;
+}
+
+// Keeps every unknown inside its bounds.
+void clamp(const Layout& l, Eigen::VectorXd& u) {
+  for (std::size_t i = 0; i < l.dtypes.size(); ++i) {
+    const int k = static_cast<int>(i);
+    u[k] = std::clamp(u[k], std::log(kMinEfficiency), 0.0);
+  }
+  u[l.ridge()] = std::clamp(u[l.ridge()], std::log(kMinRidge), std::log(1e4));
+  u[l.k_half()] = std::clamp(u[l.k_half()], std::log(kMinKHalf), std::log(1e7));
+  u[l.overhead()] = std::clamp(u[l.overhead()], std::log(kMinOverhead), std::log(1.0));
+  if (l.memory) u[l.memory_index()] = std::clamp(u[l.memory_index()], std::log(kMinEfficiency), 0.0);
+}
+
+void unpack(const Layout& l, const Eigen::VectorXd& u, HardwareProfile& hw) {
+  for (std::size_t i = 0; i < l.dtypes.size(); ++i) hw.gemm.max_efficiency[l.dtypes[i]] = std::exp(u[static_cast<int>(i)]);
+  hw.gemm.tile_ridge_intensity = std::exp(u[l.ridge()]);
+  hw.gemm.k_half = std::exp(u[l.k_half()]);
+  hw.kernel_launch_overhead = Seconds(std::exp(u[l.overhead()]));
+  if (l.memory) hw.gemm.memory_efficiency = std::exp(u[l.memory_index()]);
+}
+
+Eigen::VectorXd residuals(const HardwareProfile& hw, const std::vector<GemmSample>& samples) {
+  Eigen::VectorXd r(static_cast<int>(samples.size()));
+  for (std::size_t i = 0; i < samples.size(); ++i) r[static_cast<int>(i)] = std::log(model_seconds(hw, samples[i]) / samples[i].seconds);
+  return r;
+}
+
+// Levenberg-Marquardt on the log-time residuals; returns the iterations taken.
+int levenberg_marquardt(const Layout& l, HardwareProfile& hw, const std::vector<GemmSample>& samples, int max_iterations) {
+  Eigen::VectorXd u = pack(l, hw);
+  clamp(l, u);
+  unpack(l, u, hw);
+  Eigen::VectorXd r = residuals(hw, samples);
+  double cost = r.squaredNorm();
+  double lambda = 1e-3;
+  const int n = l.size();
+  int iteration = 0;
+  for (; iteration < max_iterations && cost > 1e-28; ++iteration) {
+    // Forward-difference Jacobian in the log parameters.
+    Eigen::MatrixXd J(r.size(), n);
+    for (int j = 0; j < n; ++j) {
+      Eigen::VectorXd v = u;
+      const double h = 1e-6;
+      v[j] += h;
+      HardwareProfile probe = hw;
+      unpack(l, v, probe);
+      J.col(j) = (residuals(probe, samples) - r) / h;
+    }
+    const Eigen::MatrixXd JtJ = J.transpose() * J;
+    const Eigen::VectorXd g = J.transpose() * r;
+    bool improved = false;
+    for (int attempt = 0; attempt < 30 && !improved; ++attempt) {
+      Eigen::MatrixXd A = JtJ;
+      // Marquardt's scaling, with a floor so that a parameter without effect stays put.
+      for (int j = 0; j < n; ++j) A(j, j) += lambda * std::max(JtJ(j, j), 1e-12);
+      Eigen::VectorXd step = A.ldlt().solve(-g);
+      Eigen::VectorXd candidate = u + step;
+      clamp(l, candidate);
+      HardwareProfile trial = hw;
+      unpack(l, candidate, trial);
+      const Eigen::VectorXd rc = residuals(trial, samples);
+      const double c = rc.squaredNorm();
+      if (c < cost) {
+        const double gain = cost - c;
+        const double moved = (candidate - u).norm();
+        u = candidate;
+        hw = trial;
+        r = rc;
+        cost = c;
+        lambda = std::max(lambda / 3, 1e-12);
+        improved = true;
+        // Converged when a step no longer buys a billionth of the cost.
+        if (gain <= 1e-9 * cost || moved < 1e-12) return iteration + 1;
+      } else {
+        lambda *= 4;
+      }
+    }
+    if (!improved) break;
+  }
+  return iteration;
+}
+
+int floor_log2(double x) { return static_cast<int>(std::floor(std::log2(x) + 1e-9)); }
+int ceil_log2(double x) { return static_cast<int>(std::ceil(std::log2(x) - 1e-9)); }
+
+// The residual table of one dtype: ridge least squares for the grid nodes' log factors.
+hardware::GemmResidualTable fit_table(const HardwareProfile& hw, const std::vector<GemmSample>& samples, double ridge) {
+  hardware::GemmResidualTable t;
+  double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {0, 0, 0};
+  for (const auto& s : samples) {
+    const double d[3] = {double(s.m), double(s.n), double(s.k)};
+    for (int a = 0; a < 3; ++a) {
+      lo[a] = std::min(lo[a], d[a]);
+      hi[a] = std::max(hi[a], d[a]);
+    }
+  }
+  t.m_first = floor_log2(lo[0]), t.m_last = std::max(t.m_first, ceil_log2(hi[0]));
+  t.n_first = floor_log2(lo[1]), t.n_last = std::max(t.n_first, ceil_log2(hi[1]));
+  t.k_first = floor_log2(lo[2]), t.k_last = std::max(t.k_first, ceil_log2(hi[2]));
+  const int nodes = t.size_m() * t.size_n() * t.size_k();
+  const auto index = [&](int i, int j, int l) { return (i * t.size_n() + j) * t.size_k() + l; };
+  Eigen::MatrixXd AtA = Eigen::MatrixXd::Zero(nodes, nodes);
+  Eigen::VectorXd Atr = Eigen::VectorXd::Zero(nodes);
+  for (const auto& s : samples) {
+    const double r = std::log(s.seconds / model_seconds(hw, s));
+    const auto axis = [](double x, int first, int size, int& i0, int& i1, double& f) {
+      const double p = std::clamp(std::log2(x), double(first), double(first + size - 1)) - first;
+      i0 = std::min(static_cast<int>(p), size - 1);
+      i1 = std::min(i0 + 1, size - 1);
+      f = p - i0;
+    };
+    int m0, m1, n0, n1, k0, k1;
+    double fm, fn, fk;
+    axis(double(s.m), t.m_first, t.size_m(), m0, m1, fm);
+    axis(double(s.n), t.n_first, t.size_n(), n0, n1, fn);
+    axis(double(s.k), t.k_first, t.size_k(), k0, k1, fk);
+    std::vector<std::pair<int, double>> w;
+    for (int a = 0; a < 2; ++a) {
+      for (int b = 0; b < 2; ++b) {
+        for (int c = 0; c < 2; ++c) {
+          const double weight = (a ? fm : 1 - fm) * (b ? fn : 1 - fn) * (c ? fk : 1 - fk);
+          if (weight > 0) w.emplace_back(index(a ? m1 : m0, b ? n1 : n0, c ? k1 : k0), weight);
+        }
+      }
+    }
+    for (auto [p, wp] : w) {
+      Atr[p] += wp * r;
+      for (auto [q, wq] : w) AtA(p, q) += wp * wq;
+    }
+  }
+  AtA += ridge * Eigen::MatrixXd::Identity(nodes, nodes);
+  const Eigen::VectorXd x = AtA.ldlt().solve(Atr);
+  t.factors.resize(static_cast<std::size_t>(nodes));
+  for (int p = 0; p < nodes; ++p) t.factors[static_cast<std::size_t>(p)] = std::clamp(std::exp(x[p]), 0.05, 20.0);
+  return t;
+}
+
+}  // namespace
+
+double model_seconds(const HardwareProfile& hw, const GemmSample& s) {
+  return hardware::estimate_gemm(hw, {s.m, s.n, s.k}, s.dtype).time.value();
+}
+
+FitQuality quality_of(const HardwareProfile& hw, const std::vector<GemmSample>& samples) {
+  FitQuality q;
+  q.samples = static_cast<int>(samples.size());
+  if (samples.empty()) return q;
+  double mean = 0;
+  for (const auto& s : samples) mean += s.flops() / s.seconds;
+  mean /= static_cast<double>(samples.size());
+  double ss_res = 0, ss_tot = 0, sum_rel = 0;
+  for (const auto& s : samples) {
+    const double t = model_seconds(hw, s);
+    const double measured = s.flops() / s.seconds, predicted = s.flops() / t;
+    ss_res += (predicted - measured) * (predicted - measured);
+    ss_tot += (measured - mean) * (measured - mean);
+    const double rel = std::abs(t / s.seconds - 1);
+    sum_rel += rel;
+    q.worst_relative = std::max(q.worst_relative, rel);
+  }
+  q.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : (ss_res == 0 ? 1.0 : 0.0);
+  q.mean_relative = sum_rel / static_cast<double>(samples.size());
+  return q;
+}
+
+GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& samples, const GemmFitOptions& options) {
+  if (samples.empty()) throw InputError("calibrate: no GEMM measurements to fit");
+  Layout layout;
+  layout.memory = options.fit_memory_efficiency;
+  {
+    std::set<Dtype> seen;
+    for (const auto& s : samples) {
+      if (!base.supports(s.dtype)) {
+        throw InputError(fmt::format("calibrate: the GEMM measurements include {} but the base profile {} has no {} peak",
+                                     hardware::to_string(s.dtype), base.name, hardware::to_string(s.dtype)));
+      }
+      seen.insert(s.dtype);
+    }
+    layout.dtypes.assign(seen.begin(), seen.end());
+  }
+  HardwareProfile hw = base;
+  hw.gemm.residuals.clear();
+  GemmFit fit;
+  fit.iterations = levenberg_marquardt(layout, hw, samples, options.max_iterations);
+
+  for (Dtype d : layout.dtypes) {
+    if (hw.gemm.max_efficiency.at(d) >= 0.999) {
+      fit.notes.push_back(fmt::format("{} max_efficiency reached its bound of 1: the measurements are as fast as or faster than the "
+                                      "profile's {} peak; check the peak",
+                                      hardware::to_string(d), to_string(base.peak(d))));
+    }
+  }
+  if (hw.kernel_launch_overhead.value() <= kMinOverhead * 1.001) fit.notes.push_back("kernel_launch_overhead fell to its lower bound (1 ns): the measurements show no fixed cost");
+
+  std::map<Dtype, std::vector<GemmSample>> by_dtype;
+  for (const auto& s : samples) by_dtype[s.dtype].push_back(s);
+  for (const auto& [d, list] : by_dtype) fit.base_quality[d] = quality_of(base, list);
+  fit.base_overall = quality_of(base, samples);
+  for (const auto& [d, list] : by_dtype) fit.model_quality[d] = quality_of(hw, list);
+  fit.model_overall = quality_of(hw, samples);
+  if (options.residual_table) {
+    HardwareProfile parametric = hw;
+    for (const auto& [d, list] : by_dtype) hw.gemm.residuals[d] = fit_table(parametric, list, options.ridge);
+  }
+  for (const auto& [d, list] : by_dtype) fit.table_quality[d] = quality_of(hw, list);
+  fit.table_overall = quality_of(hw, samples);
+  // Efficiencies of dtypes without samples stay as the base profile has them.
+  fit.params = hw.gemm;
+  fit.kernel_launch_overhead = hw.kernel_launch_overhead;
+  return fit;
+}
+
+}  // namespace cs::calibrate

@@ -1,0 +1,237 @@
+#include "clustersim/calibrate/measurements.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/reports/atomic_file.hpp"
+
+namespace cs::calibrate {
+
+namespace {
+
+using Json = nlohmann::json;
+constexpr const char* kFormat = "clustersim-measurements/1";
+
+std::string_view json_type(const Json& j) { return j.type_name(); }
+
+// Reads records from one JSON document, naming the file and the record's path in every error.
+class Reader {
+ public:
+  explicit Reader(const std::filesystem::path& file) : where_{std::make_shared<const std::string>(file.string())} {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& expected, const std::string& found) const {
+    throw InputError(where_, field, expected, found);
+  }
+  const Json& member(const Json& obj, const std::string& path, const char* key) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(path + "." + key, "a value", "nothing (the field is missing)");
+    return *it;
+  }
+  double positive(const Json& obj, const std::string& path, const char* key) const {
+    const Json& v = member(obj, path, key);
+    if (!v.is_number()) fail(path + "." + key, "a positive number", std::string(json_type(v)));
+    const double d = v.get<double>();
+    if (!(d > 0) || !std::isfinite(d)) fail(path + "." + key, "a positive number", fmt::format("{}", d));
+    return d;
+  }
+  std::int64_t positive_int(const Json& obj, const std::string& path, const char* key) const {
+    const Json& v = member(obj, path, key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) fail(path + "." + key, "a positive integer", v.dump());
+    return v.get<std::int64_t>();
+  }
+  std::string text(const Json& obj, const std::string& path, const char* key) const {
+    const Json& v = member(obj, path, key);
+    if (!v.is_string()) fail(path + "." + key, "a string", std::string(json_type(v)));
+    return v.get<std::string>();
+  }
+  void only(const Json& obj, const std::string& path, std::initializer_list<const char*> keys) const {
+    if (!obj.is_object()) fail(path, "an object", std::string(json_type(obj)));
+    for (const auto& [k, v] : obj.items()) {
+      bool known = false;
+      for (const char* key : keys) known = known || k == key;
+      if (!known) {
+        std::string list;
+        for (const char* key : keys) list += (list.empty() ? "" : ", ") + std::string(key);
+        fail(path + "." + k, "one of the fields " + list, "an unknown field");
+      }
+    }
+  }
+  const Json* array(const Json& doc, const char* key) const {
+    auto it = doc.find(key);
+    if (it == doc.end()) return nullptr;
+    if (!it->is_array()) fail(key, "an array of records", std::string(json_type(*it)));
+    return &*it;
+  }
+
+ private:
+  SourceLocation where_;
+};
+
+template <class Enum, class Parse>
+Enum parse_name(const Reader& r, const std::string& field, const std::string& value, const char* expected, Parse parse) {
+  if (auto e = parse(value)) return *e;
+  r.fail(field, expected, "'" + value + "'");
+}
+
+std::optional<MemoryKind> parse_memory_kind(std::string_view s) {
+  for (MemoryKind k : {MemoryKind::d2d, MemoryKind::h2d, MemoryKind::d2h, MemoryKind::host}) {
+    if (s == to_string(k)) return k;
+  }
+  return std::nullopt;
+}
+std::optional<LinkClass> parse_link_class(std::string_view s) {
+  for (LinkClass c : {LinkClass::nvlink, LinkClass::pcie, LinkClass::network, LinkClass::process}) {
+    if (s == to_string(c)) return c;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view to_string(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::d2d: return "d2d";
+    case MemoryKind::h2d: return "h2d";
+    case MemoryKind::d2h: return "d2h";
+    case MemoryKind::host: return "host";
+  }
+  return "?";
+}
+
+std::string_view to_string(LinkClass c) {
+  switch (c) {
+    case LinkClass::nvlink: return "nvlink";
+    case LinkClass::pcie: return "pcie";
+    case LinkClass::network: return "network";
+    case LinkClass::process: return "process";
+  }
+  return "?";
+}
+
+void Measurements::append(const Measurements& other) {
+  for (const auto& [k, v] : other.meta) meta.emplace(k, v);
+  gemm.insert(gemm.end(), other.gemm.begin(), other.gemm.end());
+  memory.insert(memory.end(), other.memory.begin(), other.memory.end());
+  collectives.insert(collectives.end(), other.collectives.begin(), other.collectives.end());
+}
+
+std::string to_json(const Measurements& m) {
+  Json doc;
+  doc["format"] = kFormat;
+  doc["meta"] = Json::object();
+  for (const auto& [k, v] : m.meta) doc["meta"][k] = v;
+  doc["gemm"] = Json::array();
+  for (const auto& g : m.gemm) {
+    doc["gemm"].push_back({{"dtype", std::string(hardware::to_string(g.dtype))}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"seconds", g.seconds}});
+  }
+  doc["memory"] = Json::array();
+  for (const auto& s : m.memory) doc["memory"].push_back({{"kind", std::string(to_string(s.kind))}, {"bytes", s.bytes}, {"seconds", s.seconds}});
+  doc["collectives"] = Json::array();
+  for (const auto& c : m.collectives) {
+    doc["collectives"].push_back({{"op", std::string(models::to_string(c.op))}, {"link", std::string(to_string(c.link))},
+                                  {"ranks", c.ranks}, {"nodes", c.nodes}, {"bytes", c.bytes}, {"seconds", c.seconds}});
+  }
+  return doc.dump(1) + "\n";
+}
+
+Measurements from_json(const std::string& text, const std::filesystem::path& file) {
+  const Reader r(file);
+  Json doc;
+  try {
+    doc = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())},
+                     fmt::format("not valid JSON at byte {}: {}", e.byte, e.what()));
+  }
+  r.only(doc, "<document>", {"format", "meta", "gemm", "memory", "collectives"});
+  if (r.text(doc, "<document>", "format") != kFormat) {
+    r.fail("format", std::string("'") + kFormat + "'", "'" + doc["format"].get<std::string>() + "'");
+  }
+  Measurements m;
+  if (auto it = doc.find("meta"); it != doc.end()) {
+    if (!it->is_object()) r.fail("meta", "an object of strings", std::string(json_type(*it)));
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_string()) r.fail("meta." + k, "a string", std::string(json_type(v)));
+      m.meta[k] = v.get<std::string>();
+    }
+  }
+  if (const Json* a = r.array(doc, "gemm")) {
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const Json& g = (*a)[i];
+      const std::string path = fmt::format("gemm[{}]", i);
+      r.only(g, path, {"dtype", "m", "n", "k", "seconds"});
+      GemmSample s;
+      s.dtype = parse_name<hardware::Dtype>(r, path + ".dtype", r.text(g, path, "dtype"), "a dtype (fp32, tf32, fp16, bf16, fp8, fp4)",
+                                            hardware::parse_dtype);
+      s.m = r.positive_int(g, path, "m");
+      s.n = r.positive_int(g, path, "n");
+      s.k = r.positive_int(g, path, "k");
+      s.seconds = r.positive(g, path, "seconds");
+      m.gemm.push_back(s);
+    }
+  }
+  if (const Json* a = r.array(doc, "memory")) {
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const Json& g = (*a)[i];
+      const std::string path = fmt::format("memory[{}]", i);
+      r.only(g, path, {"kind", "bytes", "seconds"});
+      MemorySample s;
+      s.kind = parse_name<MemoryKind>(r, path + ".kind", r.text(g, path, "kind"), "d2d, h2d, d2h or host", parse_memory_kind);
+      s.bytes = r.positive(g, path, "bytes");
+      s.seconds = r.positive(g, path, "seconds");
+      m.memory.push_back(s);
+    }
+  }
+  if (const Json* a = r.array(doc, "collectives")) {
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const Json& g = (*a)[i];
+      const std::string path = fmt::format("collectives[{}]", i);
+      r.only(g, path, {"op", "link", "ranks", "nodes", "bytes", "seconds"});
+      CollectiveSample s;
+      s.op = parse_name<models::CollectiveOp>(r, path + ".op", r.text(g, path, "op"),
+                                              "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or send_recv",
+                                              models::parse_collective_op);
+      s.link = parse_name<LinkClass>(r, path + ".link", r.text(g, path, "link"), "nvlink, pcie, network or process", parse_link_class);
+      s.ranks = static_cast<int>(r.positive_int(g, path, "ranks"));
+      s.nodes = static_cast<int>(r.positive_int(g, path, "nodes"));
+      if (s.ranks < 2) r.fail(path + ".ranks", "at least 2", std::to_string(s.ranks));
+      if (s.nodes > s.ranks) r.fail(path + ".nodes", fmt::format("at most ranks ({})", s.ranks), std::to_string(s.nodes));
+      s.bytes = r.positive(g, path, "bytes");
+      s.seconds = r.positive(g, path, "seconds");
+      m.collectives.push_back(s);
+    }
+  }
+  return m;
+}
+
+Measurements load_measurements(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open the measurements file", file.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return from_json(text.str(), file);
+}
+
+void write_csv(const Measurements& m, const std::filesystem::path& dir) {
+  std::string gemm = "dtype,m,n,k,seconds,tflops\n";
+  for (const auto& g : m.gemm) {
+    gemm += fmt::format("{},{},{},{},{:.9g},{:.6g}\n", hardware::to_string(g.dtype), g.m, g.n, g.k, g.seconds, g.flops() / g.seconds / 1e12);
+  }
+  std::string memory = "kind,bytes,seconds,GBps\n";
+  for (const auto& s : m.memory) memory += fmt::format("{},{:.0f},{:.9g},{:.6g}\n", to_string(s.kind), s.bytes, s.seconds, s.bytes / s.seconds / 1e9);
+  std::string coll = "op,link,ranks,nodes,bytes,seconds,algbw_GBps,busbw_GBps\n";
+  for (const auto& c : m.collectives) {
+    coll += fmt::format("{},{},{},{},{:.0f},{:.9g},{:.6g},{:.6g}\n", models::to_string(c.op), to_string(c.link), c.ranks, c.nodes, c.bytes,
+                        c.seconds, c.algbw() / 1e9, c.busbw() / 1e9);
+  }
+  reports::write_file_atomically(dir / "gemm.csv", gemm);
+  reports::write_file_atomically(dir / "memory.csv", memory);
+  reports::write_file_atomically(dir / "collectives.csv", coll);
+}
+
+}  // namespace cs::calibrate

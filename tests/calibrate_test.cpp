@@ -1,0 +1,276 @@
+// Calibration: the measurement format, the fits (recovering known parameters from synthetic data),
+// the CPU probe end to end, and the profile a calibration writes.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "clustersim/calibrate/calibration.hpp"
+#include "clustersim/calibrate/cpu_probe.hpp"
+#include "clustersim/calibrate/gemm_fit.hpp"
+#include "clustersim/calibrate/link_fit.hpp"
+#include "clustersim/calibrate/measurements.hpp"
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/common/parts.hpp"
+#include "clustersim/hardware/gemm_model.hpp"
+#include "clustersim/models/collective_model.hpp"
+#include "support.hpp"
+
+using namespace cs;
+using namespace cs::calibrate;
+using hardware::Dtype;
+using hardware::HardwareProfile;
+
+namespace {
+
+HardwareProfile shipped(const std::string& name) {
+  IncludeStack includes;
+  return hardware::load_hardware_profile(resolve_part(name, "hardware"), includes);
+}
+
+// The probe's GEMM sweep shape: powers of two from 256 to 16384 on each axis, plus uneven shapes.
+std::vector<GemmSample> synthetic_gemms(const HardwareProfile& truth, const std::vector<Dtype>& dtypes) {
+  std::vector<GemmSample> out;
+  for (Dtype d : dtypes) {
+    for (std::int64_t m = 64; m <= 16384; m *= 4) {
+      for (std::int64_t n = 64; n <= 16384; n *= 4) {
+        for (std::int64_t k = 64; k <= 16384; k *= 4) {
+          GemmSample s{d, m, n, k, 0};
+          s.seconds = model_seconds(truth, s);
+          out.push_back(s);
+        }
+      }
+    }
+    for (auto [m, n, k] : {std::array<std::int64_t, 3>{8192, 3072, 4096}, {8192, 4096, 14336}, {4096, 1280, 5120}, {1000, 3000, 700}}) {
+      GemmSample s{d, m, n, k, 0};
+      s.seconds = model_seconds(truth, s);
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate: the GEMM fit recovers known parameters from synthetic data within 1%") {
+  // Data made by the model itself with parameters unlike the shipped ones; the fit starts from the
+  // shipped H100 profile and must land on the truth (the model is exact for this data).
+  const HardwareProfile start = shipped("h100-sxm5-80gb");
+  HardwareProfile truth = start;
+  truth.gemm.max_efficiency[Dtype::bf16] = 0.78;
+  truth.gemm.max_efficiency[Dtype::fp8] = 0.66;
+  truth.gemm.tile_ridge_intensity = 75;
+  truth.gemm.k_half = 300;
+  truth.gemm.memory_efficiency = 0.8;
+  truth.kernel_launch_overhead = Seconds(6e-6);
+  const auto samples = synthetic_gemms(truth, {Dtype::bf16, Dtype::fp8});
+  GemmFitOptions opt;
+  opt.residual_table = false;
+  const GemmFit fit = fit_gemm(start, samples, opt);
+  CHECK(fit.params.max_efficiency.at(Dtype::bf16) == Approx(0.78).epsilon(0.01));
+  CHECK(fit.params.max_efficiency.at(Dtype::fp8) == Approx(0.66).epsilon(0.01));
+  CHECK(fit.params.tile_ridge_intensity == Approx(75).epsilon(0.01));
+  CHECK(fit.params.k_half == Approx(300).epsilon(0.01));
+  CHECK(fit.params.memory_efficiency == Approx(0.8).epsilon(0.01));
+  CHECK(fit.kernel_launch_overhead.value() == Approx(6e-6).epsilon(0.01));
+  // Dtypes without samples keep the start's efficiency.
+  CHECK(fit.params.max_efficiency.at(Dtype::fp16) == start.gemm.max_efficiency.at(Dtype::fp16));
+  CHECK(fit.model_overall.worst_relative < 1e-4);
+  CHECK(fit.model_overall.r2 > 0.9999);
+}
+
+TEST_CASE("calibrate: the residual table takes up what the model cannot express") {
+  // Truth: the model times a bump of 1.3 on every shape with K = 1024 (a kernel choice the model
+  // does not know). After the parametric fit the table holds that factor at K = 2^10, so the
+  // fitted profile reproduces every sample.
+  const HardwareProfile start = shipped("h100-sxm5-80gb");
+  auto samples = synthetic_gemms(start, {Dtype::bf16});
+  // Grid shapes only: an uneven shape between grid nodes would share them with its neighbours.
+  std::erase_if(samples, [](const GemmSample& s) { return (s.m & (s.m - 1)) || (s.n & (s.n - 1)) || (s.k & (s.k - 1)); });
+  for (auto& s : samples) {
+    if (s.k == 1024) s.seconds *= 1.3;
+  }
+  const GemmFit fit = fit_gemm(start, samples);
+  CHECK(fit.model_overall.worst_relative > 0.05);   // the parametric model alone misses the bump
+  const auto& t = fit.params.residuals.at(Dtype::bf16);
+  HardwareProfile fitted = start;
+  fitted.gemm = fit.params;
+  fitted.kernel_launch_overhead = fit.kernel_launch_overhead;
+  double worst_power_of_two = 0;
+  for (const auto& s : samples) {
+    worst_power_of_two = std::max(worst_power_of_two, std::abs(model_seconds(fitted, s) / s.seconds - 1));
+  }
+  CHECK(worst_power_of_two < 0.01);  // grid nodes are reproduced (ridge pull aside)
+  CHECK(t.factor(4096, 4096, 1024) > 1.2);
+  CHECK(fit.table_overall.worst_relative < fit.model_overall.worst_relative);
+}
+
+TEST_CASE("calibrate: a residual table interpolates in log2 and holds its edge values") {
+  hardware::GemmResidualTable t;
+  t.m_first = t.n_first = t.k_first = 10;
+  t.m_last = t.n_last = 10;
+  t.k_last = 11;
+  t.factors = {1.0, 4.0};                         // K = 1024 -> 1, K = 2048 -> 4
+  CHECK(t.factor(1024, 1024, 1024) == Approx(1.0));
+  CHECK(t.factor(1024, 1024, 2048) == Approx(4.0));
+  CHECK(t.factor(1024, 1024, 1448.15) == Approx(2.0).epsilon(1e-4));  // halfway in log2: sqrt(1 x 4)
+  CHECK(t.factor(1024, 1024, 1 << 20) == Approx(4.0));                 // beyond the grid: the edge
+  CHECK(t.factor(64, 64, 16) == Approx(1.0));
+}
+
+TEST_CASE("calibrate: the link fit recovers latency and bus bandwidth within 1%") {
+  // t = 12 us + S x 2(n-1)/n / 180 GB/s for an 8-rank all-reduce, 8 B to 8 GiB.
+  std::vector<CollectiveSample> samples;
+  for (double bytes = 8; bytes <= 8.0 * (1ull << 30); bytes *= 2) {
+    const double t = 12e-6 + bytes * 2.0 * 7 / 8 / 180e9;
+    samples.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, bytes, t});
+  }
+  const auto fits = fit_collectives(samples);
+  REQUIRE(fits.size() == 1);
+  CHECK(fits[0].result.latency.value() == Approx(12e-6).epsilon(0.01));
+  CHECK(fits[0].result.busbw.value() == Approx(180e9).epsilon(0.01));
+  CHECK(fits[0].result.efficiency.empty());  // the line is exact: no size needs a correction
+  CHECK(fits[0].samples == 31);
+}
+
+TEST_CASE("calibrate: the size table corrects where the curve bends") {
+  // Between 64 KiB and 4 MiB the measured time is 1.5 x the line (a protocol switch); the fitted
+  // collective reproduces every measured size through its efficiency table.
+  std::vector<CollectiveSample> samples;
+  for (double bytes = 1024; bytes <= double(1 << 30); bytes *= 2) {
+    double t = 20e-6 + bytes / 50e9;
+    if (bytes >= 65536 && bytes <= 4194304) t *= 1.5;
+    samples.push_back({models::CollectiveOp::send_recv, LinkClass::network, 2, 2, bytes, t});
+  }
+  const auto fits = fit_collectives(samples);
+  REQUIRE(fits.size() == 1);
+  CHECK_FALSE(fits[0].result.efficiency.empty());
+  CHECK(fits[0].line_worst_relative > 0.1);
+  for (const auto& s : samples) CHECK(predict_seconds(fits[0].result, s.bytes) == Approx(s.seconds).epsilon(1e-6));
+}
+
+TEST_CASE("calibrate: the weighted fit needs no negative latency") {
+  // Pure bandwidth data: alpha = 0 exactly (the fit never goes negative).
+  const Affine f = fit_affine({1, 2, 4, 8}, {1e-9, 2e-9, 4e-9, 8e-9});
+  CHECK(f.alpha >= 0);
+  CHECK(f.beta == Approx(1e-9));
+  const Affine one = fit_affine({100}, {2e-6});  // a single sample: through the origin
+  CHECK(one.alpha == 0);
+  CHECK(one.beta == Approx(2e-8));
+}
+
+TEST_CASE("calibrate: measurements round-trip through JSON, and bad records name file and field") {
+  Measurements m;
+  m.meta["device"] = "test";
+  m.gemm.push_back({Dtype::bf16, 4096, 2048, 1024, 1.25e-4});
+  m.memory.push_back({MemoryKind::d2d, 1 << 30, 4.1e-4});
+  m.collectives.push_back({models::CollectiveOp::all_gather, LinkClass::nvlink, 8, 1, 1 << 20, 2.5e-5});
+  const Measurements back = from_json(to_json(m), "m.json");
+  REQUIRE(back.gemm.size() == 1);
+  CHECK(back.gemm[0].m == 4096);
+  CHECK(back.gemm[0].seconds == 1.25e-4);
+  CHECK(back.memory[0].kind == MemoryKind::d2d);
+  CHECK(back.collectives[0].op == models::CollectiveOp::all_gather);
+  CHECK(back.collectives[0].busbw() == Approx((1 << 20) / 2.5e-5 * 7 / 8));
+  CHECK(back.meta.at("device") == "test");
+
+  const auto error = [](const std::string& text) { return test::input_error([&] { (void)from_json(text, "bad.json"); }); };
+  CHECK_THAT(error("{\"format\": \"clustersim-measurements/1\", \"gemm\": [{\"dtype\": \"bf17\", \"m\": 1, \"n\": 1, \"k\": 1, \"seconds\": 1}]}"),
+             Catch::Contains("bad.json") && Catch::Contains("gemm[0].dtype") && Catch::Contains("'bf17'"));
+  CHECK_THAT(error("{\"format\": \"clustersim-measurements/1\", \"memory\": [{\"kind\": \"d2d\", \"bytes\": 0, \"seconds\": 1}]}"),
+             Catch::Contains("memory[0].bytes") && Catch::Contains("a positive number"));
+  CHECK_THAT(error("{\"format\": \"clustersim-measurements/1\", \"gemm\": [{\"dtype\": \"bf16\", \"m\": 1, \"n\": 1, \"k\": 1, \"secs\": 1}]}"),
+             Catch::Contains("gemm[0].secs") && Catch::Contains("unknown field"));
+  CHECK_THAT(error("{\"format\": \"other/2\"}"), Catch::Contains("format") && Catch::Contains("clustersim-measurements/1"));
+  CHECK_THAT(error("{\"format\": "), Catch::Contains("bad.json") && Catch::Contains("not valid JSON"));
+}
+
+TEST_CASE("calibrate: the CPU probe measures this machine and its fit makes a profile that loads back") {
+  // End to end on the CI machine: real measurements, a real fit, a profile file that the hardware
+  // loader reads back with the same parameters and that reproduces the fitted times.
+  const Measurements m = probe_cpu({.quick = true});
+  REQUIRE(m.gemm.size() > 50);
+  REQUIRE_FALSE(m.memory.empty());
+  REQUIRE_FALSE(m.collectives.empty());
+  for (const auto& g : m.gemm) CHECK(g.seconds > 0);
+  const HardwareProfile base = cpu_base_profile();
+  const CalibrationResult r = calibrate::calibrate(base, m, {});
+  REQUIRE(r.gemm);
+  // A GEMM can never beat the vector peak the profile starts from.
+  for (const auto& g : m.gemm) CHECK(g.flops() / g.seconds <= base.peak(Dtype::fp32).value() * 1.0001);
+  CHECK(r.profile.memory_bandwidth.value() > 1e8);  // a real machine copies more than 100 MB/s
+  REQUIRE(r.profile.collectives.size() == 1);
+  CHECK(r.profile.collectives[0].op == "send_recv");
+  CHECK(r.profile.collectives[0].link == "process");
+
+  test::TempDir dir;
+  const auto file = dir.path() / "profile.yaml";
+  { std::ofstream(file) << profile_yaml(r); }
+  IncludeStack includes;
+  const HardwareProfile back = hardware::load_hardware_profile(file, includes);
+  CHECK(back.name == r.profile.name);
+  CHECK(back.gemm.max_efficiency.at(Dtype::fp32) == Approx(r.profile.gemm.max_efficiency.at(Dtype::fp32)).epsilon(1e-8));
+  CHECK(back.gemm.k_half == Approx(r.profile.gemm.k_half).epsilon(1e-8));
+  CHECK(back.memory_bandwidth.value() == Approx(r.profile.memory_bandwidth.value()).epsilon(1e-8));
+  REQUIRE(back.gemm.residuals.count(Dtype::fp32));
+  REQUIRE(back.collectives.size() == 1);
+  CHECK(back.collectives[0].busbw.value() == Approx(r.profile.collectives[0].busbw.value()).epsilon(1e-8));
+  CHECK(back.calibration.count("sources") == 0);  // none were named
+  CHECK(back.calibration.at("samples").find("GEMM") != std::string::npos);
+  // The profile read back gives the fitted model's times (to the 5 digits the table keeps).
+  for (const auto& g : m.gemm) CHECK(model_seconds(back, g) == Approx(model_seconds(r.profile, g)).epsilon(1e-4));
+}
+
+TEST_CASE("calibrate: a calibrated NVLink bandwidth becomes the capacity collectives see") {
+  // A DGX H100 node with the shipped profile runs an 8-GPU all-gather at NCCL's NVLink figure; with
+  // a fitted all_gather of 300 GB/s bus bandwidth in the profile, the same collective runs at that.
+  const auto uncalibrated = test::topology_from_text("topology: {name: one, node: dgx-h100, nodes: 1}\n");
+  auto calibrated = uncalibrated;
+  HardwareProfile hw = *uncalibrated.gpu;
+  hardware::CalibratedCollective c;
+  c.op = "all_gather";
+  c.link = "nvlink";
+  c.ranks = 8;
+  c.latency = Seconds(10e-6);
+  c.busbw = BytesPerSec(300e9);
+  hw.collectives.push_back(c);
+  calibrated.gpu = std::make_shared<const HardwareProfile>(hw);
+  const auto gpus = uncalibrated.gpus();
+  models::Collective ag{models::CollectiveOp::all_gather, {gpus.begin(), gpus.begin() + 8}, Bytes(4.0 * (1ull << 30))};
+  ag.algorithm = models::Algorithm::ring;
+  const double shipped_bw = models::CollectiveModel(uncalibrated).simulate(ag).busbw.value();
+  const double fitted_bw = models::CollectiveModel(calibrated).simulate(ag).busbw.value();
+  CHECK(shipped_bw > 350e9);                           // 18 links x 20.6 GB/s (NCCL's SM90 figure)
+  CHECK(fitted_bw == Approx(300e9).epsilon(0.02));     // large message: latency is negligible
+}
+
+TEST_CASE("calibrate: fitting refuses what it cannot use") {
+  const HardwareProfile cpu = cpu_base_profile();
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(cpu, Measurements{}, {}); }), Catch::Contains("empty"));
+  Measurements m;
+  m.gemm.push_back({Dtype::bf16, 256, 256, 256, 1e-5});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(cpu, m, {}); }), Catch::Contains("bf16") && Catch::Contains("no bf16 peak"));
+}
+
+TEST_CASE("calibrate: a fit of recorded H100 cuBLAS measurements beats the shipped profile on them") {
+  // Nine real cuBLAS GEMMs on an H100 SXM5 (tests/data/calibrate/README.md): fp32 SGEMM, TF32 and
+  // fp16 at 2048^3, 4096^3 and 8192^3. Least squares must do at least as well as the datasheet
+  // profile on the points it was fitted to, and the residual table must reproduce them.
+  const Measurements m = load_measurements(std::string(CLUSTERSIM_SOURCE_DIR) + "/tests/data/calibrate/h100-cublas-waynehacking8.json");
+  REQUIRE(m.gemm.size() == 9);
+  const HardwareProfile shipped_h100 = shipped("h100-sxm5-80gb");
+  const CalibrationResult r = calibrate::calibrate(shipped_h100, m, {});
+  REQUIRE(r.gemm);
+  const FitQuality before = quality_of(shipped_h100, m.gemm);
+  CHECK(r.gemm->model_overall.mean_relative < before.mean_relative);
+  CHECK(r.gemm->table_overall.worst_relative < 1e-3);
+  // fp16 at 8192^3 ran at 749.9 TFLOP/s = 75.8% of the 989.4 dense peak: the fitted ceiling lies
+  // above that (quantisation and the K factor take their share) and at most 1.
+  const double fp16 = r.profile.gemm.max_efficiency.at(Dtype::fp16);
+  CHECK(fp16 > 0.758);
+  CHECK(fp16 <= 1.0);
+  // Peaks and dtypes without samples come from the base profile.
+  CHECK(r.profile.peak(Dtype::bf16) == shipped_h100.peak(Dtype::bf16));
+  CHECK(r.profile.gemm.max_efficiency.at(Dtype::fp8) == shipped_h100.gemm.max_efficiency.at(Dtype::fp8));
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# run_calibrate.sh CLI DATA_DIR: the calibrate command end to end.
+#  1. --device cpu --quick --out DIR probes this machine and writes profile.yaml, measurements.json
+#     and the CSVs; the profile loads back (--profile ... --compare) and can stand in for a
+#     scenario's GPU profile (--scenario).
+#  2. Refitting the written measurements.json gives a byte-identical profile twice (the fit is
+#     deterministic given its input).
+#  3. Bad input exits with status 2 and names what is wrong.
+set -euo pipefail
+cli=$1
+data=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$cli" calibrate --device cpu --quick --out "$dir/cpu" >"$dir/cpu.txt"
+for f in profile.yaml measurements.json gemm.csv memory.csv collectives.csv; do
+  test -s "$dir/cpu/$f"
+done
+grep -q "GEMM model fit" "$dir/cpu.txt"
+grep -q "send_recv  process" "$dir/cpu.txt"
+"$cli" calibrate --profile "$dir/cpu/profile.yaml" --compare h100-sxm5-80gb >"$dir/compare.txt"
+grep -q "fitted / shipped" "$dir/compare.txt"
+
+# A recorded H100 sweep, fitted twice: identical profiles, and the scenario effect is printed.
+"$cli" calibrate --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/a" >/dev/null
+"$cli" calibrate --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/b" --compare h100-sxm5-80gb \
+  --scenario "$data/../../../scenarios/training/llama3-8b-1-node-h100.yaml" >"$dir/effect.txt"
+cmp "$dir/a/profile.yaml" "$dir/b/profile.yaml"
+grep -q "effect on llama3-8b-1-node-h100" "$dir/effect.txt"
+
+expect_bad() {  # expect_bad TEXT ARGS...: exit status 2 and TEXT on stderr
+  local text=$1
+  shift
+  set +e
+  err=$("$cli" calibrate "$@" 2>&1 >/dev/null)
+  status=$?
+  set -e
+  if [ $status -ne 2 ] || [[ "$err" != *"$text"* ]]; then
+    echo "calibrate $*: expected status 2 and '$text', got $status: $err"
+    exit 1
+  fi
+}
+expect_bad "nothing to fit"
+echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "bf16", "m": 64, "n": 64, "k": -1, "seconds": 1e-6}]}' >"$dir/bad.json"
+expect_bad "field 'gemm[0].k': expected a positive integer, found -1" --from "$dir/bad.json" --base h100-sxm5-80gb
+expect_bad "--base PROFILE is needed" --from "$data/h100-cublas-waynehacking8.json"
+echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "fp4", "m": 64, "n": 64, "k": 64, "seconds": 1e-6}]}' >"$dir/fp4.json"
+expect_bad "no fp4 peak" --from "$dir/fp4.json" --base h100-sxm5-80gb
+expect_bad "GPU profile" --device cpu --base h100-sxm5-80gb
