@@ -156,7 +156,7 @@ std::string summary_text(const CalibrationResult& r) {
     out += fmt::format("  memory bandwidth {} x efficiency {:.4f}\n", to_string(hw.memory_bandwidth), hw.gemm.memory_efficiency);
   }
   if (!r.links.empty()) {
-    out += "\ncollectives (t = latency + bytes x f(n) / busbw; 'worst' is the line alone, the size table makes the measured sizes exact)\n";
+    out += "\ncollectives (t = latency + bytes x f(n) / busbw; 'worst' is the line alone; with the size table every measured size is within 1%)\n";
     TextTable t({"op", "link", "nodes x ranks", "sizes", "latency", "busbw", "worst", "mean", "table rows"},
                 {TextTable::Align::left, TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
                  TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});

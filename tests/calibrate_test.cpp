@@ -11,6 +11,7 @@
 #include "clustersim/calibrate/gemm_fit.hpp"
 #include "clustersim/calibrate/link_fit.hpp"
 #include "clustersim/calibrate/measurements.hpp"
+#include "clustersim/calibrate/nccl_tests.hpp"
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/parts.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
@@ -273,4 +274,28 @@ TEST_CASE("calibrate: a fit of recorded H100 cuBLAS measurements beats the shipp
   // Peaks and dtypes without samples come from the base profile.
   CHECK(r.profile.peak(Dtype::bf16) == shipped_h100.peak(Dtype::bf16));
   CHECK(r.profile.gemm.max_efficiency.at(Dtype::fp8) == shipped_h100.gemm.max_efficiency.at(Dtype::fp8));
+}
+
+TEST_CASE("calibrate: fits of real nccl-tests runs reproduce every measured size") {
+  // tests/data/nccl-tests/alltoall-sendrecv-2x4-h100.log: alltoall and sendrecv across 2 nodes of
+  // 4 H100 (tests/data/nccl-tests/README.md). The line plus the size table gives back each measured
+  // time within 1% (rows are kept only where the line misses by more), and the fitted bus bandwidth is that of the largest messages, where latency is negligible.
+  const Measurements m = read_nccl_tests(std::string(CLUSTERSIM_SOURCE_DIR) + "/tests/data/nccl-tests/alltoall-sendrecv-2x4-h100.log");
+  const auto fits = fit_collectives(m.collectives);
+  REQUIRE(fits.size() == 2);
+  for (const auto& f : fits) {
+    CHECK(f.result.link == "network");
+    CHECK(f.result.nodes == 2);
+    double largest = 0, largest_busbw = 0;
+    for (const auto& s : m.collectives) {
+      if (std::string(models::to_string(s.op)) != f.result.op) continue;
+      CHECK(predict_seconds(f.result, s.bytes) == Approx(s.seconds).epsilon(0.0101));
+      if (s.bytes > largest) {
+        largest = s.bytes;
+        largest_busbw = s.busbw();
+      }
+    }
+    CHECK(f.result.busbw.value() == Approx(largest_busbw).epsilon(0.1));
+    CHECK(f.result.latency.value() > 0);
+  }
 }
