@@ -23,24 +23,35 @@ constexpr double kMinOverhead = 1e-9;    // s
 constexpr double kMinRidge = 1.0;        // tile intensity
 constexpr double kMinKHalf = 1e-3;       // elements
 constexpr double kMinEfficiency = 1e-4;
+// The launch overhead is fitted only when the shortest sample lasts at most this many overheads.
+constexpr double kOverheadWindow = 5.0;
 
-// The unknowns of the fit, as logarithms, and how they map onto a profile.
+// The unknowns of the fit, as logarithms, and how they map onto a profile: per measured dtype its
+// ceiling, tile ridge and k_half (each dtype runs its own kernels); shared, the launch overhead and
+// (unless a copy probe measured it) the memory efficiency.
 struct Layout {
-  std::vector<Dtype> dtypes;  // one max_efficiency each, first in the vector
+  std::vector<Dtype> dtypes;
   bool memory = true;
-  [[nodiscard]] int size() const { return static_cast<int>(dtypes.size()) + 3 + (memory ? 1 : 0); }
-  [[nodiscard]] int ridge() const { return static_cast<int>(dtypes.size()); }
-  [[nodiscard]] int k_half() const { return ridge() + 1; }
-  [[nodiscard]] int overhead() const { return ridge() + 2; }
-  [[nodiscard]] int memory_index() const { return ridge() + 3; }
+  bool fit_overhead = true;
+  [[nodiscard]] int per_dtype() const { return 3 * static_cast<int>(dtypes.size()); }
+  [[nodiscard]] int size() const { return per_dtype() + (fit_overhead ? 1 : 0) + (memory ? 1 : 0); }
+  [[nodiscard]] static int efficiency(int i) { return 3 * i; }
+  [[nodiscard]] static int ridge(int i) { return 3 * i + 1; }
+  [[nodiscard]] static int k_half(int i) { return 3 * i + 2; }
+  [[nodiscard]] int overhead() const { return per_dtype(); }
+  [[nodiscard]] int memory_index() const { return per_dtype() + (fit_overhead ? 1 : 0); }
 };
 
 Eigen::VectorXd pack(const Layout& l, const HardwareProfile& hw) {
   Eigen::VectorXd u(l.size());
-  for (std::size_t i = 0; i < l.dtypes.size(); ++i) u[static_cast<int>(i)] = std::log(hw.gemm.max_efficiency.at(l.dtypes[i]));
-  u[l.ridge()] = std::log(std::max(hw.gemm.tile_ridge_intensity, kMinRidge));
-  u[l.k_half()] = std::log(std::max(hw.gemm.k_half, kMinKHalf));
-  u[l.overhead()] = std::log(std::max(hw.kernel_launch_overhead.value(), kMinOverhead));
+  for (std::size_t i = 0; i < l.dtypes.size(); ++i) {
+    const int k = static_cast<int>(i);
+    const Dtype d = l.dtypes[i];
+    u[Layout::efficiency(k)] = std::log(hw.gemm.max_efficiency.at(d));
+    u[Layout::ridge(k)] = std::log(std::max(hw.gemm.ridge_for(d), kMinRidge));
+    u[Layout::k_half(k)] = std::log(std::max(hw.gemm.k_half_for(d), kMinKHalf));
+  }
+  if (l.fit_overhead) u[l.overhead()] = std::log(std::max(hw.kernel_launch_overhead.value(), kMinOverhead));
   if (l.memory) u[l.memory_index()] = std::log(hw.gemm.memory_efficiency);
   return u;
 }
@@ -49,19 +60,23 @@ Eigen::VectorXd pack(const Layout& l, const HardwareProfile& hw) {
 void clamp(const Layout& l, Eigen::VectorXd& u) {
   for (std::size_t i = 0; i < l.dtypes.size(); ++i) {
     const int k = static_cast<int>(i);
-    u[k] = std::clamp(u[k], std::log(kMinEfficiency), 0.0);
+    u[Layout::efficiency(k)] = std::clamp(u[Layout::efficiency(k)], std::log(kMinEfficiency), 0.0);
+    u[Layout::ridge(k)] = std::clamp(u[Layout::ridge(k)], std::log(kMinRidge), std::log(1e4));
+    u[Layout::k_half(k)] = std::clamp(u[Layout::k_half(k)], std::log(kMinKHalf), std::log(1e7));
   }
-  u[l.ridge()] = std::clamp(u[l.ridge()], std::log(kMinRidge), std::log(1e4));
-  u[l.k_half()] = std::clamp(u[l.k_half()], std::log(kMinKHalf), std::log(1e7));
-  u[l.overhead()] = std::clamp(u[l.overhead()], std::log(kMinOverhead), std::log(1.0));
+  if (l.fit_overhead) u[l.overhead()] = std::clamp(u[l.overhead()], std::log(kMinOverhead), std::log(1.0));
   if (l.memory) u[l.memory_index()] = std::clamp(u[l.memory_index()], std::log(kMinEfficiency), 0.0);
 }
 
 void unpack(const Layout& l, const Eigen::VectorXd& u, HardwareProfile& hw) {
-  for (std::size_t i = 0; i < l.dtypes.size(); ++i) hw.gemm.max_efficiency[l.dtypes[i]] = std::exp(u[static_cast<int>(i)]);
-  hw.gemm.tile_ridge_intensity = std::exp(u[l.ridge()]);
-  hw.gemm.k_half = std::exp(u[l.k_half()]);
-  hw.kernel_launch_overhead = Seconds(std::exp(u[l.overhead()]));
+  for (std::size_t i = 0; i < l.dtypes.size(); ++i) {
+    const int k = static_cast<int>(i);
+    const Dtype d = l.dtypes[i];
+    hw.gemm.max_efficiency[d] = std::exp(u[Layout::efficiency(k)]);
+    hw.gemm.tile_ridge_by_dtype[d] = std::exp(u[Layout::ridge(k)]);
+    hw.gemm.k_half_by_dtype[d] = std::exp(u[Layout::k_half(k)]);
+  }
+  if (l.fit_overhead) hw.kernel_launch_overhead = Seconds(std::exp(u[l.overhead()]));
   if (l.memory) hw.gemm.memory_efficiency = std::exp(u[l.memory_index()]);
 }
 
@@ -213,6 +228,11 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
   if (samples.empty()) throw InputError("calibrate: no GEMM measurements to fit");
   Layout layout;
   layout.memory = options.fit_memory_efficiency;
+  // The launch overhead is separable from the shape terms only when some GEMM lasts no more than a
+  // few overheads; otherwise it stays as the base profile has it.
+  double shortest = samples.front().seconds;
+  for (const auto& s : samples) shortest = std::min(shortest, s.seconds);
+  layout.fit_overhead = shortest <= kOverheadWindow * std::max(base.kernel_launch_overhead.value(), 1e-6);
   {
     std::set<Dtype> seen;
     for (const auto& s : samples) {
@@ -228,6 +248,11 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
   hw.gemm.residuals.clear();
   GemmFit fit;
   fit.iterations = levenberg_marquardt(layout, hw, samples, options.max_iterations);
+  if (fit.iterations >= options.max_iterations) {
+    fit.notes.push_back(fmt::format("the GEMM fit stopped at its limit of {} iterations, still creeping along a direction the data hardly "
+                                    "constrains (a shape term that the measured shapes do not exercise, e.g. k_half from squares only)",
+                                    options.max_iterations));
+  }
 
   for (Dtype d : layout.dtypes) {
     if (hw.gemm.max_efficiency.at(d) >= 0.999) {
@@ -236,7 +261,11 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
                                       hardware::to_string(d), to_string(base.peak(d))));
     }
   }
-  if (hw.kernel_launch_overhead.value() <= kMinOverhead * 1.001) fit.notes.push_back("kernel_launch_overhead fell to its lower bound (1 ns): the measurements show no fixed cost");
+  if (!layout.fit_overhead) {
+    fit.notes.push_back(fmt::format("kernel_launch_overhead kept at {}: the shortest GEMM measured ({}) is too long to separate it from the "
+                                    "shape terms (measure GEMMs of a few microseconds to fit it)",
+                                    to_string(base.kernel_launch_overhead), to_string(Seconds(shortest))));
+  } else if (hw.kernel_launch_overhead.value() <= kMinOverhead * 1.001) fit.notes.push_back("kernel_launch_overhead fell to its lower bound (1 ns): the measurements show no fixed cost");
 
   std::map<Dtype, std::vector<GemmSample>> by_dtype;
   for (const auto& s : samples) by_dtype[s.dtype].push_back(s);

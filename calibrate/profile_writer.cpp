@@ -74,6 +74,14 @@ std::string profile_yaml(const CalibrationResult& r) {
   for (const auto& [d, e] : hw.gemm.max_efficiency) y += fmt::format("      {}: {}\n", hardware::to_string(d), g9(e));
   y += fmt::format("    tile_ridge_intensity: {}\n    k_half: {}\n    memory_efficiency: {}\n", g9(hw.gemm.tile_ridge_intensity),
                    g9(hw.gemm.k_half), g9(hw.gemm.memory_efficiency));
+  if (!hw.gemm.tile_ridge_by_dtype.empty()) {
+    y += "    tile_ridge_intensity_by_dtype:\n";
+    for (const auto& [d, v] : hw.gemm.tile_ridge_by_dtype) y += fmt::format("      {}: {}\n", hardware::to_string(d), g9(v));
+  }
+  if (!hw.gemm.k_half_by_dtype.empty()) {
+    y += "    k_half_by_dtype:\n";
+    for (const auto& [d, v] : hw.gemm.k_half_by_dtype) y += fmt::format("      {}: {}\n", hardware::to_string(d), g9(v));
+  }
   if (!hw.gemm.residuals.empty()) {
     y += "    # measured time / model time on a log2 grid of (M, N, K), K fastest; trilinear in log2\n    residuals:\n";
     for (const auto& [d, t] : hw.gemm.residuals) y += fmt::format("      {}:\n", hardware::to_string(d)) + table_yaml(t, "        ");
@@ -124,10 +132,11 @@ std::string summary_text(const CalibrationResult& r) {
     TextTable t({"parameter", "base", "fitted"}, {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right});
     for (const auto& [d, e] : hw.gemm.max_efficiency) {
       if (!g.model_quality.count(d)) continue;
-      t.add_row({fmt::format("max_efficiency {}", hardware::to_string(d)), fmt::format("{:.4f}", r.base.gemm.max_efficiency.at(d)), fmt::format("{:.4f}", e)});
+      const std::string n(hardware::to_string(d));
+      t.add_row({"max_efficiency " + n, fmt::format("{:.4f}", r.base.gemm.max_efficiency.at(d)), fmt::format("{:.4f}", e)});
+      t.add_row({"tile_ridge_intensity " + n, fmt::format("{:.4g}", r.base.gemm.ridge_for(d)), fmt::format("{:.4g}", hw.gemm.ridge_for(d))});
+      t.add_row({"k_half " + n, fmt::format("{:.4g}", r.base.gemm.k_half_for(d)), fmt::format("{:.4g}", hw.gemm.k_half_for(d))});
     }
-    t.add_row({"tile_ridge_intensity", fmt::format("{:.4g}", r.base.gemm.tile_ridge_intensity), fmt::format("{:.4g}", hw.gemm.tile_ridge_intensity)});
-    t.add_row({"k_half", fmt::format("{:.4g}", r.base.gemm.k_half), fmt::format("{:.4g}", hw.gemm.k_half)});
     t.add_row({"memory_efficiency", fmt::format("{:.4f}", r.base.gemm.memory_efficiency), fmt::format("{:.4f}", hw.gemm.memory_efficiency)});
     t.add_row({"kernel_launch_overhead", to_string(r.base.kernel_launch_overhead), to_string(hw.kernel_launch_overhead)});
     out += t.render("  ");
@@ -182,9 +191,13 @@ std::string compare_text(const HardwareProfile& fitted, const HardwareProfile& s
     const double a = shipped.gemm.max_efficiency.at(d);
     row(fmt::format("gemm max_efficiency {}", hardware::to_string(d)), a, e, fmt::format("{:.4f}", a), fmt::format("{:.4f}", e));
   }
-  row("gemm tile_ridge_intensity", shipped.gemm.tile_ridge_intensity, fitted.gemm.tile_ridge_intensity, fmt::format("{:.4g}", shipped.gemm.tile_ridge_intensity),
-      fmt::format("{:.4g}", fitted.gemm.tile_ridge_intensity));
-  row("gemm k_half", shipped.gemm.k_half, fitted.gemm.k_half, fmt::format("{:.4g}", shipped.gemm.k_half), fmt::format("{:.4g}", fitted.gemm.k_half));
+  for (const auto& [d, e] : fitted.gemm.max_efficiency) {
+    if (!shipped.gemm.max_efficiency.count(d)) continue;
+    const std::string n(hardware::to_string(d));
+    const double ra = shipped.gemm.ridge_for(d), rb = fitted.gemm.ridge_for(d), ka = shipped.gemm.k_half_for(d), kb = fitted.gemm.k_half_for(d);
+    row("gemm tile_ridge_intensity " + n, ra, rb, fmt::format("{:.4g}", ra), fmt::format("{:.4g}", rb));
+    row("gemm k_half " + n, ka, kb, fmt::format("{:.4g}", ka), fmt::format("{:.4g}", kb));
+  }
   row("memory bandwidth x efficiency", shipped.memory_bandwidth.value() * shipped.gemm.memory_efficiency, fitted.memory_bandwidth.value() * fitted.gemm.memory_efficiency,
       to_string(shipped.memory_bandwidth * shipped.gemm.memory_efficiency), to_string(fitted.memory_bandwidth * fitted.gemm.memory_efficiency));
   row("kernel_launch_overhead", shipped.kernel_launch_overhead.value(), fitted.kernel_launch_overhead.value(), to_string(shipped.kernel_launch_overhead),

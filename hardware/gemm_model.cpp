@@ -31,7 +31,7 @@ struct ShapeFactors {
 };
 
 // The candidate tile that loses least to quantisation and small-tile inefficiency.
-ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s) {
+ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
   ShapeFactors best;
   for (const Tile& t : kTiles) {
@@ -41,7 +41,7 @@ ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s) {
     const std::int64_t waves = ceil_div(tiles, hw.sm_count);
     const double q_wave = static_cast<double>(tiles) / static_cast<double>(waves * hw.sm_count);
     const double intensity = static_cast<double>(t.m) * t.n / (t.m + t.n);
-    const double tile_eff = std::min(1.0, intensity / hw.gemm.tile_ridge_intensity);
+    const double tile_eff = std::min(1.0, intensity / hw.gemm.ridge_for(dtype));
     const double factor = q_tile * q_wave * tile_eff;
     if (factor > best.factor) best = {factor, t.m, t.n};
   }
@@ -58,9 +58,9 @@ void check_arguments(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
 }
 
 double flops_of(GemmShape s) { return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
-double k_factor(const HardwareProfile& hw, GemmShape s) {
+double k_factor(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double k = static_cast<double>(s.k);
-  return k / (k + hw.gemm.k_half);
+  return k / (k + hw.gemm.k_half_for(dtype));
 }
 double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
@@ -93,9 +93,9 @@ double GemmResidualTable::factor(double m, double n, double k) const {
 
 GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   check_arguments(hw, s, dtype);
-  const ShapeFactors tile = best_tile(hw, s);
+  const ShapeFactors tile = best_tile(hw, s, dtype);
   const double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype);
-  const double t_compute = flops_of(s) / (ceiling * tile.factor * k_factor(hw, s));
+  const double t_compute = flops_of(s) / (ceiling * tile.factor * k_factor(hw, s, dtype));
   const double t_memory = memory_time(hw, s, dtype);
   GemmEstimate e;
   e.tile_m = tile.tile_m;
@@ -118,7 +118,7 @@ double fit_max_efficiency(const HardwareProfile& hw, GemmShape s, Dtype dtype, F
     throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} is memory-bound or faster than launch overhead allows: it cannot fit a compute ceiling",
                                             s.m, s.n, s.k, to_string(dtype), to_string(measured)));
   }
-  const double ceiling = flops_of(s) / (t_kernel * best_tile(hw, s).factor * k_factor(hw, s)) / hw.peak(dtype).value();
+  const double ceiling = flops_of(s) / (t_kernel * best_tile(hw, s, dtype).factor * k_factor(hw, s, dtype)) / hw.peak(dtype).value();
   if (ceiling > 1.0) {
     throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} needs an efficiency ceiling of {:.3f} > 1 in this model",
                                             s.m, s.n, s.k, to_string(dtype), to_string(measured), ceiling));

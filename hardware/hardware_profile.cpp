@@ -154,6 +154,18 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     g.read("tile_ridge_intensity", hw.gemm.tile_ridge_intensity, yaml::positive<double>());
     g.read("k_half", hw.gemm.k_half, yaml::non_negative<double>());
     g.read("memory_efficiency", hw.gemm.memory_efficiency, fraction);
+    for (auto [key, target] : {std::pair{"tile_ridge_intensity_by_dtype", &hw.gemm.tile_ridge_by_dtype}, std::pair{"k_half_by_dtype", &hw.gemm.k_half_by_dtype}}) {
+      if (auto by = g.find(key)) {
+        yaml::Map b(*by);
+        for (const std::string& name : b.keys()) {
+          yaml::Node value = b.at(name, "a positive number");
+          const Dtype d = dtype_key(value, name);
+          if (!hw.supports(d)) value.fail(fmt::format("a dtype listed in peak_flops ({} is not)", name), value.describe());
+          (*target)[d] = value.as<double>(yaml::positive<double>());
+        }
+        b.finish();
+      }
+    }
     if (auto res = g.find("residuals")) {
       yaml::Map r(*res);
       for (const std::string& key : r.keys()) {

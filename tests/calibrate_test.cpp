@@ -71,8 +71,13 @@ TEST_CASE("calibrate: the GEMM fit recovers known parameters from synthetic data
   const GemmFit fit = fit_gemm(start, samples, opt);
   CHECK(fit.params.max_efficiency.at(Dtype::bf16) == Approx(0.78).epsilon(0.01));
   CHECK(fit.params.max_efficiency.at(Dtype::fp8) == Approx(0.66).epsilon(0.01));
-  CHECK(fit.params.tile_ridge_intensity == Approx(75).epsilon(0.01));
-  CHECK(fit.params.k_half == Approx(300).epsilon(0.01));
+  for (Dtype d : {Dtype::bf16, Dtype::fp8}) {
+    CHECK(fit.params.ridge_for(d) == Approx(75).epsilon(0.01));
+    CHECK(fit.params.k_half_for(d) == Approx(300).epsilon(0.01));
+  }
+  // A dtype without samples keeps the shared shape terms of the start.
+  CHECK(fit.params.ridge_for(Dtype::fp16) == start.gemm.tile_ridge_intensity);
+  CHECK(fit.params.k_half_for(Dtype::fp16) == start.gemm.k_half);
   CHECK(fit.params.memory_efficiency == Approx(0.8).epsilon(0.01));
   CHECK(fit.kernel_launch_overhead.value() == Approx(6e-6).epsilon(0.01));
   // Dtypes without samples keep the start's efficiency.
@@ -212,7 +217,8 @@ TEST_CASE("calibrate: the CPU probe measures this machine and its fit makes a pr
   const HardwareProfile back = hardware::load_hardware_profile(file, includes);
   CHECK(back.name == r.profile.name);
   CHECK(back.gemm.max_efficiency.at(Dtype::fp32) == Approx(r.profile.gemm.max_efficiency.at(Dtype::fp32)).epsilon(1e-8));
-  CHECK(back.gemm.k_half == Approx(r.profile.gemm.k_half).epsilon(1e-8));
+  CHECK(back.gemm.k_half_for(Dtype::fp32) == Approx(r.profile.gemm.k_half_for(Dtype::fp32)).epsilon(1e-8));
+  CHECK(back.gemm.ridge_for(Dtype::fp32) == Approx(r.profile.gemm.ridge_for(Dtype::fp32)).epsilon(1e-8));
   CHECK(back.memory_bandwidth.value() == Approx(r.profile.memory_bandwidth.value()).epsilon(1e-8));
   REQUIRE(back.gemm.residuals.count(Dtype::fp32));
   REQUIRE(back.collectives.size() == 1);
@@ -274,6 +280,12 @@ TEST_CASE("calibrate: a fit of recorded H100 cuBLAS measurements beats the shipp
   // Peaks and dtypes without samples come from the base profile.
   CHECK(r.profile.peak(Dtype::bf16) == shipped_h100.peak(Dtype::bf16));
   CHECK(r.profile.gemm.max_efficiency.at(Dtype::fp8) == shipped_h100.gemm.max_efficiency.at(Dtype::fp8));
+  // Shape terms are fitted per dtype: a sweep of fp32, tf32 and fp16 leaves bf16 GEMMs as they were.
+  for (std::int64_t n : {1024, 4096, 16384}) {
+    const GemmSample bf16{Dtype::bf16, 8192, n, 4096, 1};
+    CHECK(hardware::estimate_gemm(r.profile, {bf16.m, bf16.n, bf16.k}, Dtype::bf16).time.value() ==
+          Approx(hardware::estimate_gemm(shipped_h100, {bf16.m, bf16.n, bf16.k}, Dtype::bf16).time.value()).epsilon(0.01));
+  }
 }
 
 TEST_CASE("calibrate: fits of real nccl-tests runs reproduce every measured size") {

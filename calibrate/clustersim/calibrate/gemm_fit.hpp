@@ -1,7 +1,9 @@
 // Fits the GEMM efficiency model (hardware/gemm_model.hpp) to measured GEMMs.
 //
-// Parameters: max_efficiency per measured dtype, tile_ridge_intensity, k_half, memory_efficiency
-// and kernel_launch_overhead, each kept positive by fitting its logarithm. The fit minimises
+// Parameters: per measured dtype max_efficiency, tile ridge intensity and k_half (written as the
+// profile's *_by_dtype values: each dtype runs its own kernels, so measuring one never moves
+// another); shared, memory_efficiency and kernel_launch_overhead. Each is kept positive by fitting
+// its logarithm. The fit minimises
 //   sum_i (log t_model(shape_i; p) - log t_measured_i)^2
 // (relative error, so a 20 us GEMM counts as much as a 20 ms one) by Levenberg-Marquardt with a
 // forward-difference Jacobian, solved with Eigen. Efficiencies are capped at 1 (a measurement

@@ -42,7 +42,20 @@ struct GemmModelParams {
   double tile_ridge_intensity = 64.0;      // tile intensity tm*tn/(tm+tn) that reaches full efficiency
   double k_half = 128.0;                   // K at which the K-loop efficiency K/(K+k_half) is one half
   double memory_efficiency = 0.85;         // achievable fraction of HBM bandwidth
+  // Per-dtype values that replace the two shared ones above: each dtype runs its own kernels, and
+  // calibration fits them per dtype measured (absent in datasheet profiles).
+  std::map<Dtype, double> tile_ridge_by_dtype;
+  std::map<Dtype, double> k_half_by_dtype;
   std::map<Dtype, GemmResidualTable> residuals;  // calibrated corrections, per dtype (may be absent)
+
+  [[nodiscard]] double ridge_for(Dtype d) const {
+    auto it = tile_ridge_by_dtype.find(d);
+    return it == tile_ridge_by_dtype.end() ? tile_ridge_intensity : it->second;
+  }
+  [[nodiscard]] double k_half_for(Dtype d) const {
+    auto it = k_half_by_dtype.find(d);
+    return it == k_half_by_dtype.end() ? k_half : it->second;
+  }
 };
 
 // Fused (FlashAttention-style) attention: achieved FLOP/s over the dense 16-bit peak, forward and
