@@ -23,3 +23,6 @@ echo "== training: one step (GPT-3 175B on 1,024 A100; Llama 3 405B on 16,384 H1
 "$root/build/release/bin/clustersim-bench-training" "$root/scenarios/training/llama3-405b-16k-h100.yaml"
 echo "  folded against unfolded (every rank simulated):"
 "$root/build/release/bin/clustersim-bench-training" --unfolded "$root/scenarios/training/llama3-8b-1-node-h100.yaml" "$root/scenarios/training/llama3-70b-256-h100.yaml"
+echo
+echo "== calibration: fits of a probe-sized data set, the CPU probe =="
+"$root/build/release/bin/clustersim-bench-calibrate"
