@@ -202,15 +202,6 @@ void process_sweep(Measurements& out, bool quick) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("cpu probe: the peer process failed");
 }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace
 
 Measurements probe_cpu(const CpuProbeOptions& options) {
@@ -221,7 +212,7 @@ Measurements probe_cpu(const CpuProbeOptions& options) {
   m.meta["clock"] = fmt::format("{:.0f} MHz", cpu_clock_hz() / 1e6);
   m.meta["vector_isa"] = vector_isa();
   m.meta["eigen"] = fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
-  m.meta["time"] = utc_now();
+  m.meta["time"] = utc_timestamp();
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0) m.meta["host"] = host;
   m.meta["sweep"] = options.quick ? "quick" : "full";

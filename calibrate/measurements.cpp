@@ -1,6 +1,7 @@
 #include "clustersim/calibrate/measurements.hpp"
 
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -232,6 +233,19 @@ void write_csv(const Measurements& m, const std::filesystem::path& dir) {
   reports::write_file_atomically(dir / "gemm.csv", gemm);
   reports::write_file_atomically(dir / "memory.csv", memory);
   reports::write_file_atomically(dir / "collectives.csv", coll);
+}
+
+}  // namespace cs::calibrate
+
+namespace cs::calibrate {
+
+std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace cs::calibrate

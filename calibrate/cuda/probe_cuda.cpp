@@ -1008,18 +1008,9 @@ void collective_sweep(Measurements& out, const Options& o, int ndev) {
 // ---------------------------------------------------------------------------------------------
 // Provenance
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 void describe(Measurements& m, int ndev, const Options& o) {
   m.meta["source"] = "clustersim-probe-cuda";
-  m.meta["time"] = utc_now();
+  m.meta["time"] = cs::calibrate::utc_timestamp();
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0) m.meta["host"] = host;
   m.meta["sweep"] = o.quick ? "quick" : "full";

@@ -75,6 +75,9 @@ struct Measurements {
 std::string to_json(const Measurements& m);
 Measurements from_json(const std::string& text, const std::filesystem::path& file);
 Measurements load_measurements(const std::filesystem::path& file);
+// The current time as ISO 8601 UTC ("2026-12-02T20:27:25Z"), for the `time` of a probe's meta.
+std::string utc_timestamp();
+
 // Writes gemm.csv, memory.csv and collectives.csv into `dir` (atomically, each).
 void write_csv(const Measurements& m, const std::filesystem::path& dir);
 
