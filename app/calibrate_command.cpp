@@ -32,6 +32,7 @@ struct Options {
   std::vector<std::string> nccl_tests;     // nccl-tests outputs
   std::string op;                          // for nccl-tests files that do not say
   std::string link;
+  std::string algorithm;                   // the NCCL_ALGO the nccl-tests runs forced
   int ranks = 0;                           // for nccl-tests output without its device list
   int nodes = 0;
   std::string base;                        // profile to start from
@@ -148,8 +149,13 @@ void run(const Options& o) {
     nopt.link = link_option(o.link);
     if (o.ranks > 0) nopt.ranks = o.ranks;
     if (o.nodes > 0) nopt.nodes = o.nodes;
+    if (!o.algorithm.empty() && !models::parse_algorithm(o.algorithm)) {
+      throw InputError(fmt::format("--algorithm: expected ring, tree, hierarchical, nvls, collnet, pairwise or direct, found '{}'", o.algorithm));
+    }
     for (const auto& f : o.nccl_tests) {
-      m.append(calibrate::read_nccl_tests(f, nopt));
+      calibrate::Measurements run = calibrate::read_nccl_tests(f, nopt);
+      for (auto& s : run.collectives) s.algorithm = o.algorithm;
+      m.append(run);
       copt.sources.push_back("nccl-tests " + fs::path(f).filename().string());
     }
     const calibrate::CalibrationResult r = calibrate::calibrate(base, m, copt);
@@ -184,6 +190,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--from-nccl-tests", o->nccl_tests, "nccl-tests output files (text or -J JSON) to fit the fabric from")->check(CLI::ExistingFile);
   cmd->add_option("--op", o->op, "The collective of nccl-tests files that do not name it (all_reduce, all_gather, ...)");
   cmd->add_option("--link", o->link, "The link class of nccl-tests files: nvlink, pcie or network (default: network across nodes, else nvlink)");
+  cmd->add_option("--algorithm", o->algorithm, "The algorithm nccl-tests runs were forced to (NCCL_ALGO: ring, tree, nvls, ...); default: NCCL chose");
   cmd->add_option("--ranks", o->ranks, "Ranks of nccl-tests output that lists no devices (must agree when it does)")->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--nodes", o->nodes, "Nodes of nccl-tests output that lists no devices (default 1)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--base", o->base, "Profile the fit starts from (shipped name or file); default for --device cpu: this CPU's description");

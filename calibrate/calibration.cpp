@@ -68,7 +68,7 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
                                   r.gemm->table_overall.r2, 100 * r.gemm->table_overall.worst_relative);
   }
   for (const LinkFit& l : r.links) {
-    cal[fmt::format("fit_{}_{}_{}x{}", l.result.op, l.result.link, l.result.nodes, l.result.ranks)] =
+    cal[fmt::format("fit_{}{}_{}_{}x{}", l.result.op, l.result.algorithm.empty() ? "" : "_" + l.result.algorithm, l.result.link, l.result.nodes, l.result.ranks)] =
         fmt::format("{} sizes, line worst {:.1f}%, mean {:.1f}%", l.samples, 100 * l.line_worst_relative, 100 * l.line_mean_relative);
   }
   return r;

@@ -56,9 +56,9 @@ double predict_seconds(const hardware::CalibratedCollective& c, double bytes) {
 }
 
 std::vector<LinkFit> fit_collectives(const std::vector<CollectiveSample>& samples) {
-  using Key = std::tuple<int, int, int, int>;
+  using Key = std::tuple<int, int, int, int, std::string>;
   std::map<Key, std::vector<CollectiveSample>> groups;
-  for (const auto& s : samples) groups[{static_cast<int>(s.op), static_cast<int>(s.link), s.ranks, s.nodes}].push_back(s);
+  for (const auto& s : samples) groups[{static_cast<int>(s.op), static_cast<int>(s.link), s.ranks, s.nodes, s.algorithm}].push_back(s);
   std::vector<LinkFit> fits;
   for (auto& [key, list] : groups) {
     // One sample per size: the fastest, as repeated runs of nccl-tests differ only by noise.
@@ -80,6 +80,7 @@ std::vector<LinkFit> fit_collectives(const std::vector<CollectiveSample>& sample
     fit.result.link = std::string(to_string(first.link));
     fit.result.ranks = first.ranks;
     fit.result.nodes = first.nodes;
+    fit.result.algorithm = first.algorithm;
     fit.result.latency = Seconds(line.alpha);
     fit.result.busbw = BytesPerSec(1.0 / line.beta);
     std::size_t i = 0;

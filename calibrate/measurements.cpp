@@ -136,6 +136,7 @@ std::string to_json(const Measurements& m) {
   for (const auto& c : m.collectives) {
     doc["collectives"].push_back({{"op", std::string(models::to_string(c.op))}, {"link", std::string(to_string(c.link))},
                                   {"ranks", c.ranks}, {"nodes", c.nodes}, {"bytes", c.bytes}, {"seconds", c.seconds}});
+    if (!c.algorithm.empty()) doc["collectives"].back()["algorithm"] = c.algorithm;
   }
   return doc.dump(1) + "\n";
 }
@@ -192,7 +193,7 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
     for (std::size_t i = 0; i < a->size(); ++i) {
       const Json& g = (*a)[i];
       const std::string path = fmt::format("collectives[{}]", i);
-      r.only(g, path, {"op", "link", "ranks", "nodes", "bytes", "seconds"});
+      r.only(g, path, {"op", "link", "ranks", "nodes", "bytes", "seconds", "algorithm"});
       CollectiveSample s;
       s.op = parse_name<models::CollectiveOp>(r, path + ".op", r.text(g, path, "op"),
                                               "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or send_recv",
@@ -204,6 +205,10 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
       if (s.nodes > s.ranks) r.fail(path + ".nodes", fmt::format("at most ranks ({})", s.ranks), std::to_string(s.nodes));
       s.bytes = r.positive(g, path, "bytes");
       s.seconds = r.positive(g, path, "seconds");
+      if (g.contains("algorithm")) {
+        s.algorithm = std::string(models::to_string(parse_name<models::Algorithm>(
+            r, path + ".algorithm", r.text(g, path, "algorithm"), "ring, tree, hierarchical, nvls, collnet, pairwise or direct", models::parse_algorithm)));
+      }
       m.collectives.push_back(s);
     }
   }

@@ -106,6 +106,7 @@ std::string profile_yaml(const CalibrationResult& r) {
     for (const auto& c : hw.collectives) {
       y += fmt::format("    - op: {}\n      link: {}\n      ranks: {}\n      nodes: {}\n      latency: {}us\n      busbw: {}GB/s\n", c.op, c.link,
                        c.ranks, c.nodes, g9(c.latency.value() * 1e6), g9(c.busbw.value() / 1e9));
+      if (!c.algorithm.empty()) y += fmt::format("      algorithm: {}\n", c.algorithm);
       if (!c.efficiency.empty()) {
         y += "      efficiency: [";
         for (std::size_t i = 0; i < c.efficiency.size(); ++i) {
@@ -166,11 +167,11 @@ std::string summary_text(const CalibrationResult& r) {
   }
   if (!r.links.empty()) {
     out += "\ncollectives (t = latency + bytes x f(n) / busbw; 'worst' is the line alone; with the size table every measured size is within 1%)\n";
-    TextTable t({"op", "link", "nodes x ranks", "sizes", "latency", "busbw", "worst", "mean", "table rows"},
-                {TextTable::Align::left, TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
-                 TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});
+    TextTable t({"op", "algorithm", "link", "nodes x ranks", "sizes", "latency", "busbw", "worst", "mean", "table rows"},
+                {TextTable::Align::left, TextTable::Align::left, TextTable::Align::left, TextTable::Align::right, TextTable::Align::right,
+                 TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});
     for (const auto& l : r.links) {
-      t.add_row({l.result.op, l.result.link, fmt::format("{} x {}", l.result.nodes, l.result.ranks), std::to_string(l.samples), to_string(l.result.latency),
+      t.add_row({l.result.op, l.result.algorithm.empty() ? "-" : l.result.algorithm, l.result.link, fmt::format("{} x {}", l.result.nodes, l.result.ranks), std::to_string(l.samples), to_string(l.result.latency),
                  to_string(l.result.busbw), pct(l.line_worst_relative), pct(l.line_mean_relative), std::to_string(l.result.efficiency.size())});
     }
     out += t.render("  ");

@@ -63,6 +63,13 @@ CalibratedCollective read_collective(const yaml::Node& node) {
   out.link = c.choice("link", {"nvlink", "pcie", "network", "process"});
   out.ranks = c.get<int>("ranks", yaml::at_least(2, "at least 2 ranks"));
   out.nodes = c.get<int>("nodes", yaml::in_range(1, out.ranks, fmt::format("from 1 to ranks ({})", out.ranks)));
+  out.algorithm = c.get_or<std::string>("algorithm", "");
+  if (!out.algorithm.empty()) {
+    static const std::vector<std::string> algorithms{"ring", "tree", "hierarchical", "nvls", "collnet", "pairwise", "direct"};
+    if (std::find(algorithms.begin(), algorithms.end(), out.algorithm) == algorithms.end()) {
+      c.at("algorithm", "an algorithm").fail(join_alternatives(algorithms), "'" + out.algorithm + "'");
+    }
+  }
   out.latency = c.get<Seconds>("latency", yaml::non_negative<Seconds>());
   out.busbw = c.get<BytesPerSec>("busbw", yaml::positive<BytesPerSec>());
   if (auto eff = c.find("efficiency")) {
@@ -230,7 +237,8 @@ std::optional<BytesPerSec> calibrated_busbw(const HardwareProfile& hw, const std
   };
   const CalibratedCollective* best = nullptr;
   for (const auto& c : hw.collectives) {
-    if (c.link != link) continue;
+    // In-network reductions (NVLink SHARP, CollNet) run faster than the links: not a link's figure.
+    if (c.link != link || c.algorithm == "nvls" || c.algorithm == "collnet") continue;
     if (!best || rank_of(c.op) < rank_of(best->op) || (rank_of(c.op) == rank_of(best->op) && c.ranks > best->ranks)) best = &c;
   }
   if (!best) return std::nullopt;

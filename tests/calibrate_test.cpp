@@ -311,3 +311,22 @@ TEST_CASE("calibrate: fits of real nccl-tests runs reproduce every measured size
     CHECK(f.result.latency.value() > 0);
   }
 }
+
+TEST_CASE("calibrate: an NVLS fit is kept apart and never taken as the link's bandwidth") {
+  // The same all-reduce measured twice: NCCL's ring (busbw 360 GB/s) and forced NVLS (480 GB/s,
+  // above the wire because the switch reduces). They fit separately; the link capacity comes from
+  // the ring one, and the algorithm survives the JSON round trip.
+  Measurements m;
+  for (double bytes = 1 << 20; bytes <= double(1ull << 32); bytes *= 4) {
+    m.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, bytes, 15e-6 + bytes * 1.75 / 360e9});
+    m.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, bytes, 15e-6 + bytes * 1.75 / 480e9, "nvls"});
+  }
+  const Measurements back = from_json(to_json(m), "m.json");
+  CHECK(back.collectives[1].algorithm == "nvls");
+  const CalibrationResult r = calibrate::calibrate(shipped("h200-sxm-141gb"), back, {});
+  REQUIRE(r.profile.collectives.size() == 2);
+  const auto bw = hardware::calibrated_busbw(r.profile, "nvlink");
+  REQUIRE(bw);
+  CHECK(bw->value() == Approx(360e9).epsilon(0.01));
+  CHECK_FALSE(hardware::calibrated_busbw(r.profile, "network"));
+}

@@ -16,7 +16,7 @@ for f in profile.yaml measurements.json gemm.csv memory.csv collectives.csv; do
   test -s "$dir/cpu/$f"
 done
 grep -q "GEMM model fit" "$dir/cpu.txt"
-grep -q "send_recv  process" "$dir/cpu.txt"
+grep -Eq "send_recv +- +process" "$dir/cpu.txt"
 "$cli" calibrate --profile "$dir/cpu/profile.yaml" --compare h100-sxm5-80gb >"$dir/compare.txt"
 grep -q "fitted / shipped" "$dir/compare.txt"
 

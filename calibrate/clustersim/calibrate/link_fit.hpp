@@ -1,6 +1,7 @@
 // Fits latency and bandwidth to measured transfers and collectives.
 //
-// Each group of collective samples with the same (op, link class, ranks, nodes) is fitted to
+// Each group of collective samples with the same (op, link class, ranks, nodes, forced algorithm) is
+// fitted to
 //   t = alpha + S f(n) / B
 // (f(n) the nccl-tests bus factor, so B is the bus bandwidth) by weighted least squares with
 // weights 1/t^2, i.e. minimising the relative error sum ((alpha + x/B - t) / t)^2 over x = S f(n):
@@ -33,7 +34,7 @@ struct LinkFit {
   double line_mean_relative = 0;
 };
 
-// One fit per (op, link, ranks, nodes), in a stable order (op, link, ranks, nodes).
+// One fit per (op, link, ranks, nodes, algorithm), in that stable order.
 std::vector<LinkFit> fit_collectives(const std::vector<CollectiveSample>& samples);
 
 // The fitted collective's time for `bytes` (efficiency table applied).

@@ -8,7 +8,10 @@
 //    "gemm": [{"dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "seconds": 1.8e-4}, ...],
 //    "memory": [{"kind": "d2d", "bytes": 1073741824, "seconds": 5.1e-4}, ...],
 //    "collectives": [{"op": "all_reduce", "link": "nvlink", "ranks": 8, "nodes": 1,
-//                     "bytes": 1048576, "seconds": 2.2e-5}, ...]}
+//                     "bytes": 1048576, "seconds": 2.2e-5, "algorithm": "ring"}, ...]}
+//
+// A collective's "algorithm" is optional: the algorithm the run forced (NCCL_ALGO), absent when NCCL
+// chose.
 //
 // Times are the median seconds of one call. Collective sizes follow nccl-tests (see
 // models/collective.hpp); algbw and busbw are derived, never stored. `write_csv` writes the same
@@ -56,6 +59,7 @@ struct CollectiveSample {
   int nodes = 1;
   double bytes = 0;
   double seconds = 0;
+  std::string algorithm = "";  // forced NCCL algorithm (ring, tree, nvls, ...); empty: NCCL's own choice
   [[nodiscard]] double algbw() const { return bytes / seconds; }
   [[nodiscard]] double busbw() const { return algbw() * models::bus_factor(op, ranks); }
 };

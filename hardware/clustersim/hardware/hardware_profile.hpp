@@ -75,6 +75,7 @@ struct CalibratedCollective {
   std::string link;    // nvlink, pcie, network, process
   int ranks = 2;
   int nodes = 1;
+  std::string algorithm;  // the algorithm the measurements forced (NCCL_ALGO); empty: NCCL's choice
   Seconds latency;
   BytesPerSec busbw;
   std::vector<std::pair<double, double>> efficiency;  // (bytes, fitted time / measured time)
