@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -69,7 +70,8 @@ calibrate::Measurements probe_cuda(bool quick, const fs::path& out_json) {
     ::_exit(127);
   }
   int status = 0;
-  ::waitpid(child, &status, 0);
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw std::runtime_error(fmt::format("calibrate: {} failed (exit status {}); its message is above", probe.string(),
                                          WIFEXITED(status) ? WEXITSTATUS(status) : -1));
@@ -130,14 +132,27 @@ void run(const Options& o) {
     calibrate::Measurements m;
     calibrate::CalibrationOptions copt;
     copt.gemm.residual_table = !o.no_table;
-    if (!o.out.empty()) fs::create_directories(o.out);
+    if (!o.out.empty()) {
+      std::error_code ec;
+      fs::create_directories(o.out, ec);
+      if (ec || !fs::is_directory(o.out)) {
+        throw InputError(fmt::format("--out {}: expected a directory to write into, found {}", o.out, ec ? ec.message() : "a file of that name"));
+      }
+    }
     if (o.device == "cpu") {
       std::cerr << "calibrate: probing this machine's CPU (GEMM, memory copies, transfers between processes)...\n";
       m.append(calibrate::probe_cpu({.quick = o.quick}));
       copt.sources.push_back("cpu probe");
     } else if (o.device == "cuda") {
-      const fs::path dir = o.out.empty() ? fs::temp_directory_path() : fs::path(o.out);
+      fs::path dir = o.out;
+      if (dir.empty()) {
+        // A private scratch directory (never a fixed name in a shared /tmp).
+        std::string tmpl = (fs::temp_directory_path() / "clustersim-calibrate-XXXXXX").string();
+        if (!::mkdtemp(tmpl.data())) throw std::runtime_error("calibrate: cannot create a scratch directory for the probe's output");
+        dir = tmpl;
+      }
       m.append(probe_cuda(o.quick, dir / "cuda-probe.json"));
+      if (o.out.empty()) fs::remove_all(dir);
       copt.sources.push_back("clustersim-probe-cuda");
     }
     for (const auto& f : o.from) {

@@ -1,12 +1,14 @@
 #include "validate_command.hpp"
 
 #include <cmath>
+#include <set>
 #include <iostream>
 #include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "clustersim/common/input_error.hpp"
 #include "clustersim/common/parts.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "clustersim/validate/runner.hpp"
@@ -61,6 +63,16 @@ void run(const Options& o) {
   for (const auto& h : o.hardware) {
     IncludeStack includes;
     run_options.hardware.push_back(hardware::load_hardware_profile(resolve_part(h, "hardware"), includes));
+  }
+  // A profile that no case uses would leave the shipped one in place unnoticed.
+  for (const auto& hw : run_options.hardware) {
+    std::set<std::string> gpus;
+    for (const auto& c : cases) gpus.insert(c.cluster.gpu);
+    if (!gpus.count(hw.name)) {
+      std::string names;
+      for (const auto& g : gpus) names += (names.empty() ? "" : ", ") + g;
+      throw InputError(fmt::format("--hardware {}: no case runs on a GPU named {} (the cases use {})", hw.file.string(), hw.name, names));
+    }
   }
   std::vector<CaseResult> results;
   results.reserve(cases.size());

@@ -14,7 +14,10 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   r.base = base;
   r.profile = base;
   hardware::HardwareProfile& hw = r.profile;
-  hw.calibration.clear();
+  // A base that was itself calibrated keeps its provenance, under previous_.
+  std::map<std::string, std::string> previous;
+  for (const auto& [k, v] : base.calibration) previous[k.rfind("previous_", 0) == 0 ? k : "previous_" + k] = v;
+  hw.calibration = previous;
 
   r.copies = fit_copies(m.memory);
   bool memory_measured = false;
@@ -51,8 +54,21 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   }
 
   r.links = fit_collectives(m.collectives);
-  hw.collectives.clear();
-  for (const LinkFit& l : r.links) hw.collectives.push_back(l.result);
+  // New fits replace the base's fits of the same group; the base's other fits stay.
+  for (const LinkFit& l : r.links) {
+    if (l.bandwidth_bound) {
+      const auto& n = l.result;
+      std::erase_if(hw.collectives, [&](const hardware::CalibratedCollective& c) {
+        return c.op == n.op && c.link == n.link && c.ranks == n.ranks && c.nodes == n.nodes && c.algorithm == n.algorithm;
+      });
+      hw.collectives.push_back(n);
+    } else {
+      r.notes.push_back(fmt::format("{} over {} ({} x {} ranks) left out of the profile: even its largest size ({}) is latency-bound, so the "
+                                    "sweep says nothing of its bandwidth (measure larger messages)",
+                                    l.result.op, l.result.link, l.result.nodes, l.result.ranks,
+                                    to_string(Bytes(l.largest_bytes))));
+    }
+  }
 
   // Provenance and quality, recorded in the profile itself.
   auto& cal = hw.calibration;

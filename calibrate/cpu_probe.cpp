@@ -140,7 +140,8 @@ void copy_sweep(Measurements& out, bool quick) {
 
 void write_all(int fd, const char* p, std::size_t n) {
   while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
+    // MSG_NOSIGNAL: a peer that died gives EPIPE here instead of killing this process with SIGPIPE.
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) throw std::runtime_error(std::string("cpu probe: write to the peer process failed: ") + std::strerror(errno));
     p += w;
@@ -157,6 +158,14 @@ void read_all(int fd, char* p, std::size_t n) {
   }
 }
 
+// Waits for a child process, through interruptions by signals; returns its status.
+int wait_for(pid_t child) {
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
 // send/recv between this process and a child over a Unix socket pair.
 void process_sweep(Measurements& out, bool quick) {
   const std::size_t max_bytes = quick ? (std::size_t(1) << 22) : (std::size_t(1) << 26);
@@ -166,17 +175,18 @@ void process_sweep(Measurements& out, bool quick) {
   const pid_t child = ::fork();
   if (child < 0) throw std::runtime_error(std::string("cpu probe: fork failed: ") + std::strerror(errno));
   if (child == 0) {
-    // The peer: for each message, read it whole and answer with one byte. It knows the sizes.
+    // The peer: for each message, read it whole and answer with one byte. It knows the sizes. Nothing
+    // may unwind out of the child into the parent's code: every failure ends it with _exit.
     ::close(fds[0]);
-    std::vector<char> buf(max_bytes);
     try {
+      std::vector<char> buf(max_bytes);
       for (std::size_t bytes = 8; bytes <= max_bytes; bytes <<= 1) {
         for (int i = 0; i < repeats + 1; ++i) {
           read_all(fds[1], buf.data(), bytes);
           write_all(fds[1], buf.data(), 1);
         }
       }
-    } catch (const std::exception&) {
+    } catch (...) {
       ::_exit(1);
     }
     ::_exit(0);
@@ -193,12 +203,11 @@ void process_sweep(Measurements& out, bool quick) {
     }
   } catch (...) {
     ::close(fds[0]);
-    ::waitpid(child, nullptr, 0);
+    wait_for(child);
     throw;
   }
   ::close(fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  const int status = wait_for(child);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("cpu probe: the peer process failed");
 }
 

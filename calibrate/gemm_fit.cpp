@@ -5,6 +5,7 @@
 #include <set>
 
 #include <Eigen/Dense>
+#include <Eigen/Sparse>
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
@@ -86,8 +87,13 @@ Eigen::VectorXd residuals(const HardwareProfile& hw, const std::vector<GemmSampl
   return r;
 }
 
-// Levenberg-Marquardt on the log-time residuals; returns the iterations taken.
-int levenberg_marquardt(const Layout& l, HardwareProfile& hw, const std::vector<GemmSample>& samples, int max_iterations) {
+struct LmOutcome {
+  int iterations = 0;
+  bool converged = false;  // false: stopped by the iteration limit
+};
+
+// Levenberg-Marquardt on the log-time residuals.
+LmOutcome levenberg_marquardt(const Layout& l, HardwareProfile& hw, const std::vector<GemmSample>& samples, int max_iterations) {
   Eigen::VectorXd u = pack(l, hw);
   clamp(l, u);
   unpack(l, u, hw);
@@ -131,14 +137,14 @@ int levenberg_marquardt(const Layout& l, HardwareProfile& hw, const std::vector<
         lambda = std::max(lambda / 3, 1e-12);
         improved = true;
         // Converged when a step no longer buys a billionth of the cost.
-        if (gain <= 1e-9 * cost || moved < 1e-12) return iteration + 1;
+        if (gain <= 1e-9 * cost || moved < 1e-12) return {iteration + 1, true};
       } else {
         lambda *= 4;
       }
     }
-    if (!improved) break;
+    if (!improved) return {iteration + 1, true};  // no step lowers the cost: a minimum
   }
-  return iteration;
+  return {iteration, iteration < max_iterations};
 }
 
 int floor_log2(double x) { return static_cast<int>(std::floor(std::log2(x) + 1e-9)); }
@@ -160,7 +166,8 @@ hardware::GemmResidualTable fit_table(const HardwareProfile& hw, const std::vect
   t.k_first = floor_log2(lo[2]), t.k_last = std::max(t.k_first, ceil_log2(hi[2]));
   const int nodes = t.size_m() * t.size_n() * t.size_k();
   const auto index = [&](int i, int j, int l) { return (i * t.size_n() + j) * t.size_k() + l; };
-  Eigen::MatrixXd AtA = Eigen::MatrixXd::Zero(nodes, nodes);
+  // Normal equations, sparse: a sample touches at most 8 nodes.
+  std::vector<Eigen::Triplet<double>> entries;
   Eigen::VectorXd Atr = Eigen::VectorXd::Zero(nodes);
   for (const auto& s : samples) {
     const double r = std::log(s.seconds / model_seconds(hw, s));
@@ -186,11 +193,14 @@ hardware::GemmResidualTable fit_table(const HardwareProfile& hw, const std::vect
     }
     for (auto [p, wp] : w) {
       Atr[p] += wp * r;
-      for (auto [q, wq] : w) AtA(p, q) += wp * wq;
+      for (auto [q, wq] : w) entries.emplace_back(p, q, wp * wq);
     }
   }
-  AtA += ridge * Eigen::MatrixXd::Identity(nodes, nodes);
-  const Eigen::VectorXd x = AtA.ldlt().solve(Atr);
+  for (int p = 0; p < nodes; ++p) entries.emplace_back(p, p, ridge);
+  Eigen::SparseMatrix<double> AtA(nodes, nodes);
+  AtA.setFromTriplets(entries.begin(), entries.end());  // duplicates are summed
+  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> solver(AtA);
+  const Eigen::VectorXd x = solver.solve(Atr);
   t.factors.resize(static_cast<std::size_t>(nodes));
   for (int p = 0; p < nodes; ++p) t.factors[static_cast<std::size_t>(p)] = std::clamp(std::exp(x[p]), 0.05, 20.0);
   return t;
@@ -245,10 +255,12 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
     layout.dtypes.assign(seen.begin(), seen.end());
   }
   HardwareProfile hw = base;
-  hw.gemm.residuals.clear();
+  // The measured dtypes are fitted afresh; residual tables of the others stay as the base has them.
+  for (Dtype d : layout.dtypes) hw.gemm.residuals.erase(d);
   GemmFit fit;
-  fit.iterations = levenberg_marquardt(layout, hw, samples, options.max_iterations);
-  if (fit.iterations >= options.max_iterations) {
+  const LmOutcome lm = levenberg_marquardt(layout, hw, samples, options.max_iterations);
+  fit.iterations = lm.iterations;
+  if (!lm.converged) {
     fit.notes.push_back(fmt::format("the GEMM fit stopped at its limit of {} iterations, still creeping along a direction the data hardly "
                                     "constrains (a shape term that the measured shapes do not exercise, e.g. k_half from squares only)",
                                     options.max_iterations));

@@ -22,17 +22,13 @@ Affine fit_affine(const std::vector<double>& x, const std::vector<double>& t) {
     b[1] += w * x[i] * t[i];
   }
   A(1, 0) = A(0, 1);
-  Affine f;
-  if (x.size() >= 2 && std::abs(A.determinant()) > 1e-300 * A(0, 0) * A(1, 1)) {
-    const Eigen::Vector2d s = A.ldlt().solve(b);
-    f = {s[0], s[1]};
-  }
-  if (!(f.alpha >= 0) || !(f.beta > 0)) {
-    // Through the origin: beta = sum(w x t) / sum(w x^2).
-    f.alpha = 0;
-    f.beta = b[1] / A(1, 1);
-  }
-  return f;
+  const auto through_origin = [&] { return Affine{0.0, b[1] / A(1, 1)}; };  // beta = sum(w x t) / sum(w x^2)
+  if (x.size() < 2 || !(std::abs(A.determinant()) > 1e-300 * A(0, 0) * A(1, 1))) return through_origin();
+  const Eigen::Vector2d s = A.ldlt().solve(b);
+  // Time does not grow with size: no bandwidth to fit, alpha is the weighted mean time.
+  if (!(s[1] > 0)) return {b[0] / A(0, 0), 0.0};
+  if (!(s[0] >= 0)) return through_origin();
+  return {s[0], s[1]};
 }
 
 namespace {
@@ -76,13 +72,17 @@ std::vector<LinkFit> fit_collectives(const std::vector<CollectiveSample>& sample
     const Affine line = fit_affine(x, t);
     LinkFit fit;
     fit.samples = static_cast<int>(best.size());
+    fit.bandwidth_bound = line.beta > 0 && line.beta * x.back() >= line.alpha;
+    fit.largest_bytes = best.rbegin()->first;
     fit.result.op = std::string(models::to_string(first.op));
     fit.result.link = std::string(to_string(first.link));
     fit.result.ranks = first.ranks;
     fit.result.nodes = first.nodes;
     fit.result.algorithm = first.algorithm;
     fit.result.latency = Seconds(line.alpha);
-    fit.result.busbw = BytesPerSec(1.0 / line.beta);
+    // Without a bandwidth term the line is flat; busbw is then meaningless (and is not used: see
+    // bandwidth_bound), kept finite for printing.
+    fit.result.busbw = BytesPerSec(line.beta > 0 ? 1.0 / line.beta : 0.0);
     std::size_t i = 0;
     double sum = 0;
     for (const auto& [bytes, seconds] : best) {
@@ -90,7 +90,8 @@ std::vector<LinkFit> fit_collectives(const std::vector<CollectiveSample>& sample
       const double rel = std::abs(t_line / seconds - 1);
       fit.line_worst_relative = std::max(fit.line_worst_relative, rel);
       sum += rel;
-      fit.result.efficiency.emplace_back(bytes, t_line / seconds);
+      // Bounded as the profile reader bounds it.
+      fit.result.efficiency.emplace_back(bytes, std::clamp(t_line / seconds, 0.01, 100.0));
     }
     fit.line_mean_relative = sum / static_cast<double>(best.size());
     // The table is kept only where the line misses by more than 1%: sizes inside a stretch the line
@@ -118,6 +119,7 @@ std::vector<CopyFit> fit_copies(const std::vector<MemorySample>& samples) {
     }
     if (x.empty()) continue;
     const Affine line = fit_affine(x, t);
+    if (!(line.beta > 0)) continue;  // copies whose time does not grow with size: nothing to fit
     CopyFit f;
     f.kind = kind;
     f.transfer.latency = Seconds(line.alpha);

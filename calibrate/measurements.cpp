@@ -1,5 +1,7 @@
 #include "clustersim/calibrate/measurements.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -17,6 +19,9 @@ namespace {
 
 using Json = nlohmann::json;
 constexpr const char* kFormat = "clustersim-measurements/1";
+// cuBLAS takes GEMM dimensions as int; no cluster has more ranks than this.
+constexpr std::int64_t kMaxDimension = (std::int64_t(1) << 31) - 1;
+constexpr std::int64_t kMaxRanks = std::int64_t(1) << 24;
 
 std::string_view json_type(const Json& j) { return j.type_name(); }
 
@@ -40,9 +45,11 @@ class Reader {
     if (!(d > 0) || !std::isfinite(d)) fail(path + "." + key, "a positive number", fmt::format("{}", d));
     return d;
   }
-  std::int64_t positive_int(const Json& obj, const std::string& path, const char* key) const {
+  // A positive integer no larger than `max`.
+  std::int64_t positive_int(const Json& obj, const std::string& path, const char* key, std::int64_t max) const {
     const Json& v = member(obj, path, key);
     if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) fail(path + "." + key, "a positive integer", v.dump());
+    if (v.get<std::int64_t>() > max) fail(path + "." + key, fmt::format("at most {}", max), v.dump());
     return v.get<std::int64_t>();
   }
   std::string text(const Json& obj, const std::string& path, const char* key) const {
@@ -158,6 +165,8 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
   if (auto it = doc.find("meta"); it != doc.end()) {
     if (!it->is_object()) r.fail("meta", "an object of strings", std::string(json_type(*it)));
     for (const auto& [k, v] : it->items()) {
+      const bool plain = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
+      if (!plain) r.fail("meta", "keys of letters, digits, '_', '-' and '.'", "'" + k + "'");
       if (!v.is_string()) r.fail("meta." + k, "a string", std::string(json_type(v)));
       m.meta[k] = v.get<std::string>();
     }
@@ -170,9 +179,9 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
       GemmSample s;
       s.dtype = parse_name<hardware::Dtype>(r, path + ".dtype", r.text(g, path, "dtype"), "a dtype (fp32, tf32, fp16, bf16, fp8, fp4)",
                                             hardware::parse_dtype);
-      s.m = r.positive_int(g, path, "m");
-      s.n = r.positive_int(g, path, "n");
-      s.k = r.positive_int(g, path, "k");
+      s.m = r.positive_int(g, path, "m", kMaxDimension);
+      s.n = r.positive_int(g, path, "n", kMaxDimension);
+      s.k = r.positive_int(g, path, "k", kMaxDimension);
       s.seconds = r.positive(g, path, "seconds");
       m.gemm.push_back(s);
     }
@@ -199,8 +208,8 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
                                               "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or send_recv",
                                               models::parse_collective_op);
       s.link = parse_name<LinkClass>(r, path + ".link", r.text(g, path, "link"), "nvlink, pcie, network or process", parse_link_class);
-      s.ranks = static_cast<int>(r.positive_int(g, path, "ranks"));
-      s.nodes = static_cast<int>(r.positive_int(g, path, "nodes"));
+      s.ranks = static_cast<int>(r.positive_int(g, path, "ranks", kMaxRanks));
+      s.nodes = static_cast<int>(r.positive_int(g, path, "nodes", kMaxRanks));
       if (s.ranks < 2) r.fail(path + ".ranks", "at least 2", std::to_string(s.ranks));
       if (s.nodes > s.ranks) r.fail(path + ".nodes", fmt::format("at most ranks ({})", s.ranks), std::to_string(s.nodes));
       s.bytes = r.positive(g, path, "bytes");

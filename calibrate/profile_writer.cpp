@@ -12,16 +12,18 @@ namespace {
 using hardware::Dtype;
 using hardware::HardwareProfile;
 
-// YAML double-quoted scalar.
+// YAML double-quoted scalar: quotes and backslashes escaped, control characters as \xNN.
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
     }
-    out += c;
   }
   return out + "\"";
 }
@@ -48,7 +50,7 @@ std::string profile_yaml(const CalibrationResult& r) {
   const HardwareProfile& hw = r.profile;
   std::string y;
   y += fmt::format("# Hardware profile written by `clustersim calibrate` from measurements; base profile: {}.\n",
-                   hw.calibration.count("base_profile") ? hw.calibration.at("base_profile") : r.base.name);
+                   quoted(hw.calibration.count("base_profile") ? hw.calibration.at("base_profile") : r.base.name));
   y += "# Peaks, capacity and interconnect come from the base profile (datasheets); the GEMM model, memory\n"
        "# efficiency, launch overhead, host transfers and collectives are fitted (docs/calibration.md).\n";
   y += "hardware:\n";
@@ -118,7 +120,7 @@ std::string profile_yaml(const CalibrationResult& r) {
   }
   if (!hw.calibration.empty()) {
     y += "  calibration:\n";
-    for (const auto& [k, v] : hw.calibration) y += fmt::format("    {}: {}\n", k, quoted(v));
+    for (const auto& [k, v] : hw.calibration) y += fmt::format("    {}: {}\n", quoted(k), quoted(v));
   }
   return y;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -48,6 +49,19 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
     pcie_calibrated = hardware::calibrated_busbw(*gpu, "pcie");
     network_calibrated = hardware::calibrated_busbw(*gpu, "network");
   }
+  if (network_calibrated) {
+    // Across nodes NCCL runs one ring (channel) per NIC, so the bus bandwidth is the NICs of a node
+    // together: one NIC's share is busbw / NICs per node (those of the first node with any).
+    std::map<int, int> nics_per_node;
+    for (auto [v, vend] = boost::vertices(g); v != vend; ++v) {
+      if (topo.device(*v).kind == DeviceKind::nic) ++nics_per_node[topo.device(*v).node];
+    }
+    if (nics_per_node.empty()) {
+      network_calibrated.reset();
+    } else {
+      *network_calibrated /= nics_per_node.begin()->second;
+    }
+  }
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const topology::Link& l = topo.link(*e);
     double cap = l.bandwidth.value();
@@ -62,7 +76,7 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
     } else if (l.kind == LinkKind::pcie) {
       cap *= kPcieNcclOverRaw;
     } else if (l.tier == 0 && network_calibrated) {
-      // A NIC's link to its leaf: what collectives across nodes measured per GPU.
+      // A NIC's link to its leaf: its share of what collectives across nodes measured.
       cap = std::min(cap, network_calibrated->value());
     }
     capacities_[l.id] = cap;

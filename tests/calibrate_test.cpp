@@ -330,3 +330,51 @@ TEST_CASE("calibrate: an NVLS fit is kept apart and never taken as the link's ba
   CHECK(bw->value() == Approx(360e9).epsilon(0.01));
   CHECK_FALSE(hardware::calibrated_busbw(r.profile, "network"));
 }
+
+TEST_CASE("calibrate: a latency-only sweep gives no bandwidth, and the profile keeps the base's other fits") {
+  // An all-gather measured only from 8 B to 4 KiB takes ~20 us at every size: no bandwidth can be
+  // read from it, so it stays out of the profile (with a note) and sets no link capacity. A base
+  // profile's existing fit of another group survives the new calibration.
+  HardwareProfile base = shipped("h100-sxm5-80gb");
+  hardware::CalibratedCollective earlier;
+  earlier.op = "all_reduce";
+  earlier.link = "nvlink";
+  earlier.ranks = 8;
+  earlier.latency = Seconds(20e-6);
+  earlier.busbw = BytesPerSec(350e9);
+  base.collectives.push_back(earlier);
+  Measurements m;
+  for (double bytes = 8; bytes <= 4096; bytes *= 2) m.collectives.push_back({models::CollectiveOp::all_gather, LinkClass::nvlink, 8, 1, bytes, 20e-6});
+  const CalibrationResult r = calibrate::calibrate(base, m, {});
+  REQUIRE(r.links.size() == 1);
+  CHECK_FALSE(r.links[0].bandwidth_bound);
+  REQUIRE(r.profile.collectives.size() == 1);
+  CHECK(r.profile.collectives[0].op == "all_reduce");
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("latency-bound") != std::string::npos; }));
+  CHECK(hardware::calibrated_busbw(r.profile, "nvlink")->value() == 350e9);
+}
+
+TEST_CASE("calibrate: a fabric fit sets each NIC's share of the measured bus bandwidth") {
+  // Two DGX H100 nodes (8 NICs each at 400 Gb/s = 50 GB/s). An all_gather across them measured at
+  // 160 GB/s bus bandwidth is 8 rings of 20 GB/s: every NIC-to-leaf link gets 20 GB/s.
+  auto topo = test::topology_from_text(
+      "topology:\n  name: t\n  node: dgx-h100\n  nodes: 2\n  fabric: {kind: rail-optimized, scalable_unit: 32, tiers: [{radix: 64}, {radix: 64}]}\n");
+  HardwareProfile hw = *topo.gpu;
+  hardware::CalibratedCollective c;
+  c.op = "all_gather";
+  c.link = "network";
+  c.ranks = 16;
+  c.nodes = 2;
+  c.busbw = BytesPerSec(160e9);
+  hw.collectives.push_back(c);
+  topo.gpu = std::make_shared<const HardwareProfile>(hw);
+  const models::CollectiveModel model(topo);
+  int nic_links = 0;
+  for (auto [e, end] = boost::edges(topo.graph()); e != end; ++e) {
+    const auto& l = topo.link(*e);
+    if (l.tier != 0) continue;
+    ++nic_links;
+    CHECK(model.capacities()[l.id] == Approx(20e9));
+  }
+  CHECK(nic_links > 0);
+}

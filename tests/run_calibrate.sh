@@ -46,3 +46,14 @@ expect_bad "--base PROFILE is needed" --from "$data/h100-cublas-waynehacking8.js
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "fp4", "m": 64, "n": 64, "k": 64, "seconds": 1e-6}]}' >"$dir/fp4.json"
 expect_bad "no fp4 peak" --from "$dir/fp4.json" --base h100-sxm5-80gb
 expect_bad "GPU profile" --device cpu --base h100-sxm5-80gb
+touch "$dir/a-file"
+expect_bad "expected a directory to write into" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/a-file"
+# validate --hardware with a profile no case uses is an error, not a silent no-op.
+set +e
+err=$("$cli" validate "$data/../../../../shared/validation/microbench.yaml" --hardware l40s 2>&1 >/dev/null)
+status=$?
+set -e
+if [ $status -ne 2 ] || [[ "$err" != *"no case runs on a GPU named L40S"* ]]; then
+  echo "validate --hardware l40s: expected status 2 and a message, got $status: $err"
+  exit 1
+fi

@@ -7,7 +7,9 @@
 //     (a copy reads and writes each byte); for a CPU, whose profile has no datasheet bandwidth, the
 //     measured traffic rate becomes the bandwidth itself;
 //   - pinned host transfers -> host_transfers;
-//   - collective samples -> one fitted collective per (op, link, ranks, nodes) (link_fit.hpp).
+//   - collective samples -> one fitted collective per (op, link, ranks, nodes, algorithm) (link_fit.hpp),
+//     replacing the base's fit of the same group; fits whose largest size is latency-bound are left
+//     out (with a note). The base's other fits, and residual tables of dtypes not measured, stay.
 // The result carries the fit quality and the provenance of the raw data, which the profile file
 // records in its `calibration:` block.
 #pragma once

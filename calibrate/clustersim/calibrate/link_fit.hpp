@@ -24,7 +24,9 @@ struct Affine {
   double alpha = 0;  // s
   double beta = 0;   // s per unit of x
 };
-// Weighted (relative-error) least squares of t = alpha + beta x; needs at least one sample.
+// Weighted (relative-error) least squares of t = alpha + beta x; needs at least one sample. alpha is
+// 0 when the unconstrained fit makes it negative; beta is 0 (and alpha the weighted mean time) when
+// time does not grow with x.
 Affine fit_affine(const std::vector<double>& x, const std::vector<double>& t);
 
 struct LinkFit {
@@ -32,6 +34,10 @@ struct LinkFit {
   int samples = 0;
   double line_worst_relative = 0;  // max |t_line / t_measured - 1| before the size table
   double line_mean_relative = 0;
+  // Whether the largest size measured spends at least as long on bandwidth as on latency: only then
+  // does busbw mean anything (a sweep that stops at a few KiB measures latency alone).
+  bool bandwidth_bound = false;
+  double largest_bytes = 0;
 };
 
 // One fit per (op, link, ranks, nodes, algorithm), in that stable order.
