@@ -82,6 +82,23 @@ TEST_CASE("profile errors name the field", "[hardware]") {
              Contains("expected an efficiency for every dtype in peak_flops (bf16 is missing)"));
   CHECK_THAT(test::input_error([] { from_text(minimal_profile("    max_efficiency: {bf16: 0.8}\n    k_halve: 1\n")); }),
              Contains("found unknown key 'k_halve' (did you mean 'k_half'?)"));
+  // Calibrated fields.
+  CHECK_THAT(test::input_error([] {
+               from_text(minimal_profile("    max_efficiency: {bf16: 0.8}\n    residuals:\n      bf16: {log2_m: [8, 9], log2_n: [8, 8], log2_k: [8, 8], factors: [1]}\n"));
+             }),
+             Contains("field 'hardware.gemm.residuals.bf16.factors': expected a list of 2 factors (2 x 1 x 1)"));
+  CHECK_THAT(test::input_error([] {
+               from_text(minimal_profile("    max_efficiency: {bf16: 0.8}\n    k_half_by_dtype: {fp8: 100}\n"));
+             }),
+             Contains("expected a dtype listed in peak_flops (fp8 is not)"));
+  CHECK_THAT(test::input_error([] {
+               from_text(minimal_profile() + "  collectives:\n    - {op: all_reduce, link: nvlink, ranks: 8, nodes: 1, latency: 10us, busbw: 300GB/s, algorithm: rings}\n");
+             }),
+             Contains("algorithm") && Contains("'rings'"));
+  CHECK_THAT(test::input_error([] {
+               from_text(minimal_profile() + "  collectives:\n    - {op: all_reduce, link: nvlink, ranks: 8, nodes: 9, latency: 10us, busbw: 300GB/s}\n");
+             }),
+             Contains("field 'hardware.collectives[0].nodes': expected from 1 to ranks (8)"));
 }
 
 TEST_CASE("GEMM model: a large square GEMM loses only wave quantisation and the K loop", "[hardware][gemm]") {
