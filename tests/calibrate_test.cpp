@@ -52,6 +52,18 @@ std::vector<GemmSample> synthetic_gemms(const HardwareProfile& truth, const std:
   return out;
 }
 
+// A fitted collective as calibration would write it.
+hardware::CalibratedCollective fitted(const std::string& op, const std::string& link, int ranks, int nodes, double busbw) {
+  hardware::CalibratedCollective c;
+  c.op = op;
+  c.link = link;
+  c.ranks = ranks;
+  c.nodes = nodes;
+  c.latency = Seconds(10e-6);
+  c.busbw = BytesPerSec(busbw);
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("calibrate: the GEMM fit recovers known parameters from synthetic data within 1%") {
@@ -235,13 +247,7 @@ TEST_CASE("calibrate: a calibrated NVLink bandwidth becomes the capacity collect
   const auto uncalibrated = test::topology_from_text("topology: {name: one, node: dgx-h100, nodes: 1}\n");
   auto calibrated = uncalibrated;
   HardwareProfile hw = *uncalibrated.gpu;
-  hardware::CalibratedCollective c;
-  c.op = "all_gather";
-  c.link = "nvlink";
-  c.ranks = 8;
-  c.latency = Seconds(10e-6);
-  c.busbw = BytesPerSec(300e9);
-  hw.collectives.push_back(c);
+  hw.collectives.push_back(fitted("all_gather", "nvlink", 8, 1, 300e9));
   calibrated.gpu = std::make_shared<const HardwareProfile>(hw);
   const auto gpus = uncalibrated.gpus();
   models::Collective ag{models::CollectiveOp::all_gather, {gpus.begin(), gpus.begin() + 8}, Bytes(4.0 * (1ull << 30))};
@@ -336,13 +342,7 @@ TEST_CASE("calibrate: a latency-only sweep gives no bandwidth, and the profile k
   // read from it, so it stays out of the profile (with a note) and sets no link capacity. A base
   // profile's existing fit of another group survives the new calibration.
   HardwareProfile base = shipped("h100-sxm5-80gb");
-  hardware::CalibratedCollective earlier;
-  earlier.op = "all_reduce";
-  earlier.link = "nvlink";
-  earlier.ranks = 8;
-  earlier.latency = Seconds(20e-6);
-  earlier.busbw = BytesPerSec(350e9);
-  base.collectives.push_back(earlier);
+  base.collectives.push_back(fitted("all_reduce", "nvlink", 8, 1, 350e9));
   Measurements m;
   for (double bytes = 8; bytes <= 4096; bytes *= 2) m.collectives.push_back({models::CollectiveOp::all_gather, LinkClass::nvlink, 8, 1, bytes, 20e-6});
   const CalibrationResult r = calibrate::calibrate(base, m, {});
@@ -360,13 +360,7 @@ TEST_CASE("calibrate: a fabric fit sets each NIC's share of the measured bus ban
   auto topo = test::topology_from_text(
       "topology:\n  name: t\n  node: dgx-h100\n  nodes: 2\n  fabric: {kind: rail-optimized, scalable_unit: 32, tiers: [{radix: 64}, {radix: 64}]}\n");
   HardwareProfile hw = *topo.gpu;
-  hardware::CalibratedCollective c;
-  c.op = "all_gather";
-  c.link = "network";
-  c.ranks = 16;
-  c.nodes = 2;
-  c.busbw = BytesPerSec(160e9);
-  hw.collectives.push_back(c);
+  hw.collectives.push_back(fitted("all_gather", "network", 16, 2, 160e9));
   topo.gpu = std::make_shared<const HardwareProfile>(hw);
   const models::CollectiveModel model(topo);
   int nic_links = 0;
