@@ -1,0 +1,153 @@
+// LLM serving on one replica: requests, the iteration-time roofline, a vLLM-style continuous-batching
+// scheduler over a PagedAttention KV block pool, and the metrics vLLM's benchmark reports.
+//
+// Iteration time (one forward pass of the batch the scheduler formed), per GPU of a TP group:
+//   FLOPs = 2 x active_parameters x tokens + attention, the causal attention core of a prefill chunk of
+//           c tokens after p cached ones costing 4 x L x attention_width x c x (p + c/2), and a decode
+//           step at context n costing 4 x L x attention_width x n (QK^T and PV, 2 FLOPs per MAC)
+//   bytes = the weights once (active parameters x weight bytes) + every scheduled sequence's KV cache
+//           read + the new KV entries written
+//   t = max(FLOPs / (tp x peak x max_efficiency), bytes / (tp x HBM bandwidth x memory_efficiency))
+//       + 2 x layers TP all-reduces of tokens x hidden x 2 bytes (tp > 1) + iteration_overhead
+// (the roofline docs/serving.md derives; prefill lands on the compute side, decode on the bytes side).
+//
+// Scheduler (vLLM V1's, in its default shape): every iteration, running sequences first, each asks for
+// its next tokens (1 when decoding, up to the chunk budget when prefilling); then waiting requests are
+// admitted in arrival order while max_num_seqs and max_num_batched_tokens allow. A sequence needs KV
+// blocks (block_size tokens each) for every token it holds; when the pool cannot give a running
+// sequence its block, the most recently admitted running sequence is preempted by recompute: its
+// blocks are freed and it returns to the front of the waiting queue, to prefill its prompt and the
+// tokens it already produced again. A new request is admitted only while more than `watermark` of the
+// blocks would stay free.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clustersim/common/units.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
+#include "clustersim/models/transformer.hpp"
+
+namespace cs::models {
+
+struct ServingRequest {
+  int id = 0;
+  double arrival = 0;  // s
+  int prompt_tokens = 1;
+  int output_tokens = 1;
+};
+
+struct ReplicaConfig {
+  TransformerSpec model;
+  int tp = 1;
+  hardware::Dtype weights = hardware::Dtype::bf16;  // the GEMMs' dtype (fp8 weights run fp8 GEMMs)
+  double kv_bytes_per_element = 2;                  // 2 for fp16/bf16, 1 for fp8
+  int max_num_seqs = 256;                           // vLLM's default
+  int max_num_batched_tokens = 8192;                // vLLM V1's default with chunked prefill
+  bool chunked_prefill = true;
+  int block_size = 16;                              // vLLM's default
+  double watermark = 0.01;                          // vLLM's default
+  double gpu_memory_utilization = 0.9;              // vLLM's default: what the KV pool may fill, with the weights
+  Seconds iteration_overhead = Seconds(0);          // scheduling and launch cost of one iteration
+  // Time of one TP all-reduce of `bytes` (from the collective model); nothing: 0 (tp = 1 needs none).
+  std::function<double(double bytes)> all_reduce_seconds;
+};
+
+// KV cache bytes of one token (all layers, K and V), per GPU of the TP group.
+double kv_bytes_per_token(const ReplicaConfig& c);
+// KV blocks the replica's memory holds after its weights; throws std::invalid_argument when the
+// weights alone do not fit.
+std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareProfile& hw);
+
+// One sequence's work in an iteration.
+struct BatchEntry {
+  int new_tokens = 0;   // prefill chunk length, or 1 for a decode step
+  int context = 0;      // tokens already in the KV cache before this step
+};
+// The iteration's duration by the roofline above.
+double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
+
+struct RequestResult {
+  ServingRequest request;
+  double first_scheduled = 0;  // s: when it first entered a batch
+  double first_token = 0;      // s
+  double finish = 0;           // s
+  int preemptions = 0;
+  double max_itl = 0;          // s: the longest gap between two output tokens
+  [[nodiscard]] double ttft() const { return first_token - request.arrival; }
+  [[nodiscard]] double e2e() const { return finish - request.arrival; }
+  // Time per output token after the first (vLLM's TPOT); 0 for a one-token output.
+  [[nodiscard]] double tpot() const {
+    return request.output_tokens > 1 ? (finish - first_token) / (request.output_tokens - 1) : 0.0;
+  }
+};
+
+struct ReplicaRun {
+  std::vector<RequestResult> requests;  // in request id order
+  std::int64_t kv_blocks = 0;           // the pool
+  std::int64_t peak_kv_blocks = 0;      // most blocks in use at once
+  double kv_block_seconds = 0;          // integral of blocks in use over time
+  std::int64_t iterations = 0;
+  std::int64_t preemptions = 0;
+  std::vector<std::int64_t> batch_size_histogram;  // [n] = iterations that ran n sequences
+  double makespan = 0;                  // s: the last finish
+  std::uint64_t events = 0;
+};
+
+// Closed-loop load: each of `concurrency` clients sends its next request as soon as the last one
+// finished. `requests` then gives the lengths, in order; their arrival times are set by the run.
+struct ClosedLoop {
+  int concurrency = 1;
+};
+
+// Runs the requests (sorted by arrival) through one replica on the event engine. Throws
+// std::invalid_argument for a request that can never fit in the KV pool.
+ReplicaRun run_replica(const std::vector<ServingRequest>& requests, const ReplicaConfig& c, const hardware::HardwareProfile& hw,
+                       std::optional<ClosedLoop> closed_loop = std::nullopt);
+
+// Metrics with vLLM benchmark names, over finished requests.
+struct LatencyStats {
+  double mean = 0, median = 0, p90 = 0, p99 = 0;
+};
+struct Slo {
+  double ttft = 0;  // s; 0: no limit
+  double tpot = 0;
+  double e2e = 0;
+};
+struct ServingMetrics {
+  int completed = 0;
+  double duration = 0;             // s: first arrival to last finish
+  double request_throughput = 0;   // req/s
+  double request_goodput = 0;      // req/s meeting every SLO given
+  double output_throughput = 0;    // tok/s
+  double total_token_throughput = 0;
+  LatencyStats ttft, tpot, itl_max, e2e, queueing;
+  double mean_concurrency = 0;     // requests in the system, time-averaged (Little's L)
+  double mean_kv_use = 0;          // fraction of the pool, time-averaged
+  std::int64_t preemptions = 0;
+};
+ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo = {});
+
+// Workloads, seeded and reproducible.
+struct LengthDistribution {
+  enum class Kind { fixed, uniform, lognormal, empirical } kind = Kind::fixed;
+  double a = 128, b = 128;          // fixed: a; uniform: [a, b]; lognormal: median a, sigma b
+  std::vector<int> values;          // empirical: drawn uniformly
+  int sample(std::uint64_t& state) const;
+};
+struct ArrivalProcess {
+  enum class Kind { poisson, gamma, offline } kind = Kind::poisson;
+  double rate = 1;                  // requests/s
+  double burstiness = 1;            // gamma shape (1 = Poisson; < 1 burstier), as vLLM's --burstiness
+};
+std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& arrivals, const LengthDistribution& prompt,
+                                              const LengthDistribution& output, std::uint64_t seed);
+// A trace CSV with header `arrival_s,prompt_tokens,output_tokens`; throws InputError naming the file
+// and line for a malformed or unsorted row.
+std::vector<ServingRequest> read_trace(const std::filesystem::path& file);
+
+}  // namespace cs::models

@@ -1,0 +1,187 @@
+// Serving on one replica: the iteration roofline, the continuous-batching scheduler over the KV block
+// pool, workloads and metrics.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/common/parts.hpp"
+#include "clustersim/models/serving.hpp"
+#include "support.hpp"
+
+using namespace cs;
+using namespace cs::models;
+using hardware::Dtype;
+
+namespace {
+
+hardware::HardwareProfile h100() {
+  IncludeStack includes;
+  return hardware::load_hardware_profile(resolve_part(std::string("h100-sxm5-80gb"), "hardware"), includes);
+}
+
+ReplicaConfig llama8b() {
+  IncludeStack includes;
+  ReplicaConfig c;
+  c.model = load_transformer_file(resolve_part(std::string("llama3-8b"), "models"), includes);
+  c.iteration_overhead = Seconds(200e-6);
+  return c;
+}
+
+std::vector<ServingRequest> poisson(int n, double rate, int prompt, int output, std::uint64_t seed = 1) {
+  return generate_requests(n, {ArrivalProcess::Kind::poisson, rate, 1}, {LengthDistribution::Kind::fixed, double(prompt), 0, {}},
+                           {LengthDistribution::Kind::fixed, double(output), 0, {}}, seed);
+}
+
+}  // namespace
+
+TEST_CASE("serving: a lone request's TTFT is its prefill iteration from the roofline") {
+  const auto hw = h100();
+  const ReplicaConfig c = llama8b();
+  const ReplicaRun run = run_replica({{0, 1.5, 2000, 10}}, c, hw);
+  REQUIRE(run.requests.size() == 1);
+  const double prefill = iteration_seconds({{2000, 0}}, c, hw);
+  // Expectation: TTFT = one iteration of 2000 new tokens at context 0 (to the engine's 1 ns).
+  CHECK(run.requests[0].ttft() == Approx(prefill).margin(2e-9));
+  // Then 9 decode steps at contexts 2000..2008.
+  double decode = 0;
+  for (int k = 0; k < 9; ++k) decode += iteration_seconds({{1, 2000 + k}}, c, hw);
+  CHECK(run.requests[0].e2e() == Approx(prefill + decode).margin(2e-8));
+  // A 2,000-token prefill of an 8B model is compute-bound: more than 2 x 8e9 x 2000 FLOPs at the
+  // ceiling; a single decode step is bound by reading the 16 GB of bf16 weights.
+  CHECK(prefill > 2.0 * 7.5e9 * 2000 / (hw.peak(Dtype::bf16).value() * hw.gemm.max_efficiency.at(Dtype::bf16)));
+  const double weights_read = active_parameters(c.model) * 2 / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+  CHECK(iteration_seconds({{1, 2000}}, c, hw) == Approx(weights_read + 200e-6).epsilon(0.02));
+}
+
+TEST_CASE("serving: Little's law holds on a simulated Poisson run") {
+  // L (time-averaged requests in the system, integrated from the arrival and finish instants) equals
+  // lambda x W (completions per second x mean time in the system).
+  const auto hw = h100();
+  const auto requests = poisson(2000, 20, 512, 128);
+  const ReplicaRun run = run_replica(requests, llama8b(), hw);
+  const ServingMetrics m = serving_metrics(run);
+  REQUIRE(m.completed == 2000);
+  std::vector<std::pair<double, int>> events;
+  for (const auto& r : run.requests) {
+    events.emplace_back(r.request.arrival, +1);
+    events.emplace_back(r.finish, -1);
+  }
+  std::sort(events.begin(), events.end());
+  double area = 0;
+  int n = 0;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    n += events[i].second;
+    area += n * (events[i + 1].first - events[i].first);
+  }
+  const double L = area / m.duration;
+  CHECK(L == Approx(m.request_throughput * m.e2e.mean).epsilon(1e-9));
+  CHECK(L == Approx(m.mean_concurrency).epsilon(1e-9));
+  // The system keeps up at 20 req/s (it is stable): throughput matches the offered rate.
+  CHECK(m.request_throughput == Approx(20).epsilon(0.1));
+}
+
+TEST_CASE("serving: KV blocks never exceed the pool, and preempted requests still complete") {
+  // Memory for only ~3 of the 40 long requests at once: the scheduler must preempt by recompute.
+  const auto hw = h100();
+  ReplicaConfig c = llama8b();
+  const double weights = count_parameters(c.model).total() * 2;
+  const double kv_for = 3.0 * 3000 * kv_bytes_per_token(c);
+  c.gpu_memory_utilization = (weights + kv_for) / hw.memory_capacity.value();
+  const auto requests = generate_requests(40, {ArrivalProcess::Kind::offline, 1, 1}, {LengthDistribution::Kind::fixed, 1000, 0, {}},
+                                          {LengthDistribution::Kind::fixed, 2000, 0, {}}, 7);
+  const ReplicaRun run = run_replica(requests, c, hw);
+  CHECK(run.kv_blocks == kv_block_capacity(c, hw));
+  CHECK(run.peak_kv_blocks <= run.kv_blocks);
+  CHECK(run.preemptions > 0);
+  for (const auto& r : run.requests) {
+    CHECK(r.finish > r.first_token);
+    CHECK(r.first_token > r.request.arrival);
+  }
+  CHECK(std::any_of(run.requests.begin(), run.requests.end(), [](const auto& r) { return r.preemptions > 0; }));
+}
+
+TEST_CASE("serving: a request that can never fit is refused") {
+  ReplicaConfig c = llama8b();
+  c.gpu_memory_utilization = (count_parameters(c.model).total() * 2 + 100 * 16 * kv_bytes_per_token(c)) / h100().memory_capacity.value();
+  CHECK_THROWS_WITH(run_replica({{0, 0, 5000, 10}}, c, h100()), Catch::Contains("needs") && Catch::Contains("KV blocks"));
+  c.gpu_memory_utilization = 0.1;  // 8 GB: less than the 16 GB of weights
+  CHECK_THROWS_WITH(kv_block_capacity(c, h100()), Catch::Contains("the weights need"));
+}
+
+TEST_CASE("serving: a trace replay reproduces its arrival times exactly") {
+  test::TempDir dir;
+  const auto file = dir.write("trace.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,100,20\n0.25,300,5\n0.25,50,50\n1.75,1000,1\n");
+  const auto requests = read_trace(file);
+  REQUIRE(requests.size() == 4);
+  const ReplicaRun run = run_replica(requests, llama8b(), h100());
+  const double expected[] = {0.0, 0.25, 0.25, 1.75};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(run.requests[static_cast<std::size_t>(i)].request.arrival == expected[i]);
+    CHECK(run.requests[static_cast<std::size_t>(i)].first_scheduled >= expected[i]);
+  }
+  CHECK(run.requests[3].request.output_tokens == 1);
+  CHECK(run.requests[3].finish == run.requests[3].first_token);
+
+  const auto bad = [&](const std::string& text) { return test::input_error([&] { (void)read_trace(dir.write("bad.csv", text)); }); };
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n1.0,10,10\n0.5,10,10\n"),
+             Catch::Contains("bad.csv:3:1") && Catch::Contains("no earlier than the previous row's"));
+  CHECK_THAT(bad("arrival,prompt,output\n"), Catch::Contains("bad.csv:1:1") && Catch::Contains("header"));
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,ten,10\n"), Catch::Contains("bad.csv:2:1") && Catch::Contains("'0.1,ten,10'"));
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,10,0\n"), Catch::Contains("token counts >= 1"));
+}
+
+TEST_CASE("serving: goodput never exceeds throughput, and a tight SLO lowers it") {
+  const auto hw = h100();
+  const ReplicaRun run = run_replica(poisson(500, 40, 1024, 256, 3), llama8b(), hw);
+  const ServingMetrics loose = serving_metrics(run);
+  CHECK(loose.request_goodput == Approx(loose.request_throughput));
+  const ServingMetrics tight = serving_metrics(run, {loose.ttft.median, 0, 0});
+  CHECK(tight.request_goodput <= tight.request_throughput);
+  CHECK(tight.request_goodput < loose.request_goodput);
+  CHECK(loose.ttft.p99 >= loose.ttft.median);
+  CHECK(loose.e2e.p90 >= loose.e2e.median);
+  CHECK(loose.output_throughput == Approx(loose.request_throughput * 256));
+}
+
+TEST_CASE("serving: workloads are seeded and follow their distributions") {
+  const ArrivalProcess p{ArrivalProcess::Kind::poisson, 10, 1};
+  const LengthDistribution u{LengthDistribution::Kind::uniform, 100, 200, {}};
+  const auto a = generate_requests(20000, p, u, u, 42), b = generate_requests(20000, p, u, u, 42), other = generate_requests(200, p, u, u, 43);
+  CHECK(std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
+    return x.arrival == y.arrival && x.prompt_tokens == y.prompt_tokens && x.output_tokens == y.output_tokens;
+  }));
+  CHECK(other[5].arrival != a[5].arrival);
+  // Expectations: mean gap 1/rate = 0.1 s; uniform lengths in [100, 200] with mean 150.
+  CHECK(a.back().arrival / 20000 == Approx(0.1).epsilon(0.03));
+  double sum = 0;
+  for (const auto& r : a) {
+    CHECK((r.prompt_tokens >= 100 && r.prompt_tokens <= 200));
+    sum += r.prompt_tokens;
+  }
+  CHECK(sum / 20000 == Approx(150).epsilon(0.01));
+  // Gamma arrivals with burstiness 0.25 keep the rate but spread the gaps: coefficient of variation
+  // 1 / sqrt(0.25) = 2.
+  const auto g = generate_requests(20000, {ArrivalProcess::Kind::gamma, 10, 0.25}, u, u, 5);
+  std::vector<double> gaps;
+  for (std::size_t i = 1; i < g.size(); ++i) gaps.push_back(g[i].arrival - g[i - 1].arrival);
+  double mean = 0, var = 0;
+  for (double x : gaps) mean += x;
+  mean /= static_cast<double>(gaps.size());
+  for (double x : gaps) var += (x - mean) * (x - mean);
+  var /= static_cast<double>(gaps.size());
+  CHECK(mean == Approx(0.1).epsilon(0.05));
+  CHECK(std::sqrt(var) / mean == Approx(2.0).epsilon(0.1));
+}
+
+TEST_CASE("serving: closed-loop clients keep at most their concurrency in the system") {
+  const auto requests = generate_requests(200, {ArrivalProcess::Kind::offline, 1, 1}, {LengthDistribution::Kind::fixed, 256, 0, {}},
+                                          {LengthDistribution::Kind::fixed, 64, 0, {}}, 1);
+  const ReplicaRun run = run_replica(requests, llama8b(), h100(), ClosedLoop{4});
+  const ServingMetrics m = serving_metrics(run);
+  CHECK(m.completed == 200);
+  CHECK(m.mean_concurrency <= 4.0 + 1e-9);
+  CHECK(m.mean_concurrency > 3.9);  // a client waits for nothing between its requests
+}
