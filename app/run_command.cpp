@@ -1,5 +1,6 @@
 #include "run_command.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -7,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/models/serving_scenario.hpp"
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
@@ -130,7 +133,107 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
   return out;
 }
 
+// ---- inference scenarios -------------------------------------------------------------------------
+
+std::string ms(double s) { return fmt::format("{:.1f}", s * 1e3); }
+
+nlohmann::json inference_json(const models::InferenceScenario& sc, const models::InferenceResult& r) {
+  const auto& m = r.metrics;
+  const auto stats = [](const models::LatencyStats& s) {
+    return nlohmann::json{{"mean_ms", s.mean * 1e3}, {"median_ms", s.median * 1e3}, {"p90_ms", s.p90 * 1e3}, {"p99_ms", s.p99 * 1e3}};
+  };
+  nlohmann::json j;
+  j["scenario"] = sc.name;
+  j["kind"] = "inference";
+  j["model"] = sc.replica.model.name;
+  j["gpu"] = sc.topology->gpu->name;
+  j["tp"] = sc.replica.tp;
+  j["replicas"] = sc.replicas;
+  j["workload"] = sc.workload_text;
+  j["completed"] = m.completed;
+  j["duration_s"] = m.duration;
+  j["request_throughput"] = m.request_throughput;
+  j["request_goodput"] = m.request_goodput;
+  j["output_token_throughput"] = m.output_throughput;
+  j["total_token_throughput"] = m.total_token_throughput;
+  j["ttft"] = stats(m.ttft);
+  j["tpot"] = stats(m.tpot);
+  j["max_itl"] = stats(m.itl_max);
+  j["e2e_latency"] = stats(m.e2e);
+  j["queueing_delay"] = stats(m.queueing);
+  j["mean_concurrency"] = m.mean_concurrency;
+  j["kv_cache_use"] = m.mean_kv_use;
+  j["kv_blocks_per_replica"] = r.kv_blocks_per_replica;
+  j["preemptions"] = m.preemptions;
+  nlohmann::json hist = nlohmann::json::object();
+  std::vector<std::int64_t> sizes;
+  for (const auto& rep : r.replicas) {
+    if (sizes.size() < rep.batch_size_histogram.size()) sizes.resize(rep.batch_size_histogram.size(), 0);
+    for (std::size_t i = 0; i < rep.batch_size_histogram.size(); ++i) sizes[i] += rep.batch_size_histogram[i];
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] > 0) hist[std::to_string(i)] = sizes[i];
+  }
+  j["batch_size_histogram"] = hist;
+  j["events"] = r.events;
+  return j;
+}
+
+std::string inference_text(const models::InferenceScenario& sc, const models::InferenceResult& r) {
+  const auto& m = r.metrics;
+  std::string out = fmt::format("{}: {} on {} x {} (TP {}), {}\n", sc.name, sc.replica.model.name, sc.replicas, sc.topology->gpu->name, sc.replica.tp,
+                                sc.workload_text);
+  out += fmt::format("  requests          {} completed in {:.1f} s: {:.2f} req/s, goodput {:.2f} req/s\n", m.completed, m.duration, m.request_throughput,
+                     m.request_goodput);
+  out += fmt::format("  tokens/s          {:.0f} output, {:.0f} total\n", m.output_throughput, m.total_token_throughput);
+  reports::TextTable t({"ms", "mean", "median", "P90", "P99"}, {reports::TextTable::Align::left, reports::TextTable::Align::right,
+                                                                reports::TextTable::Align::right, reports::TextTable::Align::right,
+                                                                reports::TextTable::Align::right});
+  const auto row = [&](const char* name, const models::LatencyStats& s) { t.add_row({name, ms(s.mean), ms(s.median), ms(s.p90), ms(s.p99)}); };
+  row("TTFT", m.ttft);
+  row("TPOT", m.tpot);
+  row("max ITL", m.itl_max);
+  row("E2E latency", m.e2e);
+  row("queueing", m.queueing);
+  out += t.render("  ");
+  out += fmt::format("  concurrency       {:.1f} requests in the system on average\n", m.mean_concurrency);
+  out += fmt::format("  KV cache          {} blocks of {} tokens per replica, {:.1f}% used on average, {} preemptions\n", r.kv_blocks_per_replica,
+                     sc.replica.block_size, 100 * m.mean_kv_use, m.preemptions);
+  out += fmt::format("simulated: {} events\n", r.events);
+  return out;
+}
+
+void run_inference(const Options& o) {
+  if (o.no_fold) throw InputError("--no-fold applies to training scenarios only");
+  const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
+  const models::InferenceResult r = models::simulate_inference(sc);
+  const nlohmann::json j = inference_json(sc, r);
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
+    std::string csv = "id,arrival_s,prompt_tokens,output_tokens,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions\n";
+    std::vector<models::RequestResult> all;
+    for (const auto& rep : r.replicas) all.insert(all.end(), rep.requests.begin(), rep.requests.end());
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.request.id < b.request.id; });
+    for (const auto& q : all) {
+      csv += fmt::format("{},{:.9f},{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{}\n", q.request.id, q.request.arrival, q.request.prompt_tokens,
+                         q.request.output_tokens, q.first_scheduled, q.first_token, q.finish, q.ttft(), q.tpot(), q.e2e(), q.preemptions);
+    }
+    reports::write_file_atomically(std::filesystem::path(o.out) / "requests.csv", csv);
+  }
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << inference_text(sc, r);
+    if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json and {0}/requests.csv\n", o.out);
+  }
+}
+
 void run(const Options& o) {
+  if (models::scenario_kind(o.scenario) == "inference") {
+    run_inference(o);
+    return;
+  }
   const TrainingScenario sc = models::load_training_scenario(o.scenario);
   models::TrainingOptions opt;
   opt.fold = !o.no_fold;
@@ -154,7 +257,7 @@ void run(const Options& o) {
 
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("run", "Simulate one training step of a scenario: step time, MFU, breakdown, memory, time to train");
+  CLI::App* cmd = app.add_subcommand("run", "Simulate a scenario: a training step (step time, MFU, breakdown, memory, time to train) or an inference workload (TTFT, TPOT, throughput)");
   cmd->add_option("scenario", o->scenario, "Scenario YAML file")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
   cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)");

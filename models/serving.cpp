@@ -50,7 +50,9 @@ double gamma_sample(double k, std::uint64_t& s) {
   }
 }
 
-double weight_bytes(hardware::Dtype d) { return hardware::bytes_per_element(d); }
+double weight_bytes(const ReplicaConfig& c) {
+  return c.weight_bytes_per_parameter > 0 ? c.weight_bytes_per_parameter : hardware::bytes_per_element(c.weights);
+}
 
 }  // namespace
 
@@ -65,7 +67,7 @@ double kv_bytes_per_token(const ReplicaConfig& c) {
 
 std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
   const double params = count_parameters(c.model).total();
-  const double weights_per_gpu = params * weight_bytes(c.weights) / c.tp;
+  const double weights_per_gpu = params * weight_bytes(c) / c.tp;
   const double usable = hw.memory_capacity.value() * c.gpu_memory_utilization;
   if (weights_per_gpu >= usable) {
     throw std::invalid_argument(fmt::format("the weights need {} per GPU at TP {} but {} x {} = {} is usable", to_string(Bytes(weights_per_gpu)),
@@ -90,7 +92,7 @@ double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConf
   const double flops = 2.0 * active * tokens + attention_flops;
   const hardware::Dtype compute = hw.supports(c.weights) ? c.weights : hardware::Dtype::bf16;
   const double peak = hw.peak(compute).value() * hw.gemm.max_efficiency.at(compute);
-  const double bytes = active * weight_bytes(c.weights) / c.tp + kv_read * kv_bytes_per_token(c);
+  const double bytes = active * weight_bytes(c) / c.tp + kv_read * kv_bytes_per_token(c);
   const double t_compute = flops / c.tp / peak;
   const double t_memory = bytes / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
   double t = std::max(t_compute, t_memory) + c.iteration_overhead.value();
@@ -198,7 +200,7 @@ class Replica final : public sim::EventHandler {
       Sequence& s = seqs_[static_cast<std::size_t>(i)];
       int n = std::min(s.known - s.computed, budget);
       if (!c_.chunked_prefill && n < s.known - s.computed) break;
-      const std::int64_t need = blocks_for(s.computed + n) - s.blocks;
+      const std::int64_t need = std::max<std::int64_t>(0, blocks_for(s.computed + n) - s.blocks);  // 0 when reserved up front
       if (need > free_) {
         preempt(running_.back());
         preempted = true;
@@ -221,7 +223,8 @@ class Replica final : public sim::EventHandler {
       Sequence& s = seqs_[static_cast<std::size_t>(i)];
       const int n = std::min(s.known - s.computed, budget);
       if (!c_.chunked_prefill && n < s.known - s.computed) break;
-      const std::int64_t need = blocks_for(s.computed + n) - s.blocks;
+      const std::int64_t need =
+          (c_.reserve_full_kv ? blocks_for(s.request.prompt_tokens + s.request.output_tokens) : blocks_for(s.computed + n)) - s.blocks;
       if (need > free_ || (!running_.empty() && free_ - need < reserve)) break;
       waiting_.pop_front();
       free_ -= need;

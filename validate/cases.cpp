@@ -115,25 +115,25 @@ void read_batch(const Node& node, TrainingSpec& t) {
   m.finish();
 }
 
-void read_serving(const Node& node) {
+void read_serving(const Node& node, InferenceSpec& s) {
   Map m(node);
-  m.get<int>("tp", kPositive);
-  m.get_or<int>("pp", 1, kPositive);
-  m.get_or<int>("replicas", 1, kPositive);
-  m.choice("weights", {"fp16", "bf16", "fp8"});
-  m.choice_or("kv_cache", "unknown", {"fp16", "fp8", "unknown"});
-  m.choice("engine", {"vllm", "tensorrt-llm", "sglang"});
+  s.tp = m.get<int>("tp", kPositive);
+  s.pp = m.get_or<int>("pp", 1, kPositive);
+  s.replicas = m.get_or<int>("replicas", 1, kPositive);
+  s.weights = m.choice("weights", {"fp16", "bf16", "fp8"});
+  s.kv_cache = m.choice_or("kv_cache", "unknown", {"fp16", "fp8", "unknown"});
+  s.engine = m.choice("engine", {"vllm", "tensorrt-llm", "sglang"});
   m.finish();
 }
 
-void read_workload(const Node& node) {
+void read_workload(const Node& node, InferenceSpec& s) {
   Map m(node);
-  m.get<int>("input_tokens", kPositive);
-  m.get<int>("output_tokens", kPositive);
+  s.input_tokens = m.get<int>("input_tokens", kPositive);
+  s.output_tokens = m.get<int>("output_tokens", kPositive);
   Map a(m.at("arrival", "an arrival process map"));
-  const std::string kind = a.choice("kind", {"offline", "closed-loop", "poisson"});
-  if (kind == "closed-loop") a.get<int>("concurrency", kPositive);
-  if (kind == "poisson") a.get<double>("rate_rps", yaml::positive<double>());
+  s.arrival = a.choice("kind", {"offline", "closed-loop", "poisson"});
+  if (s.arrival == "closed-loop") s.concurrency = a.get<int>("concurrency", kPositive);
+  if (s.arrival == "poisson") s.rate_rps = a.get<double>("rate_rps", yaml::positive<double>());
   a.finish();
   m.finish();
 }
@@ -152,8 +152,11 @@ Case read_case(const Node& node) {
   if (auto b = m.find("batch")) read_batch(*b, t);
   if (auto r = m.find("recompute")) t.recompute = yaml::parse_choice(*r, {"none", "selective", "full", "unknown"});
   if (auto p = m.find("precision")) t.precision = yaml::parse_choice(*p, {"fp16", "bf16", "fp8", "mxfp8"});
-  if (auto s = m.find("serving")) read_serving(*s);
-  if (auto w = m.find("workload")) read_workload(*w);
+  InferenceSpec inf;
+  const bool has_serving = m.find("serving").has_value(), has_workload = m.find("workload").has_value();
+  if (auto s = m.find("serving")) read_serving(*s, inf);
+  if (auto w = m.find("workload")) read_workload(*w, inf);
+  if (has_serving && has_workload) c.inference = inf;
   if (auto g = m.find("gemm")) {
     Map gm(*g);
     GemmSpec spec;
@@ -189,6 +192,12 @@ Case read_case(const Node& node) {
     m.at("batch", "a batch map for kind training");
     if (t.model.seq_len == 0) m.at("model", "").fail("a model with seq_len for kind training", "none");
     c.training = std::move(t);
+  }
+  if (c.kind == "inference") {
+    m.at("model", "a model map for kind inference");
+    m.at("serving", "a serving map for kind inference");
+    m.at("workload", "a workload map for kind inference");
+    c.training = std::move(t);  // the model
   }
   if (c.kind == "gemm" && !c.gemm) m.at("gemm", "a gemm map (m, n, k, dtype) for kind gemm");
   if (c.kind == "collective" && !c.collective) m.at("collective", "a collective map (op, bytes) for kind collective");

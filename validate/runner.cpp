@@ -7,6 +7,7 @@
 
 #include "clustersim/common/parts.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
+#include "clustersim/models/serving_scenario.hpp"
 #include "clustersim/models/collective_model.hpp"
 #include "clustersim/models/training.hpp"
 #include "clustersim/topology/topology_loader.hpp"
@@ -213,6 +214,62 @@ std::string primary_metric(const std::string& kind) {
   return "busbw_GBps";
 }
 
+// Engine defaults where a case does not give the scheduler's limits (docs/serving.md "Validation").
+// vLLM V1: max_num_seqs 256, max_num_batched_tokens 8192 with chunked prefill (vLLM engine
+// arguments). TensorRT-LLM: assumption, max batch size 2048 and max num tokens 8192 (trtllm-build's
+// defaults as its docs list them). SGLang: assumption, vLLM's limits.
+void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
+  const InferenceSpec& s = *c.inference;
+  if (s.pp > 1) throw Unsupported("pipeline-parallel serving (pp > 1)");
+  if (c.training->model.moe) throw Unsupported("MoE serving with expert parallelism");
+  // The replicas need only their GPUs, but clusters are built of whole nodes: round up to them.
+  Case whole = c;
+  const int per_node = std::max(1, c.cluster.gpus_per_node);
+  whole.cluster.gpus = (c.cluster.gpus + per_node - 1) / per_node * per_node;
+  const topology::Topology topo = build_cluster(whole, r, options);
+  auto shared = std::make_shared<const topology::Topology>(topo);
+  models::InferenceScenario sc;
+  sc.name = c.id;
+  sc.topology = shared;
+  sc.replicas = s.replicas;
+  models::ReplicaConfig& rc = sc.replica;
+  rc.model = c.training->model;
+  rc.tp = s.tp;
+  rc.weights = *hardware::parse_dtype(s.weights);
+  std::string kv = s.kv_cache;
+  if (kv == "unknown") {
+    kv = "fp16";
+    r.defaults_applied.push_back("kv_cache: 16-bit (the engines' default)");
+  }
+  rc.kv_bytes_per_element = kv == "fp8" ? 1.0 : 2.0;
+  if (s.engine == "tensorrt-llm") {
+    rc.max_num_seqs = 2048;
+    rc.reserve_full_kv = true;
+    r.defaults_applied.push_back("TensorRT-LLM: max batch 2048, max num tokens 8192 (assumed), KV reserved per request (GUARANTEED_NO_EVICT)");
+  } else {
+    r.defaults_applied.push_back(fmt::format("{} limits: max_num_seqs 256, max_num_batched_tokens 8192", s.engine));
+  }
+  if (rc.tp > 1) rc.all_reduce_seconds = models::tp_all_reduce_seconds(shared, rc.tp);
+  // Offline and closed-loop load: enough requests for the batch to fill and drain many times.
+  const int count = s.arrival == "poisson" ? std::max(1000, static_cast<int>(s.rate_rps * 120)) : std::max(2000, 8 * rc.max_num_seqs);
+  const models::LengthDistribution in{models::LengthDistribution::Kind::fixed, double(s.input_tokens), 0, {}};
+  const models::LengthDistribution out{models::LengthDistribution::Kind::fixed, double(s.output_tokens), 0, {}};
+  models::ArrivalProcess p;
+  p.kind = s.arrival == "poisson" ? models::ArrivalProcess::Kind::poisson : models::ArrivalProcess::Kind::offline;
+  p.rate = s.rate_rps > 0 ? s.rate_rps : 1;
+  sc.requests = models::generate_requests(count, p, in, out, 1);
+  if (s.arrival == "closed-loop") sc.closed_loop = models::ClosedLoop{s.concurrency};
+  r.defaults_applied.push_back(fmt::format("{} requests; iteration overhead 0 (roofline only)", count));
+  try {
+    const models::InferenceResult res = models::simulate_inference(sc);
+    r.predicted["output_tokens_per_s"] = res.metrics.output_throughput;
+    r.predicted["ttft_ms_mean"] = res.metrics.ttft.mean * 1e3;
+    r.predicted["itl_ms_mean"] = res.metrics.tpot.mean * 1e3;
+  } catch (const std::invalid_argument& e) {
+    throw Unsupported(e.what());
+  }
+}
+
 CaseResult run_case(const Case& c, const RunOptions& options) {
   CaseResult r;
   r.id = c.id;
@@ -226,6 +283,8 @@ CaseResult run_case(const Case& c, const RunOptions& options) {
       run_collective(c, r, options);
     } else if (c.kind == "training") {
       run_training(c, r, options);
+    } else if (c.kind == "inference") {
+      run_inference(c, r, options);
     } else {
       throw Unsupported(fmt::format("{} cases need the {} model, which clustersim does not have yet", c.kind,
                                     c.kind == "training" ? "training-step" : "serving"));

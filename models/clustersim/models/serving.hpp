@@ -45,10 +45,15 @@ struct ReplicaConfig {
   TransformerSpec model;
   int tp = 1;
   hardware::Dtype weights = hardware::Dtype::bf16;  // the GEMMs' dtype (fp8 weights run fp8 GEMMs)
+  double weight_bytes_per_parameter = 0;            // 0: the dtype's size; 0.5 for int4 weight-only
   double kv_bytes_per_element = 2;                  // 2 for fp16/bf16, 1 for fp8
   int max_num_seqs = 256;                           // vLLM's default
   int max_num_batched_tokens = 8192;                // vLLM V1's default with chunked prefill
   bool chunked_prefill = true;
+  // Admission: false reserves KV blocks as tokens need them and preempts when the pool runs dry (vLLM);
+  // true reserves a request's whole prompt + output at admission and never preempts (TensorRT-LLM's
+  // default GUARANTEED_NO_EVICT capacity scheduler).
+  bool reserve_full_kv = false;
   int block_size = 16;                              // vLLM's default
   double watermark = 0.01;                          // vLLM's default
   double gpu_memory_utilization = 0.9;              // vLLM's default: what the KV pool may fill, with the weights

@@ -50,6 +50,18 @@ struct TrainingSpec {
   std::string precision = "bf16";
 };
 
+// An inference case's serving setup and workload as published.
+struct InferenceSpec {
+  int tp = 1, pp = 1, replicas = 1;
+  std::string weights = "bf16";
+  std::string kv_cache = "unknown";
+  std::string engine;
+  int input_tokens = 0, output_tokens = 0;
+  std::string arrival = "offline";  // offline | closed-loop | poisson
+  int concurrency = 0;
+  double rate_rps = 0;
+};
+
 struct Case {
   std::string id;
   std::string kind;  // training | inference | gemm | collective
@@ -59,6 +71,7 @@ struct Case {
   std::optional<GemmSpec> gemm;
   std::optional<CollectiveSpec> collective;
   std::optional<TrainingSpec> training;
+  std::optional<InferenceSpec> inference;  // the model is in `training->model`
   std::map<std::string, double> measured;
   std::string file;
   int line = 0;

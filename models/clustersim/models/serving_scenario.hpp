@@ -1,0 +1,66 @@
+// Inference scenario files (docs/serving.md):
+//
+//   scenario:
+//     name: llama3-8b-chat-h100
+//     kind: inference
+//     model: llama3-8b                      # shipped preset, path, or inline map
+//     topology: hgx-h200-node ...           # gives the GPU profile and the TP group's links
+//     serving: {tp: 1, replicas: 2, weights: bf16, kv_cache: bf16, max_num_seqs: 256,
+//               max_num_batched_tokens: 8192, chunked_prefill: true, block_size: 16,
+//               gpu_memory_utilization: 0.9, iteration_overhead: 0us, router: round-robin}
+//     workload:
+//       requests: 1000                       # or duration: 1h (with a rate)
+//       arrival: {kind: poisson, rate: 20}   # gamma {rate, burstiness}, closed-loop {concurrency},
+//                                            # offline, trace {file: requests.csv}
+//       prompt_tokens: 512                   # or {kind: uniform, min, max}, {kind: lognormal, median,
+//       output_tokens: {kind: lognormal, median: 200, sigma: 0.8}   #  sigma}, {kind: empirical, values}
+//       seed: 1
+//     slo: {ttft: 2s, tpot: 100ms}          # optional: goodput counts requests meeting all given
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clustersim/models/serving.hpp"
+#include "clustersim/topology/graph.hpp"
+
+namespace cs::models {
+
+struct InferenceScenario {
+  std::string name;
+  std::string description;
+  ReplicaConfig replica;
+  int replicas = 1;
+  std::vector<ServingRequest> requests;
+  std::optional<ClosedLoop> closed_loop;
+  Slo slo;
+  std::string workload_text;  // a one-line description of the workload
+  std::shared_ptr<const topology::Topology> topology;
+  std::filesystem::path file;
+};
+
+// The `kind` of a scenario file (training or inference), read without loading the rest.
+std::string scenario_kind(const std::filesystem::path& file);
+
+// Reads and checks an inference scenario; throws InputError naming file, line and field.
+InferenceScenario load_inference_scenario(const std::filesystem::path& file);
+
+struct InferenceResult {
+  std::vector<ReplicaRun> replicas;
+  ServingMetrics metrics;
+  std::int64_t kv_blocks_per_replica = 0;
+  std::uint64_t events = 0;
+};
+// The time of a TP all-reduce of `bytes` over the first `tp` GPUs of the topology's first node, from
+// the collective model, cached by size rounded up to a power of two. Throws std::invalid_argument when
+// a node has fewer than `tp` GPUs.
+std::function<double(double bytes)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
+
+// Routes requests round-robin to the replicas (all identical) and runs each.
+InferenceResult simulate_inference(const InferenceScenario& sc);
+
+}  // namespace cs::models

@@ -1,0 +1,231 @@
+#include "clustersim/models/serving_scenario.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/models/collective_model.hpp"
+#include "clustersim/topology/topology_loader.hpp"
+
+namespace cs::models {
+
+namespace {
+
+LengthDistribution read_lengths(const yaml::Node& node) {
+  LengthDistribution d;
+  if (!node.is_map()) {
+    d.kind = LengthDistribution::Kind::fixed;
+    d.a = node.as<int>(yaml::positive<int>());
+    return d;
+  }
+  yaml::Map m(node);
+  const std::string kind = m.choice("kind", {"fixed", "uniform", "lognormal", "empirical"});
+  if (kind == "fixed") {
+    d.a = m.get<int>("tokens", yaml::positive<int>());
+  } else if (kind == "uniform") {
+    d.kind = LengthDistribution::Kind::uniform;
+    d.a = m.get<int>("min", yaml::positive<int>());
+    d.b = m.get<int>("max", yaml::at_least<int>(static_cast<int>(d.a), fmt::format("at least min ({})", d.a)));
+  } else if (kind == "lognormal") {
+    d.kind = LengthDistribution::Kind::lognormal;
+    d.a = m.get<double>("median", yaml::positive<double>());
+    d.b = m.get<double>("sigma", yaml::non_negative<double>());
+  } else {
+    d.kind = LengthDistribution::Kind::empirical;
+    yaml::Node values = m.at("values", "a list of token counts");
+    for (const auto& v : values.items()) d.values.push_back(v.as<int>(yaml::positive<int>()));
+    if (d.values.empty()) values.fail("at least one token count");
+  }
+  m.finish();
+  return d;
+}
+
+}  // namespace
+
+std::function<double(double)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp) {
+  std::vector<topology::Vertex> group;
+  const auto gpus = topo->gpus();
+  const int node = topo->device(gpus.front()).node;
+  for (auto v : gpus) {
+    if (topo->device(v).node == node && static_cast<int>(group.size()) < tp) group.push_back(v);
+  }
+  if (static_cast<int>(group.size()) < tp) {
+    throw std::invalid_argument(fmt::format("tp {} needs {} GPUs in one node; the topology\x27s nodes hold {}", tp, tp, group.size()));
+  }
+  auto model = std::make_shared<CollectiveModel>(*topo);
+  auto cache = std::make_shared<std::map<std::int64_t, double>>();
+  return [topo, model, cache, group](double bytes) {
+    const auto key = static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))));
+    auto it = cache->find(key);
+    if (it == cache->end()) {
+      Collective c;
+      c.op = CollectiveOp::all_reduce;
+      c.ranks = group;
+      c.bytes = Bytes(static_cast<double>(key));
+      it = cache->emplace(key, model->simulate(c).time.value()).first;
+    }
+    return it->second;
+  };
+}
+
+std::string scenario_kind(const std::filesystem::path& file) {
+  auto doc = yaml::Document::load_file(file);
+  const yaml::Node body = part_body(doc->root(), "scenario");
+  if (!body.is_map()) body.fail("a scenario map");
+  yaml::Map m(body);
+  return m.choice("kind", {"training", "inference"});
+}
+
+InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
+  auto doc = yaml::Document::load_file(file);
+  const yaml::Node body = part_body(doc->root(), "scenario");
+  yaml::Map m(body);
+  InferenceScenario sc;
+  sc.file = file;
+  sc.name = m.get<std::string>("name");
+  sc.description = m.get_or<std::string>("description", "");
+  m.choice("kind", {"inference"});
+  IncludeStack includes;
+  auto guard = includes.enter(file, {});
+  ReplicaConfig& r = sc.replica;
+  r.model = load_transformer_reference(m.at("model", "a model: a shipped preset name, a path, or a map"), includes);
+  const yaml::Node topo_node = m.at("topology", "a topology: a shipped preset name, a path, or a map");
+  sc.topology = std::make_shared<const topology::Topology>(topology::load_topology_reference(topo_node, includes));
+  if (!sc.topology->gpu) topo_node.fail("a topology whose nodes name a GPU hardware profile");
+  const hardware::HardwareProfile& hw = *sc.topology->gpu;
+
+  const yaml::Node serving_node = m.at("serving", "a serving map (tp, replicas, weights, ...)");
+  {
+    yaml::Map s(serving_node);
+    r.tp = s.get_or<int>("tp", 1, yaml::positive<int>());
+    if (s.find("pp")) s.at("pp", "").fail("pp 1 (pipeline-parallel serving is not supported yet)");
+    sc.replicas = s.get_or<int>("replicas", 1, yaml::positive<int>());
+    const std::string weights = s.choice_or("weights", "bf16", {"fp16", "bf16", "fp8", "int4"});
+    if (weights == "int4") {
+      // Weight-only int4: half a byte per parameter in memory, dequantised into 16-bit GEMMs.
+      r.weights = hardware::Dtype::bf16;
+      r.weight_bytes_per_parameter = 0.5;
+    } else {
+      r.weights = *hardware::parse_dtype(weights);
+      if (!hw.supports(r.weights)) s.at("weights", "").fail(fmt::format("a dtype the {} computes in (it has no {} peak)", hw.name, weights), weights);
+    }
+    r.kv_bytes_per_element = s.choice_or("kv_cache", "bf16", {"fp16", "bf16", "fp8"}) == "fp8" ? 1.0 : 2.0;
+    r.max_num_seqs = s.get_or<int>("max_num_seqs", r.max_num_seqs, yaml::positive<int>());
+    r.max_num_batched_tokens = s.get_or<int>("max_num_batched_tokens", r.max_num_batched_tokens, yaml::positive<int>());
+    r.chunked_prefill = s.get_or<bool>("chunked_prefill", r.chunked_prefill);
+    r.block_size = s.get_or<int>("block_size", r.block_size, yaml::positive<int>());
+    r.watermark = s.get_or<double>("watermark", r.watermark, yaml::in_range(0.0, 0.5, "a fraction from 0 to 0.5"));
+    r.gpu_memory_utilization =
+        s.get_or<double>("gpu_memory_utilization", r.gpu_memory_utilization, yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }});
+    r.iteration_overhead = s.get_or<Seconds>("iteration_overhead", r.iteration_overhead, yaml::non_negative<Seconds>());
+    s.choice_or("router", "round-robin", {"round-robin"});
+    s.finish();
+    const int gpus = static_cast<int>(sc.topology->gpus().size());
+    if (r.tp * sc.replicas > gpus) {
+      serving_node.fail_message(fmt::format("impossible plan: {} replicas x TP {} need {} GPUs; {} has {}", sc.replicas, r.tp, r.tp * sc.replicas,
+                                            sc.topology->name, gpus));
+    }
+    try {
+      (void)kv_block_capacity(r, hw);
+      if (r.tp > 1) r.all_reduce_seconds = tp_all_reduce_seconds(sc.topology, r.tp);
+    } catch (const std::invalid_argument& e) {
+      serving_node.fail_message(fmt::format("impossible plan: {}", e.what()));
+    }
+  }
+
+  {
+    const yaml::Node wnode = m.at("workload", "a workload map (requests, arrival, prompt_tokens, output_tokens)");
+    yaml::Map w(wnode);
+    yaml::Map a(w.at("arrival", "an arrival map with a kind"));
+    const std::string kind = a.choice("kind", {"poisson", "gamma", "closed-loop", "offline", "trace"});
+    const auto seed = static_cast<std::uint64_t>(w.get_or<std::int64_t>("seed", 1, yaml::non_negative<std::int64_t>()));
+    if (kind == "trace") {
+      const yaml::Node f = a.at("file", "the trace CSV's path");
+      std::filesystem::path path = f.scalar("a path");
+      if (path.is_relative()) path = f.directory() / path;
+      a.finish();
+      sc.requests = read_trace(path);
+      sc.workload_text = fmt::format("trace {} ({} requests)", path.filename().string(), sc.requests.size());
+      for (const char* key : {"requests", "duration", "prompt_tokens", "output_tokens"}) {
+        if (w.find(key)) w.at(key, "").fail_message(fmt::format("'{}' comes from the trace file; remove it", key));
+      }
+    } else {
+      ArrivalProcess p;
+      if (kind == "poisson" || kind == "gamma") {
+        p.kind = kind == "poisson" ? ArrivalProcess::Kind::poisson : ArrivalProcess::Kind::gamma;
+        p.rate = a.get<double>("rate", yaml::positive<double>());
+        if (kind == "gamma") p.burstiness = a.get<double>("burstiness", yaml::positive<double>());
+      } else {
+        p.kind = ArrivalProcess::Kind::offline;
+        if (kind == "closed-loop") sc.closed_loop = ClosedLoop{a.get<int>("concurrency", yaml::positive<int>())};
+      }
+      a.finish();
+      int count = 0;
+      if (auto d = w.find("duration")) {
+        if (p.kind == ArrivalProcess::Kind::offline) d->fail("no duration for offline or closed-loop load (give requests)");
+        if (w.find("requests")) d->fail("either requests or duration, not both");
+        count = static_cast<int>(std::llround(d->as<Seconds>(yaml::positive<Seconds>()).value() * p.rate));
+      } else {
+        count = w.get<int>("requests", yaml::in_range(1, 100'000'000, "from 1 to 100,000,000 requests"));
+      }
+      const LengthDistribution prompt = read_lengths(w.at("prompt_tokens", "a token count or a length distribution"));
+      const LengthDistribution output = read_lengths(w.at("output_tokens", "a token count or a length distribution"));
+      sc.requests = generate_requests(count, p, prompt, output, seed);
+      sc.workload_text = kind == "closed-loop" ? fmt::format("{} requests, closed loop of {}", count, sc.closed_loop->concurrency)
+                         : kind == "offline"   ? fmt::format("{} requests, offline (all at once)", count)
+                                               : fmt::format("{} requests, {} at {:g} req/s", count, kind, p.rate);
+    }
+    w.finish();
+  }
+  if (auto s = m.find("slo")) {
+    yaml::Map slo(*s);
+    sc.slo.ttft = slo.get_or<Seconds>("ttft", Seconds(0), yaml::positive<Seconds>()).value();
+    sc.slo.tpot = slo.get_or<Seconds>("tpot", Seconds(0), yaml::positive<Seconds>()).value();
+    sc.slo.e2e = slo.get_or<Seconds>("e2e", Seconds(0), yaml::positive<Seconds>()).value();
+    slo.finish();
+  }
+  m.finish();
+  // Every request must fit one replica's KV pool.
+  const std::int64_t blocks = kv_block_capacity(r, hw);
+  for (const auto& q : sc.requests) {
+    const std::int64_t need = (q.prompt_tokens + q.output_tokens + r.block_size - 1) / r.block_size;
+    if (need > blocks) {
+      body.fail_message(fmt::format("impossible workload: request {} ({} + {} tokens) needs {} KV blocks; a replica holds {}", q.id, q.prompt_tokens,
+                                    q.output_tokens, need, blocks));
+    }
+  }
+  return sc;
+}
+
+InferenceResult simulate_inference(const InferenceScenario& sc) {
+  InferenceResult out;
+  const hardware::HardwareProfile& hw = *sc.topology->gpu;
+  std::vector<std::vector<ServingRequest>> share(static_cast<std::size_t>(sc.replicas));
+  for (std::size_t i = 0; i < sc.requests.size(); ++i) share[i % share.size()].push_back(sc.requests[i]);
+  ReplicaRun all;
+  for (std::size_t k = 0; k < share.size(); ++k) {
+    const auto& reqs = share[k];
+    // Closed-loop clients are spread over the replicas as evenly as the round robin spreads requests.
+    std::optional<ClosedLoop> clients = sc.closed_loop;
+    if (clients) clients->concurrency = std::max(1, sc.closed_loop->concurrency / sc.replicas + (static_cast<int>(k) < sc.closed_loop->concurrency % sc.replicas ? 1 : 0));
+    ReplicaRun run = run_replica(reqs, sc.replica, hw, clients);
+    out.events += run.events;
+    all.kv_blocks += run.kv_blocks;
+    all.kv_block_seconds += run.kv_block_seconds;
+    all.preemptions += run.preemptions;
+    all.iterations += run.iterations;
+    all.makespan = std::max(all.makespan, run.makespan);
+    all.requests.insert(all.requests.end(), run.requests.begin(), run.requests.end());
+    out.kv_blocks_per_replica = run.kv_blocks;
+    out.replicas.push_back(std::move(run));
+  }
+  std::sort(all.requests.begin(), all.requests.end(), [](const auto& a, const auto& b) { return a.request.id < b.request.id; });
+  out.metrics = serving_metrics(all, sc.slo);
+  return out;
+}
+
+}  // namespace cs::models
