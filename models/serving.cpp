@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/sim/simulator.hpp"
 
 namespace cs::models {
@@ -80,22 +81,46 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
 double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
   if (batch.empty()) return 0;
   const TransformerSpec& m = c.model;
-  const double active = active_parameters(m);
   const double attn = static_cast<double>(m.layers) * m.attention_width();
-  double tokens = 0, attention_flops = 0, kv_read = 0;
+  double tokens = 0, attention_flops = 0, kv_read = 0, sampled = 0;
   for (const BatchEntry& e : batch) {
     const double n = e.new_tokens, p = e.context;
     tokens += n;
     attention_flops += 4.0 * attn * n * (p + (n + 1) / 2.0);  // causal: token i attends to p + i keys
     kv_read += p + n;                                          // the cache read, the new entries written
+    sampled += 1;                                              // each sequence's last position gets logits
   }
-  const double flops = 2.0 * active * tokens + attention_flops;
   const hardware::Dtype compute = hw.supports(c.weights) ? c.weights : hardware::Dtype::bf16;
-  const double peak = hw.peak(compute).value() * hw.gemm.max_efficiency.at(compute);
-  const double bytes = active * weight_bytes(c) / c.tp + kv_read * kv_bytes_per_token(c);
-  const double t_compute = flops / c.tp / peak;
-  const double t_memory = bytes / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
-  double t = std::max(t_compute, t_memory) + c.iteration_overhead.value();
+  const double memory_rate = hw.memory_bandwidth.value() * hw.gemm.memory_efficiency;
+  double t = 0;
+  if (!m.moe && !m.mla) {
+    // Dense layers: the four GEMMs of a layer from the GEMM model at the batch's shapes (a decode batch
+    // is a skinny GEMM that the model finds memory-bound), TP-sharded as Megatron shards them.
+    const std::int64_t T = static_cast<std::int64_t>(tokens), h = m.hidden, tp = c.tp;
+    const std::int64_t kv_shards = std::min<std::int64_t>(tp, std::max(1, m.kv_heads));
+    const std::int64_t qkv = static_cast<std::int64_t>(m.heads) * m.head_dim / tp + 2LL * m.kv_heads * m.head_dim / kv_shards;
+    const std::int64_t f = m.ffn_hidden / tp;
+    const bool gated = m.activation == Activation::swiglu || m.activation == Activation::geglu;
+    const auto gemm = [&](std::int64_t M, std::int64_t N, std::int64_t K) {
+      return hardware::estimate_gemm(hw, {M, std::max<std::int64_t>(1, N), std::max<std::int64_t>(1, K)}, compute).time.value();
+    };
+    const double layer = gemm(T, qkv, h) + gemm(T, h, static_cast<std::int64_t>(m.attention_width()) / tp) + gemm(T, gated ? 2 * f : f, h) + gemm(T, h, f);
+    t += m.layers * layer + gemm(static_cast<std::int64_t>(sampled), m.vocab / tp, h);
+    // Int4 weight-only: the GEMM model streamed 16-bit weights; it reads a quarter of those bytes.
+    if (c.weight_bytes_per_parameter > 0 && c.weight_bytes_per_parameter < hardware::bytes_per_element(compute)) {
+      const double saved = active_parameters(m) / tp * (hardware::bytes_per_element(compute) - c.weight_bytes_per_parameter) / memory_rate;
+      t = std::max(t - saved, t * 0.25);
+    }
+  } else {
+    // MoE and MLA layers: the whole pass as one roofline (weights once, 2 FLOPs per active parameter).
+    const double flops = 2.0 * active_parameters(m) * tokens;
+    const double peak = hw.peak(compute).value() * hw.gemm.max_efficiency.at(compute);
+    t += std::max(flops / c.tp / peak, active_parameters(m) * weight_bytes(c) / c.tp / memory_rate);
+  }
+  // The attention core: its FLOPs at the 16-bit ceiling or its KV reads, whichever is longer.
+  const double attention_peak = hw.peak(hardware::Dtype::bf16).value() * hw.gemm.max_efficiency.at(hardware::Dtype::bf16);
+  t += std::max(attention_flops / c.tp / attention_peak, kv_read * kv_bytes_per_token(c) / memory_rate);
+  t += c.iteration_overhead.value();
   if (c.tp > 1 && c.all_reduce_seconds) t += 2.0 * m.layers * c.all_reduce_seconds(tokens * m.hidden * 2.0);
   return t;
 }

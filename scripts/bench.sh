@@ -26,3 +26,8 @@ echo "  folded against unfolded (every rank simulated):"
 echo
 echo "== calibration: fits of a probe-sized data set, the CPU probe =="
 "$root/build/release/bin/clustersim-bench-calibrate"
+echo
+echo "== serving: one hour of 20 req/s chat on 16 replicas of Llama 3 70B TP4 on H100 (3 runs) =="
+for i in 1 2 3; do
+  time "$root/build/release/bin/clustersim" run "$root/scenarios/inference/llama3-70b-tp4-h100.yaml" | grep -E "simulated|requests "
+done

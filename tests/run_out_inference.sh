@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# run_out_inference.sh CLI SCENARIO: `clustersim run --out DIR` on an inference scenario writes
+# summary.json and requests.csv (one row per request), and a second run writes byte-identical files.
+set -euo pipefail
+cli=$1
+scenario=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$cli" run "$scenario" --out "$dir/a" >/dev/null
+"$cli" run "$scenario" --out "$dir/b" >/dev/null
+for f in summary.json requests.csv; do
+  cmp "$dir/a/$f" "$dir/b/$f"
+done
+grep -q '"output_token_throughput"' "$dir/a/summary.json"
+head -1 "$dir/a/requests.csv" | grep -q '^id,arrival_s,prompt_tokens,output_tokens'
+rows=$(($(wc -l <"$dir/a/requests.csv") - 1))
+completed=$(grep '"completed"' "$dir/a/summary.json" | tr -dc '0-9')
+[ "$rows" -eq "$completed" ] || { echo "requests.csv has $rows rows, summary says $completed completed"; exit 1; }
