@@ -223,8 +223,11 @@ class Replica final : public sim::EventHandler {
     for (std::size_t k = 0; k < running_.size() && budget > 0;) {
       const int i = running_[k];
       Sequence& s = seqs_[static_cast<std::size_t>(i)];
-      int n = std::min(s.known - s.computed, budget);
-      if (!c_.chunked_prefill && n < s.known - s.computed) break;
+      const int n = std::min(s.known - s.computed, budget);
+      if (!c_.chunked_prefill && n < s.known - s.computed) {
+        ++k;  // a whole prefill that does not fit this iteration's budget waits; the others still run
+        continue;
+      }
       const std::int64_t need = std::max<std::int64_t>(0, blocks_for(s.computed + n) - s.blocks);  // 0 when reserved up front
       if (need > free_) {
         preempt(running_.back());
