@@ -203,6 +203,37 @@ std::string inference_text(const models::InferenceScenario& sc, const models::In
   return out;
 }
 
+// A Perfetto (Chrome JSON) trace of every request: one track per replica, each request an async slice
+// with its phases queued, prefill (to the first token) and decode nested inside it.
+std::string inference_trace(const models::InferenceResult& r) {
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  bool first = true;
+  const auto event = [&](const char* ph, const std::string& name, int replica, int id, double t) {
+    out += fmt::format("{}{{\"ph\": \"{}\", \"cat\": \"request\", \"name\": \"{}\", \"pid\": 1, \"tid\": {}, \"id\": {}, \"ts\": {:.3f}}}", first ? "" : ",\n", ph,
+                       name, replica, id, t * 1e6);
+    first = false;
+  };
+  for (std::size_t k = 0; k < r.replicas.size(); ++k) {
+    const int replica = static_cast<int>(k);
+    out += fmt::format("{}{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": {}, \"args\": {{\"name\": \"replica {}\"}}}}", first ? "" : ",\n",
+                       replica, replica);
+    first = false;
+    for (const auto& q : r.replicas[k].requests) {
+      const int id = q.request.id;
+      const std::string name = fmt::format("request {} ({}+{} tokens)", id, q.request.prompt_tokens, q.request.output_tokens);
+      event("b", name, replica, id, q.request.arrival);
+      event("b", "queued", replica, id, q.request.arrival);
+      event("e", "queued", replica, id, q.first_scheduled);
+      event("b", "prefill", replica, id, q.first_scheduled);
+      event("e", "prefill", replica, id, q.first_token);
+      event("b", "decode", replica, id, q.first_token);
+      event("e", "decode", replica, id, q.finish);
+      event("e", name, replica, id, q.finish);
+    }
+  }
+  return out + "\n]}\n";
+}
+
 void run_inference(const Options& o) {
   if (o.no_fold) throw InputError("--no-fold applies to training scenarios only");
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
@@ -220,12 +251,13 @@ void run_inference(const Options& o) {
                          q.request.output_tokens, q.first_scheduled, q.first_token, q.finish, q.ttft(), q.tpot(), q.e2e(), q.preemptions);
     }
     reports::write_file_atomically(std::filesystem::path(o.out) / "requests.csv", csv);
+    reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", inference_trace(r));
   }
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << inference_text(sc, r);
-    if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json and {0}/requests.csv\n", o.out);
+    if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json, {0}/requests.csv and {0}/trace.json (open at ui.perfetto.dev)\n", o.out);
   }
 }
 

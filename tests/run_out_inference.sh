@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_out_inference.sh CLI SCENARIO: `clustersim run --out DIR` on an inference scenario writes
-# summary.json and requests.csv (one row per request), and a second run writes byte-identical files.
+# summary.json, requests.csv (one row per request) and trace.json (Perfetto), and a second run writes
+# byte-identical files.
 set -euo pipefail
 cli=$1
 scenario=$2
@@ -8,7 +9,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$cli" run "$scenario" --out "$dir/a" >/dev/null
 "$cli" run "$scenario" --out "$dir/b" >/dev/null
-for f in summary.json requests.csv; do
+for f in summary.json requests.csv trace.json; do
   cmp "$dir/a/$f" "$dir/b/$f"
 done
 grep -q '"output_token_throughput"' "$dir/a/summary.json"
@@ -16,3 +17,8 @@ head -1 "$dir/a/requests.csv" | grep -q '^id,arrival_s,prompt_tokens,output_toke
 rows=$(($(wc -l <"$dir/a/requests.csv") - 1))
 completed=$(grep '"completed"' "$dir/a/summary.json" | tr -dc '0-9')
 [ "$rows" -eq "$completed" ] || { echo "requests.csv has $rows rows, summary says $completed completed"; exit 1; }
+# The trace: each request opens 4 async slices (itself, queued, prefill, decode) and closes as many.
+begins=$(grep -c '"ph": "b"' "$dir/a/trace.json")
+ends=$(grep -c '"ph": "e"' "$dir/a/trace.json")
+[ "$begins" -eq $((4 * rows)) ] && [ "$ends" -eq "$begins" ] || { echo "trace.json: $begins begins, $ends ends for $rows requests"; exit 1; }
+tail -c 4 "$dir/a/trace.json" | grep -q ']}'
