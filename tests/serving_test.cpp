@@ -188,3 +188,28 @@ TEST_CASE("serving: closed-loop clients keep at most their concurrency in the sy
   CHECK(m.mean_concurrency <= 4.0 + 1e-9);
   CHECK(m.mean_concurrency > 3.9);  // a client waits for nothing between its requests
 }
+
+TEST_CASE("serving: reserving whole requests never preempts, and whole prefills run without chunking") {
+  // The memory-starved workload of the preemption test: with TensorRT-LLM-style admission (KV for the
+  // whole prompt + output reserved up front) nothing is ever preempted and fewer requests run at
+  // once; without chunked prefill every first token comes after one whole-prompt iteration.
+  const auto hw = h100();
+  ReplicaConfig c = llama8b();
+  c.gpu_memory_utilization = (count_parameters(c.model).total() * 2 + 3.0 * 3000 * kv_bytes_per_token(c)) / hw.memory_capacity.value();
+  c.reserve_full_kv = true;
+  const auto requests = generate_requests(40, {ArrivalProcess::Kind::offline, 1, 1}, {LengthDistribution::Kind::fixed, 1000, 0, {}},
+                                          {LengthDistribution::Kind::fixed, 2000, 0, {}}, 7);
+  const ReplicaRun reserved = run_replica(requests, c, hw);
+  CHECK(reserved.preemptions == 0);
+  CHECK(reserved.peak_kv_blocks <= reserved.kv_blocks);
+  for (const auto& r : reserved.requests) CHECK(r.finish > r.first_token);
+
+  ReplicaConfig whole = llama8b();
+  whole.chunked_prefill = false;
+  const ReplicaRun run = run_replica(poisson(50, 5, 3000, 16), whole, hw);
+  for (const auto& r : run.requests) {
+    // The first token needs at least the prompt's own prefill iteration.
+    CHECK(r.first_token - r.first_scheduled >= iteration_seconds({{3000, 0}}, whole, hw) - 1e-9);
+  }
+  CHECK_THROWS_WITH(run_replica({{0, 0, 9000, 10}}, whole, hw), Catch::Contains("max_num_batched_tokens"));
+}
