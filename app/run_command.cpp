@@ -26,6 +26,7 @@ struct Options {
   bool json = false;
   std::string out;
   bool no_fold = false;
+  bool ops = false;
 };
 
 double gib(Bytes b) { return b.value() / double(1ull << 30); }
@@ -39,6 +40,45 @@ std::string plan_text(const models::TrainingJob& job) {
   s += fmt::format(", ZeRO-{}", p.zero_stage);
   s += fmt::format(", {} recompute, {}", to_string(job.recompute), hardware::to_string(job.precision));
   return s;
+}
+
+std::string_view kind_name(models::OpKind k) {
+  switch (k) {
+    case models::OpKind::gemm: return "gemm";
+    case models::OpKind::attention: return "attention";
+    case models::OpKind::memory: return "memory";
+    case models::OpKind::comm: return "comm";
+  }
+  return "?";
+}
+
+// One micro-batch's operations on one rank: times per pass and the rate each achieves.
+std::string ops_text(const char* title, const std::vector<models::OpTiming>& ops) {
+  std::string out = fmt::format("\n{} (one micro-batch, one rank; milliseconds)\n", title);
+  using A = reports::TextTable::Align;
+  reports::TextTable t({"op", "kind", "forward", "backward", "recompute", "forward rate"}, {A::left, A::left, A::right, A::right, A::right, A::right});
+  double f = 0, b = 0, rc = 0;
+  for (const auto& op : ops) {
+    std::string rate;
+    if (op.flops > 0 && op.forward > 0) rate = fmt::format("{:.0f} TFLOP/s", op.flops / op.forward / 1e12);
+    if (op.kind == models::OpKind::memory && op.forward > 0) rate = fmt::format("{:.0f} GB/s", op.bytes / op.forward / 1e9);
+    t.add_row({op.name, std::string(kind_name(op.kind)), fmt::format("{:.3f}", op.forward * 1e3), fmt::format("{:.3f}", op.backward * 1e3),
+               fmt::format("{:.3f}", op.recompute * 1e3), rate});
+    f += op.forward;
+    b += op.backward;
+    rc += op.recompute;
+  }
+  t.add_row({"total", "", fmt::format("{:.3f}", f * 1e3), fmt::format("{:.3f}", b * 1e3), fmt::format("{:.3f}", rc * 1e3), ""});
+  return out + t.render("  ");
+}
+
+nlohmann::json ops_json(const std::vector<models::OpTiming>& ops) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& op : ops) {
+    a.push_back({{"op", op.name}, {"kind", kind_name(op.kind)}, {"forward_s", op.forward}, {"backward_s", op.backward}, {"recompute_s", op.recompute},
+                 {"flops", op.flops}, {"bytes", op.bytes}});
+  }
+  return a;
 }
 
 nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
@@ -82,6 +122,8 @@ nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
   }
   j["simulation"] = {{"tasks", r.tasks}, {"events", r.stats.events}, {"flows", r.stats.flows}};
   j["notes"] = r.notes;
+  j["ops"] = {{"layer", ops_json(r.layer_ops)}, {"head", ops_json(r.head_ops)}};
+  if (!r.moe_layer_ops.empty()) j["ops"]["moe_layer"] = ops_json(r.moe_layer_ops);
   return j;
 }
 
@@ -281,6 +323,11 @@ void run(const Options& o) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << summary_text(sc, r);
+    if (o.ops) {
+      std::cout << ops_text(r.moe_layer_ops.empty() ? "operations of a layer" : "operations of a dense layer", r.layer_ops);
+      if (!r.moe_layer_ops.empty()) std::cout << ops_text("operations of an MoE layer", r.moe_layer_ops);
+      std::cout << ops_text("operations of the output head (last stage)", r.head_ops);
+    }
     if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json and {0}/trace.json (open at ui.perfetto.dev)\n", o.out);
   }
 }
@@ -293,6 +340,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("scenario", o->scenario, "Scenario YAML file")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
   cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)");
+  cmd->add_flag("--ops", o->ops, "Training: also print each operation's forward, backward and recompute time for one micro-batch");
   cmd->add_flag("--no-fold", o->no_fold, "Simulate every rank instead of one representative per pipeline stage (slower; same answer)");
   cmd->callback([o] { run(*o); });
 }

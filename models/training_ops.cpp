@@ -213,9 +213,16 @@ std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s) {
   enter_tp(ops, d, m.hidden, "tp_allgather_head");
   const double vocab = double(m.vocab) / s.tp;
   ops.push_back(gemm("logits", i64(d.tokens), i64(vocab), m.hidden));
-  // Cross-entropy over the vocabulary slice in fp32: read the logits, write and re-read the
-  // softmax (Megatron's vocab-parallel cross-entropy).
-  ops.push_back(memory("cross_entropy", d.tokens * vocab * (kActivationBytes + 4.0 + 4.0)));
+  // Megatron's vocab-parallel cross-entropy (megatron/core/tensor_parallel/cross_entropy.py) makes
+  // whole passes over the fp32 logits slice. Forward: cast the 16-bit logits to fp32 (read 2, write
+  // 4 bytes per element), row max (read 4), subtract it in place (read and write 4), exp in place
+  // (read and write 4), row sum (read 4), divide in place to the softmax kept for backward (read and
+  // write 4): 38 bytes. Backward: scale the softmax by the incoming gradient in place (read and
+  // write 4) and cast the gradient back to 16 bits (read 4, write 2): 14 bytes.
+  const double logits = d.tokens * vocab;
+  Op loss = memory("cross_entropy", logits * (kActivationBytes + 4.0 + 4.0 + 8.0 + 8.0 + 4.0 + 8.0));
+  loss.backward_bytes = logits * (8.0 + 4.0 + kActivationBytes);
+  ops.push_back(loss);
   if (d.tp_comm) ops.push_back(comm("tp_reduce_loss", CommGroup::tp, CollectiveOp::all_reduce, d.tokens * 4.0 * 3.0));
   return ops;
 }
@@ -286,7 +293,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
       case OpKind::memory:
         fwd[i] = memory_seconds(hw, op.bytes);
         // The backward pass reads the incoming gradient and the saved input and writes a gradient.
-        bwd[i] = memory_seconds(hw, 1.5 * op.bytes);
+        bwd[i] = memory_seconds(hw, op.backward_bytes > 0 ? op.backward_bytes : 1.5 * op.bytes);
         break;
       case OpKind::comm: break;
     }
@@ -356,6 +363,8 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
       add(out.recompute, fwd[i]);
       if (op.kind == OpKind::gemm || op.kind == OpKind::attention) out.recompute.flops += op.flops;
     }
+    out.ops.push_back({op.name, op.kind, fwd[i], bwd[i], again ? fwd[i] : 0.0, op.kind == OpKind::gemm || op.kind == OpKind::attention ? op.flops : 0.0,
+                       op.kind == OpKind::memory || op.kind == OpKind::comm ? op.bytes : 0.0});
   }
   return out;
 }

@@ -1,5 +1,6 @@
 // The training model: FLOPs and parameters against closed forms, memory against the ZeRO paper,
 // pipeline bubbles against (p-1)/(m+p-1), data-parallel overlap, folding, and scenario errors.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -217,6 +218,44 @@ TEST_CASE("breakdown parts add up to the step time") {
   CHECK(r.mfu > 0.2);
   CHECK(r.mfu < 0.8);
   CHECK(r.tokens_per_s == Approx(32.0 * 8192 / r.step_time.value()));
+}
+
+TEST_CASE("per-operation times add up to the layer's pass times") {
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job;
+  job.model = preset("llama3-8b");
+  job.plan.tp = 2;
+  job.plan.dp = 4;
+  job.plan.sequence_parallel = true;
+  job.recompute = Recompute::selective;
+  job.micro_batch = 1;
+  job.global_batch = 8;
+  const TrainingResult r = simulate_training(job, topo);
+  REQUIRE_FALSE(r.layer_ops.empty());
+  Shard shard;
+  shard.tp = 2;
+  shard.sequence_parallel = true;
+  const CommTime no_comm = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
+  const OpsTime t = time_ops(layer_forward_ops(job.model, 0, shard), *topo.gpu, job.precision, no_comm, job.recompute, false);
+  double forward = 0, backward = 0, recompute = 0;
+  for (const auto& op : t.ops) {
+    forward += op.forward;
+    backward += op.backward;
+    recompute += op.recompute;
+    // Selective recompute re-runs the attention core only.
+    if (op.name != "attention") CHECK(op.recompute == 0);
+  }
+  CHECK(forward == Approx(t.forward.total()).epsilon(1e-12));
+  CHECK(backward == Approx(t.backward.total()).epsilon(1e-12));
+  CHECK(recompute == Approx(t.recompute.total()).epsilon(1e-12));
+  CHECK(recompute > 0);
+  // The step's table lists the same operations in forward order.
+  REQUIRE(r.layer_ops.size() == t.ops.size());
+  for (std::size_t i = 0; i < t.ops.size(); ++i) CHECK(r.layer_ops[i].name == t.ops[i].name);
+  // Megatron's fp32 cross-entropy: 38 bytes per logit forward, 14 backward.
+  const auto ce = std::find_if(r.head_ops.begin(), r.head_ops.end(), [](const OpTiming& o) { return o.name == "cross_entropy"; });
+  REQUIRE(ce != r.head_ops.end());
+  CHECK(ce->bytes == Approx(8192.0 * (128256.0 / 2) * 38));
 }
 
 TEST_CASE("folded and unfolded simulations agree") {

@@ -82,6 +82,7 @@ struct Op {
   double count = 1;
   double flops = 0;            // executed in the forward pass (attention: causal)
   double bytes = 0;            // memory: bytes read and written; comm: the collective's nccl-tests size
+  double backward_bytes = 0;   // memory: bytes of its backward pass when known (0: 1.5 x bytes)
   CollectiveOp comm_op = CollectiveOp::all_reduce;
   CommGroup group = CommGroup::tp;
   bool attention_core = false;  // recomputed by selective recompute
@@ -119,10 +120,22 @@ struct PassTime {
   PassTime& operator+=(const PassTime& o);
 };
 
+// One operation's times in a micro-batch (exposed time for collectives).
+struct OpTiming {
+  std::string name;
+  OpKind kind = OpKind::memory;
+  double forward = 0;
+  double backward = 0;   // without recompute
+  double recompute = 0;
+  double flops = 0;      // forward FLOPs (gemm, attention)
+  double bytes = 0;      // forward bytes (memory kernels, collectives)
+};
+
 struct OpsTime {
   PassTime forward;
   PassTime backward;   // without recompute
   PassTime recompute;  // re-run forward work in the backward pass
+  std::vector<OpTiming> ops;  // per operation, in forward order
 };
 
 // `dtype` is the training precision (GEMMs run in it; fp8 adds Transformer Engine's casts).
@@ -195,6 +208,9 @@ struct TrainingResult {
   std::size_t tasks = 0;
   std::string trace;          // Chrome/Perfetto JSON when asked
   std::vector<std::string> notes;
+  // Per-operation times of one micro-batch on one rank: a dense layer, an MoE layer (MoE models)
+  // and the output head (final norm, logits, loss).
+  std::vector<OpTiming> layer_ops, moe_layer_ops, head_ops;
 };
 
 // Simulates one step on the first plan.gpus() GPUs of the topology, in topology order.
