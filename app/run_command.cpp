@@ -191,6 +191,10 @@ nlohmann::json inference_json(const models::InferenceScenario& sc, const models:
   j["gpu"] = sc.topology->gpu->name;
   j["tp"] = sc.replica.tp;
   j["replicas"] = sc.replicas;
+  if (sc.disaggregation) j["disaggregation"] = {{"prefill", sc.disaggregation->prefill}, {"decode", sc.disaggregation->decode}};
+  j["router"] = to_string(sc.router);
+  j["batching"] = to_string(sc.replica.batching);
+  j["preemption"] = to_string(sc.replica.preemption);
   j["workload"] = sc.workload_text;
   j["completed"] = m.completed;
   j["duration_s"] = m.duration;
@@ -200,6 +204,7 @@ nlohmann::json inference_json(const models::InferenceScenario& sc, const models:
   j["total_token_throughput"] = m.total_token_throughput;
   j["ttft"] = stats(m.ttft);
   j["tpot"] = stats(m.tpot);
+  j["itl"] = stats(m.itl);
   j["max_itl"] = stats(m.itl_max);
   j["e2e_latency"] = stats(m.e2e);
   j["queueing_delay"] = stats(m.queueing);
@@ -207,6 +212,8 @@ nlohmann::json inference_json(const models::InferenceScenario& sc, const models:
   j["kv_cache_use"] = m.mean_kv_use;
   j["kv_blocks_per_replica"] = r.kv_blocks_per_replica;
   j["preemptions"] = m.preemptions;
+  j["swaps"] = m.swaps;
+  if (sc.disaggregation) j["kv_transfers"] = {{"count", m.kv_transfers}, {"mean_ms", m.mean_kv_transfer * 1e3}};
   nlohmann::json hist = nlohmann::json::object();
   std::vector<std::int64_t> sizes;
   for (const auto& rep : r.replicas) {
@@ -225,6 +232,10 @@ std::string inference_text(const models::InferenceScenario& sc, const models::In
   const auto& m = r.metrics;
   std::string out = fmt::format("{}: {} on {} x {} (TP {}), {}\n", sc.name, sc.replica.model.name, sc.replicas, sc.topology->gpu->name, sc.replica.tp,
                                 sc.workload_text);
+  out += fmt::format("  replicas          {}, {} router, {} batching, preemption by {}\n",
+                     sc.disaggregation ? fmt::format("{} prefill + {} decode (disaggregated)", sc.disaggregation->prefill, sc.disaggregation->decode)
+                                       : fmt::format("{} aggregated", sc.replicas),
+                     to_string(sc.router), to_string(sc.replica.batching), to_string(sc.replica.preemption));
   out += fmt::format("  requests          {} completed in {:.1f} s: {:.2f} req/s, goodput {:.2f} req/s\n", m.completed, m.duration, m.request_throughput,
                      m.request_goodput);
   out += fmt::format("  tokens/s          {:.0f} output, {:.0f} total\n", m.output_throughput, m.total_token_throughput);
@@ -234,6 +245,7 @@ std::string inference_text(const models::InferenceScenario& sc, const models::In
   const auto row = [&](const char* name, const models::LatencyStats& s) { t.add_row({name, ms(s.mean), ms(s.median), ms(s.p90), ms(s.p99)}); };
   row("TTFT", m.ttft);
   row("TPOT", m.tpot);
+  row("ITL", m.itl);
   row("max ITL", m.itl_max);
   row("E2E latency", m.e2e);
   row("queueing", m.queueing);
@@ -241,6 +253,8 @@ std::string inference_text(const models::InferenceScenario& sc, const models::In
   out += fmt::format("  concurrency       {:.1f} requests in the system on average\n", m.mean_concurrency);
   out += fmt::format("  KV cache          {} blocks of {} tokens per replica, {:.1f}% used on average, {} preemptions\n", r.kv_blocks_per_replica,
                      sc.replica.block_size, 100 * m.mean_kv_use, m.preemptions);
+  if (m.swaps > 0) out += fmt::format("  swaps             {} of the preemptions swapped to host memory\n", m.swaps);
+  if (sc.disaggregation) out += fmt::format("  KV transfers      {}, {:.2f} ms each on average\n", m.kv_transfers, m.mean_kv_transfer * 1e3);
   out += fmt::format("simulated: {} events\n", r.events);
   return out;
 }
@@ -256,18 +270,27 @@ std::string inference_trace(const models::InferenceResult& r) {
     first = false;
   };
   for (std::size_t k = 0; k < r.replicas.size(); ++k) {
-    const int replica = static_cast<int>(k);
-    out += fmt::format("{}{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": {}, \"args\": {{\"name\": \"replica {}\"}}}}", first ? "" : ",\n",
-                       replica, replica);
+    out += fmt::format("{}{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": {}, \"args\": {{\"name\": \"replica {}\"}}}}", first ? "" : ",\n", k, k);
     first = false;
-    for (const auto& q : r.replicas[k].requests) {
-      const int id = q.request.id;
-      const std::string name = fmt::format("request {} ({}+{} tokens)", id, q.request.prompt_tokens, q.request.output_tokens);
-      event("b", name, replica, id, q.request.arrival);
-      event("b", "queued", replica, id, q.request.arrival);
-      event("e", "queued", replica, id, q.first_scheduled);
-      event("b", "prefill", replica, id, q.first_scheduled);
-      event("e", "prefill", replica, id, q.first_token);
+  }
+  for (const auto& q : r.requests) {
+    const int id = q.request.id;
+    const int replica = q.replica;
+    const std::string name = fmt::format("request {} ({}+{} tokens)", id, q.request.prompt_tokens, q.request.output_tokens);
+    event("b", name, replica, id, q.request.arrival);
+    event("b", "queued", replica, id, q.request.arrival);
+    event("e", "queued", replica, id, q.first_scheduled);
+    event("b", "prefill", replica, id, q.first_scheduled);
+    event("e", "prefill", replica, id, q.first_token);
+    if (q.decode_replica >= 0) {
+      event("b", "kv transfer", replica, id, q.kv_transfer_start);
+      event("e", "kv transfer", replica, id, q.kv_transfer_end);
+      event("e", name, replica, id, q.kv_transfer_end);
+      // The decode part on the decode replica's track, as its own slice.
+      const int did = id + static_cast<int>(r.requests.size());
+      event("b", fmt::format("request {} decode", id), q.decode_replica, did, q.kv_transfer_end);
+      event("e", fmt::format("request {} decode", id), q.decode_replica, did, q.finish);
+    } else {
       event("b", "decode", replica, id, q.first_token);
       event("e", "decode", replica, id, q.finish);
       event("e", name, replica, id, q.finish);
@@ -284,13 +307,14 @@ void run_inference(const Options& o) {
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
     reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
-    std::string csv = "id,arrival_s,prompt_tokens,output_tokens,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions\n";
-    std::vector<models::RequestResult> all;
-    for (const auto& rep : r.replicas) all.insert(all.end(), rep.requests.begin(), rep.requests.end());
-    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.request.id < b.request.id; });
-    for (const auto& q : all) {
-      csv += fmt::format("{},{:.9f},{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{}\n", q.request.id, q.request.arrival, q.request.prompt_tokens,
-                         q.request.output_tokens, q.first_scheduled, q.first_token, q.finish, q.ttft(), q.tpot(), q.e2e(), q.preemptions);
+    std::string csv = "id,arrival_s,prompt_tokens,output_tokens,replica,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions";
+    if (sc.disaggregation) csv += ",decode_replica,kv_transfer_start_s,kv_transfer_end_s";
+    csv += "\n";
+    for (const auto& q : r.requests) {
+      csv += fmt::format("{},{:.9f},{},{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{}", q.request.id, q.request.arrival, q.request.prompt_tokens,
+                         q.request.output_tokens, q.replica, q.first_scheduled, q.first_token, q.finish, q.ttft(), q.tpot(), q.e2e(), q.preemptions);
+      if (sc.disaggregation) csv += fmt::format(",{},{:.9f},{:.9f}", q.decode_replica, q.kv_transfer_start, q.kv_transfer_end);
+      csv += "\n";
     }
     reports::write_file_atomically(std::filesystem::path(o.out) / "requests.csv", csv);
     reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", inference_trace(r));

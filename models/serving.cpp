@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <memory>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -12,6 +13,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
+#include "clustersim/sim/fluid_network.hpp"
 #include "clustersim/sim/simulator.hpp"
 
 namespace cs::models {
@@ -135,23 +137,102 @@ struct Sequence {
   std::int64_t blocks = 0;
   int scheduled = 0;    // new tokens in the current iteration
   bool started = false;
+  bool swapped = false;     // its blocks are in host memory
+  bool padding = false;     // static batching: finished, still computed until its batch ends
+  int pending_flows = 0;    // disaggregated: KV copy flows still running
+  std::int64_t held_blocks = 0;  // disaggregated: the prefill replica's blocks, held until the copy ends
   double last_token = 0;
   RequestResult result;
 };
 
+class Cluster;
+
+// One replica: its scheduler, KV pool and iterations, on the cluster's event engine.
 class Replica final : public sim::EventHandler {
  public:
-  Replica(const std::vector<ServingRequest>& requests, const ReplicaConfig& c, const hardware::HardwareProfile& hw,
+  enum class Role { unified, prefill, decode };
+
+  Replica(Cluster& cluster, int index, Role role, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
+
+  void handle(std::uint64_t) override {
+    finish_iteration();
+    step();
+  }
+
+  // A request routed here (or, on a decode replica, returning after a preemption).
+  void enqueue(int i);
+  // Decode replicas: a prefilled request whose KV cache is to be copied here.
+  void offer(int i);
+  // Decode replicas: the KV copy of request i has arrived.
+  void received(int i);
+  // Prefill replicas: request i's KV has left; its blocks are free.
+  void release(int i);
+
+  [[nodiscard]] std::int64_t outstanding() const {
+    return static_cast<std::int64_t>(waiting_.size() + running_.size() + swapped_.size() + incoming_.size()) + in_transfer_;
+  }
+  // KV blocks left after the tokens already queued here.
+  [[nodiscard]] std::int64_t kv_headroom() const { return free_ - blocks_for(queued_tokens_); }
+  [[nodiscard]] std::int64_t blocks_for(std::int64_t tokens) const { return (tokens + c_.block_size - 1) / c_.block_size; }
+  ReplicaRun& stats() { return run_; }
+
+ private:
+  double now() const;
+  Sequence& seq(int i);
+  void push_waiting_front(int i);
+  void preempt(int victim);
+  void step();
+  bool admit_static(std::vector<int>& batch, int& budget);
+  void finish_iteration();
+  void try_transfers();
+
+  Cluster& cl_;
+  int index_;
+  Role role_;
+  const ReplicaConfig& c_;
+  const hardware::HardwareProfile& hw_;
+  std::deque<int> waiting_;
+  std::deque<int> swapped_;
+  std::deque<int> incoming_;     // decode: prefilled requests waiting for blocks to copy into
+  std::vector<int> running_;     // admission order
+  std::vector<int> batch_;
+  std::int64_t queued_tokens_ = 0;  // tokens the waiting requests will need
+  std::int64_t in_transfer_ = 0;
+  std::int64_t free_ = 0;
+  double swap_free_ = 0;
+  double swap_seconds_ = 0;      // swap copies to charge to the next iteration
+  double block_bytes_ = 0;
+  bool busy_ = false;
+  ReplicaRun run_;
+};
+
+class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listener {
+ public:
+  Cluster(const std::vector<ServingRequest>& requests, const ClusterConfig& config, const hardware::HardwareProfile& hw,
           std::optional<ClosedLoop> closed)
-      : c_(c), hw_(hw), closed_(closed) {
-    run_.kv_blocks = kv_block_capacity(c, hw);
-    free_ = run_.kv_blocks;
+      : config_(config), closed_(closed) {
+    const ReplicaConfig& c = config.replica;
+    if (config.disaggregation) {
+      const Disaggregation& d = *config.disaggregation;
+      if (d.prefill < 1 || d.decode < 1) throw std::invalid_argument("disaggregation needs at least one prefill and one decode replica");
+      if (!d.kv_flows || d.link_capacities.empty()) throw std::invalid_argument("disaggregation needs the network the KV copies take");
+      if (c.batching == Batching::static_batch) throw std::invalid_argument("static batching does not combine with disaggregation");
+      network_.emplace(sim_, d.link_capacities);
+      for (int p = 0; p < d.prefill; ++p) replicas_.push_back(std::make_unique<Replica>(*this, p, Replica::Role::prefill, c, hw));
+      for (int k = 0; k < d.decode; ++k) replicas_.push_back(std::make_unique<Replica>(*this, d.prefill + k, Replica::Role::decode, c, hw));
+      entry_ = d.prefill;
+    } else {
+      if (config.replicas < 1) throw std::invalid_argument("a cluster needs at least one replica");
+      for (int k = 0; k < config.replicas; ++k) replicas_.push_back(std::make_unique<Replica>(*this, k, Replica::Role::unified, c, hw));
+      entry_ = config.replicas;
+    }
+    const std::int64_t capacity = kv_block_capacity(c, hw);
     for (const auto& r : requests) {
       if (r.prompt_tokens < 1 || r.output_tokens < 1) throw std::invalid_argument(fmt::format("request {}: prompt and output need at least 1 token", r.id));
-      const std::int64_t need = blocks_for(r.prompt_tokens + r.output_tokens);
-      if (need > run_.kv_blocks) {
+      const std::int64_t need = replicas_.front()->blocks_for(r.prompt_tokens + r.output_tokens);
+      if (need > capacity) {
         throw std::invalid_argument(fmt::format("request {} needs {} KV blocks ({} tokens) but the replica holds {}", r.id, need,
-                                                r.prompt_tokens + r.output_tokens, run_.kv_blocks));
+                                                r.prompt_tokens + r.output_tokens, capacity));
       }
       if (!c.chunked_prefill && r.prompt_tokens + r.output_tokens > c.max_num_batched_tokens) {
         throw std::invalid_argument(fmt::format("request {} has {} tokens, more than max_num_batched_tokens ({}) without chunked prefill", r.id,
@@ -163,66 +244,273 @@ class Replica final : public sim::EventHandler {
       s.result.request = r;
       seqs_.push_back(s);
     }
-    run_.batch_size_histogram.assign(static_cast<std::size_t>(c.max_num_seqs) + 1, 0);
   }
 
-  ReplicaRun run() {
+  ClusterRun run() {
     if (closed_) {
       next_closed_ = std::min<std::size_t>(static_cast<std::size_t>(closed_->concurrency), seqs_.size());
       for (std::size_t i = 0; i < next_closed_; ++i) {
         seqs_[i].request.arrival = seqs_[i].result.request.arrival = 0;
-        sim_.schedule_at(sim::Time::zero(), this, i << 1);
+        sim_.schedule_at(sim::Time::zero(), this, i);
       }
     } else {
-      for (std::size_t i = 0; i < seqs_.size(); ++i) sim_.schedule_at(sim::Time::seconds(seqs_[i].request.arrival), this, i << 1);
+      for (std::size_t i = 0; i < seqs_.size(); ++i) sim_.schedule_at(sim::Time::seconds(seqs_[i].request.arrival), this, i);
     }
     sim_.run();
+    ClusterRun out;
     for (const auto& s : seqs_) {
-      run_.requests.push_back(s.result);
-      run_.makespan = std::max(run_.makespan, s.result.finish);
+      out.requests.push_back(s.result);
+      ReplicaRun& r = replicas_[static_cast<std::size_t>(s.result.replica)]->stats();
+      r.requests.push_back(s.result);
+      r.makespan = std::max(r.makespan, s.result.finish);
+      if (s.result.decode_replica >= 0) {
+        ReplicaRun& d = replicas_[static_cast<std::size_t>(s.result.decode_replica)]->stats();
+        d.requests.push_back(s.result);
+        d.makespan = std::max(d.makespan, s.result.finish);
+        ++out.kv_transfers;
+        out.kv_transfer_seconds += s.result.kv_transfer_end - s.result.kv_transfer_start;
+      }
     }
-    std::sort(run_.requests.begin(), run_.requests.end(), [](const auto& a, const auto& b) { return a.request.id < b.request.id; });
-    run_.events = sim_.stats().events;
-    return std::move(run_);
+    const auto by_id = [](const auto& a, const auto& b) { return a.request.id < b.request.id; };
+    std::sort(out.requests.begin(), out.requests.end(), by_id);
+    for (auto& r : replicas_) {
+      std::sort(r->stats().requests.begin(), r->stats().requests.end(), by_id);
+      out.replicas.push_back(std::move(r->stats()));
+    }
+    out.events = sim_.stats().events;
+    for (auto& r : out.replicas) r.events = out.events;
+    return out;
   }
 
+  // An arrival: route it among the entry replicas.
   void handle(std::uint64_t payload) override {
-    if ((payload & 1) == 0) {
-      waiting_.push_back(static_cast<int>(payload >> 1));
-      if (!busy_) step();
-    } else {
-      finish_iteration();
-      step();
+    const int i = static_cast<int>(payload);
+    const int k = pick(0, entry_, round_robin_entry_);
+    seqs_[static_cast<std::size_t>(i)].result.replica = k;
+    replicas_[static_cast<std::size_t>(k)]->enqueue(i);
+  }
+
+  void flow_done(sim::FluidNetwork::FlowId, std::uint64_t tag) override {
+    Sequence& s = seqs_[static_cast<std::size_t>(tag)];
+    if (--s.pending_flows > 0) return;
+    s.result.kv_transfer_end = now();
+    replicas_[static_cast<std::size_t>(s.result.replica)]->release(static_cast<int>(tag));
+    replicas_[static_cast<std::size_t>(s.result.decode_replica)]->received(static_cast<int>(tag));
+  }
+
+  // A request produced its last token.
+  void finished(int) {
+    if (closed_ && next_closed_ < seqs_.size()) {
+      Sequence& next = seqs_[next_closed_];
+      next.request.arrival = next.result.request.arrival = now();
+      sim_.schedule_at(sim_.now(), this, next_closed_);
+      ++next_closed_;
     }
   }
 
- private:
-  std::int64_t blocks_for(std::int64_t tokens) const { return (tokens + c_.block_size - 1) / c_.block_size; }
+  // Disaggregated: request i has its first token on a prefill replica; send it to a decode replica.
+  void prefilled(int i) {
+    const int k = pick(entry_, static_cast<int>(replicas_.size()), round_robin_decode_);
+    seqs_[static_cast<std::size_t>(i)].result.decode_replica = k;
+    replicas_[static_cast<std::size_t>(k)]->offer(i);
+  }
+
+  // Decode replica `to` has reserved the blocks: copy request i's KV cache there.
+  void start_transfer(int i, int to, double bytes_per_gpu) {
+    Sequence& s = seqs_[static_cast<std::size_t>(i)];
+    s.result.kv_transfer_start = now();
+    const std::vector<sim::FlowSpec> flows = config_.disaggregation->kv_flows(s.result.replica, to - entry_, bytes_per_gpu);
+    s.pending_flows = static_cast<int>(flows.size());
+    if (flows.empty()) {
+      s.pending_flows = 1;
+      flow_done(0, static_cast<std::uint64_t>(i));
+      return;
+    }
+    for (const auto& f : flows) network_->start(f.path, f.bytes, f.latency, this, static_cast<std::uint64_t>(i), f.rate_cap);
+  }
+
+  sim::Simulator& sim() { return sim_; }
+  Sequence& seq(int i) { return seqs_[static_cast<std::size_t>(i)]; }
   double now() const { return sim_.now().to_seconds(); }
 
-  // Frees a sequence's blocks and sends it back to wait, to recompute what it had.
-  void preempt(int i) {
-    Sequence& s = seqs_[static_cast<std::size_t>(i)];
-    free_ += s.blocks;
-    s.blocks = 0;
-    s.computed = 0;
-    s.scheduled = 0;
-    ++s.result.preemptions;
-    ++run_.preemptions;
-    running_.erase(std::find(running_.begin(), running_.end(), i));
-    waiting_.push_front(i);
+ private:
+  // The router's choice among replicas [first, last).
+  int pick(int first, int last, std::int64_t& rr) {
+    switch (config_.router) {
+      case Router::round_robin: return first + static_cast<int>(rr++ % (last - first));
+      case Router::least_outstanding: {
+        int best = first;
+        for (int k = first + 1; k < last; ++k) {
+          if (replicas_[static_cast<std::size_t>(k)]->outstanding() < replicas_[static_cast<std::size_t>(best)]->outstanding()) best = k;
+        }
+        return best;
+      }
+      case Router::kv_aware: {
+        int best = first;
+        for (int k = first + 1; k < last; ++k) {
+          const Replica& a = *replicas_[static_cast<std::size_t>(k)];
+          const Replica& b = *replicas_[static_cast<std::size_t>(best)];
+          if (a.kv_headroom() > b.kv_headroom() || (a.kv_headroom() == b.kv_headroom() && a.outstanding() < b.outstanding())) best = k;
+        }
+        return best;
+      }
+    }
+    return first;
   }
 
-  // Forms the next batch and starts its iteration (or goes idle).
-  void step() {
-    int budget = c_.max_num_batched_tokens;
-    std::vector<int> batch;
-    bool preempted = false;
+  const ClusterConfig& config_;
+  std::optional<ClosedLoop> closed_;
+  sim::Simulator sim_;
+  std::optional<sim::FluidNetwork> network_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<Sequence> seqs_;
+  int entry_ = 0;  // replicas [0, entry_) take the arrivals
+  std::int64_t round_robin_entry_ = 0, round_robin_decode_ = 0;
+  std::size_t next_closed_ = 0;
+};
+
+Replica::Replica(Cluster& cluster, int index, Role role, const ReplicaConfig& c, const hardware::HardwareProfile& hw)
+    : cl_(cluster), index_(index), role_(role), c_(c), hw_(hw) {
+  run_.kv_blocks = kv_block_capacity(c, hw);
+  free_ = run_.kv_blocks;
+  swap_free_ = c.swap_space_bytes;
+  block_bytes_ = kv_bytes_per_token(c) * c.block_size;
+  run_.batch_size_histogram.assign(static_cast<std::size_t>(c.max_num_seqs) + 1, 0);
+}
+
+double Replica::now() const { return cl_.now(); }
+Sequence& Replica::seq(int i) { return cl_.seq(i); }
+
+void Replica::enqueue(int i) {
+  Sequence& s = seq(i);
+  waiting_.push_back(i);
+  queued_tokens_ += s.known - s.computed;
+  if (!busy_) step();
+}
+
+void Replica::push_waiting_front(int i) {
+  Sequence& s = seq(i);
+  waiting_.push_front(i);
+  queued_tokens_ += s.known - s.computed;
+}
+
+void Replica::offer(int i) {
+  incoming_.push_back(i);
+  try_transfers();
+}
+
+void Replica::try_transfers() {
+  const auto reserve = static_cast<std::int64_t>(std::ceil(c_.watermark * static_cast<double>(run_.kv_blocks)));
+  while (!incoming_.empty()) {
+    const int i = incoming_.front();
+    Sequence& s = seq(i);
+    const std::int64_t need = c_.reserve_full_kv ? blocks_for(s.request.prompt_tokens + s.request.output_tokens) : blocks_for(s.known);
+    const bool idle = running_.empty() && in_transfer_ == 0;
+    if (need > free_ || (!idle && free_ - need < reserve) ||
+        static_cast<int>(running_.size()) + in_transfer_ >= c_.max_num_seqs) {
+      return;
+    }
+    incoming_.pop_front();
+    free_ -= need;
+    s.blocks = need;  // the prefill replica's blocks stay there until the copy ends
+    ++in_transfer_;
+    // The cached tokens' KV (the first generated token's entry is computed here).
+    cl_.start_transfer(i, index_, kv_bytes_per_token(c_) * s.computed);
+  }
+}
+
+void Replica::received(int i) {
+  --in_transfer_;
+  running_.push_back(i);
+  if (!busy_) step();
+}
+
+void Replica::release(int i) {
+  Sequence& s = seq(i);
+  free_ += s.held_blocks;
+  s.held_blocks = 0;
+  if (!busy_) step();
+}
+
+// Frees a sequence's blocks: to host memory when swapping is on and there is room (it resumes where it
+// was), else for good (it waits again, to recompute what it had).
+void Replica::preempt(int i) {
+  Sequence& s = seq(i);
+  running_.erase(std::find(running_.begin(), running_.end(), i));
+  ++s.result.preemptions;
+  ++run_.preemptions;
+  const double bytes = static_cast<double>(s.blocks) * block_bytes_;
+  free_ += s.blocks;
+  s.scheduled = 0;
+  if (c_.preemption == Preemption::swap && bytes <= swap_free_) {
+    swap_free_ -= bytes;
+    swap_seconds_ += bytes / c_.swap_bandwidth;
+    s.swapped = true;
+    ++run_.swaps;
+    swapped_.push_back(i);
+    return;
+  }
+  s.blocks = 0;
+  s.computed = 0;
+  push_waiting_front(i);
+}
+
+// Static batching: a new batch only when the last one has ended, all of its prompts in one iteration.
+bool Replica::admit_static(std::vector<int>& batch, int& budget) {
+  if (!running_.empty()) {
+    bool live = false;
+    for (int i : running_) live |= !seq(i).padding;
+    if (live) return false;
+    for (int i : running_) {
+      free_ += seq(i).blocks;
+      seq(i).blocks = 0;
+    }
+    running_.clear();
+  }
+  int prompts = 0;
+  while (!waiting_.empty() && static_cast<int>(batch.size()) < c_.max_num_seqs) {
+    const int i = waiting_.front();
+    Sequence& s = seq(i);
+    const int n = s.known - s.computed;
+    const std::int64_t need = blocks_for(s.request.prompt_tokens + s.request.output_tokens);
+    if (need > free_ || (!batch.empty() && prompts + n > c_.max_num_batched_tokens)) break;
+    waiting_.pop_front();
+    queued_tokens_ -= n;
+    free_ -= need;
+    s.blocks = need;
+    s.scheduled = n;
+    prompts += n;
+    if (!s.started) {
+      s.started = true;
+      s.result.first_scheduled = now();
+    }
+    running_.push_back(i);
+    batch.push_back(i);
+  }
+  budget = 0;
+  return true;
+}
+
+// Forms the next batch and starts its iteration (or goes idle).
+void Replica::step() {
+  if (busy_) return;
+  int budget = c_.max_num_batched_tokens;
+  std::vector<int> batch;
+  bool preempted = false;
+  if (c_.batching == Batching::static_batch) {
+    if (!admit_static(batch, budget)) {
+      // The batch decodes on; finished sequences are padding, computed but producing nothing.
+      for (int i : running_) {
+        seq(i).scheduled = 1;
+        batch.push_back(i);
+      }
+    }
+  } else {
     // Running sequences first, in admission order; a sequence that cannot get its blocks preempts
     // the most recently admitted one (itself, when it is the last).
     for (std::size_t k = 0; k < running_.size() && budget > 0;) {
       const int i = running_[k];
-      Sequence& s = seqs_[static_cast<std::size_t>(i)];
+      Sequence& s = seq(i);
       const int n = std::min(s.known - s.computed, budget);
       if (!c_.chunked_prefill && n < s.known - s.computed) {
         ++k;  // a whole prefill that does not fit this iteration's budget waits; the others still run
@@ -241,20 +529,43 @@ class Replica final : public sim::EventHandler {
       batch.push_back(i);
       ++k;
     }
-    // Then waiting requests, first come first served, while the limits and the watermark allow (none
-    // in an iteration that had to preempt: memory is short).
     const auto reserve = static_cast<std::int64_t>(std::ceil(c_.watermark * static_cast<double>(run_.kv_blocks)));
+    // Swapped-out sequences come back before new requests are admitted.
+    while (!preempted && !swapped_.empty() && budget > 0 && static_cast<int>(running_.size()) < c_.max_num_seqs) {
+      const int i = swapped_.front();
+      Sequence& s = seq(i);
+      const int n = std::min(s.known - s.computed, budget);
+      const std::int64_t need = std::max(s.blocks, blocks_for(s.computed + n));
+      if (need > free_ || (!running_.empty() && free_ - need < reserve)) break;
+      swapped_.pop_front();
+      const double bytes = static_cast<double>(s.blocks) * block_bytes_;
+      swap_free_ += bytes;
+      swap_seconds_ += bytes / c_.swap_bandwidth;
+      s.swapped = false;
+      free_ -= need;
+      s.blocks = need;
+      s.scheduled = n;
+      budget -= n;
+      running_.push_back(i);
+      batch.push_back(i);
+    }
+    // Then waiting requests, first come first served, while the limits and the watermark allow (none
+    // in an iteration that had to preempt: memory is short; none while sequences are swapped out).
     // (An idle replica always admits the head of the queue, whatever the watermark, so a request that
     // fits the pool can never wait forever.)
-    while ((!preempted || batch.empty()) && !waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < c_.max_num_seqs) {
+    while ((!preempted || batch.empty()) && swapped_.empty() && !waiting_.empty() && budget > 0 &&
+           static_cast<int>(running_.size()) + in_transfer_ < c_.max_num_seqs) {
       const int i = waiting_.front();
-      Sequence& s = seqs_[static_cast<std::size_t>(i)];
+      Sequence& s = seq(i);
       const int n = std::min(s.known - s.computed, budget);
       if (!c_.chunked_prefill && n < s.known - s.computed) break;
-      const std::int64_t need =
-          (c_.reserve_full_kv ? blocks_for(s.request.prompt_tokens + s.request.output_tokens) : blocks_for(s.computed + n)) - s.blocks;
-      if (need > free_ || (!running_.empty() && free_ - need < reserve)) break;
+      // Whole-request reservation covers what the replica will hold: the prompt and its first token on a
+      // prefill replica, the prompt and the whole output otherwise.
+      const int held = role_ == Role::prefill ? s.request.prompt_tokens + 1 : s.request.prompt_tokens + s.request.output_tokens;
+      const std::int64_t need = (c_.reserve_full_kv ? blocks_for(held) : blocks_for(s.computed + n)) - s.blocks;
+      if (need > free_ || ((!running_.empty() || in_transfer_ > 0) && free_ - need < reserve)) break;
       waiting_.pop_front();
+      queued_tokens_ -= s.known - s.computed;
       free_ -= need;
       s.blocks += need;
       s.scheduled = n;
@@ -266,66 +577,77 @@ class Replica final : public sim::EventHandler {
       running_.push_back(i);
       batch.push_back(i);
     }
-    if (batch.empty()) {
-      busy_ = false;
-      return;
-    }
-    std::vector<BatchEntry> entries;
-    entries.reserve(batch.size());
-    for (int i : batch) entries.push_back({seqs_[static_cast<std::size_t>(i)].scheduled, seqs_[static_cast<std::size_t>(i)].computed});
-    const double t = iteration_seconds(entries, c_, hw_);
-    const std::int64_t used = run_.kv_blocks - free_;
-    run_.peak_kv_blocks = std::max(run_.peak_kv_blocks, used);
-    run_.kv_block_seconds += static_cast<double>(used) * t;
-    ++run_.iterations;
-    ++run_.batch_size_histogram[std::min(batch.size(), run_.batch_size_histogram.size() - 1)];
-    batch_ = std::move(batch);
-    busy_ = true;
-    sim_.schedule_in(sim::Time::seconds(t), this, 1);
   }
+  if (batch.empty()) {
+    busy_ = false;
+    if (role_ == Role::decode) try_transfers();
+    return;
+  }
+  std::vector<BatchEntry> entries;
+  entries.reserve(batch.size());
+  for (int i : batch) entries.push_back({seq(i).scheduled, seq(i).computed});
+  const double t = iteration_seconds(entries, c_, hw_) + swap_seconds_;
+  swap_seconds_ = 0;
+  const std::int64_t used = run_.kv_blocks - free_;
+  run_.peak_kv_blocks = std::max(run_.peak_kv_blocks, used);
+  run_.kv_block_seconds += static_cast<double>(used) * t;
+  ++run_.iterations;
+  ++run_.batch_size_histogram[std::min(batch.size(), run_.batch_size_histogram.size() - 1)];
+  batch_ = std::move(batch);
+  busy_ = true;
+  cl_.sim().schedule_in(sim::Time::seconds(t), this, 0);
+}
 
-  void finish_iteration() {
-    const double t = now();
-    for (int i : batch_) {
-      Sequence& s = seqs_[static_cast<std::size_t>(i)];
-      s.computed += s.scheduled;
-      s.scheduled = 0;
-      if (s.computed < s.known) continue;  // a prefill chunk short of the end: no token yet
-      // The step reached the last known token: the model emits the next one.
-      ++s.generated;
-      ++s.known;
-      if (s.generated == 1 && s.result.first_token == 0) s.result.first_token = t;
-      if (s.generated > 1) s.result.max_itl = std::max(s.result.max_itl, t - s.last_token);
-      s.last_token = t;
-      if (s.generated >= s.request.output_tokens) {
-        s.result.finish = t;
+void Replica::finish_iteration() {
+  busy_ = false;
+  const double t = now();
+  double last_gap_source = -1;  // most sequences share the previous token's time: add their gaps together
+  std::int64_t same = 0;
+  const auto flush = [&] {
+    if (same > 0) run_.itl.add(t - last_gap_source, same);
+    same = 0;
+  };
+  for (int i : batch_) {
+    Sequence& s = seq(i);
+    s.computed += s.scheduled;
+    s.scheduled = 0;
+    if (s.padding) continue;
+    if (s.computed < s.known) continue;  // a prefill chunk short of the end: no token yet
+    // The step reached the last known token: the model emits the next one.
+    ++s.generated;
+    ++s.known;
+    if (s.generated == 1 && s.result.first_token == 0) s.result.first_token = t;
+    if (s.generated > 1) {
+      s.result.max_itl = std::max(s.result.max_itl, t - s.last_token);
+      if (s.last_token != last_gap_source) {
+        flush();
+        last_gap_source = s.last_token;
+      }
+      ++same;
+    }
+    s.last_token = t;
+    if (s.generated >= s.request.output_tokens) {
+      s.result.finish = t;
+      if (c_.batching == Batching::static_batch) {
+        s.padding = true;  // its slot and blocks stay with the batch
+      } else {
         free_ += s.blocks;
         s.blocks = 0;
         running_.erase(std::find(running_.begin(), running_.end(), i));
-        if (closed_ && next_closed_ < seqs_.size()) {
-          Sequence& next = seqs_[next_closed_];
-          next.request.arrival = next.result.request.arrival = t;
-          sim_.schedule_at(sim_.now(), this, next_closed_ << 1);
-          ++next_closed_;
-        }
       }
+      cl_.finished(i);
+    } else if (role_ == Role::prefill && s.generated == 1) {
+      // Prefill done: the KV cache moves to a decode replica; the blocks stay until it has gone.
+      s.held_blocks = s.blocks;
+      s.blocks = 0;
+      running_.erase(std::find(running_.begin(), running_.end(), i));
+      cl_.prefilled(i);
     }
-    batch_.clear();
   }
-
-  const ReplicaConfig& c_;
-  const hardware::HardwareProfile& hw_;
-  std::optional<ClosedLoop> closed_;
-  sim::Simulator sim_;
-  std::vector<Sequence> seqs_;
-  std::deque<int> waiting_;
-  std::vector<int> running_;  // admission order
-  std::vector<int> batch_;
-  std::int64_t free_ = 0;
-  bool busy_ = false;
-  std::size_t next_closed_ = 0;
-  ReplicaRun run_;
-};
+  flush();
+  batch_.clear();
+  if (role_ == Role::decode) try_transfers();
+}
 
 LatencyStats stats_of(std::vector<double> v) {
   LatencyStats s;
@@ -345,34 +667,24 @@ LatencyStats stats_of(std::vector<double> v) {
   return s;
 }
 
-}  // namespace
+constexpr double kGapFloor = 1e-6;       // s: the histogram's first bin
+constexpr double kGapRatio = 1.001;      // bin width as a ratio
+constexpr int kGapBins = 23028;          // ln(1e10) / ln(1.001): up to 10^4 s
 
-ReplicaRun run_replica(const std::vector<ServingRequest>& requests, const ReplicaConfig& c, const hardware::HardwareProfile& hw,
-                       std::optional<ClosedLoop> closed_loop) {
-  if (c.tp < 1 || c.max_num_seqs < 1 || c.max_num_batched_tokens < 1 || c.block_size < 1) {
-    throw std::invalid_argument("tp, max_num_seqs, max_num_batched_tokens and block_size must be at least 1");
-  }
-  if (closed_loop && closed_loop->concurrency < 1) throw std::invalid_argument("closed-loop concurrency must be at least 1");
-  for (std::size_t i = 1; i < requests.size(); ++i) {
-    if (requests[i].arrival < requests[i - 1].arrival) throw std::invalid_argument("requests must be sorted by arrival time");
-  }
-  Replica r(requests, c, hw, closed_loop);
-  return r.run();
-}
-
-ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo) {
+ServingMetrics metrics_of(const std::vector<RequestResult>& requests, std::int64_t kv_blocks, double kv_block_seconds, double makespan,
+                          const GapHistogram& itl, const Slo& slo) {
   ServingMetrics m;
-  std::vector<double> ttft, tpot, itl, e2e, queue;
+  std::vector<double> ttft, tpot, itl_max, e2e, queue;
   double first_arrival = 1e300, last_finish = 0, output = 0, total = 0, in_system = 0;
   int good = 0;
-  for (const auto& r : run.requests) {
+  for (const auto& r : requests) {
     if (r.finish <= 0) continue;
     ++m.completed;
     first_arrival = std::min(first_arrival, r.request.arrival);
     last_finish = std::max(last_finish, r.finish);
     ttft.push_back(r.ttft());
     if (r.request.output_tokens > 1) tpot.push_back(r.tpot());
-    itl.push_back(r.max_itl);
+    itl_max.push_back(r.max_itl);
     e2e.push_back(r.e2e());
     queue.push_back(r.first_scheduled - r.request.arrival);
     output += r.request.output_tokens;
@@ -390,12 +702,123 @@ ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo) {
   m.total_token_throughput = total / d;
   m.ttft = stats_of(ttft);
   m.tpot = stats_of(tpot);
-  m.itl_max = stats_of(itl);
+  m.itl_max = stats_of(itl_max);
+  m.itl.mean = itl.mean();
+  m.itl.median = itl.quantile(0.5);
+  m.itl.p90 = itl.quantile(0.9);
+  m.itl.p99 = itl.quantile(0.99);
   m.e2e = stats_of(e2e);
   m.queueing = stats_of(queue);
   m.mean_concurrency = in_system / d;
-  m.mean_kv_use = run.kv_blocks > 0 && run.makespan > 0 ? run.kv_block_seconds / (static_cast<double>(run.kv_blocks) * d) : 0;
+  m.mean_kv_use = kv_blocks > 0 && makespan > 0 ? kv_block_seconds / (static_cast<double>(kv_blocks) * d) : 0;
+  return m;
+}
+
+}  // namespace
+
+std::string_view to_string(Batching b) { return b == Batching::continuous ? "continuous" : "static"; }
+std::string_view to_string(Preemption p) { return p == Preemption::recompute ? "recompute" : "swap"; }
+std::string_view to_string(Router r) {
+  switch (r) {
+    case Router::round_robin: return "round-robin";
+    case Router::least_outstanding: return "least-outstanding";
+    case Router::kv_aware: return "kv-aware";
+  }
+  return "?";
+}
+
+void GapHistogram::add(double seconds, std::int64_t count) {
+  if (count <= 0) return;
+  if (bins_.empty()) bins_.assign(kGapBins, 0);
+  const double x = std::max(seconds, kGapFloor);
+  const int bin = std::min(kGapBins - 1, static_cast<int>(std::log(x / kGapFloor) / std::log(kGapRatio)));
+  bins_[static_cast<std::size_t>(bin)] += count;
+  count_ += count;
+  sum_ += seconds * static_cast<double>(count);
+}
+
+void GapHistogram::merge(const GapHistogram& o) {
+  if (o.bins_.empty()) return;
+  if (bins_.empty()) bins_.assign(kGapBins, 0);
+  for (std::size_t i = 0; i < bins_.size(); ++i) bins_[i] += o.bins_[i];
+  count_ += o.count_;
+  sum_ += o.sum_;
+}
+
+double GapHistogram::quantile(double q) const {
+  if (count_ == 0) return 0;
+  const auto centre = [](std::size_t bin) { return kGapFloor * std::pow(kGapRatio, static_cast<double>(bin) + 0.5); };
+  // The values of ranks lo and lo + 1 (0-based), then numpy's interpolation between them.
+  const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(count_ - 1);
+  const auto lo = static_cast<std::int64_t>(std::floor(pos));
+  double v_lo = 0, v_hi = 0;
+  bool have_lo = false;
+  std::int64_t seen = 0;
+  for (std::size_t b = 0; b < bins_.size(); ++b) {
+    if (bins_[b] == 0) continue;
+    seen += bins_[b];
+    if (!have_lo && seen > lo) {
+      v_lo = centre(b);
+      have_lo = true;
+    }
+    if (seen > lo + 1 || (have_lo && lo + 1 >= count_)) {
+      v_hi = centre(b);
+      break;
+    }
+  }
+  return v_lo + (pos - static_cast<double>(lo)) * (v_hi - v_lo);
+}
+
+ClusterRun run_cluster(const std::vector<ServingRequest>& requests, const ClusterConfig& config, const hardware::HardwareProfile& hw,
+                       std::optional<ClosedLoop> closed_loop) {
+  const ReplicaConfig& c = config.replica;
+  if (c.tp < 1 || c.max_num_seqs < 1 || c.max_num_batched_tokens < 1 || c.block_size < 1) {
+    throw std::invalid_argument("tp, max_num_seqs, max_num_batched_tokens and block_size must be at least 1");
+  }
+  if (c.preemption == Preemption::swap && !(c.swap_bandwidth > 0)) {
+    throw std::invalid_argument("swap preemption needs the GPU's host-link bandwidth (swap_bandwidth > 0)");
+  }
+  if (!(c.swap_space_bytes >= 0)) throw std::invalid_argument("the swap space cannot be negative");
+  if (closed_loop && closed_loop->concurrency < 1) throw std::invalid_argument("closed-loop concurrency must be at least 1");
+  for (std::size_t i = 1; i < requests.size(); ++i) {
+    if (requests[i].arrival < requests[i - 1].arrival) throw std::invalid_argument("requests must be sorted by arrival time");
+  }
+  Cluster cluster(requests, config, hw, closed_loop);
+  return cluster.run();
+}
+
+ReplicaRun run_replica(const std::vector<ServingRequest>& requests, const ReplicaConfig& c, const hardware::HardwareProfile& hw,
+                       std::optional<ClosedLoop> closed_loop) {
+  ClusterConfig config;
+  config.replica = c;
+  ClusterRun run = run_cluster(requests, config, hw, closed_loop);
+  return std::move(run.replicas.front());
+}
+
+ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo) {
+  ServingMetrics m = metrics_of(run.requests, run.kv_blocks, run.kv_block_seconds, run.makespan, run.itl, slo);
   m.preemptions = run.preemptions;
+  m.swaps = run.swaps;
+  return m;
+}
+
+ServingMetrics serving_metrics(const ClusterRun& run, const Slo& slo) {
+  std::int64_t blocks = 0, preemptions = 0, swaps = 0;
+  double block_seconds = 0, makespan = 0;
+  GapHistogram itl;
+  for (const auto& r : run.replicas) {
+    blocks += r.kv_blocks;
+    block_seconds += r.kv_block_seconds;
+    makespan = std::max(makespan, r.makespan);
+    preemptions += r.preemptions;
+    swaps += r.swaps;
+    itl.merge(r.itl);
+  }
+  ServingMetrics m = metrics_of(run.requests, blocks, block_seconds, makespan, itl, slo);
+  m.preemptions = preemptions;
+  m.swaps = swaps;
+  m.kv_transfers = run.kv_transfers;
+  m.mean_kv_transfer = run.kv_transfers > 0 ? run.kv_transfer_seconds / static_cast<double>(run.kv_transfers) : 0;
   return m;
 }
 

@@ -72,6 +72,53 @@ std::function<double(double)> tp_all_reduce_seconds(const std::shared_ptr<const 
   };
 }
 
+namespace {
+
+// The bottleneck bandwidth between the first GPU and the nearest CPU of its node (swap traffic).
+double host_link_bandwidth(const topology::Topology& topo) {
+  const topology::Router router(topo);
+  const topology::Vertex gpu = topo.gpus().front();
+  double best = 0;
+  for (auto [v, end] = boost::vertices(topo.graph()); v != end; ++v) {
+    const topology::Device& d = topo.device(*v);
+    if (d.kind != topology::DeviceKind::cpu || d.node != topo.device(gpu).node) continue;
+    if (auto path = router.route(gpu, *v)) best = std::max(best, path->bottleneck.value());
+  }
+  return best;
+}
+
+// The fluid network of the topology and the flows of a KV copy: replica k holds GPUs [k tp, (k+1) tp)
+// in topology order, prefill replicas first; GPU j of the prefill replica sends its share to GPU j
+// of the decode replica, routed as NCCL's send/receive is.
+void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, Disaggregation& d) {
+  const auto& gpus = topo->gpus();
+  for (int k = 0; k < d.prefill + d.decode; ++k) {
+    const int node = topo->device(gpus[static_cast<std::size_t>(k * tp)]).node;
+    if (topo->device(gpus[static_cast<std::size_t>(k * tp + tp - 1)]).node != node) {
+      throw std::invalid_argument(fmt::format("replica {}'s {} GPUs span two nodes (tp must divide the GPUs of a node)", k, tp));
+    }
+  }
+  auto model = std::make_shared<CollectiveModel>(*topo);
+  d.link_capacities = model->capacities();
+  const int prefill = d.prefill;
+  d.kv_flows = [topo, model, tp, prefill](int p, int k, double bytes) {
+    std::vector<sim::FlowSpec> flows;
+    const auto& g = topo->gpus();
+    for (int j = 0; j < tp; ++j) {
+      Collective c;
+      c.op = CollectiveOp::send_recv;
+      c.ranks = {g[static_cast<std::size_t>(p * tp + j)], g[static_cast<std::size_t>((prefill + k) * tp + j)]};
+      c.bytes = Bytes(std::max(bytes, 1.0));
+      for (auto& phase : model->plan(c).phases) {
+        for (auto& f : phase.flows) flows.push_back(std::move(f));
+      }
+    }
+    return flows;
+  };
+}
+
+}  // namespace
+
 std::string scenario_kind(const std::filesystem::path& file) {
   auto doc = yaml::Document::load_file(file);
   const yaml::Node body = part_body(doc->root(), "scenario");
@@ -122,7 +169,29 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     r.gpu_memory_utilization =
         s.get_or<double>("gpu_memory_utilization", r.gpu_memory_utilization, yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }});
     r.iteration_overhead = s.get_or<Seconds>("iteration_overhead", r.iteration_overhead, yaml::non_negative<Seconds>());
-    s.choice_or("router", "round-robin", {"round-robin"});
+    const std::string router = s.choice_or("router", "round-robin", {"round-robin", "least-outstanding", "kv-aware"});
+    sc.router = router == "round-robin" ? Router::round_robin : router == "least-outstanding" ? Router::least_outstanding : Router::kv_aware;
+    r.batching = s.choice_or("batching", "continuous", {"continuous", "static"}) == "static" ? Batching::static_batch : Batching::continuous;
+    r.preemption = s.choice_or("preemption", "recompute", {"recompute", "swap"}) == "swap" ? Preemption::swap : Preemption::recompute;
+    if (auto sw = s.find("swap_space")) {
+      if (r.preemption != Preemption::swap) sw->fail_message("swap_space applies to preemption: swap");
+      r.swap_space_bytes = sw->as<Bytes>(yaml::positive<Bytes>()).value();
+    }
+    if (r.preemption == Preemption::swap) {
+      r.swap_bandwidth = host_link_bandwidth(*sc.topology);
+      if (!(r.swap_bandwidth > 0)) s.at("preemption", "").fail_message(fmt::format("swap needs a GPU-to-CPU path in {}; it has none", sc.topology->name));
+    }
+    if (auto d = s.find("disaggregation")) {
+      if (s.find("replicas")) d->fail_message("give either replicas or disaggregation (its prefill + decode replicas), not both");
+      if (r.batching == Batching::static_batch) d->fail_message("disaggregation needs continuous batching");
+      yaml::Map dm(*d);
+      Disaggregation dis;
+      dis.prefill = dm.get<int>("prefill", yaml::positive<int>());
+      dis.decode = dm.get<int>("decode", yaml::positive<int>());
+      dm.finish();
+      sc.replicas = dis.prefill + dis.decode;
+      sc.disaggregation = std::move(dis);
+    }
     s.finish();
     const int gpus = static_cast<int>(sc.topology->gpus().size());
     if (r.tp * sc.replicas > gpus) {
@@ -132,6 +201,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     try {
       (void)kv_block_capacity(r, hw);
       if (r.tp > 1) r.all_reduce_seconds = tp_all_reduce_seconds(sc.topology, r.tp);
+      if (sc.disaggregation) kv_transfer_network(sc.topology, r.tp, *sc.disaggregation);
     } catch (const std::invalid_argument& e) {
       serving_node.fail_message(fmt::format("impossible plan: {}", e.what()));
     }
@@ -202,29 +272,18 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
 }
 
 InferenceResult simulate_inference(const InferenceScenario& sc) {
+  ClusterConfig config;
+  config.replica = sc.replica;
+  config.replicas = sc.replicas;
+  config.router = sc.router;
+  config.disaggregation = sc.disaggregation;
+  ClusterRun run = run_cluster(sc.requests, config, *sc.topology->gpu, sc.closed_loop);
   InferenceResult out;
-  const hardware::HardwareProfile& hw = *sc.topology->gpu;
-  std::vector<std::vector<ServingRequest>> share(static_cast<std::size_t>(sc.replicas));
-  for (std::size_t i = 0; i < sc.requests.size(); ++i) share[i % share.size()].push_back(sc.requests[i]);
-  ReplicaRun all;
-  for (std::size_t k = 0; k < share.size(); ++k) {
-    const auto& reqs = share[k];
-    // Closed-loop clients are spread over the replicas as evenly as the round robin spreads requests.
-    std::optional<ClosedLoop> clients = sc.closed_loop;
-    if (clients) clients->concurrency = std::max(1, sc.closed_loop->concurrency / sc.replicas + (static_cast<int>(k) < sc.closed_loop->concurrency % sc.replicas ? 1 : 0));
-    ReplicaRun run = run_replica(reqs, sc.replica, hw, clients);
-    out.events += run.events;
-    all.kv_blocks += run.kv_blocks;
-    all.kv_block_seconds += run.kv_block_seconds;
-    all.preemptions += run.preemptions;
-    all.iterations += run.iterations;
-    all.makespan = std::max(all.makespan, run.makespan);
-    all.requests.insert(all.requests.end(), run.requests.begin(), run.requests.end());
-    out.kv_blocks_per_replica = run.kv_blocks;
-    out.replicas.push_back(std::move(run));
-  }
-  std::sort(all.requests.begin(), all.requests.end(), [](const auto& a, const auto& b) { return a.request.id < b.request.id; });
-  out.metrics = serving_metrics(all, sc.slo);
+  out.metrics = serving_metrics(run, sc.slo);
+  out.kv_blocks_per_replica = run.replicas.front().kv_blocks;
+  out.events = run.events;
+  out.replicas = std::move(run.replicas);
+  out.requests = std::move(run.requests);
   return out;
 }
 

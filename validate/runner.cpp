@@ -264,7 +264,7 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
     const models::InferenceResult res = models::simulate_inference(sc);
     r.predicted["output_tokens_per_s"] = res.metrics.output_throughput;
     r.predicted["ttft_ms_mean"] = res.metrics.ttft.mean * 1e3;
-    r.predicted["itl_ms_mean"] = res.metrics.tpot.mean * 1e3;
+    r.predicted["itl_ms_mean"] = res.metrics.itl.mean * 1e3;
   } catch (const std::invalid_argument& e) {
     throw Unsupported(e.what());
   }

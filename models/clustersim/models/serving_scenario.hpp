@@ -7,7 +7,11 @@
 //     topology: hgx-h200-node ...           # gives the GPU profile and the TP group's links
 //     serving: {tp: 1, replicas: 2, weights: bf16, kv_cache: bf16, max_num_seqs: 256,
 //               max_num_batched_tokens: 8192, chunked_prefill: true, block_size: 16,
-//               gpu_memory_utilization: 0.9, iteration_overhead: 0us, router: round-robin}
+//               gpu_memory_utilization: 0.9, iteration_overhead: 0us,
+//               router: round-robin,             # least-outstanding, kv-aware
+//               batching: continuous,            # static (for comparison)
+//               preemption: recompute,           # swap (with swap_space: 4GiB per GPU)
+//               disaggregation: {prefill: 1, decode: 3}}   # instead of replicas
 //     workload:
 //       requests: 1000                       # or duration: 1h (with a rate)
 //       arrival: {kind: poisson, rate: 20}   # gamma {rate, burstiness}, closed-loop {concurrency},
@@ -34,7 +38,9 @@ struct InferenceScenario {
   std::string name;
   std::string description;
   ReplicaConfig replica;
-  int replicas = 1;
+  int replicas = 1;  // every replica, prefill and decode ones included
+  Router router = Router::round_robin;
+  std::optional<Disaggregation> disaggregation;
   std::vector<ServingRequest> requests;
   std::optional<ClosedLoop> closed_loop;
   Slo slo;
@@ -50,7 +56,8 @@ std::string scenario_kind(const std::filesystem::path& file);
 InferenceScenario load_inference_scenario(const std::filesystem::path& file);
 
 struct InferenceResult {
-  std::vector<ReplicaRun> replicas;
+  std::vector<ReplicaRun> replicas;      // aggregated; or the prefill replicas, then the decode ones
+  std::vector<RequestResult> requests;   // in id order
   ServingMetrics metrics;
   std::int64_t kv_blocks_per_replica = 0;
   std::uint64_t events = 0;
@@ -60,7 +67,7 @@ struct InferenceResult {
 // a node has fewer than `tp` GPUs.
 std::function<double(double bytes)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
 
-// Routes requests round-robin to the replicas (all identical) and runs each.
+// Runs the workload on the scenario's replicas behind its router, on one event engine.
 InferenceResult simulate_inference(const InferenceScenario& sc);
 
 }  // namespace cs::models
