@@ -74,7 +74,41 @@ std::function<double(double)> tp_all_reduce_seconds(const std::shared_ptr<const 
 
 namespace {
 
-// The bottleneck bandwidth between the first GPU and the nearest CPU of its node (swap traffic).
+
+
+}  // namespace
+
+namespace {
+
+SizingSpec read_sizing(const yaml::Node& node, IncludeStack& includes) {
+  yaml::Map m(node);
+  SizingSpec z;
+  const yaml::Node offers = m.at("gpus", "a list of {node, price_per_gpu_hour, as_of, source}");
+  if (!offers.is_list() || offers.items().empty()) offers.fail("a non-empty list of {node, price_per_gpu_hour, as_of, source}");
+  for (const yaml::Node& item : offers.items()) {
+    yaml::Map o(item);
+    SizingOffer offer;
+    offer.node = topology::load_node_reference(o.at("node", "a node template: a shipped name, a path, or a map"), includes);
+    offer.price_per_gpu_hour = o.get<double>("price_per_gpu_hour", yaml::positive<double>());
+    offer.as_of = o.get<std::string>("as_of");
+    offer.source = o.get<std::string>("source");
+    o.finish();
+    z.offers.push_back(std::move(offer));
+  }
+  if (auto t = m.find("tp")) {
+    if (!t->is_list() || t->items().empty()) t->fail("a non-empty list of TP degrees");
+    for (const yaml::Node& v : t->items()) z.tp.push_back(v.as<int>(yaml::positive<int>()));
+  }
+  z.disaggregation = m.get_or<bool>("disaggregation", false);
+  z.attainment = m.get_or<double>("attainment", 0.9, yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }});
+  z.max_gpus = m.get_or<int>("max_gpus", 64, yaml::in_range(1, 100'000, "from 1 to 100,000 GPUs"));
+  z.rate = m.get_or<double>("rate", 0.0, yaml::positive<double>());
+  m.finish();
+  return z;
+}
+
+}  // namespace
+
 double host_link_bandwidth(const topology::Topology& topo) {
   const topology::Router router(topo);
   const topology::Vertex gpu = topo.gpus().front();
@@ -87,9 +121,6 @@ double host_link_bandwidth(const topology::Topology& topo) {
   return best;
 }
 
-// The fluid network of the topology and the flows of a KV copy: replica k holds GPUs [k tp, (k+1) tp)
-// in topology order, prefill replicas first; GPU j of the prefill replica sends its share to GPU j
-// of the decode replica, routed as NCCL's send/receive is.
 void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, Disaggregation& d) {
   const auto& gpus = topo->gpus();
   for (int k = 0; k < d.prefill + d.decode; ++k) {
@@ -116,8 +147,6 @@ void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, 
     return flows;
   };
 }
-
-}  // namespace
 
 std::string scenario_kind(const std::filesystem::path& file) {
   auto doc = yaml::Document::load_file(file);
@@ -245,12 +274,19 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       const LengthDistribution prompt = read_lengths(w.at("prompt_tokens", "a token count or a length distribution"));
       const LengthDistribution output = read_lengths(w.at("output_tokens", "a token count or a length distribution"));
       sc.requests = generate_requests(count, p, prompt, output, seed);
+      if (kind == "poisson" || kind == "gamma") {
+        WorkloadRecipe recipe{p, prompt, output, count, 0.0, seed};
+        if (auto d = w.find("duration")) recipe.duration = d->as<Seconds>().value();
+        sc.recipe = recipe;
+      }
       sc.workload_text = kind == "closed-loop" ? fmt::format("{} requests, closed loop of {}", count, sc.closed_loop->concurrency)
                          : kind == "offline"   ? fmt::format("{} requests, offline (all at once)", count)
                                                : fmt::format("{} requests, {} at {:g} req/s", count, kind, p.rate);
     }
     w.finish();
   }
+  std::optional<yaml::Node> sizing_node = m.find("sizing");
+  if (sizing_node) sc.sizing = read_sizing(*sizing_node, includes);
   if (auto s = m.find("slo")) {
     yaml::Map slo(*s);
     sc.slo.ttft = slo.get_or<Seconds>("ttft", Seconds(0), yaml::positive<Seconds>()).value();
@@ -259,6 +295,10 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     slo.finish();
   }
   m.finish();
+  if (sc.sizing) {
+    if (sc.slo.ttft <= 0 && sc.slo.tpot <= 0 && sc.slo.e2e <= 0) sizing_node->fail_message("sizing needs an slo to meet (ttft, tpot or e2e)");
+    if (sc.sizing->rate > 0 && !sc.recipe) sizing_node->fail_message("a sizing rate needs a poisson or gamma workload to replay at that rate");
+  }
   // Every request must fit one replica's KV pool.
   const std::int64_t blocks = kv_block_capacity(r, hw);
   for (const auto& q : sc.requests) {

@@ -11,6 +11,7 @@
 #include "clustersim/common/parts.hpp"
 #include "clustersim/models/serving.hpp"
 #include "clustersim/models/serving_scenario.hpp"
+#include "clustersim/models/serving_sizing.hpp"
 #include "support.hpp"
 
 using namespace cs;
@@ -374,4 +375,85 @@ TEST_CASE("serving: disaggregated prefill and decode copy the KV cache over the 
              Catch::Contains("either replicas or disaggregation"));
   CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("{tp: 1, disaggregation: {prefill: 9, decode: 8}}", 4)); }),
              Catch::Contains("impossible plan"));
+}
+
+TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewer does not") {
+  test::TempDir dir;
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: sizing
+  kind: inference
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1}
+  serving: {tp: 1, replicas: 1}
+  workload:
+    duration: 20s
+    arrival: {kind: poisson, rate: 100}
+    prompt_tokens: {kind: lognormal, median: 800, sigma: 0.5}
+    output_tokens: {kind: lognormal, median: 150, sigma: 0.5}
+    seed: 4
+  slo: {ttft: 500ms, tpot: 30ms}
+  sizing:
+    attainment: 0.9
+    max_gpus: 16
+    tp: [1, 2]
+    gpus:
+      - {node: dgx-h100, price_per_gpu_hour: 6.88, as_of: "2026-11", source: "test"}
+      - {node: dgx-a100, price_per_gpu_hour: 3.431, as_of: "2026-11", source: "test"}
+)");
+  const InferenceScenario sc = load_inference_scenario(file);
+  const SizingResult r = size_fleet(sc);
+  CHECK(r.rate == 100);
+  REQUIRE(r.candidates.size() == 4);
+  REQUIRE(r.candidates.front().feasible);
+  double previous = 0;
+  for (const auto& c : r.candidates) {
+    if (!c.feasible) continue;
+    CHECK(c.cost_per_hour >= previous);  // cheapest first
+    previous = c.cost_per_hour;
+    CHECK(c.attainment >= 0.9);
+    CHECK(c.metrics.request_goodput <= c.metrics.request_throughput);
+  }
+  // Minimal: the cheapest configuration with one replica fewer misses the SLO.
+  const SizingCandidate& best = r.candidates.front();
+  CHECK(best.gpu == "H100-SXM5-80GB");
+  REQUIRE(best.replicas > 1);
+  {
+    InferenceScenario fewer = sc;
+    topology::TopologySpec spec;
+    spec.name = "fewer";
+    IncludeStack includes;
+    spec.node = topology::load_node_file(resolve_part(best.node, "nodes"), includes);
+    spec.nodes = 1;
+    fewer.topology = std::make_shared<const topology::Topology>(topology::build_topology(spec));
+    fewer.replica.tp = best.tp;
+    fewer.replica.all_reduce_seconds = best.tp > 1 ? tp_all_reduce_seconds(fewer.topology, best.tp) : nullptr;
+    fewer.replicas = best.replicas - 1;
+    const ServingMetrics m = simulate_inference(fewer).metrics;
+    CHECK(m.request_goodput / m.request_throughput < 0.9);
+  }
+  // The same input gives the same answer.
+  const SizingResult again = size_fleet(sc);
+  CHECK(again.candidates.front().cost_per_hour == best.cost_per_hour);
+  CHECK(again.candidates.front().attainment == best.attainment);
+}
+
+TEST_CASE("sizing: a sizing section needs an SLO, and a rate needs a generated workload") {
+  test::TempDir dir;
+  const auto scenario = [&](const std::string& slo, const std::string& arrival) {
+    return dir.write("s.yaml", fmt::format(R"(scenario:
+  name: sizing
+  kind: inference
+  model: llama3-8b
+  topology: {{name: one, node: dgx-h100, nodes: 1}}
+  serving: {{tp: 1}}
+  workload: {{requests: 10, arrival: {}, prompt_tokens: 100, output_tokens: 10}}
+{}  sizing:
+    rate: 5
+    gpus: [{{node: dgx-h100, price_per_gpu_hour: 6.88, as_of: "2026-11", source: "test"}}]
+)",
+                                           arrival, slo));
+  };
+  CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("", "{kind: poisson, rate: 1}")); }), Catch::Contains("sizing needs an slo"));
+  CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("  slo: {ttft: 1s}\n", "{kind: offline}")); }),
+             Catch::Contains("a sizing rate needs a poisson or gamma workload"));
 }

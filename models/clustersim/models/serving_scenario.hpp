@@ -31,8 +31,33 @@
 
 #include "clustersim/models/serving.hpp"
 #include "clustersim/topology/graph.hpp"
+#include "clustersim/topology/node_template.hpp"
 
 namespace cs::models {
+
+// A generated workload's recipe, kept so that sizing can replay it at another rate.
+struct WorkloadRecipe {
+  ArrivalProcess arrivals;
+  LengthDistribution prompt, output;
+  int requests = 0;       // when given as a count
+  double duration = 0;    // s, when given as a duration (requests = duration x rate)
+  std::uint64_t seed = 1;
+};
+
+// What `clustersim plan` may buy for an inference scenario (the `sizing` section).
+struct SizingOffer {
+  topology::NodeTemplate node;       // its GPU and node layout
+  double price_per_gpu_hour = 0;     // USD
+  std::string as_of, source;         // the price's date and where it was read
+};
+struct SizingSpec {
+  std::vector<SizingOffer> offers;
+  std::vector<int> tp;               // TP degrees to try; empty: powers of two up to a node's GPUs
+  bool disaggregation = false;       // also try prefill/decode pools
+  double attainment = 0.9;           // the fraction of requests that must meet every SLO
+  int max_gpus = 64;                 // per configuration
+  double rate = 0;                   // target req/s; 0: the workload's own
+};
 
 struct InferenceScenario {
   std::string name;
@@ -45,6 +70,8 @@ struct InferenceScenario {
   std::optional<ClosedLoop> closed_loop;
   Slo slo;
   std::string workload_text;  // a one-line description of the workload
+  std::optional<WorkloadRecipe> recipe;  // absent for traces and closed loops
+  std::optional<SizingSpec> sizing;
   std::shared_ptr<const topology::Topology> topology;
   std::filesystem::path file;
 };
@@ -66,6 +93,16 @@ struct InferenceResult {
 // the collective model, cached by size rounded up to a power of two. Throws std::invalid_argument when
 // a node has fewer than `tp` GPUs.
 std::function<double(double bytes)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
+
+// The bottleneck bandwidth (bytes/s) between the first GPU and the nearest CPU of its node, which
+// swap traffic takes; 0 when no CPU is reachable.
+double host_link_bandwidth(const topology::Topology& topo);
+
+// Fills the disaggregation's network and KV-copy flows from the topology: replica k holds GPUs
+// [k tp, (k+1) tp) in topology order, prefill replicas first; GPU j of the prefill replica sends its
+// share to GPU j of the decode replica, routed as NCCL's send/receive is. Throws
+// std::invalid_argument when a replica's GPUs span two nodes.
+void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, Disaggregation& d);
 
 // Runs the workload on the scenario's replicas behind its router, on one event engine.
 InferenceResult simulate_inference(const InferenceScenario& sc);

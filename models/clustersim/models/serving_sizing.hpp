@@ -1,0 +1,46 @@
+// Fleet sizing for an inference scenario (`clustersim plan`, docs/serving.md#sizing): the cheapest
+// configuration, among the offered GPUs, TP degrees and aggregated or disaggregated layouts, whose
+// simulated run meets the scenario's SLOs for the required fraction of requests at the target rate.
+//
+// Search: for each (GPU offer, TP) the smallest replica count that meets the SLOs, found by doubling
+// then bisecting (more replicas never lower attainment for the same arrivals, up to simulation
+// noise); for disaggregation, the smallest total that meets them with one of the prefill:decode
+// splits 1:(n-1), 1:3, 1:2, 1:1, 2:1, 3:1, (n-1):1 of it, the best split kept. Every configuration is
+// a full simulation of the workload on a topology of whole nodes of that offer (a non-blocking
+// two-tier fat tree of 64-port InfiniBand switches between nodes).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "clustersim/models/serving_scenario.hpp"
+
+namespace cs::models {
+
+struct SizingCandidate {
+  std::string gpu;                 // hardware profile name
+  std::string node;                // node template name
+  int tp = 1;
+  int replicas = 0;                // aggregated: replicas; disaggregated: prefill + decode
+  int prefill = 0, decode = 0;     // disaggregated pools (0 when aggregated)
+  int gpus = 0;
+  double price_per_gpu_hour = 0;
+  double cost_per_hour = 0;        // USD
+  double cost_per_million_output_tokens = 0;
+  double attainment = 0;           // fraction of requests meeting every SLO
+  bool feasible = false;
+  std::string reason;              // why not, when not feasible
+  ServingMetrics metrics;          // of the configuration reported
+};
+
+struct SizingResult {
+  double rate = 0;                 // req/s the sizing used
+  double attainment = 0;           // required
+  std::vector<SizingCandidate> candidates;  // one per (offer, TP, layout), cheapest feasible first
+  int simulations = 0;
+};
+
+// Throws std::invalid_argument when the scenario has no sizing section.
+SizingResult size_fleet(const InferenceScenario& sc);
+
+}  // namespace cs::models

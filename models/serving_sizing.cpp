@@ -1,0 +1,198 @@
+#include "clustersim/models/serving_sizing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/topology/topology_loader.hpp"
+
+namespace cs::models {
+
+namespace {
+
+// A topology of whole nodes of the offer holding `gpus` GPUs.
+std::shared_ptr<const topology::Topology> cluster_of(const SizingOffer& offer, int gpus) {
+  topology::TopologySpec spec;
+  spec.name = fmt::format("{}-x{}", offer.node.name, gpus);
+  const int per_node = offer.node.gpus();
+  spec.nodes = (gpus + per_node - 1) / per_node;
+  spec.node = offer.node;
+  if (spec.nodes > 1) {
+    spec.fabric.kind = topology::FabricKind::fat_tree;
+    spec.fabric.technology = topology::Technology::infiniband;
+    spec.fabric.tiers = {{64, 1.0}, {64, 1.0}};
+  }
+  return std::make_shared<const topology::Topology>(topology::build_topology(spec));
+}
+
+class Sizer {
+ public:
+  Sizer(const InferenceScenario& sc, std::vector<ServingRequest> requests, SizingResult& out)
+      : sc_(sc), requests_(std::move(requests)), out_(out) {}
+
+  // One configuration's simulation; replicas = prefill + decode when disaggregated.
+  SizingCandidate evaluate(const SizingOffer& offer, int tp, int replicas, int prefill) {
+    SizingCandidate c;
+    c.gpu = offer.node.gpu.name;
+    c.node = offer.node.name;
+    c.tp = tp;
+    c.replicas = replicas;
+    c.prefill = prefill;
+    c.decode = prefill > 0 ? replicas - prefill : 0;
+    c.gpus = tp * replicas;
+    c.price_per_gpu_hour = offer.price_per_gpu_hour;
+    c.cost_per_hour = c.gpus * offer.price_per_gpu_hour;
+    try {
+      InferenceScenario sc = sc_;
+      sc.topology = cluster_of(offer, c.gpus);
+      const hardware::HardwareProfile& hw = *sc.topology->gpu;
+      ReplicaConfig& r = sc.replica;
+      r.tp = tp;
+      if (r.weight_bytes_per_parameter == 0 && !hw.supports(r.weights)) {
+        throw std::invalid_argument(fmt::format("{} has no {} tensor cores", hw.name, hardware::to_string(r.weights)));
+      }
+      (void)kv_block_capacity(r, hw);
+      r.all_reduce_seconds = tp > 1 ? tp_all_reduce_seconds(sc.topology, tp) : nullptr;
+      if (r.preemption == Preemption::swap) r.swap_bandwidth = host_link_bandwidth(*sc.topology);
+      sc.replicas = replicas;
+      sc.disaggregation.reset();
+      if (prefill > 0) {
+        Disaggregation d;
+        d.prefill = prefill;
+        d.decode = replicas - prefill;
+        kv_transfer_network(sc.topology, tp, d);
+        sc.disaggregation = std::move(d);
+      }
+      sc.requests = requests_;
+      const InferenceResult res = simulate_inference(sc);
+      ++out_.simulations;
+      c.metrics = res.metrics;
+      c.attainment = res.metrics.request_throughput > 0 ? res.metrics.request_goodput / res.metrics.request_throughput : 0;
+      c.feasible = c.attainment >= sc_.sizing->attainment;
+      if (res.metrics.output_throughput > 0) c.cost_per_million_output_tokens = c.cost_per_hour / (res.metrics.output_throughput * 3600.0) * 1e6;
+      if (!c.feasible) c.reason = fmt::format("{:.1f}% of requests meet the SLO", 100 * c.attainment);
+    } catch (const std::invalid_argument& e) {
+      c.feasible = false;
+      c.reason = e.what();
+      c.attainment = -1;  // cannot run at all
+    } catch (const InputError& e) {
+      c.feasible = false;
+      c.reason = e.what();
+      c.attainment = -1;
+    }
+    return c;
+  }
+
+  // The smallest count in [1, limit] that `meets`, by doubling then bisecting; the best tried when none.
+  template <class Eval>
+  SizingCandidate smallest(int first, int limit, Eval eval) {
+    std::map<int, SizingCandidate> tried;
+    const auto at = [&](int n) -> const SizingCandidate& {
+      auto it = tried.find(n);
+      if (it == tried.end()) it = tried.emplace(n, eval(n)).first;
+      return it->second;
+    };
+    int lo = first - 1, hi = -1;  // lo fails (or is below the range), hi meets
+    for (int n = first;; n = std::min(limit, n * 2)) {
+      const SizingCandidate& c = at(n);
+      if (c.feasible) {
+        hi = n;
+        break;
+      }
+      if (c.attainment < 0) return c;  // cannot run (dtype, memory, TP): more replicas cannot help
+      lo = n;
+      if (n == limit) break;
+    }
+    if (hi < 0) {
+      // None meets: report the largest tried, which comes closest.
+      SizingCandidate best = tried.rbegin()->second;
+      if (best.attainment >= 0) best.reason += fmt::format(" even with {} GPUs (max_gpus {})", best.gpus, sc_.sizing->max_gpus);
+      return best;
+    }
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      if (at(mid).feasible) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+    }
+    return at(hi);
+  }
+
+ private:
+  const InferenceScenario& sc_;
+  std::vector<ServingRequest> requests_;
+  SizingResult& out_;
+};
+
+}  // namespace
+
+SizingResult size_fleet(const InferenceScenario& sc) {
+  if (!sc.sizing) throw std::invalid_argument(fmt::format("{} has no sizing section to plan from", sc.name));
+  const SizingSpec& z = *sc.sizing;
+  SizingResult out;
+  out.attainment = z.attainment;
+  std::vector<ServingRequest> requests = sc.requests;
+  if (sc.recipe) {
+    const WorkloadRecipe& w = *sc.recipe;
+    ArrivalProcess a = w.arrivals;
+    if (z.rate > 0) a.rate = z.rate;
+    const int count = w.duration > 0 ? static_cast<int>(std::llround(w.duration * a.rate)) : w.requests;
+    requests = generate_requests(count, a, w.prompt, w.output, w.seed);
+    out.rate = a.rate;
+  } else if (requests.size() > 1) {
+    out.rate = static_cast<double>(requests.size()) / std::max(1e-9, requests.back().arrival - requests.front().arrival);
+  }
+  Sizer sizer(sc, requests, out);
+  for (const SizingOffer& offer : z.offers) {
+    std::vector<int> tps = z.tp;
+    if (tps.empty()) {
+      for (int t = 1; t <= offer.node.gpus(); t *= 2) tps.push_back(t);
+    }
+    for (int tp : tps) {
+      if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) {
+        SizingCandidate c;
+        c.gpu = offer.node.gpu.name;
+        c.node = offer.node.name;
+        c.tp = tp;
+        c.attainment = -1;
+        c.reason = fmt::format("TP {} does not divide a {}-GPU node", tp, offer.node.gpus());
+        out.candidates.push_back(c);
+        continue;
+      }
+      const int limit = std::max(1, z.max_gpus / tp);
+      out.candidates.push_back(sizer.smallest(1, limit, [&](int n) { return sizer.evaluate(offer, tp, n, 0); }));
+      if (z.disaggregation && limit >= 2) {
+        out.candidates.push_back(sizer.smallest(2, limit, [&](int n) {
+          // The splits tried for n replicas; the one with the best attainment (then fewest prefill).
+          std::set<int> splits;
+          for (int p : {1, n - 1, n / 4, n / 3, n / 2, (2 * n) / 3, (3 * n) / 4}) {
+            if (p >= 1 && p <= n - 1) splits.insert(p);
+          }
+          SizingCandidate best;
+          best.attainment = -2;
+          for (int p : splits) {
+            SizingCandidate c = sizer.evaluate(offer, tp, n, p);
+            if (c.attainment > best.attainment) best = std::move(c);
+          }
+          return best;
+        }));
+      }
+    }
+  }
+  std::stable_sort(out.candidates.begin(), out.candidates.end(), [](const SizingCandidate& a, const SizingCandidate& b) {
+    if (a.feasible != b.feasible) return a.feasible;
+    if (a.feasible) return a.cost_per_hour < b.cost_per_hour || (a.cost_per_hour == b.cost_per_hour && a.attainment > b.attainment);
+    return a.attainment > b.attainment;
+  });
+  return out;
+}
+
+}  // namespace cs::models
