@@ -122,6 +122,21 @@ double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConf
   // The attention core: its FLOPs at the 16-bit ceiling or its KV reads, whichever is longer.
   const double attention_peak = hw.peak(hardware::Dtype::bf16).value() * hw.gemm.max_efficiency.at(hardware::Dtype::bf16);
   t += std::max(attention_flops / c.tp / attention_peak, kv_read * kv_bytes_per_token(c) / memory_rate);
+  // The memory-bound kernels between the GEMMs, per layer, in 16-bit activations: the residual add
+  // fused with RMSNorm twice (read the residual stream and the branch, write both: 4 x 2 bytes per
+  // hidden element, as vLLM's fused_add_rms_norm does), RoPE on this GPU's queries and keys (read and
+  // write), and the gated activation (read the gate and up halves, write one). Each is one kernel.
+  {
+    const double tp = c.tp;
+    const double kv_heads = std::max(1.0, m.kv_heads / tp);
+    const double up = is_gated(m.activation) ? 2.0 : 1.0;
+    const double ffn = m.moe ? m.moe->top_k * m.moe->expert_ffn_hidden + m.moe->shared_experts * m.moe->shared_expert_ffn_hidden : m.ffn_hidden;
+    const double per_token = 2.0 * 4.0 * m.hidden * 2.0 + 2.0 * (m.heads / tp + kv_heads) * m.qk_head_dim() * 2.0 + (up + 1.0) * ffn / tp * 2.0;
+    t += m.layers * (tokens * per_token / memory_rate + 3.0 * hw.kernel_launch_overhead.value());
+  }
+  // Sampling: the fp32 logits of each sampled sequence's last position are read by the softmax and
+  // the top-k/top-p pass after the LM head writes them (3 passes of 4 bytes over the vocabulary slice).
+  t += sampled * m.vocab / c.tp * 4.0 * 3.0 / memory_rate + hw.kernel_launch_overhead.value();
   t += c.iteration_overhead.value();
   if (c.tp > 1 && c.all_reduce_seconds) t += 2.0 * m.layers * c.all_reduce_seconds(tokens * m.hidden * 2.0);
   return t;

@@ -54,12 +54,13 @@ TEST_CASE("serving: a lone request's TTFT is its prefill iteration from the roof
   CHECK(run.requests[0].e2e() == Approx(prefill + decode).margin(2e-8));
   // A 2,000-token prefill of an 8B model is compute-bound: more than 2 x 7.5e9 x 2000 FLOPs at the
   // ceiling; a single decode step is bound by reading the 16 GB of bf16 weights (plus the fixed cost
-  // of its 129 kernels and the iteration overhead).
+  // of its 129 GEMM and attention kernels, 97 elementwise and sampling kernels, and the iteration
+  // overhead).
   CHECK(prefill > 2.0 * 7.5e9 * 2000 / (hw.peak(Dtype::bf16).value() * hw.gemm.max_efficiency.at(Dtype::bf16)));
   const double weights_read = active_parameters(c.model) * 2 / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
   const double decode_step = iteration_seconds({{1, 2000}}, c, hw);
   CHECK(decode_step > weights_read + 200e-6);
-  CHECK(decode_step < 1.05 * weights_read + 200e-6 + 129 * hw.kernel_launch_overhead.value());
+  CHECK(decode_step < 1.05 * weights_read + 200e-6 + (129 + 97) * hw.kernel_launch_overhead.value());
 }
 
 TEST_CASE("serving: Little's law holds on a simulated Poisson run") {
