@@ -213,6 +213,8 @@ nlohmann::json inference_json(const models::InferenceScenario& sc, const models:
   j["kv_blocks_per_replica"] = r.kv_blocks_per_replica;
   j["preemptions"] = m.preemptions;
   j["swaps"] = m.swaps;
+  j["prefix_caching"] = sc.replica.prefix_caching;
+  j["prefix_cache_hit_rate"] = m.prefix_hit_rate;
   if (sc.disaggregation) j["kv_transfers"] = {{"count", m.kv_transfers}, {"mean_ms", m.mean_kv_transfer * 1e3}};
   nlohmann::json hist = nlohmann::json::object();
   std::vector<std::int64_t> sizes;
@@ -254,6 +256,7 @@ std::string inference_text(const models::InferenceScenario& sc, const models::In
   out += fmt::format("  KV cache          {} blocks of {} tokens per replica, {:.1f}% used on average, {} preemptions\n", r.kv_blocks_per_replica,
                      sc.replica.block_size, 100 * m.mean_kv_use, m.preemptions);
   if (m.swaps > 0) out += fmt::format("  swaps             {} of the preemptions swapped to host memory\n", m.swaps);
+  if (m.prefix_hit_rate > 0) out += fmt::format("  prefix cache      {:.1f}% of prompt tokens served from cached blocks\n", 100 * m.prefix_hit_rate);
   if (sc.disaggregation) out += fmt::format("  KV transfers      {}, {:.2f} ms each on average\n", m.kv_transfers, m.mean_kv_transfer * 1e3);
   out += fmt::format("simulated: {} events\n", r.events);
   return out;

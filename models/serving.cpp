@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <map>
 #include <memory>
 #include <fstream>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -156,6 +158,9 @@ struct Sequence {
   bool padding = false;     // static batching: finished, still computed until its batch ends
   int pending_flows = 0;    // disaggregated: KV copy flows still running
   std::int64_t held_blocks = 0;  // disaggregated: the prefill replica's blocks, held until the copy ends
+  int prefix_ref = -1;           // prefix caching: the cached prefix it holds a reference to
+  std::int64_t shared_blocks = 0;  // the blocks of that prefix (not its own)
+  int held_prefix = -1;          // disaggregated: the prefill replica's prefix reference, until the copy ends
   double last_token = 0;
   RequestResult result;
 };
@@ -187,13 +192,23 @@ class Replica final : public sim::EventHandler {
     return static_cast<std::int64_t>(waiting_.size() + running_.size() + swapped_.size() + incoming_.size()) + in_transfer_;
   }
   // KV blocks left after the tokens already queued here.
-  [[nodiscard]] std::int64_t kv_headroom() const { return free_ - blocks_for(queued_tokens_); }
+  [[nodiscard]] std::int64_t kv_headroom() const { return available() - blocks_for(queued_tokens_); }
+  [[nodiscard]] bool holds_prefix(int prefix) const {
+    const auto it = cache_.find(prefix);
+    return it != cache_.end() && it->second.blocks > 0;
+  }
   [[nodiscard]] std::int64_t blocks_for(std::int64_t tokens) const { return (tokens + c_.block_size - 1) / c_.block_size; }
   ReplicaRun& stats() { return run_; }
 
  private:
   double now() const;
   Sequence& seq(int i);
+  // Free blocks plus cached prefixes no running request uses (evicted, least recently used first,
+  // when the blocks are taken).
+  [[nodiscard]] std::int64_t available() const { return free_ + evictable_; }
+  void take(std::int64_t blocks);
+  void unref_prefix(Sequence& s);
+  void register_prefix(Sequence& s);
   void push_waiting_front(int i);
   void preempt(int victim);
   void step();
@@ -214,6 +229,14 @@ class Replica final : public sim::EventHandler {
   std::int64_t queued_tokens_ = 0;  // tokens the waiting requests will need
   std::int64_t in_transfer_ = 0;
   std::int64_t free_ = 0;
+  struct CachedPrefix {
+    std::int64_t blocks = 0;
+    int tokens = 0;
+    int refs = 0;
+    double last_used = 0;
+  };
+  std::map<int, CachedPrefix> cache_;  // prefix caching: prefix id -> its cached full blocks
+  std::int64_t evictable_ = 0;         // blocks of cached prefixes with no reference
   double swap_free_ = 0;
   double swap_seconds_ = 0;      // swap copies to charge to the next iteration
   double block_bytes_ = 0;
@@ -300,7 +323,7 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
   // An arrival: route it among the entry replicas.
   void handle(std::uint64_t payload) override {
     const int i = static_cast<int>(payload);
-    const int k = pick(0, entry_, round_robin_entry_);
+    const int k = pick(0, entry_, round_robin_entry_, seqs_[static_cast<std::size_t>(i)].request.prefix_id);
     seqs_[static_cast<std::size_t>(i)].result.replica = k;
     replicas_[static_cast<std::size_t>(k)]->enqueue(i);
   }
@@ -325,7 +348,7 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
 
   // Disaggregated: request i has its first token on a prefill replica; send it to a decode replica.
   void prefilled(int i) {
-    const int k = pick(entry_, static_cast<int>(replicas_.size()), round_robin_decode_);
+    const int k = pick(entry_, static_cast<int>(replicas_.size()), round_robin_decode_, -1);
     seqs_[static_cast<std::size_t>(i)].result.decode_replica = k;
     replicas_[static_cast<std::size_t>(k)]->offer(i);
   }
@@ -349,8 +372,8 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
   double now() const { return sim_.now().to_seconds(); }
 
  private:
-  // The router's choice among replicas [first, last).
-  int pick(int first, int last, std::int64_t& rr) {
+  // The router's choice among replicas [first, last) for a request with this prefix (-1: none).
+  int pick(int first, int last, std::int64_t& rr, int prefix) {
     switch (config_.router) {
       case Router::round_robin: return first + static_cast<int>(rr++ % (last - first));
       case Router::least_outstanding: {
@@ -361,11 +384,15 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
         return best;
       }
       case Router::kv_aware: {
+        // A replica that holds the request's prefix first, then the most KV headroom, then the fewest
+        // outstanding requests.
+        const auto key = [&](int k) {
+          const Replica& r = *replicas_[static_cast<std::size_t>(k)];
+          return std::make_tuple(prefix >= 0 && r.holds_prefix(prefix) ? 1 : 0, r.kv_headroom(), -r.outstanding());
+        };
         int best = first;
         for (int k = first + 1; k < last; ++k) {
-          const Replica& a = *replicas_[static_cast<std::size_t>(k)];
-          const Replica& b = *replicas_[static_cast<std::size_t>(best)];
-          if (a.kv_headroom() > b.kv_headroom() || (a.kv_headroom() == b.kv_headroom() && a.outstanding() < b.outstanding())) best = k;
+          if (key(k) > key(best)) best = k;
         }
         return best;
       }
@@ -421,12 +448,12 @@ void Replica::try_transfers() {
     Sequence& s = seq(i);
     const std::int64_t need = c_.reserve_full_kv ? blocks_for(s.request.prompt_tokens + s.request.output_tokens) : blocks_for(s.known);
     const bool idle = running_.empty() && in_transfer_ == 0;
-    if (need > free_ || (!idle && free_ - need < reserve) ||
+    if (need > available() || (!idle && available() - need < reserve) ||
         static_cast<int>(running_.size()) + in_transfer_ >= c_.max_num_seqs) {
       return;
     }
     incoming_.pop_front();
-    free_ -= need;
+    take(need);
     s.blocks = need;  // the prefill replica's blocks stay there until the copy ends
     ++in_transfer_;
     // The cached tokens' KV (the first generated token's entry is computed here).
@@ -444,7 +471,54 @@ void Replica::release(int i) {
   Sequence& s = seq(i);
   free_ += s.held_blocks;
   s.held_blocks = 0;
+  if (s.held_prefix >= 0) {
+    CachedPrefix& e = cache_.at(s.held_prefix);
+    if (--e.refs == 0) {
+      evictable_ += e.blocks;
+      e.last_used = now();
+    }
+    s.held_prefix = -1;
+  }
   if (!busy_) step();
+}
+
+void Replica::take(std::int64_t blocks) {
+  while (free_ < blocks && evictable_ > 0) {
+    // Evict the least recently used prefix no request holds.
+    auto victim = cache_.end();
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->second.refs == 0 && it->second.blocks > 0 && (victim == cache_.end() || it->second.last_used < victim->second.last_used)) victim = it;
+    }
+    evictable_ -= victim->second.blocks;
+    free_ += victim->second.blocks;
+    cache_.erase(victim);
+  }
+  free_ -= blocks;
+}
+
+void Replica::unref_prefix(Sequence& s) {
+  if (s.prefix_ref < 0) return;
+  CachedPrefix& e = cache_.at(s.prefix_ref);
+  if (--e.refs == 0) {
+    evictable_ += e.blocks;
+    e.last_used = now();
+  }
+  s.prefix_ref = -1;
+  s.shared_blocks = 0;
+}
+
+// The first sequence to compute a prefix's full blocks hands them to the cache, keeping a reference.
+void Replica::register_prefix(Sequence& s) {
+  if (!c_.prefix_caching || c_.batching == Batching::static_batch || s.prefix_ref >= 0 || s.request.prefix_id < 0) return;
+  const std::int64_t full = s.request.prefix_tokens / c_.block_size;
+  if (full == 0 || s.computed < full * c_.block_size || cache_.count(s.request.prefix_id) != 0 || s.blocks < full) return;
+  CachedPrefix& e = cache_[s.request.prefix_id];
+  e.blocks = full;
+  e.tokens = static_cast<int>(full * c_.block_size);
+  e.refs = 1;
+  s.blocks -= full;
+  s.shared_blocks = full;
+  s.prefix_ref = s.request.prefix_id;
 }
 
 // Frees a sequence's blocks: to host memory when swapping is on and there is room (it resumes where it
@@ -467,6 +541,7 @@ void Replica::preempt(int i) {
   }
   s.blocks = 0;
   s.computed = 0;
+  unref_prefix(s);
   push_waiting_front(i);
 }
 
@@ -488,10 +563,10 @@ bool Replica::admit_static(std::vector<int>& batch, int& budget) {
     Sequence& s = seq(i);
     const int n = s.known - s.computed;
     const std::int64_t need = blocks_for(s.request.prompt_tokens + s.request.output_tokens);
-    if (need > free_ || (!batch.empty() && prompts + n > c_.max_num_batched_tokens)) break;
+    if (need > available() || (!batch.empty() && prompts + n > c_.max_num_batched_tokens)) break;
     waiting_.pop_front();
     queued_tokens_ -= n;
-    free_ -= need;
+    take(need);
     s.blocks = need;
     s.scheduled = n;
     prompts += n;
@@ -531,13 +606,13 @@ void Replica::step() {
         ++k;  // a whole prefill that does not fit this iteration's budget waits; the others still run
         continue;
       }
-      const std::int64_t need = std::max<std::int64_t>(0, blocks_for(s.computed + n) - s.blocks);  // 0 when reserved up front
-      if (need > free_) {
+      const std::int64_t need = std::max<std::int64_t>(0, blocks_for(s.computed + n) - s.blocks - s.shared_blocks);  // 0 when reserved up front
+      if (need > available()) {
         preempt(running_.back());
         preempted = true;
         continue;  // running_[k] is unchanged unless it was the one preempted (then the loop ends)
       }
-      free_ -= need;
+      take(need);
       s.blocks += need;
       s.scheduled = n;
       budget -= n;
@@ -550,14 +625,14 @@ void Replica::step() {
       const int i = swapped_.front();
       Sequence& s = seq(i);
       const int n = std::min(s.known - s.computed, budget);
-      const std::int64_t need = std::max(s.blocks, blocks_for(s.computed + n));
-      if (need > free_ || (!running_.empty() && free_ - need < reserve)) break;
+      const std::int64_t need = std::max(s.blocks, blocks_for(s.computed + n) - s.shared_blocks);
+      if (need > available() || (!running_.empty() && available() - need < reserve)) break;
       swapped_.pop_front();
       const double bytes = static_cast<double>(s.blocks) * block_bytes_;
       swap_free_ += bytes;
       swap_seconds_ += bytes / c_.swap_bandwidth;
       s.swapped = false;
-      free_ -= need;
+      take(need);
       s.blocks = need;
       s.scheduled = n;
       budget -= n;
@@ -572,16 +647,36 @@ void Replica::step() {
            static_cast<int>(running_.size()) + in_transfer_ < c_.max_num_seqs) {
       const int i = waiting_.front();
       Sequence& s = seq(i);
-      const int n = std::min(s.known - s.computed, budget);
+      // A cached prefix skips its tokens (at least the prompt's last token is computed, for its logits).
+      int cached = 0;
+      std::int64_t shared = 0;
+      if (c_.prefix_caching && s.computed == 0 && s.request.prefix_id >= 0) {
+        if (const auto it = cache_.find(s.request.prefix_id); it != cache_.end()) {
+          cached = std::min(it->second.tokens, s.known - 1) / c_.block_size * c_.block_size;
+          shared = cached / c_.block_size;
+        }
+      }
+      const int n = std::min(s.known - s.computed - cached, budget);
       if (!c_.chunked_prefill && n < s.known - s.computed) break;
       // Whole-request reservation covers what the replica will hold: the prompt and its first token on a
       // prefill replica, the prompt and the whole output otherwise.
       const int held = role_ == Role::prefill ? s.request.prompt_tokens + 1 : s.request.prompt_tokens + s.request.output_tokens;
-      const std::int64_t need = (c_.reserve_full_kv ? blocks_for(held) : blocks_for(s.computed + n)) - s.blocks;
-      if (need > free_ || ((!running_.empty() || in_transfer_ > 0) && free_ - need < reserve)) break;
+      const std::int64_t need = (c_.reserve_full_kv ? blocks_for(held) : blocks_for(s.computed + cached + n)) - s.blocks - shared;
+      // Reviving an idle cached prefix takes its blocks out of the evictable ones.
+      const std::int64_t revived = shared > 0 && cache_.at(s.request.prefix_id).refs == 0 ? shared : 0;
+      const std::int64_t room = available() - revived;
+      if (need > room || ((!running_.empty() || in_transfer_ > 0) && room - need < reserve)) break;
       waiting_.pop_front();
       queued_tokens_ -= s.known - s.computed;
-      free_ -= need;
+      if (shared > 0) {
+        CachedPrefix& e = cache_.at(s.request.prefix_id);
+        if (e.refs++ == 0) evictable_ -= e.blocks;
+        s.prefix_ref = s.request.prefix_id;
+        s.shared_blocks = shared;
+        s.computed = cached;
+        run_.prefix_hit_tokens += cached;
+      }
+      take(need);
       s.blocks += need;
       s.scheduled = n;
       budget -= n;
@@ -603,7 +698,7 @@ void Replica::step() {
   for (int i : batch) entries.push_back({seq(i).scheduled, seq(i).computed});
   const double t = iteration_seconds(entries, c_, hw_) + swap_seconds_;
   swap_seconds_ = 0;
-  const std::int64_t used = run_.kv_blocks - free_;
+  const std::int64_t used = run_.kv_blocks - free_ - evictable_;
   run_.peak_kv_blocks = std::max(run_.peak_kv_blocks, used);
   run_.kv_block_seconds += static_cast<double>(used) * t;
   ++run_.iterations;
@@ -626,6 +721,7 @@ void Replica::finish_iteration() {
     Sequence& s = seq(i);
     s.computed += s.scheduled;
     s.scheduled = 0;
+    register_prefix(s);
     if (s.padding) continue;
     if (s.computed < s.known) continue;  // a prefill chunk short of the end: no token yet
     // The step reached the last known token: the model emits the next one.
@@ -648,6 +744,7 @@ void Replica::finish_iteration() {
       } else {
         free_ += s.blocks;
         s.blocks = 0;
+        unref_prefix(s);
         running_.erase(std::find(running_.begin(), running_.end(), i));
       }
       cl_.finished(i);
@@ -655,6 +752,9 @@ void Replica::finish_iteration() {
       // Prefill done: the KV cache moves to a decode replica; the blocks stay until it has gone.
       s.held_blocks = s.blocks;
       s.blocks = 0;
+      s.held_prefix = s.prefix_ref;
+      s.prefix_ref = -1;
+      s.shared_blocks = 0;
       running_.erase(std::find(running_.begin(), running_.end(), i));
       cl_.prefilled(i);
     }
@@ -810,15 +910,25 @@ ReplicaRun run_replica(const std::vector<ServingRequest>& requests, const Replic
   return std::move(run.replicas.front());
 }
 
+namespace {
+double prompt_tokens_of(const std::vector<RequestResult>& requests) {
+  double n = 0;
+  for (const auto& r : requests) n += r.request.prompt_tokens;
+  return n;
+}
+}  // namespace
+
 ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo) {
   ServingMetrics m = metrics_of(run.requests, run.kv_blocks, run.kv_block_seconds, run.makespan, run.itl, slo);
   m.preemptions = run.preemptions;
   m.swaps = run.swaps;
+  const double prompts = prompt_tokens_of(run.requests);
+  m.prefix_hit_rate = prompts > 0 ? static_cast<double>(run.prefix_hit_tokens) / prompts : 0;
   return m;
 }
 
 ServingMetrics serving_metrics(const ClusterRun& run, const Slo& slo) {
-  std::int64_t blocks = 0, preemptions = 0, swaps = 0;
+  std::int64_t blocks = 0, preemptions = 0, swaps = 0, hits = 0;
   double block_seconds = 0, makespan = 0;
   GapHistogram itl;
   for (const auto& r : run.replicas) {
@@ -827,11 +937,14 @@ ServingMetrics serving_metrics(const ClusterRun& run, const Slo& slo) {
     makespan = std::max(makespan, r.makespan);
     preemptions += r.preemptions;
     swaps += r.swaps;
+    hits += r.prefix_hit_tokens;
     itl.merge(r.itl);
   }
   ServingMetrics m = metrics_of(run.requests, blocks, block_seconds, makespan, itl, slo);
   m.preemptions = preemptions;
   m.swaps = swaps;
+  const double prompts = prompt_tokens_of(run.requests);
+  m.prefix_hit_rate = prompts > 0 ? static_cast<double>(hits) / prompts : 0;
   m.kv_transfers = run.kv_transfers;
   m.mean_kv_transfer = run.kv_transfers > 0 ? run.kv_transfer_seconds / static_cast<double>(run.kv_transfers) : 0;
   return m;
@@ -852,7 +965,9 @@ int LengthDistribution::sample(std::uint64_t& state) const {
 }
 
 std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& arrivals, const LengthDistribution& prompt,
-                                              const LengthDistribution& output, std::uint64_t seed) {
+                                              const LengthDistribution& output, std::uint64_t seed, const SharedPrefix& prefix) {
+  if (prefix.tokens < 0 || prefix.groups < 1) throw std::invalid_argument("a shared prefix needs tokens >= 0 and at least one group");
+  std::uint64_t prefix_state = seed ^ 0x5deece66dull;
   if (count < 0) throw std::invalid_argument("the request count cannot be negative");
   if (arrivals.kind != ArrivalProcess::Kind::offline && !(arrivals.rate > 0)) throw std::invalid_argument("the arrival rate must be positive");
   if (arrivals.kind == ArrivalProcess::Kind::gamma && !(arrivals.burstiness > 0)) throw std::invalid_argument("the burstiness must be positive");
@@ -872,6 +987,11 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
     r.arrival = t;
     r.prompt_tokens = prompt.sample(state);
     r.output_tokens = output.sample(state);
+    if (prefix.tokens > 0) {
+      r.prefix_id = static_cast<int>(uniform01(prefix_state) * prefix.groups);
+      r.prefix_tokens = prefix.tokens;
+      r.prompt_tokens += prefix.tokens;
+    }
     out.push_back(r);
   }
   return out;
@@ -883,23 +1003,33 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
   const auto where = [&](int line) { return SourceLocation{std::make_shared<const std::string>(file.string()), line, 1}; };
   std::string line;
   int number = 0;
+  bool with_prefix = false;
   std::vector<ServingRequest> out;
   while (std::getline(in, line)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (number == 1) {
-      if (line != "arrival_s,prompt_tokens,output_tokens") {
-        throw InputError(where(1), "header", "'arrival_s,prompt_tokens,output_tokens'", "'" + line + "'");
+      if (line == "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens") {
+        with_prefix = true;
+      } else if (line != "arrival_s,prompt_tokens,output_tokens") {
+        throw InputError(where(1), "header", "'arrival_s,prompt_tokens,output_tokens' (optionally ',prefix_id,prefix_tokens')", "'" + line + "'");
       }
       continue;
     }
     if (line.empty()) continue;
     std::stringstream row(line);
-    std::string a, p, o, extra;
+    std::string a, p, o, pid, ptok, extra;
     std::getline(row, a, ',');
     std::getline(row, p, ',');
     std::getline(row, o, ',');
-    if (std::getline(row, extra, ',') || o.empty()) throw InputError(where(number), "row", "3 comma-separated values", "'" + line + "'");
+    if (with_prefix) {
+      std::getline(row, pid, ',');
+      std::getline(row, ptok, ',');
+    }
+    const std::size_t columns = with_prefix ? 5 : 3;
+    if (std::getline(row, extra, ',') || o.empty() || (with_prefix && ptok.empty())) {
+      throw InputError(where(number), "row", fmt::format("{} comma-separated values", columns), "'" + line + "'");
+    }
     ServingRequest r;
     r.id = static_cast<int>(out.size());
     try {
@@ -910,8 +1040,18 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
       if (used != p.size() || r.prompt_tokens < 1) throw std::invalid_argument("prompt");
       r.output_tokens = std::stoi(o, &used);
       if (used != o.size() || r.output_tokens < 1) throw std::invalid_argument("output");
+      if (with_prefix) {
+        r.prefix_id = std::stoi(pid, &used);
+        if (used != pid.size() || r.prefix_id < -1) throw std::invalid_argument("prefix_id");
+        r.prefix_tokens = std::stoi(ptok, &used);
+        if (used != ptok.size() || r.prefix_tokens < 0 || r.prefix_tokens > r.prompt_tokens) throw std::invalid_argument("prefix_tokens");
+        if (r.prefix_id < 0) r.prefix_tokens = 0;
+      }
     } catch (const std::exception&) {
-      throw InputError(where(number), "row", "an arrival time >= 0 in seconds and two token counts >= 1", "'" + line + "'");
+      throw InputError(where(number), "row",
+                       with_prefix ? "an arrival time >= 0 in seconds, two token counts >= 1, a prefix id >= -1 and a prefix length no longer than the prompt"
+                                   : "an arrival time >= 0 in seconds and two token counts >= 1",
+                       "'" + line + "'");
     }
     if (!out.empty() && r.arrival < out.back().arrival) {
       throw InputError(where(number), "arrival_s", fmt::format("a time no earlier than the previous row's ({})", out.back().arrival), a);

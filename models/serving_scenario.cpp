@@ -201,6 +201,8 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     const std::string router = s.choice_or("router", "round-robin", {"round-robin", "least-outstanding", "kv-aware"});
     sc.router = router == "round-robin" ? Router::round_robin : router == "least-outstanding" ? Router::least_outstanding : Router::kv_aware;
     r.batching = s.choice_or("batching", "continuous", {"continuous", "static"}) == "static" ? Batching::static_batch : Batching::continuous;
+    r.prefix_caching = s.get_or<bool>("prefix_caching", r.batching == Batching::continuous);
+    if (r.prefix_caching && r.batching == Batching::static_batch) s.at("prefix_caching", "").fail_message("prefix caching needs continuous batching");
     r.preemption = s.choice_or("preemption", "recompute", {"recompute", "swap"}) == "swap" ? Preemption::swap : Preemption::recompute;
     if (auto sw = s.find("swap_space")) {
       if (r.preemption != Preemption::swap) sw->fail_message("swap_space applies to preemption: swap");
@@ -249,7 +251,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       a.finish();
       sc.requests = read_trace(path);
       sc.workload_text = fmt::format("trace {} ({} requests)", path.filename().string(), sc.requests.size());
-      for (const char* key : {"requests", "duration", "prompt_tokens", "output_tokens"}) {
+      for (const char* key : {"requests", "duration", "prompt_tokens", "output_tokens", "shared_prefix"}) {
         if (w.find(key)) w.at(key, "").fail_message(fmt::format("'{}' comes from the trace file; remove it", key));
       }
     } else {
@@ -273,9 +275,16 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       }
       const LengthDistribution prompt = read_lengths(w.at("prompt_tokens", "a token count or a length distribution"));
       const LengthDistribution output = read_lengths(w.at("output_tokens", "a token count or a length distribution"));
-      sc.requests = generate_requests(count, p, prompt, output, seed);
+      SharedPrefix prefix;
+      if (auto pn = w.find("shared_prefix")) {
+        yaml::Map pm(*pn);
+        prefix.tokens = pm.get<int>("tokens", yaml::in_range(1, 10'000'000, "from 1 to 10,000,000 tokens"));
+        prefix.groups = pm.get_or<int>("groups", 1, yaml::in_range(1, 1'000'000, "from 1 to 1,000,000 prefixes"));
+        pm.finish();
+      }
+      sc.requests = generate_requests(count, p, prompt, output, seed, prefix);
       if (kind == "poisson" || kind == "gamma") {
-        WorkloadRecipe recipe{p, prompt, output, count, 0.0, seed};
+        WorkloadRecipe recipe{p, prompt, output, count, 0.0, seed, prefix};
         if (auto d = w.find("duration")) recipe.duration = d->as<Seconds>().value();
         sc.recipe = recipe;
       }

@@ -458,3 +458,61 @@ TEST_CASE("sizing: a sizing section needs an SLO, and a rate needs a generated w
   CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("  slo: {ttft: 1s}\n", "{kind: offline}")); }),
              Catch::Contains("a sizing rate needs a poisson or gamma workload"));
 }
+
+TEST_CASE("serving: prefix caching reuses a shared system prompt's blocks, evicts under pressure, and KV-aware routing follows it") {
+  const auto hw = h100();
+  ReplicaConfig c = llama8b();
+  const SharedPrefix system_prompt{2000, 1};
+  const auto requests = generate_requests(300, {ArrivalProcess::Kind::poisson, 10, 1}, {LengthDistribution::Kind::fixed, 100, 0, {}},
+                                          {LengthDistribution::Kind::fixed, 50, 0, {}}, 7, system_prompt);
+  for (const auto& r : requests) {
+    CHECK(r.prompt_tokens == 2100);
+    CHECK(r.prefix_id == 0);
+  }
+  const ReplicaRun cached = run_replica(requests, c, hw);
+  c.prefix_caching = false;
+  const ReplicaRun uncached = run_replica(requests, c, hw);
+  const ServingMetrics mc = serving_metrics(cached), mu = serving_metrics(uncached);
+  // All but the first request (and any admitted before it finished its prefix) skip the 2,000 tokens.
+  CHECK(mc.prefix_hit_rate > 0.9 * 2000.0 / 2100.0);
+  CHECK(mc.prefix_hit_rate < 2000.0 / 2100.0);
+  CHECK(mu.prefix_hit_rate == 0);
+  CHECK(mc.ttft.mean < 0.5 * mu.ttft.mean);
+  for (const auto& r : cached.requests) CHECK(r.finish > 0);
+
+  // Many prefixes in a small pool: cached blocks are evicted to make room; nothing overflows.
+  c.prefix_caching = true;
+  c.gpu_memory_utilization = 0.25;
+  const auto crowded = generate_requests(400, {ArrivalProcess::Kind::poisson, 20, 1}, {LengthDistribution::Kind::fixed, 200, 0, {}},
+                                         {LengthDistribution::Kind::fixed, 100, 0, {}}, 8, SharedPrefix{3000, 40});
+  const ReplicaRun tight = run_replica(crowded, c, hw);
+  CHECK(tight.peak_kv_blocks <= tight.kv_blocks);
+  CHECK(tight.prefix_hit_tokens > 0);
+  for (const auto& r : tight.requests) CHECK(r.finish > 0);
+
+  // Four replicas, four system prompts: KV-aware routing sends a prompt where it is cached.
+  ClusterConfig config;
+  config.replica = llama8b();
+  config.replicas = 4;
+  const auto grouped = generate_requests(400, {ArrivalProcess::Kind::poisson, 20, 1}, {LengthDistribution::Kind::fixed, 100, 0, {}},
+                                         {LengthDistribution::Kind::fixed, 50, 0, {}}, 9, SharedPrefix{2000, 4});
+  config.router = Router::round_robin;
+  const double rr = serving_metrics(run_cluster(grouped, config, hw)).prefix_hit_rate;
+  config.router = Router::kv_aware;
+  const double aware = serving_metrics(run_cluster(grouped, config, hw)).prefix_hit_rate;
+  CHECK(aware > rr);
+}
+
+TEST_CASE("serving: a trace may name each request's prefix") {
+  test::TempDir dir;
+  const auto file = dir.write("t.csv", "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,1100,10,3,1000\n0.5,1200,10,3,1000\n1,50,5,-1,0\n");
+  const auto r = read_trace(file);
+  REQUIRE(r.size() == 3);
+  CHECK(r[1].prefix_id == 3);
+  CHECK(r[1].prefix_tokens == 1000);
+  CHECK(r[2].prefix_id == -1);
+  const ReplicaRun run = run_replica(r, llama8b(), h100());
+  CHECK(run.prefix_hit_tokens == 992);  // the second request reuses the first's 62 full blocks of 16
+  const auto bad = dir.write("b.csv", "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,100,10,3,1000\n");
+  CHECK_THAT(test::input_error([&] { read_trace(bad); }), Catch::Contains("b.csv:2") && Catch::Contains("a prefix length no longer than the prompt"));
+}

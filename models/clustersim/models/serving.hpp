@@ -52,8 +52,10 @@ namespace cs::models {
 struct ServingRequest {
   int id = 0;
   double arrival = 0;  // s
-  int prompt_tokens = 1;
+  int prompt_tokens = 1;   // the shared prefix included
   int output_tokens = 1;
+  int prefix_id = -1;      // requests with the same id start with the same prefix_tokens (a system prompt)
+  int prefix_tokens = 0;
 };
 
 enum class Batching { continuous, static_batch };
@@ -81,6 +83,10 @@ struct ReplicaConfig {
   double gpu_memory_utilization = 0.9;              // vLLM's default: what the KV pool may fill, with the weights
   Seconds iteration_overhead = Seconds(0);          // scheduling and launch cost of one iteration
   Batching batching = Batching::continuous;
+  // Automatic prefix caching (vLLM V1's default): the full blocks of a shared prefix stay cached after
+  // their first computation; later requests with that prefix reuse them instead of computing them;
+  // unreferenced cached blocks are evicted least recently used first when blocks run short.
+  bool prefix_caching = true;
   Preemption preemption = Preemption::recompute;
   double swap_space_bytes = 4.0 * (1ull << 30);     // host memory for swapped blocks per GPU (vLLM's swap_space, 4 GiB)
   double swap_bandwidth = 0;                        // bytes/s between a GPU and host memory; swap needs it > 0
@@ -146,6 +152,7 @@ struct ReplicaRun {
   std::int64_t iterations = 0;
   std::int64_t preemptions = 0;
   std::int64_t swaps = 0;               // preemptions that swapped out instead of recomputing
+  std::int64_t prefix_hit_tokens = 0;   // prompt tokens served from the prefix cache
   std::vector<std::int64_t> batch_size_histogram;  // [n] = iterations that ran n sequences
   GapHistogram itl;                     // gaps of the tokens it produced
   double makespan = 0;                  // s: the last finish
@@ -214,6 +221,7 @@ struct ServingMetrics {
   double mean_kv_use = 0;          // fraction of the pool, time-averaged
   std::int64_t preemptions = 0;
   std::int64_t swaps = 0;
+  double prefix_hit_rate = 0;      // prompt tokens served from the prefix cache / all prompt tokens
   std::int64_t kv_transfers = 0;
   double mean_kv_transfer = 0;     // s
 };
@@ -232,10 +240,16 @@ struct ArrivalProcess {
   double rate = 1;                  // requests/s
   double burstiness = 1;            // gamma shape (1 = Poisson; < 1 burstier), as vLLM's --burstiness
 };
+// Shared prefixes: each request starts with one of `groups` prefixes of `tokens` tokens (drawn
+// uniformly, from its own seeded stream) before its own prompt tokens.
+struct SharedPrefix {
+  int tokens = 0;
+  int groups = 1;
+};
 std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& arrivals, const LengthDistribution& prompt,
-                                              const LengthDistribution& output, std::uint64_t seed);
-// A trace CSV with header `arrival_s,prompt_tokens,output_tokens`; throws InputError naming the file
-// and line for a malformed or unsorted row.
+                                              const LengthDistribution& output, std::uint64_t seed, const SharedPrefix& prefix = {});
+// A trace CSV with header `arrival_s,prompt_tokens,output_tokens` (optionally `,prefix_id,prefix_tokens`);
+// throws InputError naming the file and line for a malformed or unsorted row.
 std::vector<ServingRequest> read_trace(const std::filesystem::path& file);
 
 }  // namespace cs::models

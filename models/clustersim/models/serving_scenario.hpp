@@ -18,6 +18,7 @@
 //                                            # offline, trace {file: requests.csv}
 //       prompt_tokens: 512                   # or {kind: uniform, min, max}, {kind: lognormal, median,
 //       output_tokens: {kind: lognormal, median: 200, sigma: 0.8}   #  sigma}, {kind: empirical, values}
+//       shared_prefix: {tokens: 1000, groups: 4}   # optional: system prompts shared by the requests
 //       seed: 1
 //     slo: {ttft: 2s, tpot: 100ms}          # optional: goodput counts requests meeting all given
 #pragma once
@@ -42,6 +43,7 @@ struct WorkloadRecipe {
   int requests = 0;       // when given as a count
   double duration = 0;    // s, when given as a duration (requests = duration x rate)
   std::uint64_t seed = 1;
+  SharedPrefix prefix;
 };
 
 // What `clustersim plan` may buy for an inference scenario (the `sizing` section).
