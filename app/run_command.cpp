@@ -190,6 +190,8 @@ nlohmann::json inference_json(const models::InferenceScenario& sc, const models:
   j["model"] = sc.replica.model.name;
   j["gpu"] = sc.topology->gpu->name;
   j["tp"] = sc.replica.tp;
+  j["pp"] = sc.replica.pp;
+  j["ep"] = sc.replica.ep;
   j["replicas"] = sc.replicas;
   if (sc.disaggregation) j["disaggregation"] = {{"prefill", sc.disaggregation->prefill}, {"decode", sc.disaggregation->decode}};
   j["router"] = to_string(sc.router);
@@ -232,7 +234,10 @@ nlohmann::json inference_json(const models::InferenceScenario& sc, const models:
 
 std::string inference_text(const models::InferenceScenario& sc, const models::InferenceResult& r) {
   const auto& m = r.metrics;
-  std::string out = fmt::format("{}: {} on {} x {} (TP {}), {}\n", sc.name, sc.replica.model.name, sc.replicas, sc.topology->gpu->name, sc.replica.tp,
+  std::string shard = fmt::format("TP {}", sc.replica.tp);
+  if (sc.replica.pp > 1) shard += fmt::format(", PP {}", sc.replica.pp);
+  if (sc.replica.ep > 1) shard += fmt::format(", EP {}", sc.replica.ep);
+  std::string out = fmt::format("{}: {} on {} x {} ({}), {}\n", sc.name, sc.replica.model.name, sc.replicas, sc.topology->gpu->name, shard,
                                 sc.workload_text);
   out += fmt::format("  replicas          {}, {} router, {} batching, preemption by {}\n",
                      sc.disaggregation ? fmt::format("{} prefill + {} decode (disaggregated)", sc.disaggregation->prefill, sc.disaggregation->decode)

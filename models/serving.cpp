@@ -65,83 +65,135 @@ double kv_bytes_per_token(const ReplicaConfig& c) {
   const TransformerSpec& m = c.model;
   // K and V per layer: kv_heads x head_dim each (MLA caches its compressed latent and rope key).
   const double per_layer = m.mla ? (m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) : 2.0 * m.kv_heads * m.head_dim;
-  // TP splits KV heads across GPUs (a KV head is replicated when there are fewer than tp of them).
+  // TP splits KV heads across GPUs (a KV head is replicated when there are fewer than tp of them);
+  // PP gives each stage its layers (the fullest stage counts).
   const double shards = m.mla ? 1.0 : std::min<double>(c.tp, std::max(1, m.kv_heads));
-  return m.layers * per_layer * c.kv_bytes_per_element / shards;
+  const double layers = std::ceil(static_cast<double>(m.layers) / std::max(1, c.pp));
+  return layers * per_layer * c.kv_bytes_per_element / shards;
 }
 
 std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
+  if (c.tp < 1 || c.pp < 1 || c.ep < 1) throw std::invalid_argument("tp, pp and ep must be at least 1");
+  if (c.pp > c.model.layers) throw std::invalid_argument(fmt::format("pp {} is more than the model's {} layers", c.pp, c.model.layers));
+  if (c.ep > 1) {
+    if (!c.model.moe) throw std::invalid_argument("expert parallelism (ep > 1) needs an MoE model");
+    if (c.ep != c.tp) throw std::invalid_argument(fmt::format("ep must equal tp (experts spread over the replica's TP ranks); got ep {} and tp {}", c.ep, c.tp));
+    if (c.model.moe->experts % c.ep != 0) throw std::invalid_argument(fmt::format("ep {} does not divide the {} experts", c.ep, c.model.moe->experts));
+  }
   const double params = count_parameters(c.model).total();
-  const double weights_per_gpu = params * weight_bytes(c) / c.tp;
+  const double weights_per_gpu = params * weight_bytes(c) / (c.tp * c.pp);
   const double usable = hw.memory_capacity.value() * c.gpu_memory_utilization;
   if (weights_per_gpu >= usable) {
-    throw std::invalid_argument(fmt::format("the weights need {} per GPU at TP {} but {} x {} = {} is usable", to_string(Bytes(weights_per_gpu)),
-                                            c.tp, to_string(hw.memory_capacity), c.gpu_memory_utilization, to_string(Bytes(usable))));
+    throw std::invalid_argument(fmt::format("the weights need {} per GPU at TP {} x PP {} but {} x {} = {} is usable", to_string(Bytes(weights_per_gpu)),
+                                            c.tp, c.pp, to_string(hw.memory_capacity), c.gpu_memory_utilization, to_string(Bytes(usable))));
   }
   const double block_bytes = kv_bytes_per_token(c) * c.block_size;
   return static_cast<std::int64_t>((usable - weights_per_gpu) / block_bytes);
 }
 
-double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
-  if (batch.empty()) return 0;
+IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
+  IterationCost cost;
+  if (batch.empty()) return cost;
   const TransformerSpec& m = c.model;
-  const double attn = static_cast<double>(m.layers) * m.attention_width();
+  const double width = m.attention_width();
   double tokens = 0, attention_flops = 0, kv_read = 0, sampled = 0;
   for (const BatchEntry& e : batch) {
     const double n = e.new_tokens, p = e.context;
     tokens += n;
-    attention_flops += 4.0 * attn * n * (p + (n + 1) / 2.0);  // causal: token i attends to p + i keys
-    kv_read += p + n;                                          // the cache read, the new entries written
-    sampled += 1;                                              // each sequence's last position gets logits
+    attention_flops += 4.0 * width * n * (p + (n + 1) / 2.0);  // per layer; causal: token i attends to p + i keys
+    kv_read += p + n;                                           // the cache read, the new entries written
+    sampled += 1;                                               // each sequence's last position gets logits
   }
   const hardware::Dtype compute = hw.supports(c.weights) ? c.weights : hardware::Dtype::bf16;
   const double memory_rate = hw.memory_bandwidth.value() * hw.gemm.memory_efficiency;
-  double t = 0;
-  if (!m.moe && !m.mla) {
-    // Dense layers: the four GEMMs of a layer from the GEMM model at the batch's shapes (a decode batch
-    // is a skinny GEMM that the model finds memory-bound), TP-sharded as Megatron shards them.
-    const std::int64_t T = static_cast<std::int64_t>(tokens), h = m.hidden, tp = c.tp;
-    const std::int64_t kv_shards = std::min<std::int64_t>(tp, std::max(1, m.kv_heads));
-    const std::int64_t qkv = static_cast<std::int64_t>(m.heads) * m.head_dim / tp + 2LL * m.kv_heads * m.head_dim / kv_shards;
-    const std::int64_t f = m.ffn_hidden / tp;
-    const bool gated = m.activation == Activation::swiglu || m.activation == Activation::geglu;
-    const auto gemm = [&](std::int64_t M, std::int64_t N, std::int64_t K) {
-      return hardware::estimate_gemm(hw, {M, std::max<std::int64_t>(1, N), std::max<std::int64_t>(1, K)}, compute).time.value();
-    };
-    const double layer = gemm(T, qkv, h) + gemm(T, h, static_cast<std::int64_t>(m.attention_width()) / tp) + gemm(T, gated ? 2 * f : f, h) + gemm(T, h, f);
-    t += m.layers * layer + gemm(static_cast<std::int64_t>(sampled), m.vocab / tp, h);
-    // Int4 weight-only: the GEMM model streamed 16-bit weights; it reads a quarter of those bytes.
-    if (c.weight_bytes_per_parameter > 0 && c.weight_bytes_per_parameter < hardware::bytes_per_element(compute)) {
-      const double saved = active_parameters(m) / tp * (hardware::bytes_per_element(compute) - c.weight_bytes_per_parameter) / memory_rate;
-      t = std::max(t - saved, t * 0.25);
-    }
+  const double launch = hw.kernel_launch_overhead.value();
+  const std::int64_t T = static_cast<std::int64_t>(tokens), h = m.hidden, tp = c.tp;
+  const auto gemm = [&](double M, double N, double K) {
+    const auto i = [](double v) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(v))); };
+    return hardware::estimate_gemm(hw, {i(M), i(N), i(K)}, compute).time.value();
+  };
+  // Int4 weight-only: the GEMM model streamed 16-bit weights; a quarter of those bytes are read.
+  const bool int4 = c.weight_bytes_per_parameter > 0 && c.weight_bytes_per_parameter < hardware::bytes_per_element(compute);
+  const auto weight_only = [&](double t, double parameters) {
+    if (!int4) return t;
+    const double saved = parameters * (hardware::bytes_per_element(compute) - c.weight_bytes_per_parameter) / memory_rate;
+    return std::max(t - saved, 0.25 * t);
+  };
+
+  // Attention projections (TP-sharded as Megatron shards them; MLA's down projections replicated).
+  double attention_gemms = 0;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const double heads = static_cast<double>(m.heads) / tp, qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    attention_gemms += a.q_lora_rank > 0 ? gemm(T, a.q_lora_rank, h) + gemm(T, heads * qk, a.q_lora_rank) : gemm(T, heads * qk, h);
+    attention_gemms += gemm(T, a.kv_lora_rank + a.qk_rope_head_dim, h) + gemm(T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
+    attention_gemms += gemm(T, h, heads * a.v_head_dim);
   } else {
-    // MoE and MLA layers: the whole pass as one roofline (weights once, 2 FLOPs per active parameter).
-    const double flops = 2.0 * active_parameters(m) * tokens;
-    const double peak = hw.peak(compute).value() * hw.gemm.max_efficiency.at(compute);
-    t += std::max(flops / c.tp / peak, active_parameters(m) * weight_bytes(c) / c.tp / memory_rate);
+    const std::int64_t kv_shards = std::min<std::int64_t>(tp, std::max(1, m.kv_heads));
+    const double qkv = static_cast<double>(m.heads) * m.head_dim / tp + 2.0 * m.kv_heads * m.head_dim / kv_shards;
+    attention_gemms += gemm(T, qkv, h) + gemm(T, h, width / tp);
   }
+  attention_gemms = weight_only(attention_gemms, attention_parameters(m) / tp);
   // The attention core: its FLOPs at the 16-bit ceiling or its KV reads, whichever is longer.
   const double attention_peak = hw.peak(hardware::Dtype::bf16).value() * hw.gemm.max_efficiency.at(hardware::Dtype::bf16);
-  t += std::max(attention_flops / c.tp / attention_peak, kv_read * kv_bytes_per_token(c) / memory_rate);
-  // The memory-bound kernels between the GEMMs, per layer, in 16-bit activations: the residual add
-  // fused with RMSNorm twice (read the residual stream and the branch, write both: 4 x 2 bytes per
-  // hidden element, as vLLM's fused_add_rms_norm does), RoPE on this GPU's queries and keys (read and
-  // write), and the gated activation (read the gate and up halves, write one). Each is one kernel.
-  {
-    const double tp = c.tp;
-    const double kv_heads = std::max(1.0, m.kv_heads / tp);
-    const double up = is_gated(m.activation) ? 2.0 : 1.0;
-    const double ffn = m.moe ? m.moe->top_k * m.moe->expert_ffn_hidden + m.moe->shared_experts * m.moe->shared_expert_ffn_hidden : m.ffn_hidden;
-    const double per_token = 2.0 * 4.0 * m.hidden * 2.0 + 2.0 * (m.heads / tp + kv_heads) * m.qk_head_dim() * 2.0 + (up + 1.0) * ffn / tp * 2.0;
-    t += m.layers * (tokens * per_token / memory_rate + 3.0 * hw.kernel_launch_overhead.value());
+  const double kv_per_layer = kv_bytes_per_token(c) / std::ceil(static_cast<double>(m.layers) / c.pp);
+  const double core = std::max(attention_flops / tp / attention_peak, kv_read * kv_per_layer / memory_rate);
+  // The memory-bound kernels between the GEMMs, in 16-bit activations: the residual add fused with
+  // RMSNorm twice (read the residual stream and the branch, write both: 4 x 2 bytes per hidden element,
+  // as vLLM's fused_add_rms_norm does), RoPE on this GPU's queries and keys (read and write), and the
+  // gated activation (read the gate and up halves, write one). Each is one kernel.
+  const double up = is_gated(m.activation) ? 2.0 : 1.0;
+  const auto elementwise = [&](double ffn_width) {
+    const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / tp);
+    const double per_token = 2.0 * 4.0 * h * 2.0 + 2.0 * (static_cast<double>(m.heads) / tp + kv_heads) * m.qk_head_dim() * 2.0 + (up + 1.0) * ffn_width * 2.0;
+    return tokens * per_token / memory_rate + 3.0 * launch;
+  };
+  // TP: 2 all-reduces of the hidden state per layer.
+  const double all_reduce = c.tp > 1 && c.all_reduce_seconds ? 2.0 * c.all_reduce_seconds(tokens * h * 2.0) : 0.0;
+  const double common = attention_gemms + core + all_reduce;
+
+  // Dense FFN (every layer of a dense model, the leading ones of an MoE model).
+  const double f = static_cast<double>(m.ffn_hidden) / tp;
+  cost.dense_layer = common + weight_only(gemm(T, up * f, h) + gemm(T, h, f), dense_ffn_parameters(m) / tp) + elementwise(f);
+  if (m.moe) {
+    // Routed experts: each token goes to top_k of E experts. With EP (ep = tp) a GPU holds E / ep
+    // whole experts and computes them for every token of the batch (the TP all-reduce combines);
+    // without EP every GPU holds a 1/tp slice of every expert. An expert is touched with probability
+    // 1 - (1 - k/E)^T and then computes its tokens as one GEMM pair that reads its weights once.
+    const MoeSpec& e = *m.moe;
+    const double E = e.experts, k = e.top_k;
+    const double local = c.ep > 1 ? E / c.ep : E;
+    const double fe = c.ep > 1 ? e.expert_ffn_hidden : static_cast<double>(e.expert_ffn_hidden) / tp;
+    const double touched = 1.0 - std::pow(1.0 - k / E, tokens);
+    const double per_expert = tokens * k / E * e.capacity_factor / std::max(touched, 1e-12);  // tokens of a touched expert
+    double experts = local * touched * (gemm(per_expert, up * fe, h) + gemm(per_expert, h, fe));
+    experts = weight_only(experts, local * touched * expert_parameters(m) / (c.ep > 1 ? 1.0 : tp));
+    double shared = 0;
+    if (e.shared_experts > 0) {
+      const double fs = static_cast<double>(e.shared_experts) * e.shared_expert_ffn_hidden / tp;
+      shared = gemm(T, up * fs, h) + gemm(T, h, fs);
+    }
+    cost.moe_layer = common + gemm(T, E, h) + experts + shared + elementwise(k * fe + (e.shared_experts > 0 ? e.shared_experts * e.shared_expert_ffn_hidden / tp : 0.0));
   }
-  // Sampling: the fp32 logits of each sampled sequence's last position are read by the softmax and
+  // The LM head for each sampled sequence, then sampling: the fp32 logits are read by the softmax and
   // the top-k/top-p pass after the LM head writes them (3 passes of 4 bytes over the vocabulary slice).
-  t += sampled * m.vocab / c.tp * 4.0 * 3.0 / memory_rate + hw.kernel_launch_overhead.value();
-  t += c.iteration_overhead.value();
-  if (c.tp > 1 && c.all_reduce_seconds) t += 2.0 * m.layers * c.all_reduce_seconds(tokens * m.hidden * 2.0);
-  return t;
+  cost.head = gemm(sampled, static_cast<double>(m.vocab) / tp, h) + sampled * m.vocab / tp * 4.0 * 3.0 / memory_rate + launch;
+  cost.fixed = c.iteration_overhead.value();
+  // Pipeline parallelism: the hidden state of the batch's tokens passes between stages.
+  if (c.pp > 1 && c.pp_send_seconds) cost.stage_send = c.pp_send_seconds(tokens * h * 2.0 / tp);
+  return cost;
+}
+
+double IterationCost::stage(const TransformerSpec& m, int first_layer, int layers, bool last) const {
+  double t = 0;
+  for (int l = first_layer; l < first_layer + layers; ++l) t += m.is_moe_layer(l) ? moe_layer : dense_layer;
+  return t + (last ? head : 0.0);
+}
+
+double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
+  if (batch.empty()) return 0;
+  const IterationCost cost = iteration_cost(batch, c, hw);
+  return cost.fixed + cost.stage(c.model, 0, c.model.layers, true) + (c.pp - 1) * cost.stage_send;
 }
 
 namespace {
@@ -156,6 +208,7 @@ struct Sequence {
   bool started = false;
   bool swapped = false;     // its blocks are in host memory
   bool padding = false;     // static batching: finished, still computed until its batch ends
+  bool in_flight = false;   // in a batch that has not left the pipeline yet
   int pending_flows = 0;    // disaggregated: KV copy flows still running
   std::int64_t held_blocks = 0;  // disaggregated: the prefill replica's blocks, held until the copy ends
   int prefix_ref = -1;           // prefix caching: the cached prefix it holds a reference to
@@ -174,8 +227,13 @@ class Replica final : public sim::EventHandler {
 
   Replica(Cluster& cluster, int index, Role role, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
 
-  void handle(std::uint64_t) override {
-    finish_iteration();
+  // 0: the oldest batch in flight has left the last stage; 1: the first stage is free again.
+  void handle(std::uint64_t payload) override {
+    if (payload == 0) {
+      finish_iteration();
+    } else {
+      wake_pending_ = false;
+    }
     step();
   }
 
@@ -225,7 +283,6 @@ class Replica final : public sim::EventHandler {
   std::deque<int> swapped_;
   std::deque<int> incoming_;     // decode: prefilled requests waiting for blocks to copy into
   std::vector<int> running_;     // admission order
-  std::vector<int> batch_;
   std::int64_t queued_tokens_ = 0;  // tokens the waiting requests will need
   std::int64_t in_transfer_ = 0;
   std::int64_t free_ = 0;
@@ -240,7 +297,13 @@ class Replica final : public sim::EventHandler {
   double swap_free_ = 0;
   double swap_seconds_ = 0;      // swap copies to charge to the next iteration
   double block_bytes_ = 0;
-  bool busy_ = false;
+  // Batches in flight through the pipeline stages (at most pp; one without PP), oldest first.
+  struct InFlight {
+    std::vector<int> batch;
+  };
+  std::deque<InFlight> inflight_;
+  std::vector<double> stage_free_;   // when each stage finishes the batches given to it
+  bool wake_pending_ = false;        // a wake-up is scheduled for when the first stage frees
   ReplicaRun run_;
 };
 
@@ -418,6 +481,7 @@ Replica::Replica(Cluster& cluster, int index, Role role, const ReplicaConfig& c,
   swap_free_ = c.swap_space_bytes;
   block_bytes_ = kv_bytes_per_token(c) * c.block_size;
   run_.batch_size_histogram.assign(static_cast<std::size_t>(c.max_num_seqs) + 1, 0);
+  stage_free_.assign(static_cast<std::size_t>(c.pp), 0.0);
 }
 
 double Replica::now() const { return cl_.now(); }
@@ -427,7 +491,7 @@ void Replica::enqueue(int i) {
   Sequence& s = seq(i);
   waiting_.push_back(i);
   queued_tokens_ += s.known - s.computed;
-  if (!busy_) step();
+  step();
 }
 
 void Replica::push_waiting_front(int i) {
@@ -464,7 +528,7 @@ void Replica::try_transfers() {
 void Replica::received(int i) {
   --in_transfer_;
   running_.push_back(i);
-  if (!busy_) step();
+  step();
 }
 
 void Replica::release(int i) {
@@ -479,7 +543,7 @@ void Replica::release(int i) {
     }
     s.held_prefix = -1;
   }
-  if (!busy_) step();
+  step();
 }
 
 void Replica::take(std::int64_t blocks) {
@@ -583,7 +647,15 @@ bool Replica::admit_static(std::vector<int>& batch, int& budget) {
 
 // Forms the next batch and starts its iteration (or goes idle).
 void Replica::step() {
-  if (busy_) return;
+  if (static_cast<int>(inflight_.size()) >= c_.pp) return;
+  if (sim::Time::seconds(stage_free_[0]) > cl_.sim().now()) {
+    // The first stage still computes the last batch: come back when it is free.
+    if (!wake_pending_) {
+      wake_pending_ = true;
+      cl_.sim().schedule_at(sim::Time::seconds(stage_free_[0]), this, 1);
+    }
+    return;
+  }
   int budget = c_.max_num_batched_tokens;
   std::vector<int> batch;
   bool preempted = false;
@@ -601,6 +673,10 @@ void Replica::step() {
     for (std::size_t k = 0; k < running_.size() && budget > 0;) {
       const int i = running_[k];
       Sequence& s = seq(i);
+      if (s.in_flight) {
+        ++k;  // its last batch is still in the pipeline
+        continue;
+      }
       const int n = std::min(s.known - s.computed, budget);
       if (!c_.chunked_prefill && n < s.known - s.computed) {
         ++k;  // a whole prefill that does not fit this iteration's budget waits; the others still run
@@ -608,7 +684,16 @@ void Replica::step() {
       }
       const std::int64_t need = std::max<std::int64_t>(0, blocks_for(s.computed + n) - s.blocks - s.shared_blocks);  // 0 when reserved up front
       if (need > available()) {
-        preempt(running_.back());
+        // The most recently admitted sequence not in the pipeline gives its blocks up.
+        int victim = -1;
+        for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+          if (!seq(*it).in_flight) {
+            victim = *it;
+            break;
+          }
+        }
+        if (victim < 0) break;  // every other sequence is in flight: wait for blocks to come back
+        preempt(victim);
         preempted = true;
         continue;  // running_[k] is unchanged unless it was the one preempted (then the loop ends)
       }
@@ -689,27 +774,44 @@ void Replica::step() {
     }
   }
   if (batch.empty()) {
-    busy_ = false;
     if (role_ == Role::decode) try_transfers();
     return;
   }
   std::vector<BatchEntry> entries;
   entries.reserve(batch.size());
-  for (int i : batch) entries.push_back({seq(i).scheduled, seq(i).computed});
-  const double t = iteration_seconds(entries, c_, hw_) + swap_seconds_;
+  for (int i : batch) {
+    entries.push_back({seq(i).scheduled, seq(i).computed});
+    seq(i).in_flight = true;
+  }
+  // Through the stages in order: each starts the batch when the batch arrives and the stage is free.
+  const IterationCost cost = iteration_cost(entries, c_, hw_);
+  const int layers = c_.model.layers, base = layers / c_.pp, extra = layers % c_.pp;
+  double ready = now() + cost.fixed + swap_seconds_;
   swap_seconds_ = 0;
+  double first_stage = 0;
+  for (int st = 0, first = 0; st < c_.pp; ++st) {
+    const int count = base + (st < extra ? 1 : 0);
+    const double start = std::max(ready, stage_free_[static_cast<std::size_t>(st)]);
+    const double end = start + cost.stage(c_.model, first, count, st == c_.pp - 1);
+    stage_free_[static_cast<std::size_t>(st)] = end;
+    if (st == 0) first_stage = end - now();
+    ready = end + (st < c_.pp - 1 ? cost.stage_send : 0.0);
+    first += count;
+  }
   const std::int64_t used = run_.kv_blocks - free_ - evictable_;
   run_.peak_kv_blocks = std::max(run_.peak_kv_blocks, used);
-  run_.kv_block_seconds += static_cast<double>(used) * t;
+  // Blocks in use, weighted by how long the first stage keeps this batch (the whole iteration without PP).
+  run_.kv_block_seconds += static_cast<double>(used) * first_stage;
   ++run_.iterations;
   ++run_.batch_size_histogram[std::min(batch.size(), run_.batch_size_histogram.size() - 1)];
-  batch_ = std::move(batch);
-  busy_ = true;
-  cl_.sim().schedule_in(sim::Time::seconds(t), this, 0);
+  inflight_.push_back({std::move(batch)});
+  cl_.sim().schedule_at(sim::Time::seconds(stage_free_.back()), this, 0);
+  if (c_.pp > 1) step();  // the next batch may enter the first stage once it frees
 }
 
 void Replica::finish_iteration() {
-  busy_ = false;
+  std::vector<int> batch_ = std::move(inflight_.front().batch);
+  inflight_.pop_front();
   const double t = now();
   double last_gap_source = -1;  // most sequences share the previous token's time: add their gaps together
   std::int64_t same = 0;
@@ -719,6 +821,7 @@ void Replica::finish_iteration() {
   };
   for (int i : batch_) {
     Sequence& s = seq(i);
+    s.in_flight = false;
     s.computed += s.scheduled;
     s.scheduled = 0;
     register_prefix(s);
@@ -760,7 +863,6 @@ void Replica::finish_iteration() {
     }
   }
   flush();
-  batch_.clear();
   if (role_ == Role::decode) try_transfers();
 }
 
@@ -887,9 +989,11 @@ double GapHistogram::quantile(double q) const {
 ClusterRun run_cluster(const std::vector<ServingRequest>& requests, const ClusterConfig& config, const hardware::HardwareProfile& hw,
                        std::optional<ClosedLoop> closed_loop) {
   const ReplicaConfig& c = config.replica;
-  if (c.tp < 1 || c.max_num_seqs < 1 || c.max_num_batched_tokens < 1 || c.block_size < 1) {
-    throw std::invalid_argument("tp, max_num_seqs, max_num_batched_tokens and block_size must be at least 1");
+  if (c.tp < 1 || c.pp < 1 || c.max_num_seqs < 1 || c.max_num_batched_tokens < 1 || c.block_size < 1) {
+    throw std::invalid_argument("tp, pp, max_num_seqs, max_num_batched_tokens and block_size must be at least 1");
   }
+  if (c.pp > 1 && c.batching == Batching::static_batch) throw std::invalid_argument("static batching does not combine with pipeline parallelism");
+  if (c.pp > 1 && !c.pp_send_seconds) throw std::invalid_argument("pipeline parallelism needs the stages' send time (pp_send_seconds)");
   if (c.preemption == Preemption::swap && !(c.swap_bandwidth > 0)) {
     throw std::invalid_argument("swap preemption needs the GPU's host-link bandwidth (swap_bandwidth > 0)");
   }

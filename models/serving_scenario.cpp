@@ -121,14 +121,20 @@ double host_link_bandwidth(const topology::Topology& topo) {
   return best;
 }
 
-void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, Disaggregation& d) {
-  const auto& gpus = topo->gpus();
-  for (int k = 0; k < d.prefill + d.decode; ++k) {
-    const int node = topo->device(gpus[static_cast<std::size_t>(k * tp)]).node;
-    if (topo->device(gpus[static_cast<std::size_t>(k * tp + tp - 1)]).node != node) {
-      throw std::invalid_argument(fmt::format("replica {}'s {} GPUs span two nodes (tp must divide the GPUs of a node)", k, tp));
+void check_placement(const topology::Topology& topo, int tp, int pp, int replicas) {
+  const auto& gpus = topo.gpus();
+  if (static_cast<std::size_t>(tp) * pp * replicas > gpus.size()) {
+    throw std::invalid_argument(fmt::format("{} replicas x TP {} x PP {} need {} GPUs; the topology has {}", replicas, tp, pp, tp * pp * replicas, gpus.size()));
+  }
+  for (int g = 0; g < replicas * pp; ++g) {
+    const int node = topo.device(gpus[static_cast<std::size_t>(g * tp)]).node;
+    if (topo.device(gpus[static_cast<std::size_t>(g * tp + tp - 1)]).node != node) {
+      throw std::invalid_argument(fmt::format("the TP group of GPUs {} to {} spans two nodes (tp must divide the GPUs of a node)", g * tp, g * tp + tp - 1));
     }
   }
+}
+
+void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, Disaggregation& d) {
   auto model = std::make_shared<CollectiveModel>(*topo);
   d.link_capacities = model->capacities();
   const int prefill = d.prefill;
@@ -145,6 +151,26 @@ void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, 
       }
     }
     return flows;
+  };
+}
+
+std::function<double(double)> pp_send_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp) {
+  const auto& gpus = topo->gpus();
+  if (static_cast<std::size_t>(tp) >= gpus.size()) throw std::invalid_argument(fmt::format("pipeline stages of TP {} need more than {} GPUs", tp, gpus.size()));
+  auto model = std::make_shared<CollectiveModel>(*topo);
+  auto cache = std::make_shared<std::map<std::int64_t, double>>();
+  const std::vector<topology::Vertex> pair{gpus[0], gpus[static_cast<std::size_t>(tp)]};
+  return [topo, model, cache, pair](double bytes) {
+    const auto key = static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))));
+    auto it = cache->find(key);
+    if (it == cache->end()) {
+      Collective c;
+      c.op = CollectiveOp::send_recv;
+      c.ranks = pair;
+      c.bytes = Bytes(static_cast<double>(key));
+      it = cache->emplace(key, model->simulate(c).time.value()).first;
+    }
+    return it->second;
   };
 }
 
@@ -178,7 +204,11 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
   {
     yaml::Map s(serving_node);
     r.tp = s.get_or<int>("tp", 1, yaml::positive<int>());
-    if (s.find("pp")) s.at("pp", "").fail("pp 1 (pipeline-parallel serving is not supported yet)");
+    r.pp = s.get_or<int>("pp", 1, yaml::positive<int>());
+    if (s.get_or<bool>("expert_parallel", false)) {
+      if (!r.model.moe) s.at("expert_parallel", "").fail_message("expert_parallel needs an MoE model");
+      r.ep = r.tp;
+    }
     sc.replicas = s.get_or<int>("replicas", 1, yaml::positive<int>());
     const std::string weights = s.choice_or("weights", "bf16", {"fp16", "bf16", "fp8", "int4"});
     if (weights == "int4") {
@@ -225,14 +255,16 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     }
     s.finish();
     const int gpus = static_cast<int>(sc.topology->gpus().size());
-    if (r.tp * sc.replicas > gpus) {
-      serving_node.fail_message(fmt::format("impossible plan: {} replicas x TP {} need {} GPUs; {} has {}", sc.replicas, r.tp, r.tp * sc.replicas,
-                                            sc.topology->name, gpus));
+    if (r.tp * r.pp * sc.replicas > gpus) {
+      serving_node.fail_message(fmt::format("impossible plan: {} replicas x TP {} x PP {} need {} GPUs; {} has {}", sc.replicas, r.tp, r.pp,
+                                            r.tp * r.pp * sc.replicas, sc.topology->name, gpus));
     }
     try {
       (void)kv_block_capacity(r, hw);
       if (r.tp > 1) r.all_reduce_seconds = tp_all_reduce_seconds(sc.topology, r.tp);
-      if (sc.disaggregation) kv_transfer_network(sc.topology, r.tp, *sc.disaggregation);
+      check_placement(*sc.topology, r.tp, r.pp, sc.replicas);
+      if (r.pp > 1) r.pp_send_seconds = pp_send_seconds(sc.topology, r.tp);
+      if (sc.disaggregation) kv_transfer_network(sc.topology, r.tp * r.pp, *sc.disaggregation);
     } catch (const std::invalid_argument& e) {
       serving_node.fail_message(fmt::format("impossible plan: {}", e.what()));
     }

@@ -45,7 +45,7 @@ class Sizer {
     c.replicas = replicas;
     c.prefill = prefill;
     c.decode = prefill > 0 ? replicas - prefill : 0;
-    c.gpus = tp * replicas;
+    c.gpus = tp * sc_.replica.pp * replicas;
     c.price_per_gpu_hour = offer.price_per_gpu_hour;
     c.cost_per_hour = c.gpus * offer.price_per_gpu_hour;
     try {
@@ -59,14 +59,17 @@ class Sizer {
       }
       (void)kv_block_capacity(r, hw);
       r.all_reduce_seconds = tp > 1 ? tp_all_reduce_seconds(sc.topology, tp) : nullptr;
+      r.pp_send_seconds = r.pp > 1 ? pp_send_seconds(sc.topology, tp) : nullptr;
+      if (r.ep > 1) r.ep = tp;
       if (r.preemption == Preemption::swap) r.swap_bandwidth = host_link_bandwidth(*sc.topology);
       sc.replicas = replicas;
+      check_placement(*sc.topology, tp, r.pp, replicas);
       sc.disaggregation.reset();
       if (prefill > 0) {
         Disaggregation d;
         d.prefill = prefill;
         d.decode = replicas - prefill;
-        kv_transfer_network(sc.topology, tp, d);
+        kv_transfer_network(sc.topology, tp * r.pp, d);
         sc.disaggregation = std::move(d);
       }
       sc.requests = requests_;
@@ -167,7 +170,7 @@ SizingResult size_fleet(const InferenceScenario& sc) {
         out.candidates.push_back(c);
         continue;
       }
-      const int limit = std::max(1, z.max_gpus / tp);
+      const int limit = std::max(1, z.max_gpus / (tp * sc.replica.pp));
       out.candidates.push_back(sizer.smallest(1, limit, [&](int n) { return sizer.evaluate(offer, tp, n, 0); }));
       if (z.disaggregation && limit >= 2) {
         out.candidates.push_back(sizer.smallest(2, limit, [&](int n) {

@@ -516,3 +516,59 @@ TEST_CASE("serving: a trace may name each request's prefix") {
   const auto bad = dir.write("b.csv", "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,100,10,3,1000\n");
   CHECK_THAT(test::input_error([&] { read_trace(bad); }), Catch::Contains("b.csv:2") && Catch::Contains("a prefix length no longer than the prompt"));
 }
+
+TEST_CASE("serving: a pipeline-parallel replica keeps its stages busy with several batches in flight") {
+  const auto hw = h100();
+  ReplicaConfig c = llama8b();
+  c.pp = 2;
+  c.pp_send_seconds = [](double bytes) { return 5e-6 + bytes / 400e9; };
+  // A lone request: its prefill passes both stages and one send.
+  const ReplicaRun lone = run_replica({{0, 0.0, 3000, 2}}, c, hw);
+  const IterationCost cost = iteration_cost({{3000, 0}}, c, hw);
+  CHECK(lone.requests[0].ttft() == Approx(cost.fixed + cost.stage(c.model, 0, 16, false) + cost.stage_send + cost.stage(c.model, 16, 16, true)).margin(3e-9));
+  CHECK(iteration_seconds({{3000, 0}}, c, hw) == Approx(lone.requests[0].ttft()).margin(3e-9));
+  // Each GPU holds half the layers: twice the KV tokens per byte.
+  ReplicaConfig one = llama8b();
+  CHECK(kv_bytes_per_token(c) == Approx(kv_bytes_per_token(one) / 2));
+  CHECK(kv_block_capacity(c, hw) > 2 * kv_block_capacity(one, hw));
+  // Saturated: two GPUs as one PP-2 replica come close to two replicas of one GPU (a pipeline with
+  // one batch at a time would reach about half).
+  const auto requests = generate_requests(600, {ArrivalProcess::Kind::offline, 1, 1}, {LengthDistribution::Kind::fixed, 500, 0, {}},
+                                          {LengthDistribution::Kind::fixed, 200, 0, {}}, 3);
+  const double piped = serving_metrics(run_replica(requests, c, hw)).output_throughput;
+  ClusterConfig two;
+  two.replica = one;
+  two.replicas = 2;
+  const double replicas = serving_metrics(run_cluster(requests, two, hw)).output_throughput;
+  CHECK(piped > 0.7 * replicas);
+  CHECK(piped < 1.2 * replicas);
+  c.pp = 40;
+  CHECK_THROWS_WITH(kv_block_capacity(c, hw), Catch::Contains("more than the model's 32 layers"));
+}
+
+TEST_CASE("serving: an MoE decode step reads the experts its tokens touch; expert parallelism spreads whole experts") {
+  const auto hw = h100();
+  IncludeStack includes;
+  ReplicaConfig c;
+  c.model = load_transformer_file(resolve_part(std::string("mixtral-8x7b"), "models"), includes);
+  c.tp = 2;
+  c.all_reduce_seconds = [](double bytes) { return 10e-6 + bytes / 300e9; };
+  const double rate = hw.memory_bandwidth.value() * hw.gemm.memory_efficiency;
+  const double all_weights = count_parameters(c.model).total() * 2 / c.tp / rate;
+  const auto decode = [&](int batch) {
+    std::vector<BatchEntry> b(static_cast<std::size_t>(batch), BatchEntry{1, 500});
+    return iteration_seconds(b, c, hw);
+  };
+  // One token touches 2 of 8 experts per layer: well under all the weights; 256 tokens touch all.
+  CHECK(decode(1) < 0.6 * all_weights);
+  CHECK(decode(1) > 0.3 * all_weights);
+  CHECK(decode(256) > 0.95 * all_weights);
+  // Whole experts over the 2 TP ranks read the same bytes per GPU as 1/2-slices of all 8.
+  const double sliced1 = decode(1), sliced256 = decode(256);
+  c.ep = 2;
+  CHECK(decode(1) == Approx(sliced1).epsilon(0.2));
+  CHECK(decode(256) == Approx(sliced256).epsilon(0.2));
+  CHECK(kv_block_capacity(c, hw) > 0);
+  c.ep = 3;
+  CHECK_THROWS_WITH(kv_block_capacity(c, hw), Catch::Contains("ep must equal tp"));
+}

@@ -220,8 +220,6 @@ std::string primary_metric(const std::string& kind) {
 // defaults as its docs list them). SGLang: assumption, vLLM's limits.
 void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   const InferenceSpec& s = *c.inference;
-  if (s.pp > 1) throw Unsupported("pipeline-parallel serving (pp > 1)");
-  if (c.training->model.moe) throw Unsupported("MoE serving with expert parallelism");
   // The replicas need only their GPUs, but clusters are built of whole nodes: round up to them.
   Case whole = c;
   const int per_node = std::max(1, c.cluster.gpus_per_node);
@@ -235,6 +233,7 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   models::ReplicaConfig& rc = sc.replica;
   rc.model = c.training->model;
   rc.tp = s.tp;
+  rc.pp = s.pp;
   rc.weights = *hardware::parse_dtype(s.weights);
   std::string kv = s.kv_cache;
   if (kv == "unknown") {
@@ -250,6 +249,7 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
     r.defaults_applied.push_back(fmt::format("{} limits: max_num_seqs 256, max_num_batched_tokens 8192", s.engine));
   }
   if (rc.tp > 1) rc.all_reduce_seconds = models::tp_all_reduce_seconds(shared, rc.tp);
+  if (rc.pp > 1) rc.pp_send_seconds = models::pp_send_seconds(shared, rc.tp);
   // Offline and closed-loop load: enough requests for the batch to fill and drain many times.
   const int count = s.arrival == "poisson" ? std::max(1000, static_cast<int>(s.rate_rps * 120)) : std::max(2000, 8 * rc.max_num_seqs);
   const models::LengthDistribution in{models::LengthDistribution::Kind::fixed, double(s.input_tokens), 0, {}};

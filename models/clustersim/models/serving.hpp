@@ -68,6 +68,8 @@ std::string_view to_string(Router r);
 struct ReplicaConfig {
   TransformerSpec model;
   int tp = 1;
+  int pp = 1;                                       // pipeline stages (layers split evenly, the last takes the LM head)
+  int ep = 1;                                       // MoE: 1 = experts TP-sliced; = tp: whole experts spread over the TP ranks
   hardware::Dtype weights = hardware::Dtype::bf16;  // the GEMMs' dtype (fp8 weights run fp8 GEMMs)
   double weight_bytes_per_parameter = 0;            // 0: the dtype's size; 0.5 for int4 weight-only
   double kv_bytes_per_element = 2;                  // 2 for fp16/bf16, 1 for fp8
@@ -92,6 +94,8 @@ struct ReplicaConfig {
   double swap_bandwidth = 0;                        // bytes/s between a GPU and host memory; swap needs it > 0
   // Time of one TP all-reduce of `bytes` (from the collective model); nothing: 0 (tp = 1 needs none).
   std::function<double(double bytes)> all_reduce_seconds;
+  // Time of one pipeline send of `bytes` from a stage's GPU to the next stage's (pp > 1).
+  std::function<double(double bytes)> pp_send_seconds;
 };
 
 // KV cache bytes of one token (all layers, K and V), per GPU of the TP group.
@@ -105,7 +109,18 @@ struct BatchEntry {
   int new_tokens = 0;   // prefill chunk length, or 1 for a decode step
   int context = 0;      // tokens already in the KV cache before this step
 };
-// The iteration's duration by the roofline above.
+// An iteration's cost split by layer kind, for pipeline stages: a stage's time is its layers' costs
+// (plus the head on the last stage); the batch's fixed cost is paid once, each stage boundary adds a send.
+struct IterationCost {
+  double dense_layer = 0;  // one dense layer on one GPU of the stage
+  double moe_layer = 0;    // one MoE layer
+  double head = 0;         // LM head and sampling
+  double fixed = 0;        // iteration_overhead
+  double stage_send = 0;   // one pipeline send of the batch's hidden states
+  [[nodiscard]] double stage(const TransformerSpec& m, int first_layer, int layers, bool last) const;
+};
+IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
+// The iteration's duration on an idle replica: fixed + every layer + head + (pp - 1) sends.
 double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
 
 // Inter-token gaps of every output token after the first (vLLM's ITL), binned on a log scale of

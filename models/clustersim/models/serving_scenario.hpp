@@ -5,7 +5,7 @@
 //     kind: inference
 //     model: llama3-8b                      # shipped preset, path, or inline map
 //     topology: hgx-h200-node ...           # gives the GPU profile and the TP group's links
-//     serving: {tp: 1, replicas: 2, weights: bf16, kv_cache: bf16, max_num_seqs: 256,
+//     serving: {tp: 1, pp: 1, expert_parallel: false, replicas: 2, weights: bf16, kv_cache: bf16, max_num_seqs: 256,
 //               max_num_batched_tokens: 8192, chunked_prefill: true, block_size: 16,
 //               gpu_memory_utilization: 0.9, iteration_overhead: 0us,
 //               router: round-robin,             # least-outstanding, kv-aware
@@ -96,15 +96,22 @@ struct InferenceResult {
 // a node has fewer than `tp` GPUs.
 std::function<double(double bytes)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
 
+// The time of a pipeline send of `bytes` from the first GPU to the first GPU of the next stage (GPU
+// `tp` in topology order), from the collective model, cached by size rounded up to a power of two.
+std::function<double(double bytes)> pp_send_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
+
 // The bottleneck bandwidth (bytes/s) between the first GPU and the nearest CPU of its node, which
 // swap traffic takes; 0 when no CPU is reachable.
 double host_link_bandwidth(const topology::Topology& topo);
 
-// Fills the disaggregation's network and KV-copy flows from the topology: replica k holds GPUs
-// [k tp, (k+1) tp) in topology order, prefill replicas first; GPU j of the prefill replica sends its
-// share to GPU j of the decode replica, routed as NCCL's send/receive is. Throws
-// std::invalid_argument when a replica's GPUs span two nodes.
-void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, Disaggregation& d);
+// Replica k holds GPUs [k tp pp, (k+1) tp pp) in topology order (prefill replicas first when
+// disaggregated), stage s of it the tp GPUs from k tp pp + s tp. Throws std::invalid_argument when
+// the GPUs do not suffice or a TP group spans two nodes.
+void check_placement(const topology::Topology& topo, int tp, int pp, int replicas);
+// Fills the disaggregation's network and KV-copy flows from the topology, for replicas of
+// `gpus_per_replica` GPUs (tp x pp): GPU j of the prefill replica sends its share to GPU j of the
+// decode replica, routed as NCCL's send/receive is.
+void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int gpus_per_replica, Disaggregation& d);
 
 // Runs the workload on the scenario's replicas behind its router, on one event engine.
 InferenceResult simulate_inference(const InferenceScenario& sc);
