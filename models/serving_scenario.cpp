@@ -46,6 +46,30 @@ LengthDistribution read_lengths(const yaml::Node& node) {
 
 }  // namespace
 
+namespace {
+
+// The simulated time of `op` over `ranks` as a function of its size, cached by size rounded up to a
+// power of two (the callers ask for many nearly equal sizes).
+std::function<double(double)> cached_collective_seconds(const std::shared_ptr<const topology::Topology>& topo, CollectiveOp op,
+                                                        std::vector<topology::Vertex> ranks) {
+  auto model = std::make_shared<CollectiveModel>(*topo);
+  auto cache = std::make_shared<std::map<std::int64_t, double>>();
+  return [topo, model, cache, op, ranks = std::move(ranks)](double bytes) {
+    const auto key = static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))));
+    auto it = cache->find(key);
+    if (it == cache->end()) {
+      Collective c;
+      c.op = op;
+      c.ranks = ranks;
+      c.bytes = Bytes(static_cast<double>(key));
+      it = cache->emplace(key, model->simulate(c).time.value()).first;
+    }
+    return it->second;
+  };
+}
+
+}  // namespace
+
 std::function<double(double)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp) {
   std::vector<topology::Vertex> group;
   const auto gpus = topo->gpus();
@@ -56,27 +80,8 @@ std::function<double(double)> tp_all_reduce_seconds(const std::shared_ptr<const 
   if (static_cast<int>(group.size()) < tp) {
     throw std::invalid_argument(fmt::format("tp {} needs {} GPUs in one node; the topology\x27s nodes hold {}", tp, tp, group.size()));
   }
-  auto model = std::make_shared<CollectiveModel>(*topo);
-  auto cache = std::make_shared<std::map<std::int64_t, double>>();
-  return [topo, model, cache, group](double bytes) {
-    const auto key = static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))));
-    auto it = cache->find(key);
-    if (it == cache->end()) {
-      Collective c;
-      c.op = CollectiveOp::all_reduce;
-      c.ranks = group;
-      c.bytes = Bytes(static_cast<double>(key));
-      it = cache->emplace(key, model->simulate(c).time.value()).first;
-    }
-    return it->second;
-  };
+  return cached_collective_seconds(topo, CollectiveOp::all_reduce, group);
 }
-
-namespace {
-
-
-
-}  // namespace
 
 namespace {
 
@@ -157,21 +162,7 @@ void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, 
 std::function<double(double)> pp_send_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp) {
   const auto& gpus = topo->gpus();
   if (static_cast<std::size_t>(tp) >= gpus.size()) throw std::invalid_argument(fmt::format("pipeline stages of TP {} need more than {} GPUs", tp, gpus.size()));
-  auto model = std::make_shared<CollectiveModel>(*topo);
-  auto cache = std::make_shared<std::map<std::int64_t, double>>();
-  const std::vector<topology::Vertex> pair{gpus[0], gpus[static_cast<std::size_t>(tp)]};
-  return [topo, model, cache, pair](double bytes) {
-    const auto key = static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))));
-    auto it = cache->find(key);
-    if (it == cache->end()) {
-      Collective c;
-      c.op = CollectiveOp::send_recv;
-      c.ranks = pair;
-      c.bytes = Bytes(static_cast<double>(key));
-      it = cache->emplace(key, model->simulate(c).time.value()).first;
-    }
-    return it->second;
-  };
+  return cached_collective_seconds(topo, CollectiveOp::send_recv, {gpus[0], gpus[static_cast<std::size_t>(tp)]});
 }
 
 std::string scenario_kind(const std::filesystem::path& file) {
