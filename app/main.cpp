@@ -10,6 +10,7 @@
 #include "clustersim/models/collective.hpp"
 #include "calibrate_command.hpp"
 #include "collective_command.hpp"
+#include "cost_command.hpp"
 #include "plan_command.hpp"
 #include "run_command.hpp"
 #include "topo_command.hpp"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   cs::app::add_validate_command(app);
   cs::app::add_run_command(app);
   cs::app::add_plan_command(app);
+  cs::app::add_cost_command(app);
   cs::app::add_calibrate_command(app);
   try {
     app.parse(argc, argv);

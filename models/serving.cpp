@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/sampling.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/sim/fluid_network.hpp"
 #include "clustersim/sim/simulator.hpp"
@@ -24,16 +25,6 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-// splitmix64 (Steele, Lea and Flood 2014): a fixed, portable generator, so a seed gives the same
-// requests on every platform (std's distributions are implementation-defined).
-std::uint64_t next_u64(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-// Uniform in (0, 1).
-double uniform01(std::uint64_t& s) { return (static_cast<double>(next_u64(s) >> 11) + 0.5) / 9007199254740992.0; }
 double standard_normal(std::uint64_t& s) {
   // Box-Muller.
   const double u1 = uniform01(s), u2 = uniform01(s);
@@ -867,21 +858,8 @@ void Replica::finish_iteration() {
 }
 
 LatencyStats stats_of(std::vector<double> v) {
-  LatencyStats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const auto at = [&](double q) {
-    // Linear interpolation between closest ranks (numpy's default, as vLLM's benchmark uses).
-    const double pos = q * static_cast<double>(v.size() - 1);
-    const auto lo = static_cast<std::size_t>(std::floor(pos));
-    const std::size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-  };
-  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  s.median = at(0.5);
-  s.p90 = at(0.9);
-  s.p99 = at(0.99);
-  return s;
+  const SampleSummary x = summarize(std::move(v));
+  return {x.mean, x.p50, x.p90, x.p99};
 }
 
 constexpr double kGapFloor = 1e-6;       // s: the histogram's first bin

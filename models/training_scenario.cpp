@@ -86,6 +86,11 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
     sc.job.grad_bytes = d == "fp32" ? 4.0 : 2.0;
   }
   sc.job.token_budget = m.get_or<double>("train_tokens", 0.0, yaml::non_negative<double>());
+  if (auto c = m.find("cost")) {
+    if (!sc.topology->gpu) topo_node.fail("a topology whose nodes name a GPU hardware profile");
+    if (sc.job.token_budget <= 0) c->fail_message("a cost section needs train_tokens: the tokens whose training it prices");
+    sc.cost = read_cost_section(*c, sc.topology->gpu->name, includes);
+  }
   m.finish();
   try {
     check_job(sc.job, static_cast<int>(sc.topology->gpus().size()));

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "clustersim/models/cost_scenario.hpp"
 #include "clustersim/models/serving.hpp"
 #include "clustersim/topology/graph.hpp"
 #include "clustersim/topology/node_template.hpp"
@@ -74,6 +75,7 @@ struct InferenceScenario {
   std::string workload_text;  // a one-line description of the workload
   std::optional<WorkloadRecipe> recipe;  // absent for traces and closed loops
   std::optional<SizingSpec> sizing;
+  std::optional<CostSection> cost;  // the `cost:` section, for `clustersim cost`
   std::shared_ptr<const topology::Topology> topology;
   std::filesystem::path file;
 };

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "clustersim/models/cost_scenario.hpp"
 #include "clustersim/models/training.hpp"
 #include "clustersim/topology/graph.hpp"
 
@@ -27,6 +28,7 @@ struct TrainingScenario {
   TrainingJob job;
   std::shared_ptr<const topology::Topology> topology;
   std::filesystem::path file;
+  std::optional<CostSection> cost;  // the `cost:` section, for `clustersim cost`
 };
 
 // Reads and checks a scenario; throws InputError with file, line and field for anything wrong,

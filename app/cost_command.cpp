@@ -1,0 +1,221 @@
+#include "cost_command.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/models/cost.hpp"
+#include "clustersim/models/serving_scenario.hpp"
+#include "clustersim/models/training_scenario.hpp"
+#include "clustersim/reports/atomic_file.hpp"
+#include "clustersim/reports/text_table.hpp"
+
+namespace cs::app {
+
+namespace {
+
+struct Options {
+  std::string scenario;
+  bool json = false;
+  std::string out;
+  int trials = 0;
+  std::int64_t seed = -1;
+};
+
+constexpr double kDay = 86400.0;
+// Checkpoint bytes per parameter: bf16 weights (2) and fp32 master weights and Adam moments (12),
+// the ZeRO paper's 16 bytes per parameter less the gradients, which a checkpoint does not keep.
+constexpr double kCheckpointBytesPerParameter = 14.0;
+
+std::string days(double s) { return std::isfinite(s) ? fmt::format("{:.2f}", s / kDay) : "never"; }
+std::string money(double v) {
+  if (!std::isfinite(v)) return "-";
+  if (v >= 1e6) return fmt::format("{:.3f}M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+
+nlohmann::json distribution(const models::Distribution& d, double scale) {
+  return {{"mean", d.mean / scale}, {"p50", d.p50 / scale}, {"p90", d.p90 / scale}, {"p99", d.p99 / scale}};
+}
+
+void training_cost(const Options& o) {
+  const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
+  if (!sc.cost) throw InputError(fmt::format("{}: no 'cost' section (sheet, checkpoint, reliability) to price", o.scenario));
+  models::CostSection cost = *sc.cost;
+  if (o.trials > 0) cost.options.trials = o.trials;
+  if (o.seed >= 0) cost.options.seed = static_cast<std::uint64_t>(o.seed);
+  const models::TrainingResult r = models::simulate_training(sc.job, *sc.topology);
+  models::RunSpec run;
+  run.work_s = r.time_to_train.value();
+  run.gpus = r.gpus;
+  std::set<int> nodes;
+  for (int g = 0; g < r.gpus; ++g) nodes.insert(sc.topology->device(sc.topology->gpus()[static_cast<std::size_t>(g)]).node);
+  run.nodes = static_cast<int>(nodes.size());
+  run.tokens = sc.job.token_budget;
+  run.reliability = cost.reliability;
+  run.checkpoint.bytes = models::count_parameters(sc.job.model).total() * kCheckpointBytesPerParameter;
+  run.checkpoint.write_bandwidth = *cost.checkpoint_bandwidth;
+  run.checkpoint.interval_s = cost.interval_s;
+  run.checkpoint.async = cost.async;
+  if (cost.async) {
+    // The pause of an asynchronous checkpoint: each GPU copies its shard to host memory.
+    const double host = models::host_link_bandwidth(*sc.topology);
+    if (!(host > 0)) throw InputError(fmt::format("{}: async checkpoints need a GPU-to-CPU path in the topology", o.scenario));
+    run.checkpoint.snapshot_s = run.checkpoint.bytes / run.gpus / host;
+  }
+  const std::vector<models::CostEstimate> rows = models::estimate_costs(run, cost.offerings, cost.options);
+
+  nlohmann::json j;
+  j["scenario"] = sc.name;
+  j["gpus"] = run.gpus;
+  j["nodes"] = run.nodes;
+  j["step_time_s"] = r.step_time.value();
+  j["train_tokens"] = run.tokens;
+  j["failure_free_days"] = run.work_s / kDay;
+  j["checkpoint"] = {{"bytes", run.checkpoint.bytes},
+                     {"write_s", run.checkpoint.bytes / run.checkpoint.write_bandwidth},
+                     {"async", run.checkpoint.async},
+                     {"snapshot_s", run.checkpoint.snapshot_s}};
+  j["reliability"] = {{"failures_per_1000_node_days", run.reliability.failures_per_1000_node_days},
+                      {"detect_s", run.reliability.detect_s},
+                      {"restart_s", run.reliability.restart_s}};
+  j["sheet"] = cost.sheet.name;
+  j["trials"] = cost.options.trials;
+  j["seed"] = cost.options.seed;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : rows) {
+    nlohmann::json k = {{"offering", e.offering},
+                        {"pricing", to_string(e.pricing)},
+                        {"price_per_gpu_hour", e.price_per_gpu_hour},
+                        {"checkpoint_interval_s", e.interval_s},
+                        {"can_finish", e.can_finish},
+                        {"finished_trials", e.finished},
+                        {"wall_days", distribution(e.wall_s, kDay)},
+                        {"cost_usd", distribution(e.cost, 1.0)},
+                        {"mean_interruptions", e.mean_interruptions},
+                        {"gpu_hours_lost_per_event", e.gpu_hours_lost_per_event},
+                        {"cost_per_million_tokens", e.cost_per_million_tokens}};
+    if (std::isfinite(e.expected_wall_s)) k["expected_wall_days"] = e.expected_wall_s / kDay;
+    if (std::isfinite(e.expected_cost)) k["expected_cost_usd"] = e.expected_cost;
+    if (!e.verdict.empty()) k["verdict"] = e.verdict;
+    if (e.pricing == models::Pricing::mixed) k["on_demand_fraction"] = e.on_demand_fraction;
+    if (e.break_even_preemptions_per_node_hour) k["break_even_preemptions_per_node_hour"] = *e.break_even_preemptions_per_node_hour;
+    if (e.break_even_utilisation) k["break_even_utilisation"] = *e.break_even_utilisation;
+    list.push_back(k);
+  }
+  j["offerings"] = list;
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
+    std::string csv = "offering,trial,wall_days,cost_usd\n";
+    for (const auto& e : rows) {
+      for (std::size_t t = 0; t < e.walls.size(); ++t) csv += fmt::format("{},{},{:.6f},{:.2f}\n", e.offering, t, e.walls[t] / kDay, e.costs[t]);
+    }
+    reports::write_file_atomically(std::filesystem::path(o.out) / "distributions.csv", csv);
+  }
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{}: {:.4g} tokens on {} GPUs ({} nodes), step {:.3f} s: {:.2f} days failure-free\n", sc.name, run.tokens, run.gpus, run.nodes,
+                           r.step_time.value(), run.work_s / kDay);
+  std::cout << fmt::format("checkpoint {:.0f} GB, written in {:.0f} s{}; failures {:.2f} per 1,000 node-days (MTBF {:.1f} h for the job), restart {:.0f} s\n",
+                           run.checkpoint.bytes / 1e9, run.checkpoint.bytes / run.checkpoint.write_bandwidth,
+                           run.checkpoint.async ? fmt::format(" in the background after a {:.1f} s snapshot", run.checkpoint.snapshot_s) : "",
+                           run.reliability.failures_per_1000_node_days,
+                           run.reliability.failures_per_1000_node_days > 0 ? 1000.0 * 24.0 / (run.reliability.failures_per_1000_node_days * run.nodes) : INFINITY,
+                           rows.empty() ? 0.0 : rows.front().restart_s);
+  using A = reports::TextTable::Align;
+  reports::TextTable t({"offering", "pricing", "$/GPU-h", "ckpt every", "days P50", "P90", "P99", "cost P50", "P90", "P99", "$/M tokens", "events", "GPU-h lost/event", "break-even"},
+                       {A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left});
+  for (const auto& e : rows) {
+    std::string even;
+    if (e.break_even_preemptions_per_node_hour) {
+      even = *e.break_even_preemptions_per_node_hour > 0 ? fmt::format("{:.2g} preemptions/node-h", *e.break_even_preemptions_per_node_hour)
+                                                          : "dearer than on-demand unpreempted";
+    }
+    if (e.break_even_utilisation) even = fmt::format("utilisation {:.0f}%", 100 * *e.break_even_utilisation);
+    if (e.pricing == models::Pricing::mixed) even = fmt::format("{:.0f}% on on-demand", 100 * e.on_demand_fraction);
+    const bool ran = e.finished > 0;
+    t.add_row({e.offering, std::string(to_string(e.pricing)), fmt::format("{:.3f}", e.price_per_gpu_hour), fmt::format("{:.0f} min", e.interval_s / 60),
+               ran ? days(e.wall_s.p50) : "-", ran ? days(e.wall_s.p90) : "-", ran ? days(e.wall_s.p99) : "-", ran ? money(e.cost.p50) : "-",
+               ran ? money(e.cost.p90) : "-", ran ? money(e.cost.p99) : "-", ran ? fmt::format("{:.3f}", e.cost_per_million_tokens) : "-",
+               fmt::format("{:.1f}", e.mean_interruptions), fmt::format("{:.1f}", e.gpu_hours_lost_per_event), even});
+  }
+  std::cout << t.render("  ");
+  for (const auto& e : rows) {
+    if (!e.verdict.empty()) std::cout << fmt::format("note: {}: {}\n", e.offering, e.verdict);
+  }
+  std::cout << "break-even: against the cheapest on-demand offering; spot: the preemption rate (per node-hour, or per zone-hour when\n"
+               "  the zone fails together) at which it costs as much; owned: the utilisation at which a GPU-hour costs as much\n";
+  std::cout << fmt::format("Monte Carlo: {} trials per offering, seed {}; closed form (Daly) beside it in --json\n", cost.options.trials, cost.options.seed);
+  if (!o.out.empty()) std::cout << fmt::format("wrote {0}/cost.json and {0}/distributions.csv\n", o.out);
+}
+
+void inference_cost(const Options& o) {
+  const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
+  if (!sc.cost) throw InputError(fmt::format("{}: no 'cost' section (sheet) to price", o.scenario));
+  const models::InferenceResult r = models::simulate_inference(sc);
+  const int gpus = sc.replicas * sc.replica.tp * sc.replica.pp;
+  const auto& m = r.metrics;
+  nlohmann::json j;
+  j["scenario"] = sc.name;
+  j["gpus"] = gpus;
+  j["output_token_throughput"] = m.output_throughput;
+  j["total_token_throughput"] = m.total_token_throughput;
+  nlohmann::json list = nlohmann::json::array();
+  using A = reports::TextTable::Align;
+  reports::TextTable t({"offering", "pricing", "$/GPU-h", "fleet $/hour", "$/M output tokens", "$/M total tokens"}, {A::left, A::left, A::right, A::right, A::right, A::right});
+  for (const auto& off : sc.cost->offerings) {
+    const double price = off.effective_price_per_gpu_hour();
+    const double hourly = price * gpus;
+    const double per_output = m.output_throughput > 0 ? hourly / (m.output_throughput * 3600.0) * 1e6 : INFINITY;
+    const double per_total = m.total_token_throughput > 0 ? hourly / (m.total_token_throughput * 3600.0) * 1e6 : INFINITY;
+    list.push_back({{"offering", off.name}, {"pricing", to_string(off.pricing)}, {"price_per_gpu_hour", price}, {"fleet_cost_per_hour", hourly},
+                    {"cost_per_million_output_tokens", per_output}, {"cost_per_million_total_tokens", per_total}});
+    t.add_row({off.name, std::string(to_string(off.pricing)), fmt::format("{:.3f}", price), fmt::format("{:.2f}", hourly), fmt::format("{:.3f}", per_output),
+               fmt::format("{:.3f}", per_total)});
+  }
+  j["offerings"] = list;
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
+  }
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{}: {} GPUs serving {:.0f} output tokens/s ({:.0f} total) at the simulated load\n", sc.name, gpus, m.output_throughput,
+                           m.total_token_throughput);
+  std::cout << t.render("  ");
+  std::cout << "note: list prices; spot preemptions of a serving fleet (lost capacity, requests retried) are not modelled\n";
+  if (!o.out.empty()) std::cout << fmt::format("wrote {}/cost.json\n", o.out);
+}
+
+}  // namespace
+
+void add_cost_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("cost", "Price a scenario's run on each offering of its cost sheet: finish-time and cost distributions with failures, preemptions and checkpoints");
+  cmd->add_option("scenario", o->scenario, "Training or inference scenario YAML file with a cost section")->required()->check(CLI::ExistingFile);
+  cmd->add_flag("--json", o->json, "Print the result as JSON");
+  cmd->add_option("--out", o->out, "Directory to write cost.json and distributions.csv (every trial's finish time and cost)");
+  cmd->add_option("--trials", o->trials, "Monte Carlo trials per offering (default: the scenario's, else 1000)")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--seed", o->seed, "Seed of the Monte Carlo (default: the scenario's, else 1)")->check(CLI::NonNegativeNumber);
+  cmd->callback([o] {
+    if (models::scenario_kind(o->scenario) == "inference") {
+      inference_cost(*o);
+    } else {
+      training_cost(*o);
+    }
+  });
+}
+
+}  // namespace cs::app

@@ -1,0 +1,46 @@
+// A portable seeded generator and sample summaries shared by the Monte Carlo parts (serving
+// workloads, the cost model).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace cs {
+
+// splitmix64 (Steele, Lea and Flood 2014): a fixed, portable generator, so a seed gives the same
+// numbers on every platform (std's distributions are implementation-defined).
+inline std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+// Uniform in (0, 1).
+inline double uniform01(std::uint64_t& state) { return (static_cast<double>(splitmix64(state) >> 11) + 0.5) / 9007199254740992.0; }
+
+struct SampleSummary {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0;
+};
+// Mean and quantiles by linear interpolation between closest ranks (numpy's default, which vLLM's
+// benchmark uses); zeros for an empty sample.
+inline SampleSummary summarize(std::vector<double> v) {
+  SampleSummary s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const auto at = [&](double q) {
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+  };
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  s.p50 = at(0.5);
+  s.p90 = at(0.9);
+  s.p99 = at(0.99);
+  return s;
+}
+
+}  // namespace cs

@@ -1,0 +1,129 @@
+// What a run costs and when it finishes on each way of buying capacity (docs/cost.md).
+//
+// A run is `work` seconds of failure-free training on `nodes` nodes, checkpointed every interval.
+// Interruptions: hardware failures (Poisson, a rate per node-day) lose the work since the last
+// checkpoint and cost detection + restart; spot preemptions (Poisson or Weibull, per node or per zone)
+// come with a notice: when the notice covers a checkpoint write the job saves and loses nothing,
+// otherwise it loses what a failure loses; then it waits for capacity (not billed) and restarts.
+//
+// Closed forms: Young's interval sqrt(2 delta M), Daly's (2006) higher-order interval and expected
+// wall time T_w = M e^(R/M) (e^((tau + delta)/M) - 1) T_s / tau, with noticed preemptions added as a
+// fixed cost each. The Monte Carlo runs the whole job on the event engine, trial by trial (seeded),
+// and gives the distributions of finish time and cost.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cs::models {
+
+enum class Pricing { on_demand, spot, reserved, owned, mixed };
+std::string_view to_string(Pricing p);
+
+// Spot preemptions: Poisson (a rate per node-hour) or a Weibull instance lifetime, independent per
+// node or one event for the whole zone (a zone is one failure group).
+struct PreemptionProcess {
+  enum class Kind { none, poisson, weibull } kind = Kind::none;
+  double rate_per_node_hour = 0;  // poisson
+  double shape = 1;               // weibull k (< 1: early preemptions likelier)
+  double scale_hours = 0;         // weibull eta of one instance
+  bool zone = false;
+};
+
+struct Offering {
+  std::string name, provider, region, gpu;
+  int gpus_per_node = 8;
+  Pricing pricing = Pricing::on_demand;
+  double price_per_gpu_hour = 0;   // USD (on-demand, spot, reserved)
+  double billing_granularity_s = 1;
+  std::string as_of, source;
+  // reserved / committed
+  double term_hours = 0;
+  double upfront_per_gpu = 0;
+  // spot
+  PreemptionProcess preemption;
+  double notice_s = 0;
+  double capacity_wait_s = 0;      // mean time to get capacity back (exponential)
+  double max_lifetime_s = 0;       // 0: none (GCP preemptible VMs: 24 h)
+  // owned
+  double capex_per_gpu = 0;        // server and network share included
+  double lifetime_years = 3;
+  double wacc = 0;                 // cost of capital per year
+  double power_w_per_gpu = 0;      // at the wall, server share included
+  double pue = 1;
+  double price_per_kwh = 0;
+  double utilisation = 1;
+
+  // The price of one GPU-hour of use: the list price; reserved adds its upfront over the term; owned
+  // is (capex x CRF(wacc, life) + power x PUE x 8,760 h x price) / (8,760 h x utilisation).
+  [[nodiscard]] double effective_price_per_gpu_hour() const;
+};
+
+struct Reliability {
+  double failures_per_1000_node_days = 0;
+  double detect_s = 0;
+  double restart_s = 0;
+};
+
+struct Checkpointing {
+  double bytes = 0;            // one checkpoint (weights and optimizer state)
+  double write_bandwidth = 0;  // bytes/s the whole job writes (and reads) at
+  bool async = false;          // training resumes after a snapshot to host memory; the write follows
+  double snapshot_s = 0;       // async: the pause
+  double interval_s = 0;       // 0: Daly's optimum
+};
+
+struct RunSpec {
+  double work_s = 0;           // failure-free training time (step time x steps)
+  int nodes = 1;
+  int gpus = 1;
+  double tokens = 0;           // for cost per million tokens
+  Reliability reliability;
+  Checkpointing checkpoint;
+};
+
+// Closed forms (delta: checkpoint time, M: mean time between interruptions, R: restart, T_s: solve
+// time, tau: compute between checkpoints; seconds).
+double young_interval(double delta, double mtbf);
+double daly_interval(double delta, double mtbf);
+double daly_wall_time(double solve, double tau, double delta, double restart, double mtbf);
+
+struct CostOptions {
+  int trials = 1000;
+  std::uint64_t seed = 1;
+  double deadline_s = 0;       // mixed: finish by this wall time (0: no mixed row)
+  double cap_factor = 100;     // a trial that needs more than this x work_s does not finish
+};
+
+struct Distribution {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0;
+};
+
+struct CostEstimate {
+  std::string offering;        // "spot-name + on-demand-name" for mixed
+  Pricing pricing = Pricing::on_demand;
+  double price_per_gpu_hour = 0;
+  double interval_s = 0, checkpoint_s = 0, restart_s = 0;
+  double mtbi_s = 0;           // mean time between work-losing interruptions
+  bool can_finish = true;
+  std::string verdict;         // why not, when it cannot finish
+  double expected_wall_s = 0;  // closed form
+  double expected_cost = 0;
+  int trials = 0, finished = 0;
+  Distribution wall_s, cost;
+  double mean_interruptions = 0;
+  double gpu_hours_lost_per_event = 0;
+  double cost_per_million_tokens = 0;  // mean cost / tokens
+  double on_demand_fraction = 0;       // mixed: share of billed GPU-hours on on-demand
+  std::optional<double> break_even_preemptions_per_node_hour;  // spot: where it costs as much as on-demand
+  std::optional<double> break_even_utilisation;                // owned: where it costs as much as on-demand
+  std::vector<double> walls, costs;    // every finished trial, in trial order
+};
+
+// One row per offering (and a mixed row when a deadline is given and spot and on-demand offerings
+// exist). Throws std::invalid_argument for a spec it cannot cost (no work, no checkpoint bandwidth).
+std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<Offering>& offerings, const CostOptions& options);
+
+}  // namespace cs::models

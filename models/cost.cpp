@@ -1,0 +1,469 @@
+#include "clustersim/models/cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/sampling.hpp"
+#include "clustersim/sim/simulator.hpp"
+
+namespace cs::models {
+
+namespace {
+
+constexpr double kHour = 3600.0;
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+double exponential(double mean, std::uint64_t& s) { return mean > 0 && std::isfinite(mean) ? -mean * std::log(uniform01(s)) : kInfinity; }
+
+Distribution distribution_of(std::vector<double> v) {
+  const SampleSummary x = summarize(std::move(v));
+  return {x.mean, x.p50, x.p90, x.p99};
+}
+
+// What the run model needs of an offering: its interruption processes and prices.
+struct Plan {
+  double failure_rate = 0;       // per second, whole job
+  bool spot = false;
+  PreemptionProcess preemption;
+  double notice = 0, capacity_wait = 0, max_lifetime = 0;
+  double price = 0;              // per GPU-hour while holding spot (or the only price)
+  double fallback_price = 0;     // mixed: on-demand price after the switch
+  double granularity = 1, fallback_granularity = 1;
+  double deadline = 0;           // mixed: switch to on-demand to finish by this
+};
+
+struct Trial {
+  double wall = 0, cost = 0, lost = 0, on_demand_gpu_hours = 0, gpu_hours = 0;
+  int interruptions = 0;
+  bool finished = false;
+};
+
+// One trial of the whole run on the event engine.
+class RunTrial final : public sim::EventHandler {
+ public:
+  RunTrial(const RunSpec& run, const Plan& plan, double tau, double delta, double restart, double cap, std::uint64_t seed)
+      : run_(run), plan_(plan), tau_(tau), delta_(delta), restart_(restart), cap_(cap), rng_(seed), next_checkpoint_(tau) {}
+
+  Trial run() {
+    acquire(false);
+    sim_.run(sim::Time::seconds(cap_));
+    if (!result_.finished) release();
+    result_.wall = result_.finished ? finish_time_ : cap_;
+    return result_;
+  }
+
+  void handle(std::uint64_t payload) override {
+    const auto kind = static_cast<Event>(payload & 0xff);
+    const std::uint64_t generation = payload >> 8;
+    if (kind == Event::failure || kind == Event::notice) {
+      if (generation != interrupt_generation_) return;  // capacity since released
+    } else if (generation != generation_) {
+      return;  // superseded by an interruption
+    }
+    switch (kind) {
+      case Event::reached: reached(); break;
+      case Event::checkpoint_done: checkpoint_done(); break;
+      case Event::durable:
+        saved_ = pending_;
+        break;
+      case Event::restart_done: start_running(); break;
+      case Event::failure: failure(); break;
+      case Event::notice: notice(); break;
+      case Event::released: capacity_lost(); break;
+      case Event::capacity_back: acquire(true); break;
+    }
+  }
+
+ private:
+  enum class Event : std::uint8_t { reached, checkpoint_done, durable, restart_done, failure, notice, released, capacity_back };
+  enum class Mode { running, checkpointing, restarting, waiting, done };
+
+  double now() const { return sim_.now().to_seconds(); }
+  void at(double t, Event e, std::uint64_t generation) {
+    sim_.schedule_at(sim::Time::seconds(std::min(t, cap_ + 1)), this, (generation << 8) | static_cast<std::uint64_t>(e));
+  }
+  void after(double dt, Event e) { at(now() + dt, e, generation_); }
+
+  // Progress so far, when running.
+  double progress() const { return mode_ == Mode::running ? progress_ + (now() - run_start_) : progress_; }
+
+  void acquire(bool restart) {
+    holding_ = true;
+    hold_start_ = now();
+    ++interrupt_generation_;
+    // Failures while the nodes are held; spot preemptions while spot nodes are held.
+    at(now() + exponential(plan_.failure_rate > 0 ? 1.0 / plan_.failure_rate : kInfinity, rng_), Event::failure, interrupt_generation_);
+    if (on_spot()) {
+      double until = kInfinity;
+      const PreemptionProcess& p = plan_.preemption;
+      const double n = p.zone ? 1.0 : run_.nodes;
+      if (p.kind == PreemptionProcess::Kind::poisson && p.rate_per_node_hour > 0) {
+        until = exponential(kHour / (p.rate_per_node_hour * n), rng_);
+      } else if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
+        // The first of n instance lifetimes: Weibull(k, eta n^(-1/k)).
+        until = p.scale_hours * kHour * std::pow(n, -1.0 / p.shape) * std::pow(-std::log(uniform01(rng_)), 1.0 / p.shape);
+      }
+      if (plan_.max_lifetime > 0) until = std::min(until, plan_.max_lifetime);
+      // The notice arrives that long before the capacity goes.
+      if (std::isfinite(until)) at(now() + std::max(0.0, until - plan_.notice), Event::notice, interrupt_generation_);
+    }
+    if (restart) {
+      ++generation_;
+      mode_ = Mode::restarting;
+      after(restart_, Event::restart_done);
+    } else {
+      start_running();
+    }
+  }
+
+  void release() {
+    if (!holding_) return;
+    const double held = now() - hold_start_;
+    const bool od = !on_spot();
+    const double g = od && plan_.deadline > 0 ? plan_.fallback_granularity : plan_.granularity;
+    const double billed = g > 0 ? std::ceil(held / g - 1e-9) * g : held;
+    const double price = od && plan_.deadline > 0 ? plan_.fallback_price : plan_.price;
+    result_.cost += billed / kHour * run_.gpus * price;
+    result_.gpu_hours += billed / kHour * run_.gpus;
+    if (od && plan_.deadline > 0) result_.on_demand_gpu_hours += billed / kHour * run_.gpus;
+    holding_ = false;
+    ++interrupt_generation_;
+  }
+
+  bool on_spot() const { return plan_.spot && !switched_; }
+
+  void start_running() {
+    ++generation_;
+    mode_ = Mode::running;
+    run_start_ = now();
+    const double target = std::min(next_checkpoint_, run_.work_s);
+    after(target - progress_, Event::reached);
+  }
+
+  void reached() {
+    progress_ = progress();
+    if (progress_ >= run_.work_s - 1e-9) {
+      mode_ = Mode::done;
+      finish_time_ = now();
+      result_.finished = true;
+      release();
+      ++generation_;
+      ++interrupt_generation_;
+      return;
+    }
+    ++generation_;
+    mode_ = Mode::checkpointing;
+    if (run_.checkpoint.async) {
+      pending_ = progress_;
+      after(run_.checkpoint.snapshot_s, Event::checkpoint_done);
+    } else {
+      after(delta_, Event::checkpoint_done);
+    }
+  }
+
+  void checkpoint_done() {
+    if (run_.checkpoint.async) {
+      // The snapshot is in host memory; the write completes in the background.
+      at(now() + delta_, Event::durable, generation_ + 1);
+    } else {
+      saved_ = progress_;
+    }
+    next_checkpoint_ = progress_ + tau_;
+    start_running();
+  }
+
+  void lose_work() {
+    progress_ = progress();
+    result_.lost += progress_ - saved_;
+    progress_ = saved_;
+    next_checkpoint_ = saved_ + tau_;
+  }
+
+  void failure() {
+    if (mode_ == Mode::waiting) return;  // the capacity is going anyway: the job has stopped
+    ++result_.interruptions;
+    lose_work();
+    ++generation_;
+    mode_ = Mode::restarting;
+    result_.lost += restart_;
+    if (plan_.deadline > 0 && on_spot() && now() + restart_ + on_demand_time() > plan_.deadline) {
+      // Mixed: the failure ate the slack; restart on on-demand capacity instead.
+      release();
+      switched_ = true;
+      acquire(true);
+      return;
+    }
+    after(restart_, Event::restart_done);
+    // The next failure, memoryless.
+    at(now() + exponential(plan_.failure_rate > 0 ? 1.0 / plan_.failure_rate : kInfinity, rng_), Event::failure, interrupt_generation_);
+  }
+
+  void notice() {
+    ++result_.interruptions;
+    progress_ = progress();
+    ++generation_;
+    if (mode_ != Mode::restarting && plan_.notice >= delta_) {
+      // An emergency checkpoint within the notice: nothing is lost but its write.
+      saved_ = progress_;
+      next_checkpoint_ = saved_ + tau_;
+      result_.lost += delta_;
+    } else {
+      lose_work();
+    }
+    mode_ = Mode::waiting;
+    at(now() + plan_.notice, Event::released, generation_);
+  }
+
+  void capacity_lost() {
+    release();
+    result_.lost += restart_;
+    double wait = exponential(plan_.capacity_wait, rng_);
+    if (plan_.deadline > 0 && !switched_ && now() + wait + on_demand_time() > plan_.deadline) {
+      // Mixed: waiting for spot would leave too little time to finish on on-demand: switch now.
+      switched_ = true;
+      wait = 0;
+    }
+    at(now() + wait, Event::capacity_back, generation_);
+  }
+
+  // Expected time to finish the unsaved rest on on-demand capacity: a restart, then Daly's wall time
+  // for the remaining work under failures alone.
+  double on_demand_time() const {
+    const double rest = std::max(0.0, run_.work_s - saved_);
+    const double mtbf = plan_.failure_rate > 0 ? 1.0 / plan_.failure_rate : kInfinity;
+    return restart_ + (rest > 0 ? daly_wall_time(rest, tau_, delta_, restart_, mtbf) : 0.0);
+  }
+
+  const RunSpec& run_;
+  const Plan& plan_;
+  double tau_, delta_, restart_, cap_;
+  std::uint64_t rng_;
+  sim::Simulator sim_;
+  Mode mode_ = Mode::running;
+  double next_checkpoint_;
+  double progress_ = 0, saved_ = 0, pending_ = 0, run_start_ = 0, hold_start_ = 0, finish_time_ = 0;
+  bool holding_ = false, switched_ = false;
+  std::uint64_t generation_ = 0, interrupt_generation_ = 0;
+  Trial result_;
+};
+
+double crf(double rate, double years) { return rate > 0 ? rate / (1.0 - std::pow(1.0 + rate, -years)) : 1.0 / years; }
+
+}  // namespace
+
+std::string_view to_string(Pricing p) {
+  switch (p) {
+    case Pricing::on_demand: return "on-demand";
+    case Pricing::spot: return "spot";
+    case Pricing::reserved: return "reserved";
+    case Pricing::owned: return "owned";
+    case Pricing::mixed: return "mixed";
+  }
+  return "?";
+}
+
+double Offering::effective_price_per_gpu_hour() const {
+  switch (pricing) {
+    case Pricing::reserved: return price_per_gpu_hour + (term_hours > 0 ? upfront_per_gpu / term_hours : 0.0);
+    case Pricing::owned: {
+      const double year_hours = 8760.0;
+      const double yearly = capex_per_gpu * crf(wacc, lifetime_years) + power_w_per_gpu / 1000.0 * pue * year_hours * price_per_kwh;
+      return yearly / (year_hours * std::max(utilisation, 1e-9));
+    }
+    default: return price_per_gpu_hour;
+  }
+}
+
+double young_interval(double delta, double mtbf) { return std::sqrt(2.0 * delta * mtbf); }
+
+double daly_interval(double delta, double mtbf) {
+  if (delta >= 2.0 * mtbf) return mtbf;
+  const double x = delta / (2.0 * mtbf);
+  return std::sqrt(2.0 * delta * mtbf) * (1.0 + std::sqrt(x) / 3.0 + x / 9.0) - delta;
+}
+
+double daly_wall_time(double solve, double tau, double delta, double restart, double mtbf) {
+  if (!std::isfinite(mtbf)) return solve + (tau > 0 ? std::ceil(solve / tau - 1e-9) - 1 : 0) * delta;
+  return mtbf * std::exp(restart / mtbf) * (std::exp((tau + delta) / mtbf) - 1.0) * solve / tau;
+}
+
+std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<Offering>& offerings, const CostOptions& options) {
+  if (!(run.work_s > 0)) throw std::invalid_argument("the run has no work to cost (work_s must be positive)");
+  if (run.nodes < 1 || run.gpus < 1) throw std::invalid_argument("the run needs at least one node and one GPU");
+  if (!(run.checkpoint.write_bandwidth > 0) || !(run.checkpoint.bytes > 0)) {
+    throw std::invalid_argument("checkpointing needs a size and a positive write bandwidth");
+  }
+  if (options.trials < 1) throw std::invalid_argument("the Monte Carlo needs at least one trial");
+  const double delta = run.checkpoint.bytes / run.checkpoint.write_bandwidth;
+  // Restart: detect the failure, restart the job, read the last checkpoint back.
+  const double restart = run.reliability.detect_s + run.reliability.restart_s + delta;
+  const double failure_rate = run.reliability.failures_per_1000_node_days / 1000.0 * run.nodes / 86400.0;
+
+  std::vector<CostEstimate> out;
+  const auto estimate = [&](const Plan& plan, Pricing pricing, const std::string& name) {
+    CostEstimate e;
+    e.offering = name;
+    e.pricing = pricing;
+    e.price_per_gpu_hour = plan.price;
+    e.checkpoint_s = run.checkpoint.async ? run.checkpoint.snapshot_s : delta;
+    e.restart_s = restart;
+    // Work-losing interruptions: failures, and preemptions whose notice cannot cover a checkpoint.
+    double preempt_rate = 0;  // per second, while holding spot capacity
+    if (plan.spot) {
+      const PreemptionProcess& p = plan.preemption;
+      const double n = p.zone ? 1.0 : run.nodes;
+      if (p.kind == PreemptionProcess::Kind::poisson) preempt_rate = p.rate_per_node_hour * n / kHour;
+      if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
+        preempt_rate = 1.0 / (p.scale_hours * kHour * std::pow(n, -1.0 / p.shape) * std::tgamma(1.0 + 1.0 / p.shape));
+      }
+      if (plan.max_lifetime > 0) preempt_rate = std::max(preempt_rate, 1.0 / plan.max_lifetime);
+    }
+    const bool noticed = plan.notice >= delta;
+    const double lossy_rate = failure_rate + (noticed ? 0.0 : preempt_rate);
+    e.mtbi_s = lossy_rate > 0 ? 1.0 / lossy_rate : kInfinity;
+    const double ck = run.checkpoint.async ? std::max(run.checkpoint.snapshot_s, 1e-9) : delta;
+    e.interval_s = run.checkpoint.interval_s > 0 ? run.checkpoint.interval_s
+                   : std::isfinite(e.mtbi_s)     ? daly_interval(ck, e.mtbi_s)
+                                                 : run.work_s;
+    // Closed form: Daly for the work-losing interruptions, then each noticed preemption's emergency
+    // checkpoint and restart while held (H = D / (1 - rate (delta + R))) and its wait for capacity.
+    const double lossy_restart = restart + (plan.spot && !noticed && lossy_rate > 0 ? preempt_rate / lossy_rate * plan.capacity_wait : 0.0);
+    const double d = daly_wall_time(run.work_s, e.interval_s, ck, lossy_restart, e.mtbi_s);
+    const double fixed = noticed ? preempt_rate * (delta + restart) : 0.0;
+    e.can_finish = std::isfinite(d) && fixed < 1.0 && e.mtbi_s > ck + restart && d < options.cap_factor * run.work_s;
+    double held = 0;
+    if (e.can_finish) {
+      held = d / (1.0 - fixed);
+      e.expected_wall_s = held * (1.0 + (noticed ? preempt_rate * plan.capacity_wait : 0.0));
+      if (plan.spot && !noticed) held -= (held * preempt_rate) * plan.capacity_wait;  // the waits are not billed
+      e.expected_cost = held / kHour * run.gpus * plan.price;
+    } else {
+      e.verdict = fmt::format("cannot finish: interruptions every {:.3g} h on average, a checkpoint and restart take {:.3g} h",
+                              (fixed >= 1.0 ? 1.0 / preempt_rate : e.mtbi_s) / kHour, (ck + restart) / kHour);
+      e.expected_wall_s = kInfinity;
+      e.expected_cost = kInfinity;
+    }
+    // Monte Carlo.
+    const double cap = options.cap_factor * run.work_s;
+    std::vector<double> walls, costs;
+    double interruptions = 0, lost = 0, on_demand = 0, gpu_hours = 0;
+    for (int t = 0; t < options.trials; ++t) {
+      std::uint64_t s = options.seed ^ (0x632be59bd9b4e019ull * static_cast<std::uint64_t>(t + 1));
+      const std::uint64_t seed = splitmix64(s);
+      RunTrial trial(run, plan, e.interval_s, delta, restart, cap, seed);
+      const Trial r = trial.run();
+      interruptions += r.interruptions;
+      lost += r.lost;
+      if (!r.finished) continue;
+      ++e.finished;
+      walls.push_back(r.wall);
+      costs.push_back(r.cost);
+      on_demand += r.on_demand_gpu_hours;
+      gpu_hours += r.gpu_hours;
+    }
+    e.trials = options.trials;
+    e.wall_s = distribution_of(walls);
+    e.cost = distribution_of(costs);
+    e.mean_interruptions = interruptions / options.trials;
+    e.gpu_hours_lost_per_event = interruptions > 0 ? lost / interruptions * run.gpus / kHour : 0.0;
+    e.on_demand_fraction = gpu_hours > 0 ? on_demand / gpu_hours : 0.0;
+    if (run.tokens > 0 && e.finished > 0) e.cost_per_million_tokens = e.cost.mean / run.tokens * 1e6;
+    if (e.finished < e.trials) {
+      e.can_finish = e.finished > 0 && e.can_finish;
+      const std::string note = fmt::format("{} of {} trials did not finish within {:g} x the failure-free time", e.trials - e.finished, e.trials,
+                                           options.cap_factor);
+      e.verdict = e.verdict.empty() ? note : e.verdict + "; " + note;
+    }
+    e.walls = std::move(walls);
+    e.costs = std::move(costs);
+    return e;
+  };
+
+  const Offering* cheapest_on_demand = nullptr;
+  for (const Offering& o : offerings) {
+    if (o.pricing == Pricing::on_demand && (!cheapest_on_demand || o.price_per_gpu_hour < cheapest_on_demand->price_per_gpu_hour)) cheapest_on_demand = &o;
+  }
+  for (const Offering& o : offerings) {
+    Plan plan;
+    plan.failure_rate = failure_rate;
+    plan.spot = o.pricing == Pricing::spot;
+    plan.preemption = o.preemption;
+    plan.notice = o.notice_s;
+    plan.capacity_wait = o.capacity_wait_s;
+    plan.max_lifetime = o.max_lifetime_s;
+    plan.price = o.effective_price_per_gpu_hour();
+    plan.granularity = o.billing_granularity_s;
+    CostEstimate e = estimate(plan, o.pricing, o.name);
+    if (cheapest_on_demand && o.pricing == Pricing::owned) {
+      // Where owning costs as much per GPU-hour as the cheapest on-demand offering.
+      Offering at = o;
+      at.utilisation = 1.0;
+      const double full = at.effective_price_per_gpu_hour();
+      e.break_even_utilisation = full / cheapest_on_demand->price_per_gpu_hour;
+    }
+    if (cheapest_on_demand && plan.spot && o.preemption.kind == PreemptionProcess::Kind::poisson) {
+      // The preemption rate at which spot's expected cost (closed form) reaches on-demand's, bisected.
+      const auto cost_at = [&](double rate, double price, bool spot) {
+        const double n = o.preemption.zone ? 1.0 : run.nodes;
+        const double pr = spot ? rate * n / kHour : 0.0;
+        const bool noticed = plan.notice >= delta;
+        const double lossy = failure_rate + (noticed ? 0.0 : pr);
+        const double mtbi = lossy > 0 ? 1.0 / lossy : kInfinity;
+        const double tau = std::isfinite(mtbi) ? daly_interval(delta, mtbi) : run.work_s;
+        const double lossy_restart = restart + (!noticed && lossy > 0 ? pr / lossy * plan.capacity_wait : 0.0);
+        const double dd = daly_wall_time(run.work_s, tau, delta, lossy_restart, mtbi);
+        const double fixed = noticed ? pr * (delta + restart) : 0.0;
+        if (!std::isfinite(dd) || fixed >= 1.0) return kInfinity;
+        double h = dd / (1.0 - fixed);
+        if (!noticed) h -= h * pr * plan.capacity_wait;
+        return h / kHour * run.gpus * price;
+      };
+      const double od_cost = cost_at(0, cheapest_on_demand->price_per_gpu_hour, false);
+      if (cost_at(0, plan.price, true) < od_cost) {
+        double lo = 0, hi = std::max(1e-6, o.preemption.rate_per_node_hour);
+        while (cost_at(hi, plan.price, true) < od_cost && hi < 1e3) hi *= 2;
+        if (hi < 1e3) {
+          for (int i = 0; i < 100; ++i) {
+            const double mid = 0.5 * (lo + hi);
+            (cost_at(mid, plan.price, true) < od_cost ? lo : hi) = mid;
+          }
+          e.break_even_preemptions_per_node_hour = 0.5 * (lo + hi);
+        }
+      } else {
+        e.break_even_preemptions_per_node_hour = 0.0;  // dearer than on-demand even without preemptions
+      }
+    }
+    out.push_back(std::move(e));
+  }
+  // Mixed: each spot offering with the cheapest on-demand one as the fallback that meets the deadline.
+  if (options.deadline_s > 0 && cheapest_on_demand) {
+    for (const Offering& o : offerings) {
+      if (o.pricing != Pricing::spot) continue;
+      Plan plan;
+      plan.failure_rate = failure_rate;
+      plan.spot = true;
+      plan.preemption = o.preemption;
+      plan.notice = o.notice_s;
+      plan.capacity_wait = o.capacity_wait_s;
+      plan.max_lifetime = o.max_lifetime_s;
+      plan.price = o.price_per_gpu_hour;
+      plan.granularity = o.billing_granularity_s;
+      plan.fallback_price = cheapest_on_demand->price_per_gpu_hour;
+      plan.fallback_granularity = cheapest_on_demand->billing_granularity_s;
+      plan.deadline = options.deadline_s;
+      CostEstimate e = estimate(plan, Pricing::mixed, o.name + " + " + cheapest_on_demand->name);
+      // The closed form does not model the switch: the Monte Carlo is the estimate.
+      e.expected_wall_s = e.wall_s.mean;
+      e.expected_cost = e.cost.mean;
+      out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+}  // namespace cs::models

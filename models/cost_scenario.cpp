@@ -1,0 +1,168 @@
+#include "clustersim/models/cost_scenario.hpp"
+
+#include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/common/units.hpp"
+
+namespace cs::models {
+
+namespace {
+
+// Llama 3 (Dubey et al. 2024, arXiv 2407.21783, section 3.3.4): 419 unexpected interruptions in 54
+// days on 16,384 H100 GPUs (2,048 nodes) = 3.79 per 1,000 node-days.
+constexpr double kLlama3FailuresPer1000NodeDays = 419.0 / (2048.0 * 54.0) * 1000.0;
+
+Offering read_offering(const yaml::Node& node) {
+  yaml::Map m(node);
+  Offering o;
+  o.name = m.get<std::string>("name");
+  o.provider = m.get_or<std::string>("provider", "");
+  o.region = m.get_or<std::string>("region", "");
+  o.gpu = m.get<std::string>("gpu");
+  o.gpus_per_node = m.get_or<int>("gpus_per_node", 8, yaml::positive<int>());
+  const std::string pricing = m.choice("pricing", {"on-demand", "spot", "reserved", "owned"});
+  o.pricing = pricing == "on-demand" ? Pricing::on_demand : pricing == "spot" ? Pricing::spot : pricing == "reserved" ? Pricing::reserved : Pricing::owned;
+  o.as_of = m.get<std::string>("as_of");
+  o.source = m.get<std::string>("source");
+  o.billing_granularity_s = m.get_or<Seconds>("billing", Seconds(1), yaml::positive<Seconds>()).value();
+  const auto gpu_hour = m.find("price_per_gpu_hour");
+  const auto node_hour = m.find("price_per_node_hour");
+  if (o.pricing == Pricing::owned) {
+    if (gpu_hour || node_hour) (gpu_hour ? *gpu_hour : *node_hour).fail_message("an owned offering is priced by its owned map, not a list price");
+  } else if (gpu_hour && node_hour) {
+    node_hour->fail_message("give price_per_gpu_hour or price_per_node_hour, not both");
+  } else if (gpu_hour) {
+    o.price_per_gpu_hour = gpu_hour->as<double>(yaml::positive<double>());
+  } else if (node_hour) {
+    o.price_per_gpu_hour = node_hour->as<double>(yaml::positive<double>()) / o.gpus_per_node;
+  } else {
+    m.at("price_per_gpu_hour", "a price per GPU-hour (or price_per_node_hour)");
+  }
+  const auto only = [&](const char* key, Pricing p) {
+    auto n = m.find(key);
+    if (n && o.pricing != p) n->fail_message(fmt::format("'{}' applies to pricing: {}", key, to_string(p)));
+    return n && o.pricing == p ? n : std::nullopt;
+  };
+  if (auto s = only("spot", Pricing::spot)) {
+    yaml::Map sm(*s);
+    if (auto p = sm.find("preemption")) {
+      yaml::Map pm(*p);
+      const std::string kind = pm.choice("kind", {"poisson", "weibull", "none"});
+      if (kind == "poisson") {
+        o.preemption.kind = PreemptionProcess::Kind::poisson;
+        o.preemption.rate_per_node_hour = pm.get<double>("per_node_hour", yaml::non_negative<double>());
+      } else if (kind == "weibull") {
+        o.preemption.kind = PreemptionProcess::Kind::weibull;
+        o.preemption.shape = pm.get<double>("shape", yaml::positive<double>());
+        o.preemption.scale_hours = pm.get<Seconds>("scale", yaml::positive<Seconds>()).value() / 3600.0;
+      }
+      pm.finish();
+    }
+    o.preemption.zone = sm.get_or<bool>("zone", false);
+    o.notice_s = sm.get_or<Seconds>("notice", Seconds(0), yaml::non_negative<Seconds>()).value();
+    o.capacity_wait_s = sm.get_or<Seconds>("capacity_wait", Seconds(0), yaml::non_negative<Seconds>()).value();
+    o.max_lifetime_s = sm.get_or<Seconds>("max_lifetime", Seconds(0), yaml::non_negative<Seconds>()).value();
+    sm.finish();
+  }
+  if (auto r = only("reserved", Pricing::reserved)) {
+    yaml::Map rm(*r);
+    o.term_hours = rm.get<Seconds>("term", yaml::positive<Seconds>()).value() / 3600.0;
+    o.upfront_per_gpu = rm.get_or<double>("upfront_per_gpu", 0.0, yaml::non_negative<double>());
+    rm.finish();
+  }
+  if (auto w = only("owned", Pricing::owned)) {
+    yaml::Map om(*w);
+    o.capex_per_gpu = om.get<double>("capex_per_gpu", yaml::positive<double>());
+    o.lifetime_years = om.get<double>("lifetime_years", yaml::positive<double>());
+    o.wacc = om.get_or<double>("wacc", 0.0, yaml::in_range(0.0, 1.0, "a yearly rate from 0 to 1"));
+    o.power_w_per_gpu = om.get<Watts>("power_per_gpu", yaml::non_negative<Watts>()).value();
+    o.pue = om.get_or<double>("pue", 1.0, yaml::in_range(1.0, 5.0, "a PUE from 1 to 5"));
+    o.price_per_kwh = om.get<double>("price_per_kwh", yaml::non_negative<double>());
+    o.utilisation = om.get<double>("utilisation", yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }});
+    om.finish();
+  } else if (o.pricing == Pricing::owned) {
+    m.at("owned", "an owned map (capex_per_gpu, lifetime_years, power_per_gpu, price_per_kwh, utilisation)");
+  }
+  m.finish();
+  return o;
+}
+
+}  // namespace
+
+CostSheet read_cost_sheet(const yaml::Node& body) {
+  yaml::Map m(body);
+  CostSheet sheet;
+  sheet.name = m.get<std::string>("name");
+  sheet.description = m.get_or<std::string>("description", "");
+  const yaml::Node list = m.at("offerings", "a list of offerings");
+  if (!list.is_list() || list.items().empty()) list.fail("a non-empty list of offerings");
+  for (const yaml::Node& item : list.items()) {
+    Offering o = read_offering(item);
+    for (const auto& other : sheet.offerings) {
+      if (other.name == o.name) item.fail_message(fmt::format("a second offering named '{}'", o.name));
+    }
+    sheet.offerings.push_back(std::move(o));
+  }
+  m.finish();
+  return sheet;
+}
+
+CostSheet load_cost_sheet_reference(const yaml::Node& node, IncludeStack& includes) {
+  if (node.is_map()) return read_cost_sheet(node);
+  const auto file = resolve_part(node, "costs");
+  auto guard = includes.enter(file, node.where());
+  auto doc = yaml::Document::load_file(file);
+  return read_cost_sheet(part_body(doc->root(), "cost_sheet"));
+}
+
+CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes) {
+  yaml::Map m(node);
+  CostSection c;
+  c.sheet = load_cost_sheet_reference(m.at("sheet", "a cost sheet: a shipped name, a path, or a map"), includes);
+  if (auto list = m.find("offerings")) {
+    if (!list->is_list() || list->items().empty()) list->fail("a non-empty list of offering names");
+    for (const yaml::Node& item : list->items()) {
+      const std::string name = item.scalar("an offering name");
+      const auto it = std::find_if(c.sheet.offerings.begin(), c.sheet.offerings.end(), [&](const Offering& o) { return o.name == name; });
+      if (it == c.sheet.offerings.end()) {
+        std::string names;
+        for (const auto& o : c.sheet.offerings) names += (names.empty() ? "" : ", ") + o.name;
+        item.fail_message(fmt::format("no offering '{}' in cost sheet {} (it has {})", name, c.sheet.name, names));
+      }
+      if (it->gpu != gpu) item.fail_message(fmt::format("offering '{}' rents {}, but the scenario runs on {}", name, it->gpu, gpu));
+      c.offerings.push_back(*it);
+    }
+  } else {
+    for (const auto& o : c.sheet.offerings) {
+      if (o.gpu == gpu) c.offerings.push_back(o);
+    }
+    if (c.offerings.empty()) node.fail_message(fmt::format("cost sheet {} offers no {}", c.sheet.name, gpu));
+  }
+  c.reliability.failures_per_1000_node_days = kLlama3FailuresPer1000NodeDays;
+  c.reliability.detect_s = 5 * 60.0;
+  c.reliability.restart_s = 10 * 60.0;
+  if (auto r = m.find("reliability")) {
+    yaml::Map rm(*r);
+    rm.read("failures_per_1000_node_days", c.reliability.failures_per_1000_node_days, yaml::non_negative<double>());
+    c.reliability.detect_s = rm.get_or<Seconds>("detect", Seconds(c.reliability.detect_s), yaml::non_negative<Seconds>()).value();
+    c.reliability.restart_s = rm.get_or<Seconds>("restart", Seconds(c.reliability.restart_s), yaml::non_negative<Seconds>()).value();
+    rm.finish();
+  }
+  {
+    yaml::Map cm(m.at("checkpoint", "a checkpoint map with write_bandwidth (bytes/s the job writes at)"));
+    c.checkpoint_bandwidth = cm.get<BytesPerSec>("write_bandwidth", yaml::positive<BytesPerSec>()).value();
+    c.async = cm.get_or<bool>("async", false);
+    if (auto i = cm.find("interval")) {
+      if (!(i->is_scalar() && i->scalar() == "optimal")) c.interval_s = i->as<Seconds>(yaml::positive<Seconds>()).value();
+    }
+    cm.finish();
+  }
+  if (auto d = m.find("deadline")) c.options.deadline_s = d->as<Seconds>(yaml::positive<Seconds>()).value();
+  c.options.trials = m.get_or<int>("trials", 1000, yaml::in_range(1, 1'000'000, "from 1 to 1,000,000 trials"));
+  c.options.seed = static_cast<std::uint64_t>(m.get_or<std::int64_t>("seed", 1, yaml::non_negative<std::int64_t>()));
+  m.finish();
+  return c;
+}
+
+}  // namespace cs::models

@@ -1,0 +1,173 @@
+// The cost model: Young's and Daly's closed forms against Daly's worked values, the Monte Carlo
+// against the closed forms, spot without preemptions, seeds, and runs that cannot finish.
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "clustersim/models/cost.hpp"
+
+using namespace cs::models;
+
+namespace {
+
+constexpr double kMinute = 60, kHour = 3600;
+
+// A run whose checkpoint takes `delta` and whose restart (detect + restart + reading the checkpoint
+// back) takes `restart`, with failures every `mtbf` on average over the whole job.
+RunSpec daly_run(double solve, double delta, double restart, double mtbf) {
+  RunSpec r;
+  r.work_s = solve;
+  r.nodes = 100;
+  r.gpus = 800;
+  r.tokens = 1e12;
+  r.checkpoint.bytes = delta * 1e9;
+  r.checkpoint.write_bandwidth = 1e9;
+  r.reliability.restart_s = restart - delta;  // + the checkpoint read (delta) = restart
+  r.reliability.failures_per_1000_node_days = 1000.0 * 86400.0 / (mtbf * r.nodes);
+  return r;
+}
+
+Offering on_demand(double price) {
+  Offering o;
+  o.name = "od";
+  o.pricing = Pricing::on_demand;
+  o.price_per_gpu_hour = price;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("cost: Young's and Daly's intervals and Daly's expected wall time reproduce Daly's worked values") {
+  // Daly 2006: T_s = 500 h, R = 10 min, delta = 5 min.
+  const double delta = 5 * kMinute, restart = 10 * kMinute, solve = 500 * kHour;
+  CHECK(young_interval(delta, 24 * kHour) / kMinute == Approx(120).epsilon(0.001));
+  const double tau = daly_interval(delta, 24 * kHour);
+  CHECK(tau / kMinute == Approx(117).epsilon(0.01));
+  CHECK(daly_wall_time(solve, tau, delta, restart, 24 * kHour) / solve == Approx(1.096).epsilon(0.002));
+  CHECK(daly_interval(delta, 6 * kHour) / kMinute == Approx(57).epsilon(0.02));
+  CHECK(daly_wall_time(solve, daly_interval(delta, 6 * kHour), delta, restart, 6 * kHour) / solve == Approx(1.220).epsilon(0.003));
+  CHECK(daly_interval(delta, 15 * kMinute) / kMinute == Approx(9.1).epsilon(0.02));
+  CHECK(daly_wall_time(solve, daly_interval(delta, 15 * kMinute), delta, restart, 15 * kMinute) / solve == Approx(5.01).epsilon(0.01));
+  // delta >= 2M: the interval is M.
+  CHECK(daly_interval(3 * kHour, 1 * kHour) == 1 * kHour);
+}
+
+TEST_CASE("cost: the Monte Carlo agrees with Daly's closed form within sampling error") {
+  const RunSpec run = daly_run(500 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour);
+  CostOptions opt;
+  opt.trials = 400;
+  const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
+  REQUIRE(rows.size() == 1);
+  const CostEstimate& e = rows[0];
+  CHECK(e.interval_s / kMinute == Approx(117).epsilon(0.01));
+  CHECK(e.expected_wall_s / run.work_s == Approx(1.096).epsilon(0.002));
+  CHECK(e.finished == 400);
+  // About 22 failures a run: the mean wall time's standard error is about 0.4% of it.
+  CHECK(e.wall_s.mean == Approx(e.expected_wall_s).epsilon(0.015));
+  CHECK(e.cost.mean == Approx(e.expected_cost).epsilon(0.015));
+  CHECK(e.mean_interruptions == Approx(e.expected_wall_s / (24 * kHour)).epsilon(0.1));
+  CHECK(e.wall_s.p50 <= e.wall_s.p90);
+  CHECK(e.wall_s.p90 <= e.wall_s.p99);
+  CHECK(e.cost_per_million_tokens == Approx(e.cost.mean / 1e6));
+}
+
+TEST_CASE("cost: spot without preemptions costs its price ratio; the same seed gives the same numbers") {
+  RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour);
+  Offering spot = on_demand(1.0);
+  spot.name = "spot";
+  spot.pricing = Pricing::spot;
+  spot.notice_s = 120;
+  CostOptions opt;
+  opt.trials = 200;
+  const auto a = estimate_costs(run, {on_demand(4.0), spot}, opt);
+  REQUIRE(a.size() == 2);
+  CHECK(a[1].cost.mean / a[0].cost.mean == Approx(0.25).epsilon(1e-9));
+  CHECK(a[1].wall_s.mean == Approx(a[0].wall_s.mean).epsilon(1e-12));
+  CHECK(a[1].expected_cost / a[0].expected_cost == Approx(0.25).epsilon(1e-9));
+  const auto b = estimate_costs(run, {on_demand(4.0), spot}, opt);
+  CHECK(b[0].walls == a[0].walls);
+  CHECK(b[1].costs == a[1].costs);
+  opt.seed = 2;
+  const auto c = estimate_costs(run, {on_demand(4.0), spot}, opt);
+  CHECK(c[0].walls != a[0].walls);
+}
+
+TEST_CASE("cost: noticed spot preemptions cost a checkpoint, a wait and a restart each, as the closed form says") {
+  RunSpec run = daly_run(200 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.reliability.failures_per_1000_node_days = 0;
+  Offering spot = on_demand(1.0);
+  spot.name = "spot";
+  spot.pricing = Pricing::spot;
+  spot.notice_s = 120;          // covers the 1-minute checkpoint: nothing is lost
+  spot.capacity_wait_s = 1800;  // half an hour to get capacity back
+  spot.preemption.kind = PreemptionProcess::Kind::poisson;
+  spot.preemption.rate_per_node_hour = 0.002;  // 100 nodes: one preemption every 5 h
+  CostOptions opt;
+  opt.trials = 300;
+  const auto rows = estimate_costs(run, {on_demand(3.0), spot}, opt);
+  const CostEstimate& e = rows[1];
+  CHECK(e.can_finish);
+  CHECK(e.wall_s.mean == Approx(e.expected_wall_s).epsilon(0.02));
+  CHECK(e.cost.mean == Approx(e.expected_cost).epsilon(0.02));
+  CHECK(e.mean_interruptions == Approx(40 * 1.07).epsilon(0.1));
+  // Spot at a third of the price stays cheaper until preemptions come much more often.
+  REQUIRE(e.break_even_preemptions_per_node_hour);
+  CHECK(*e.break_even_preemptions_per_node_hour > 0.002);
+  // A notice too short for the checkpoint: each preemption loses the work since the last one.
+  spot.notice_s = 30;
+  const auto short_notice = estimate_costs(run, {on_demand(3.0), spot}, opt);
+  CHECK(short_notice[1].wall_s.mean > e.wall_s.mean);
+  CHECK(short_notice[1].mtbi_s == Approx(5 * kHour).epsilon(1e-9));
+}
+
+TEST_CASE("cost: a run whose interruptions come faster than a checkpoint and a restart is reported, not infinite") {
+  RunSpec run = daly_run(100 * kHour, 30 * kMinute, 60 * kMinute, 20 * kMinute);
+  CostOptions opt;
+  opt.trials = 20;
+  opt.cap_factor = 20;
+  const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
+  const CostEstimate& e = rows[0];
+  CHECK_FALSE(e.can_finish);
+  CHECK_THAT(e.verdict, Catch::Contains("cannot finish"));
+  CHECK(e.finished == 0);
+  CHECK(std::isinf(e.expected_wall_s));
+}
+
+TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisation; mixed meets the deadline") {
+  Offering owned;
+  owned.name = "owned";
+  owned.pricing = Pricing::owned;
+  owned.capex_per_gpu = 40000;
+  owned.lifetime_years = 4;
+  owned.power_w_per_gpu = 1000;
+  owned.pue = 1.25;
+  owned.price_per_kwh = 0.1;
+  owned.utilisation = 0.5;
+  // (40,000 / 4 + 1 kW x 1.25 x 8,760 h x $0.1) / (8,760 h x 0.5)
+  CHECK(owned.effective_price_per_gpu_hour() == Approx((10000.0 + 1095.0) / 4380.0));
+  RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 48 * kHour);
+  CostOptions opt;
+  opt.trials = 100;
+  const auto rows = estimate_costs(run, {on_demand(4.0), owned}, opt);
+  REQUIRE(rows[1].break_even_utilisation);
+  CHECK(*rows[1].break_even_utilisation == Approx((10000.0 + 1095.0) / 8760.0 / 4.0));
+
+  Offering spot = on_demand(1.0);
+  spot.name = "spot";
+  spot.pricing = Pricing::spot;
+  spot.notice_s = 30;
+  spot.capacity_wait_s = 6 * kHour;
+  spot.preemption.kind = PreemptionProcess::Kind::poisson;
+  spot.preemption.rate_per_node_hour = 0.001;
+  opt.deadline_s = 130 * kHour;
+  const auto mixed = estimate_costs(run, {on_demand(4.0), spot}, opt);
+  REQUIRE(mixed.size() == 3);
+  const CostEstimate& m = mixed[2];
+  CHECK(m.pricing == Pricing::mixed);
+  CHECK(m.finished == 100);
+  CHECK(m.wall_s.p50 <= 130 * kHour);         // the fallback keeps the deadline in expectation
+  CHECK(m.wall_s.p90 <= 130 * kHour * 1.03);  // (failures after the switch can still push it out)
+  CHECK(mixed[1].wall_s.p90 > 130 * kHour);  // spot alone does not
+  CHECK(m.on_demand_fraction > 0);
+  CHECK(m.cost.mean < mixed[0].cost.mean);
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# run_cost.sh CLI DATA_DIR: `clustersim cost` prices a small training run (table, cost.json and every
+# trial in distributions.csv, the same bytes twice, --trials and --seed honoured) and a serving fleet.
+set -euo pipefail
+cli=$1
+data=$2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$cli" cost "$data/cost-small.yaml" --out "$out/a" >"$out/a.txt"
+"$cli" cost "$data/cost-small.yaml" --out "$out/b" >/dev/null
+cmp "$out/a/cost.json" "$out/b/cost.json"
+cmp "$out/a/distributions.csv" "$out/b/distributions.csv"
+for row in aws-p5-on-demand gcp-a3-high-spot owned-h100 'gcp-a3-high-spot + aws-p5-on-demand'; do
+  grep -q "^  $row " "$out/a.txt" || { echo "no row for $row"; cat "$out/a.txt"; exit 1; }
+done
+# 50 trials of each of the 4 rows, all finished, plus the header.
+[ "$(wc -l <"$out/a/distributions.csv")" -eq 201 ] || { echo "expected 200 trials in distributions.csv"; exit 1; }
+"$cli" cost "$data/cost-small.yaml" --trials 10 --seed 7 --json >"$out/c.json"
+grep -q '"trials": 10' "$out/c.json" || { echo "--trials not honoured"; exit 1; }
+grep -q '"seed": 7' "$out/c.json" || { echo "--seed not honoured"; exit 1; }
+"$cli" cost "$data/cost-serving.yaml" >"$out/s.txt"
+grep -q 'lambda-h100-on-demand' "$out/s.txt" || { echo "no serving row"; cat "$out/s.txt"; exit 1; }
+echo ok
