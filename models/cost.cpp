@@ -50,6 +50,19 @@ class RunTrial final : public sim::EventHandler {
       : run_(run), plan_(plan), tau_(tau), delta_(delta), restart_(restart), cap_(cap), rng_(seed), next_checkpoint_(tau) {}
 
   Trial run() {
+    if (trace()) {
+      offset_ = uniform01(rng_) * period();
+      if (!available_at(0)) {
+        // The market has no capacity when the run starts: wait for it (not billed).
+        mode_ = Mode::waiting;
+        first_wait_ = true;
+        at(time_until(0, true) + 1e-3, Event::capacity_back, generation_);
+        sim_.run(sim::Time::seconds(cap_));
+        if (!result_.finished) release();
+        result_.wall = result_.finished ? finish_time_ : cap_;
+        return result_;
+      }
+    }
     acquire(false);
     sim_.run(sim::Time::seconds(cap_));
     if (!result_.finished) release();
@@ -75,7 +88,10 @@ class RunTrial final : public sim::EventHandler {
       case Event::failure: failure(); break;
       case Event::notice: notice(); break;
       case Event::released: capacity_lost(); break;
-      case Event::capacity_back: acquire(true); break;
+      case Event::capacity_back:
+        acquire(!first_wait_);
+        first_wait_ = false;
+        break;
     }
   }
 
@@ -107,6 +123,8 @@ class RunTrial final : public sim::EventHandler {
       } else if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
         // The first of n instance lifetimes: Weibull(k, eta n^(-1/k)).
         until = p.scale_hours * kHour * std::pow(n, -1.0 / p.shape) * std::pow(-std::log(uniform01(rng_)), 1.0 / p.shape);
+      } else if (trace()) {
+        until = time_until(now(), false);
       }
       if (plan_.max_lifetime > 0) until = std::min(until, plan_.max_lifetime);
       // The notice arrives that long before the capacity goes.
@@ -222,7 +240,8 @@ class RunTrial final : public sim::EventHandler {
   void capacity_lost() {
     release();
     result_.lost += restart_;
-    double wait = exponential(plan_.capacity_wait, rng_);
+    // (1 ms past a trace's change, so that the clock's rounding cannot land just before it.)
+    double wait = trace() ? time_until(now(), true) + 1e-3 : exponential(plan_.capacity_wait, rng_);
     if (plan_.deadline > 0 && !switched_ && now() + wait + on_demand_time() > plan_.deadline) {
       // Mixed: waiting for spot would leave too little time to finish on on-demand: switch now.
       switched_ = true;
@@ -233,6 +252,30 @@ class RunTrial final : public sim::EventHandler {
 
   // Expected time to finish the unsaved rest on on-demand capacity: a restart, then Daly's wall time
   // for the remaining work under failures alone.
+  bool trace() const { return plan_.preemption.kind == PreemptionProcess::Kind::trace && plan_.preemption.availability.size() >= 2; }
+  double period() const { return plan_.preemption.availability.back().first; }
+  // The trace's state at run time t.
+  bool available_at(double t) const {
+    const double x = std::fmod(offset_ + t, period());
+    const auto& a = plan_.preemption.availability;
+    auto it = std::upper_bound(a.begin(), a.end(), x, [](double v, const auto& e) { return v < e.first; });
+    return std::prev(it)->second;
+  }
+  // Seconds from run time t until the trace's capacity is `state`: 0 if it is; infinity if never. Entry
+  // i holds from its time on; the last entry only marks the end, where the trace repeats.
+  double time_until(double t, bool state) const {
+    if (available_at(t) == state) return 0;
+    const auto& a = plan_.preemption.availability;
+    const double x = std::fmod(offset_ + t, period());
+    for (int lap = 0; lap < 2; ++lap) {
+      for (std::size_t i = 0; i + 1 < a.size(); ++i) {
+        const double when = a[i].first + lap * period();
+        if (when > x && a[i].second == state) return when - x;
+      }
+    }
+    return kInfinity;
+  }
+
   double on_demand_time() const {
     const double rest = std::max(0.0, run_.work_s - saved_);
     const double mtbf = plan_.failure_rate > 0 ? 1.0 / plan_.failure_rate : kInfinity;
@@ -247,7 +290,8 @@ class RunTrial final : public sim::EventHandler {
   Mode mode_ = Mode::running;
   double next_checkpoint_;
   double progress_ = 0, saved_ = 0, pending_ = 0, run_start_ = 0, hold_start_ = 0, finish_time_ = 0;
-  bool holding_ = false, switched_ = false;
+  bool holding_ = false, switched_ = false, first_wait_ = false;
+  double offset_ = 0;
   std::uint64_t generation_ = 0, interrupt_generation_ = 0;
   Trial result_;
 };
@@ -255,6 +299,28 @@ class RunTrial final : public sim::EventHandler {
 double crf(double rate, double years) { return rate > 0 ? rate / (1.0 - std::pow(1.0 + rate, -years)) : 1.0 / years; }
 
 }  // namespace
+
+double PreemptionProcess::trace_losses_per_available_hour() const {
+  double up = 0;
+  int losses = 0;
+  for (std::size_t i = 0; i + 1 < availability.size(); ++i) {
+    if (availability[i].second) up += availability[i + 1].first - availability[i].first;
+    if (i > 0 && availability[i - 1].second && !availability[i].second) ++losses;
+  }
+  return up > 0 ? losses / (up / kHour) : 0.0;
+}
+
+double PreemptionProcess::trace_mean_unavailable_s() const {
+  double down = 0;
+  int spells = 0;
+  for (std::size_t i = 0; i + 1 < availability.size(); ++i) {
+    if (!availability[i].second) {
+      down += availability[i + 1].first - availability[i].first;
+      if (i == 0 || availability[i - 1].second) ++spells;
+    }
+  }
+  return spells > 0 ? down / spells : 0.0;
+}
 
 std::string_view to_string(Pricing p) {
   switch (p) {
@@ -321,6 +387,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
         preempt_rate = 1.0 / (p.scale_hours * kHour * std::pow(n, -1.0 / p.shape) * std::tgamma(1.0 + 1.0 / p.shape));
       }
+      if (p.kind == PreemptionProcess::Kind::trace) preempt_rate = p.trace_losses_per_available_hour() / kHour;
       if (plan.max_lifetime > 0) preempt_rate = std::max(preempt_rate, 1.0 / plan.max_lifetime);
     }
     const bool noticed = plan.notice >= delta;
@@ -332,15 +399,16 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
                                                  : run.work_s;
     // Closed form: Daly for the work-losing interruptions, then each noticed preemption's emergency
     // checkpoint and restart while held (H = D / (1 - rate (delta + R))) and its wait for capacity.
-    const double lossy_restart = restart + (plan.spot && !noticed && lossy_rate > 0 ? preempt_rate / lossy_rate * plan.capacity_wait : 0.0);
+    const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
+    const double lossy_restart = restart + (plan.spot && !noticed && lossy_rate > 0 ? preempt_rate / lossy_rate * wait : 0.0);
     const double d = daly_wall_time(run.work_s, e.interval_s, ck, lossy_restart, e.mtbi_s);
     const double fixed = noticed ? preempt_rate * (delta + restart) : 0.0;
     e.can_finish = std::isfinite(d) && fixed < 1.0 && e.mtbi_s > ck + restart && d < options.cap_factor * run.work_s;
     double held = 0;
     if (e.can_finish) {
       held = d / (1.0 - fixed);
-      e.expected_wall_s = held * (1.0 + (noticed ? preempt_rate * plan.capacity_wait : 0.0));
-      if (plan.spot && !noticed) held -= (held * preempt_rate) * plan.capacity_wait;  // the waits are not billed
+      e.expected_wall_s = held * (1.0 + (noticed ? preempt_rate * wait : 0.0));
+      if (plan.spot && !noticed) held -= (held * preempt_rate) * wait;  // the waits are not billed
       e.expected_cost = held / kHour * run.gpus * plan.price;
     } else {
       e.verdict = fmt::format("cannot finish: interruptions every {:.3g} h on average, a checkpoint and restart take {:.3g} h",

@@ -1,5 +1,9 @@
 #include "clustersim/models/cost_scenario.hpp"
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
@@ -12,6 +16,47 @@ namespace {
 // Llama 3 (Dubey et al. 2024, arXiv 2407.21783, section 3.3.4): 419 unexpected interruptions in 54
 // days on 16,384 H100 GPUs (2,048 nodes) = 3.79 per 1,000 node-days.
 constexpr double kLlama3FailuresPer1000NodeDays = 419.0 / (2048.0 * 54.0) * 1000.0;
+
+// An availability trace: header `hours,available`, then rows of a time (hours from the trace's start,
+// increasing, the first 0) and 1 or 0 (capacity available from then on); the last row marks the end.
+std::vector<std::pair<double, bool>> read_availability_trace(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(fmt::format("{}: cannot open the availability trace", file.string()));
+  const auto where = [&](int line) { return SourceLocation{std::make_shared<const std::string>(file.string()), line, 1}; };
+  std::vector<std::pair<double, bool>> out;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (number == 1) {
+      if (line != "hours,available") throw InputError(where(1), "header", "'hours,available'", "'" + line + "'");
+      continue;
+    }
+    if (line.empty()) continue;
+    const auto comma = line.find(',');
+    double hours = -1;
+    int state = -1;
+    try {
+      std::size_t used = 0;
+      const std::string h = line.substr(0, comma), a = comma == std::string::npos ? "" : line.substr(comma + 1);
+      hours = std::stod(h, &used);
+      if (used != h.size()) throw std::invalid_argument("hours");
+      state = std::stoi(a, &used);
+      if (used != a.size()) throw std::invalid_argument("available");
+    } catch (const std::exception&) {
+      throw InputError(where(number), "row", "hours >= 0 and 0 or 1", "'" + line + "'");
+    }
+    if (!(hours >= 0) || !std::isfinite(hours) || (state != 0 && state != 1)) throw InputError(where(number), "row", "hours >= 0 and 0 or 1", "'" + line + "'");
+    if (out.empty() && hours != 0) throw InputError(where(number), "hours", "0 on the first row", fmt::format("{:g}", hours));
+    if (!out.empty() && hours <= out.back().first / 3600.0) {
+      throw InputError(where(number), "hours", fmt::format("a time after the previous row's ({:g})", out.back().first / 3600.0), fmt::format("{:g}", hours));
+    }
+    out.emplace_back(hours * 3600.0, state == 1);
+  }
+  if (out.size() < 2) throw InputError(where(number), "the trace needs at least two rows (a start and an end)");
+  return out;
+}
 
 Offering read_offering(const yaml::Node& node) {
   yaml::Map m(node);
@@ -48,7 +93,7 @@ Offering read_offering(const yaml::Node& node) {
     yaml::Map sm(*s);
     if (auto p = sm.find("preemption")) {
       yaml::Map pm(*p);
-      const std::string kind = pm.choice("kind", {"poisson", "weibull", "none"});
+      const std::string kind = pm.choice("kind", {"poisson", "weibull", "trace", "none"});
       if (kind == "poisson") {
         o.preemption.kind = PreemptionProcess::Kind::poisson;
         o.preemption.rate_per_node_hour = pm.get<double>("per_node_hour", yaml::non_negative<double>());
@@ -56,6 +101,12 @@ Offering read_offering(const yaml::Node& node) {
         o.preemption.kind = PreemptionProcess::Kind::weibull;
         o.preemption.shape = pm.get<double>("shape", yaml::positive<double>());
         o.preemption.scale_hours = pm.get<Seconds>("scale", yaml::positive<Seconds>()).value() / 3600.0;
+      } else if (kind == "trace") {
+        o.preemption.kind = PreemptionProcess::Kind::trace;
+        const yaml::Node f = pm.at("file", "an availability trace CSV (hours,available)");
+        std::filesystem::path path = f.scalar("a path");
+        if (path.is_relative()) path = f.directory() / path;
+        o.preemption.availability = read_availability_trace(path);
       }
       pm.finish();
     }

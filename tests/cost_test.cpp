@@ -171,3 +171,53 @@ TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisat
   CHECK(m.on_demand_fraction > 0);
   CHECK(m.cost.mean < mixed[0].cost.mean);
 }
+
+TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process; a replayed availability trace drives losses and waits") {
+  RunSpec run = daly_run(100 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.reliability.failures_per_1000_node_days = 0;
+  Offering poisson = on_demand(1.0);
+  poisson.name = "poisson";
+  poisson.pricing = Pricing::spot;
+  poisson.notice_s = 120;
+  poisson.capacity_wait_s = 1800;
+  poisson.preemption.kind = PreemptionProcess::Kind::poisson;
+  poisson.preemption.rate_per_node_hour = 0.002;
+  Offering weibull = poisson;
+  weibull.name = "weibull";
+  weibull.preemption.kind = PreemptionProcess::Kind::weibull;
+  weibull.preemption.shape = 1;
+  weibull.preemption.scale_hours = 1 / 0.002;
+  CostOptions opt;
+  opt.trials = 300;
+  const auto rows = estimate_costs(run, {on_demand(3.0), poisson, weibull}, opt);
+  CHECK(rows[2].expected_wall_s == Approx(rows[1].expected_wall_s).epsilon(1e-9));
+  CHECK(rows[2].wall_s.mean == Approx(rows[1].wall_s.mean).epsilon(0.03));
+  CHECK(rows[2].mean_interruptions == Approx(rows[1].mean_interruptions).epsilon(0.1));
+
+  // A market available for 90 h, then not for 10 h, over and over; each trial starts somewhere in it.
+  Offering traced = poisson;
+  traced.name = "trace";
+  traced.preemption = {};
+  traced.preemption.kind = PreemptionProcess::Kind::trace;
+  traced.preemption.availability = {{0, true}, {90 * kHour, false}, {100 * kHour, true}};
+  CHECK(traced.preemption.trace_losses_per_available_hour() == Approx(1.0 / 90));
+  CHECK(traced.preemption.trace_mean_unavailable_s() == Approx(10 * kHour));
+  RunSpec shorter = run;
+  shorter.work_s = 20 * kHour;
+  opt.trials = 1000;
+  const auto t = estimate_costs(shorter, {on_demand(3.0), traced}, opt);
+  const CostEstimate& e = t[1];
+  CHECK(e.finished == 1000);
+  for (double w : e.walls) CHECK(w >= shorter.work_s);
+  // The longest a trial can take: 20 h of work around one 10-h outage, plus the restart.
+  CHECK(e.wall_s.p99 <= 30 * kHour + 2 * e.restart_s + 60);
+  // Starting in the outage (10%) waits 5 h on average; starting within 20 h before it (20%) waits
+  // 10 h less what was worked: about 2.5 h of waiting on average, as the closed form estimates.
+  CHECK(e.wall_s.mean == Approx(e.expected_wall_s).epsilon(0.1));
+  CHECK(e.mean_interruptions == Approx(0.3).margin(0.06));
+  // Always available: no interruption, the price ratio.
+  traced.preemption.availability = {{0, true}, {50 * kHour, true}};
+  const auto always = estimate_costs(shorter, {on_demand(3.0), traced}, opt);
+  CHECK(always[1].mean_interruptions == 0);
+  CHECK(always[1].cost.mean / always[0].cost.mean == Approx(1.0 / 3).epsilon(1e-9));
+}

@@ -22,14 +22,22 @@ namespace cs::models {
 enum class Pricing { on_demand, spot, reserved, owned, mixed };
 std::string_view to_string(Pricing p);
 
-// Spot preemptions: Poisson (a rate per node-hour) or a Weibull instance lifetime, independent per
-// node or one event for the whole zone (a zone is one failure group).
+// Spot preemptions: Poisson (a rate per node-hour), a Weibull instance lifetime, independent per
+// node or one event for the whole zone (a zone is one failure group), or a replayed availability
+// trace of the market (the whole job loses and regains capacity when the trace says).
 struct PreemptionProcess {
-  enum class Kind { none, poisson, weibull } kind = Kind::none;
+  enum class Kind { none, poisson, weibull, trace } kind = Kind::none;
   double rate_per_node_hour = 0;  // poisson
   double shape = 1;               // weibull k (< 1: early preemptions likelier)
   double scale_hours = 0;         // weibull eta of one instance
   bool zone = false;
+  // trace: (seconds from the trace's start, capacity available from then on), sorted, starting at 0;
+  // the last entry's time is the trace's end, after which it repeats. Each trial starts at a random
+  // offset into it.
+  std::vector<std::pair<double, bool>> availability;
+  // The trace's losses per available hour and mean unavailable spell (s), for the closed forms.
+  [[nodiscard]] double trace_losses_per_available_hour() const;
+  [[nodiscard]] double trace_mean_unavailable_s() const;
 };
 
 struct Offering {
