@@ -1,5 +1,6 @@
 #include "cost_command.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -59,6 +60,11 @@ void training_cost(const Options& o) {
   for (int g = 0; g < r.gpus; ++g) nodes.insert(sc.topology->device(sc.topology->gpus()[static_cast<std::size_t>(g)]).node);
   run.nodes = static_cast<int>(nodes.size());
   run.tokens = sc.job.token_budget;
+  run.dp_replicas = sc.job.plan.dp;
+  if (cost.options.elastic && (sc.job.plan.dp < 2 || run.nodes % sc.job.plan.dp != 0)) {
+    throw InputError(fmt::format("{}: elastic shrink drops whole data-parallel replicas: it needs dp > 1 and the {} nodes to divide among the {} replicas",
+                                 o.scenario, run.nodes, sc.job.plan.dp));
+  }
   run.reliability = cost.reliability;
   run.checkpoint.bytes = models::count_parameters(sc.job.model).total() * kCheckpointBytesPerParameter;
   run.checkpoint.write_bandwidth = *cost.checkpoint_bandwidth;
@@ -152,6 +158,9 @@ void training_cost(const Options& o) {
   std::cout << t.render("  ");
   for (const auto& e : rows) {
     if (!e.verdict.empty()) std::cout << fmt::format("note: {}: {}\n", e.offering, e.verdict);
+  }
+  if (cost.options.elastic && std::none_of(rows.begin(), rows.end(), [](const auto& e) { return e.offering.ends_with(" (elastic)"); })) {
+    std::cout << "note: elastic: no spot offering preempts nodes one at a time (Poisson, not zone-wide) to shrink on\n";
   }
   std::cout << "break-even: against the cheapest on-demand offering; spot: the preemption rate (per node-hour, or per zone-hour when\n"
                "  the zone fails together) at which it costs as much; owned: the utilisation at which a GPU-hour costs as much\n";

@@ -35,6 +35,7 @@ struct Plan {
   double fallback_price = 0;     // mixed: on-demand price after the switch
   double granularity = 1, fallback_granularity = 1;
   double deadline = 0;           // mixed: switch to on-demand to finish by this
+  bool elastic = false;          // a preempted node takes its data-parallel replica out; the rest go on
 };
 
 struct Trial {
@@ -73,6 +74,10 @@ class RunTrial final : public sim::EventHandler {
   void handle(std::uint64_t payload) override {
     const auto kind = static_cast<Event>(payload & 0xff);
     const std::uint64_t generation = payload >> 8;
+    if (kind == Event::replica_back) {
+      if (generation == epoch_) replica_back();  // else the whole job has since lost its capacity
+      return;
+    }
     if (kind == Event::failure || kind == Event::notice) {
       if (generation != interrupt_generation_) return;  // capacity since released
     } else if (generation != generation_) {
@@ -92,11 +97,12 @@ class RunTrial final : public sim::EventHandler {
         acquire(!first_wait_);
         first_wait_ = false;
         break;
+      case Event::replica_back: break;
     }
   }
 
  private:
-  enum class Event : std::uint8_t { reached, checkpoint_done, durable, restart_done, failure, notice, released, capacity_back };
+  enum class Event : std::uint8_t { reached, checkpoint_done, durable, restart_done, failure, notice, released, capacity_back, replica_back };
   enum class Mode { running, checkpointing, restarting, waiting, done };
 
   double now() const { return sim_.now().to_seconds(); }
@@ -106,18 +112,43 @@ class RunTrial final : public sim::EventHandler {
   void after(double dt, Event e) { at(now() + dt, e, generation_); }
 
   // Progress so far, when running.
-  double progress() const { return mode_ == Mode::running ? progress_ + (now() - run_start_) : progress_; }
+  double progress() const { return mode_ == Mode::running ? progress_ + (now() - run_start_) * rate() : progress_; }
+  // Elastic: the job runs at the share of its data-parallel replicas that are up.
+  double rate() const { return plan_.elastic ? static_cast<double>(active_) / run_.dp_replicas : 1.0; }
+  int nodes_up() const { return plan_.elastic ? active_ * (run_.nodes / run_.dp_replicas) : run_.nodes; }
+
+  // Elastic billing: GPU-hours accrue for the nodes up, per second.
+  void bill_to_now() {
+    const double gpus = static_cast<double>(run_.gpus) * nodes_up() / run_.nodes;
+    result_.cost += (now() - last_bill_) / kHour * gpus * plan_.price;
+    result_.gpu_hours += (now() - last_bill_) / kHour * gpus;
+    last_bill_ = now();
+  }
 
   void acquire(bool restart) {
     holding_ = true;
     hold_start_ = now();
+    last_bill_ = now();
+    if (plan_.elastic) active_ = run_.dp_replicas;
+    schedule_interrupts();
+    if (restart) {
+      ++generation_;
+      mode_ = Mode::restarting;
+      after(restart_, Event::restart_done);
+    } else {
+      start_running();
+    }
+  }
+
+  // The next failure and (spot) the next preemption notice from now, memoryless.
+  void schedule_interrupts() {
     ++interrupt_generation_;
     // Failures while the nodes are held; spot preemptions while spot nodes are held.
     at(now() + exponential(plan_.failure_rate > 0 ? 1.0 / plan_.failure_rate : kInfinity, rng_), Event::failure, interrupt_generation_);
     if (on_spot()) {
       double until = kInfinity;
       const PreemptionProcess& p = plan_.preemption;
-      const double n = p.zone ? 1.0 : run_.nodes;
+      const double n = p.zone ? 1.0 : nodes_up();
       if (p.kind == PreemptionProcess::Kind::poisson && p.rate_per_node_hour > 0) {
         until = exponential(kHour / (p.rate_per_node_hour * n), rng_);
       } else if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
@@ -130,17 +161,17 @@ class RunTrial final : public sim::EventHandler {
       // The notice arrives that long before the capacity goes.
       if (std::isfinite(until)) at(now() + std::max(0.0, until - plan_.notice), Event::notice, interrupt_generation_);
     }
-    if (restart) {
-      ++generation_;
-      mode_ = Mode::restarting;
-      after(restart_, Event::restart_done);
-    } else {
-      start_running();
-    }
   }
 
   void release() {
     if (!holding_) return;
+    if (plan_.elastic) {
+      bill_to_now();
+      holding_ = false;
+      ++interrupt_generation_;
+      ++epoch_;
+      return;
+    }
     const double held = now() - hold_start_;
     const bool od = !on_spot();
     const double g = od && plan_.deadline > 0 ? plan_.fallback_granularity : plan_.granularity;
@@ -160,7 +191,7 @@ class RunTrial final : public sim::EventHandler {
     mode_ = Mode::running;
     run_start_ = now();
     const double target = std::min(next_checkpoint_, run_.work_s);
-    after(target - progress_, Event::reached);
+    after((target - progress_) / rate(), Event::reached);
   }
 
   void reached() {
@@ -233,8 +264,34 @@ class RunTrial final : public sim::EventHandler {
     } else {
       lose_work();
     }
+    if (plan_.elastic && active_ > 1) {
+      // One node goes: its data-parallel replica leaves, the others restart without it and go on.
+      bill_to_now();
+      --active_;
+      at(now() + plan_.notice + exponential(plan_.capacity_wait, rng_), Event::replica_back, epoch_);
+      mode_ = Mode::restarting;
+      result_.lost += restart_;
+      after(restart_, Event::restart_done);
+      schedule_interrupts();
+      return;
+    }
     mode_ = Mode::waiting;
     at(now() + plan_.notice, Event::released, generation_);
+  }
+
+  // Elastic: a node is back; the job checkpoints and restarts with its replica again.
+  void replica_back() {
+    if (mode_ == Mode::done || mode_ == Mode::waiting || !holding_) return;
+    progress_ = progress();
+    bill_to_now();
+    ++active_;
+    saved_ = progress_;
+    next_checkpoint_ = saved_ + tau_;
+    result_.lost += delta_ + restart_;
+    ++generation_;
+    mode_ = Mode::restarting;
+    after(delta_ + restart_, Event::restart_done);
+    schedule_interrupts();
   }
 
   void capacity_lost() {
@@ -291,7 +348,9 @@ class RunTrial final : public sim::EventHandler {
   double next_checkpoint_;
   double progress_ = 0, saved_ = 0, pending_ = 0, run_start_ = 0, hold_start_ = 0, finish_time_ = 0;
   bool holding_ = false, switched_ = false, first_wait_ = false;
-  double offset_ = 0;
+  double offset_ = 0, last_bill_ = 0;
+  int active_ = 1;
+  std::uint64_t epoch_ = 0;
   std::uint64_t generation_ = 0, interrupt_generation_ = 0;
   Trial result_;
 };
@@ -507,6 +566,28 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       }
     }
     out.push_back(std::move(e));
+  }
+  // Elastic: each spot offering whose nodes are preempted one at a time, with the job shrinking to
+  // the data-parallel replicas still up instead of stopping (the nodes divide evenly among them).
+  if (options.elastic && run.dp_replicas > 1 && run.nodes % run.dp_replicas == 0) {
+    for (const Offering& o : offerings) {
+      if (o.pricing != Pricing::spot || o.preemption.zone || o.preemption.kind != PreemptionProcess::Kind::poisson) continue;
+      Plan plan;
+      plan.failure_rate = failure_rate;
+      plan.spot = true;
+      plan.preemption = o.preemption;
+      plan.notice = o.notice_s;
+      plan.capacity_wait = o.capacity_wait_s;
+      plan.max_lifetime = 0;
+      plan.price = o.price_per_gpu_hour;
+      plan.granularity = 0;
+      plan.elastic = true;
+      CostEstimate e = estimate(plan, Pricing::spot, o.name + " (elastic)");
+      // The closed form does not model the shrinking: the Monte Carlo is the estimate.
+      e.expected_wall_s = e.wall_s.mean;
+      e.expected_cost = e.cost.mean;
+      out.push_back(std::move(e));
+    }
   }
   // Mixed: each spot offering with the cheapest on-demand one as the fallback that meets the deadline.
   if (options.deadline_s > 0 && cheapest_on_demand) {

@@ -221,3 +221,38 @@ TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process; a replaye
   CHECK(always[1].mean_interruptions == 0);
   CHECK(always[1].cost.mean / always[0].cost.mean == Approx(1.0 / 3).epsilon(1e-9));
 }
+
+TEST_CASE("cost: elastic shrink keeps the other data-parallel replicas working while a node's capacity is away") {
+  RunSpec run = daly_run(100 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.reliability.failures_per_1000_node_days = 0;
+  run.nodes = 8;
+  run.gpus = 64;
+  run.dp_replicas = 8;
+  Offering spot = on_demand(1.0);
+  spot.name = "spot";
+  spot.pricing = Pricing::spot;
+  spot.notice_s = 120;
+  spot.capacity_wait_s = 6 * kHour;
+  spot.preemption.kind = PreemptionProcess::Kind::poisson;
+  spot.preemption.rate_per_node_hour = 0.01;  // 8 nodes: one preemption every 12.5 h
+  CostOptions opt;
+  opt.trials = 200;
+  opt.elastic = true;
+  const auto rows = estimate_costs(run, {on_demand(3.0), spot}, opt);
+  REQUIRE(rows.size() == 3);
+  const CostEstimate& whole = rows[1];
+  const CostEstimate& elastic = rows[2];
+  CHECK(elastic.offering == "spot (elastic)");
+  CHECK(elastic.finished == 200);
+  // Stopping the whole job for every 6-hour wait costs about half the time again; shrinking costs
+  // only the lost replica's share while it is away.
+  CHECK(elastic.wall_s.mean < 0.9 * whole.wall_s.mean);
+  CHECK(elastic.wall_s.mean > run.work_s);
+  // Billing follows the nodes up: never more than every GPU for the whole wall time.
+  CHECK(elastic.cost.mean < elastic.wall_s.mean / kHour * run.gpus * 1.0);
+  // Without preemptions the elastic row is plain spot.
+  spot.preemption.rate_per_node_hour = 0;
+  const auto calm = estimate_costs(run, {on_demand(3.0), spot}, opt);
+  CHECK(calm[2].wall_s.mean == Approx(calm[1].wall_s.mean).epsilon(1e-9));
+  CHECK(calm[2].cost.mean == Approx(calm[1].cost.mean).epsilon(1e-6));
+}

@@ -88,6 +88,7 @@ struct RunSpec {
   int nodes = 1;
   int gpus = 1;
   double tokens = 0;           // for cost per million tokens
+  int dp_replicas = 1;         // data-parallel replicas (elastic shrink drops one per preempted node)
   Reliability reliability;
   Checkpointing checkpoint;
 };
@@ -103,6 +104,7 @@ struct CostOptions {
   std::uint64_t seed = 1;
   double deadline_s = 0;       // mixed: finish by this wall time (0: no mixed row)
   double cap_factor = 100;     // a trial that needs more than this x work_s does not finish
+  bool elastic = false;        // add an elastic row for each per-node spot offering (dp_replicas > 1)
 };
 
 struct Distribution {

@@ -28,6 +28,7 @@
 //       reliability: {failures_per_1000_node_days: 3.79, detect: 5min, restart: 10min}
 //       checkpoint: {write_bandwidth: 50GB/s, async: false, interval: 2h}   # interval default: Daly's
 //       deadline: 40d                    # adds spot + on-demand fallback rows
+//       elastic: true                    # adds rows that shrink to the data-parallel replicas up
 //       trials: 1000
 //       seed: 1
 #pragma once
