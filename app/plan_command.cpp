@@ -1,6 +1,12 @@
 #include "plan_command.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <map>
+#include <set>
+
+#include <unistd.h>
 #include <iostream>
 #include <memory>
 
@@ -9,6 +15,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/models/serving_sizing.hpp"
+#include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
 
@@ -20,6 +27,9 @@ struct Options {
   std::string scenario;
   bool json = false;
   std::string out;
+  int threads = 0;
+  std::string results;
+  int top = 10;
 };
 
 std::string layout(const models::SizingCandidate& c) {
@@ -112,9 +122,161 @@ std::string to_csv(const models::SizingResult& r) {
   return csv;
 }
 
+std::string plan_text(const models::TrainingJob& j) {
+  const auto& p = j.plan;
+  std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
+  if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
+  if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
+  if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
+  s += fmt::format(" DP{} mb{} Z{} {}{}", p.dp, j.micro_batch, p.zero_stage, to_string(j.recompute), p.sequence_parallel ? " SP" : "");
+  return s;
+}
+
+void training_plan(const Options& o) {
+  const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
+  models::SearchOptions opt;
+  opt.threads = o.threads;
+  if (!o.results.empty()) opt.results = o.results;
+  std::string price_note = "GPU-hours";
+  if (sc.cost) {
+    const models::Offering* best = nullptr;
+    for (const auto& off : sc.cost->offerings) {
+      if (off.pricing == models::Pricing::on_demand && (!best || off.price_per_gpu_hour < best->price_per_gpu_hour)) best = &off;
+    }
+    if (best) {
+      opt.price_per_gpu_hour = best->price_per_gpu_hour;
+      price_note = fmt::format("USD at {} (${:.3f}/GPU-h)", best->name, best->price_per_gpu_hour);
+    }
+  }
+  const bool terminal = !o.json && ::isatty(2);
+  const auto start = std::chrono::steady_clock::now();
+  if (terminal) {
+    opt.progress = [&](std::size_t done, std::size_t total) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double eta = done > 0 ? el / done * (total - done) : 0;
+      const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
+      std::cerr << fmt::format("\r[{}{}] {}/{} simulated, ETA {:.0f} s ", std::string(filled, '#'), std::string(width - filled, ' '), done, total, eta) << std::flush;
+    };
+  }
+  const models::SearchResult r = models::search_plans(sc.job, *sc.topology, sc.search, opt);
+  if (terminal) std::cerr << "\r" << std::string(70, ' ') << "\r";
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const bool budget = sc.job.token_budget > 0;
+  const auto days = [&](const models::PlanOutcome& x) { return budget ? x.time_to_train_s / 86400.0 : 0.0; };
+
+  std::vector<std::size_t> sim;
+  for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
+    if (r.outcomes[i].status == models::PlanOutcome::Status::simulated) sim.push_back(i);
+  }
+  std::vector<std::size_t> by_time = sim, by_cost = sim;
+  std::stable_sort(by_time.begin(), by_time.end(), [&](auto a, auto b) { return r.outcomes[a].step_s * r.outcomes[b].job.global_batch < r.outcomes[b].step_s * r.outcomes[a].job.global_batch; });
+  std::stable_sort(by_cost.begin(), by_cost.end(), [&](auto a, auto b) { return r.outcomes[a].cost < r.outcomes[b].cost; });
+  const std::vector<std::size_t> front = models::pareto_front(r);
+  const std::string own = [&] {
+    models::TrainingJob j = sc.job;
+    return fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", j.plan.gpus(), j.plan.tp, j.plan.pp, j.plan.vpp,
+                       j.plan.cp, j.plan.ep, j.plan.dp, j.micro_batch, j.plan.zero_stage, to_string(j.recompute), j.plan.sequence_parallel && j.plan.tp > 1 ? 1 : 0);
+  }();
+
+  nlohmann::json j;
+  j["scenario"] = sc.name;
+  j["enumerated"] = r.enumerated;
+  j["rejected_constraint"] = r.constraint;
+  j["rejected_memory"] = r.memory;
+  j["simulated"] = r.simulated;
+  j["resumed"] = r.resumed;
+  j["cost_unit"] = price_note;
+  nlohmann::json plans = nlohmann::json::array();
+  std::string csv = "key,status,step_s,mfu,tokens_per_s,time_to_train_days,gpu_hours,cost,memory_gib,reason\n";
+  for (const auto& x : r.outcomes) {
+    const char* status = x.status == models::PlanOutcome::Status::simulated ? "simulated" : x.status == models::PlanOutcome::Status::constraint ? "constraint" : "memory";
+    nlohmann::json k = {{"key", x.key}, {"plan", plan_text(x.job)}, {"status", status}};
+    if (x.status == models::PlanOutcome::Status::simulated) {
+      k["step_s"] = x.step_s;
+      k["mfu"] = x.mfu;
+      k["tokens_per_s"] = x.tokens_per_s;
+      if (budget) k["time_to_train_days"] = days(x);
+      k["gpu_hours"] = x.gpu_hours;
+      k["cost"] = x.cost;
+      const auto& b = x.breakdown;
+      k["breakdown_s"] = {{"compute", b.compute}, {"tp_comm", b.tp_comm}, {"cp_comm", b.cp_comm}, {"ep_comm", b.ep_comm}, {"dp_comm", b.dp_comm},
+                          {"pp_comm", b.pp_comm}, {"pipeline_bubble", b.bubble}, {"optimizer", b.optimizer}};
+    } else {
+      k["reason"] = x.reason;
+    }
+    if (x.memory_bytes > 0) k["memory_gib"] = x.memory_bytes / double(1ull << 30);
+    plans.push_back(k);
+    std::string reason = x.reason;
+    std::replace(reason.begin(), reason.end(), ',', ';');
+    std::replace(reason.begin(), reason.end(), '\n', ' ');
+    csv += fmt::format("{},{},{:.6f},{:.4f},{:.1f},{:.4f},{:.1f},{:.2f},{:.2f},{}\n", x.key, status, x.step_s, x.mfu, x.tokens_per_s, days(x), x.gpu_hours, x.cost,
+                       x.memory_bytes / double(1ull << 30), reason);
+  }
+  j["plans"] = plans;
+  nlohmann::json fr = nlohmann::json::array();
+  for (auto i : front) fr.push_back(r.outcomes[i].key);
+  j["pareto_front"] = fr;
+  if (!by_time.empty()) j["fastest"] = r.outcomes[by_time.front()].key;
+  if (!by_cost.empty()) j["cheapest"] = r.outcomes[by_cost.front()].key;
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    reports::write_file_atomically(std::filesystem::path(o.out) / "plans.json", j.dump(2) + "\n");
+    reports::write_file_atomically(std::filesystem::path(o.out) / "plans.csv", csv);
+  }
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{}: {} plans enumerated: {} break a constraint, {} do not fit in memory, {} simulated ({} resumed) in {:.2f} s\n", sc.name,
+                           r.enumerated, r.constraint, r.memory, r.simulated, r.resumed, wall);
+  using A = reports::TextTable::Align;
+  const auto table = [&](const char* title, const std::vector<std::size_t>& order, std::size_t k) {
+    std::cout << title << "\n";
+    reports::TextTable t({"#", "plan", "GPUs", "step s", "MFU", "tokens/s", budget ? "days" : "-", "cost", "compute", "TP", "DP", "PP+bubble", "GiB/GPU"},
+                         {A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right});
+    for (std::size_t n = 0; n < std::min(k, order.size()); ++n) {
+      const auto& x = r.outcomes[order[n]];
+      const auto& b = x.breakdown;
+      t.add_row({std::to_string(n + 1), plan_text(x.job) + (x.key == own ? " (scenario's)" : ""), std::to_string(x.job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
+                 fmt::format("{:.1f}%", 100 * x.mfu), fmt::format("{:.0f}", x.tokens_per_s), budget ? fmt::format("{:.1f}", days(x)) : "-",
+                 fmt::format("{:.4g}", x.cost), fmt::format("{:.2f}", b.compute), fmt::format("{:.2f}", b.tp_comm + b.cp_comm + b.ep_comm),
+                 fmt::format("{:.2f}", b.dp_comm), fmt::format("{:.2f}", b.pp_comm + b.bubble), fmt::format("{:.1f}", x.memory_bytes / double(1ull << 30))});
+    }
+    std::cout << t.render("  ");
+  };
+  table(fmt::format("fastest (top {} by throughput):", o.top).c_str(), by_time, static_cast<std::size_t>(o.top));
+  std::set<int> counts;
+  for (auto i : sim) counts.insert(r.outcomes[i].job.plan.gpus());
+  if (counts.size() > 1) {
+    table(fmt::format("cheapest (top {} by cost, {}):", o.top, price_note).c_str(), by_cost, static_cast<std::size_t>(o.top));
+    table("Pareto front (time to train against cost):", front, front.size());
+  }
+  // The scenario's own plan, and why the others lose.
+  for (std::size_t n = 0; n < by_time.size(); ++n) {
+    if (r.outcomes[by_time[n]].key == own) {
+      std::cout << fmt::format("the scenario's plan ranks {} of {} simulated{}\n", n + 1, by_time.size(),
+                               n == 0 ? "" : fmt::format("; the fastest is {:.1f}% faster", 100 * (1 - r.outcomes[by_time[0]].step_s / r.outcomes[by_time[n]].step_s)));
+    }
+  }
+  std::map<std::string, std::pair<int, std::string>> reasons;  // reason class -> count, example
+  for (const auto& x : r.outcomes) {
+    if (x.status == models::PlanOutcome::Status::simulated) continue;
+    std::string cls = x.status == models::PlanOutcome::Status::memory ? "out of memory" : x.reason.substr(0, x.reason.find_first_of("0123456789"));
+    auto& e = reasons[cls];
+    if (e.first++ == 0) e.second = fmt::format("{}: {}", plan_text(x.job), x.reason);
+  }
+  if (!reasons.empty()) {
+    std::cout << "rejected (count, reason, an example; every plan's reason is in --out plans.csv):\n";
+    for (const auto& [cls, e] : reasons) std::cout << fmt::format("  {:>6}  {}\n", e.first, e.second);
+  }
+  std::cout << fmt::format("cost unit: {}\n", price_note);
+  if (!o.out.empty()) std::cout << fmt::format("wrote {0}/plans.json and {0}/plans.csv\n", o.out);
+}
+
 void plan(const Options& o) {
   if (models::scenario_kind(o.scenario) != "inference") {
-    throw InputError(fmt::format("{}: plan search for training scenarios is not built yet; `clustersim plan` sizes inference scenarios", o.scenario));
+    training_plan(o);
+    return;
   }
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.sizing) throw InputError(fmt::format("{}: no 'sizing' section (gpus with prices, tp, attainment) to plan from", o.scenario));
@@ -137,10 +299,13 @@ void plan(const Options& o) {
 
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("plan", "Size the cheapest fleet (GPU type, TP, replicas, aggregated or disaggregated) that meets an inference scenario's SLOs");
-  cmd->add_option("scenario", o->scenario, "Inference scenario YAML file with a sizing section")->required()->check(CLI::ExistingFile);
+  CLI::App* cmd = app.add_subcommand("plan", "Search a training scenario's plan space (fastest and cheapest plans, Pareto front, rejections), or size the cheapest inference fleet that meets its SLOs");
+  cmd->add_option("scenario", o->scenario, "Training scenario (optional search section) or inference scenario with a sizing section")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the result as JSON");
-  cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv");
+  cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)");
+  cmd->add_option("--threads", o->threads, "Training: threads simulating plans (default: every core)")->check(CLI::Range(0, 4096));
+  cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds");
+  cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000));
   cmd->callback([o] { plan(*o); });
 }
 

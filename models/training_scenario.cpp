@@ -86,6 +86,43 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
     sc.job.grad_bytes = d == "fp32" ? 4.0 : 2.0;
   }
   sc.job.token_budget = m.get_or<double>("train_tokens", 0.0, yaml::non_negative<double>());
+  sc.search = default_space(sc.job, *sc.topology);
+  if (auto z = m.find("search")) {
+    yaml::Map sm(*z);
+    const auto ints = [&](const char* key, std::vector<int>& into, int low) {
+      auto n = sm.find(key);
+      if (!n) return;
+      if (!n->is_list() || n->items().empty()) n->fail(fmt::format("a non-empty list of integers >= {}", low));
+      into.clear();
+      for (const yaml::Node& v : n->items()) into.push_back(v.as<int>(yaml::at_least(low, fmt::format("an integer >= {}", low))));
+    };
+    ints("gpus", sc.search.gpus, 1);
+    ints("tp", sc.search.tp, 1);
+    ints("pp", sc.search.pp, 1);
+    ints("vpp", sc.search.vpp, 1);
+    ints("cp", sc.search.cp, 1);
+    ints("ep", sc.search.ep, 1);
+    ints("micro", sc.search.micro, 1);
+    ints("zero_stage", sc.search.zero, 0);
+    if (auto n = sm.find("recompute")) {
+      if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of none, selective, full");
+      sc.search.recompute.clear();
+      for (const yaml::Node& v : n->items()) {
+        const std::string r = yaml::parse_choice(v, {"none", "selective", "full"});
+        sc.search.recompute.push_back(r == "none" ? Recompute::none : r == "full" ? Recompute::full : Recompute::selective);
+      }
+    }
+    if (auto n = sm.find("sequence_parallel")) {
+      if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of true, false");
+      sc.search.sequence_parallel.clear();
+      for (const yaml::Node& v : n->items()) sc.search.sequence_parallel.push_back(v.as<bool>());
+    }
+    sc.search.uneven_layers = sm.get_or<bool>("uneven_layers", false);
+    for (int z0 : sc.search.zero) {
+      if (z0 > 3) sm.at("zero_stage", "").fail_message(fmt::format("zero stages are 0 to 3, found {}", z0));
+    }
+    sm.finish();
+  }
   if (auto c = m.find("cost")) {
     if (!sc.topology->gpu) topo_node.fail("a topology whose nodes name a GPU hardware profile");
     if (sc.job.token_budget <= 0) c->fail_message("a cost section needs train_tokens: the tokens whose training it prices");

@@ -31,3 +31,11 @@ echo "== serving: one hour of 20 req/s chat on 16 replicas of Llama 3 70B TP4 on
 for i in 1 2 3; do
   time "$root/build/release/bin/clustersim" run "$root/scenarios/inference/llama3-70b-tp4-h100.yaml" | grep -E "simulated|requests "
 done
+echo
+echo "== plan search: default spaces of Llama 3 70B on 256 H100 and GPT-3 175B on 1,024 A100 =="
+for s in llama3-70b-256-h100 gpt3-175b-1024-a100; do
+  time "$root/build/release/bin/clustersim" plan "$root/scenarios/training/$s.yaml" 2>/dev/null | head -n 1
+done
+echo
+echo "== cost: Monte Carlo of the Llama 3 70B 1T-token run on every offering =="
+time "$root/build/release/bin/clustersim" cost "$root/scenarios/training/llama3-70b-256-h100-cost.yaml" | grep "Monte Carlo"

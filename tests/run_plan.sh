@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_plan.sh CLI DATA_DIR SCENARIOS_DIR: `clustersim plan` on a small inference scenario writes its
-# table, sizing.json and sizing.csv, the same bytes twice; a training scenario is refused as unsupported.
+# table, sizing.json and sizing.csv, the same bytes twice; on training scenarios it searches plans
+# with the same results for 1 or 2 threads and after being killed and rerun.
 set -euo pipefail
 cli=$1
 data=$2
@@ -15,10 +16,20 @@ head -n 1 "$out/a/sizing.csv" | grep -q '^gpu,node,tp,replicas,prefill,decode,gp
 [ "$(wc -l <"$out/a/sizing.csv")" -eq 5 ] || { echo "expected 4 candidates"; exit 1; }
 cmp "$out/a/sizing.json" "$out/b/sizing.json"
 cmp "$out/a/sizing.csv" "$out/b/sizing.csv"
-set +e
-msg=$("$cli" plan "$scenarios/training/llama3-8b-1-node-h100.yaml" 2>&1 >/dev/null)
-status=$?
-set -e
-[ $status -eq 2 ] || { echo "training plan: expected exit 2, got $status"; exit 1; }
-case "$msg" in *"plan search for training scenarios is not built yet"*) ;; *) echo "unexpected message: $msg"; exit 1 ;; esac
+# Training: the same plans.csv whatever the thread count, and after a kill -9 and a rerun.
+"$cli" plan "$data/plan-small.yaml" --threads 1 --out "$out/t1" >"$out/t1.txt"
+"$cli" plan "$data/plan-small.yaml" --threads 2 --out "$out/t2" >/dev/null
+cmp "$out/t1/plans.csv" "$out/t2/plans.csv"
+grep -q '^fastest (top 10 by throughput):' "$out/t1.txt" || { echo "no ranked table"; cat "$out/t1.txt"; exit 1; }
+grep -q '^Pareto front' "$out/t1.txt" || { echo "no Pareto front"; exit 1; }
+grep -q '^rejected' "$out/t1.txt" || { echo "no rejection reasons"; exit 1; }
+"$cli" plan "$scenarios/training/gpt3-175b-1024-a100.yaml" --threads 1 --out "$out/full" >/dev/null
+"$cli" plan "$scenarios/training/gpt3-175b-1024-a100.yaml" --threads 1 --results "$out/r.jsonl" >/dev/null &
+pid=$!
+sleep 0.4
+kill -9 $pid 2>/dev/null || true
+wait $pid 2>/dev/null || true
+"$cli" plan "$scenarios/training/gpt3-175b-1024-a100.yaml" --threads 2 --results "$out/r.jsonl" --out "$out/resumed" >"$out/resumed.txt"
+cmp "$out/full/plans.csv" "$out/resumed/plans.csv"
+[ "$(wc -l <"$out/r.jsonl")" -eq "$(grep -c ',simulated,' "$out/full/plans.csv")" ] || { echo "results file does not hold each simulated plan once"; exit 1; }
 echo ok

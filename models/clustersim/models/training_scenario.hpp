@@ -17,6 +17,7 @@
 #include <string>
 
 #include "clustersim/models/cost_scenario.hpp"
+#include "clustersim/models/plan_search.hpp"
 #include "clustersim/models/training.hpp"
 #include "clustersim/topology/graph.hpp"
 
@@ -29,6 +30,7 @@ struct TrainingScenario {
   std::shared_ptr<const topology::Topology> topology;
   std::filesystem::path file;
   std::optional<CostSection> cost;  // the `cost:` section, for `clustersim cost`
+  SearchSpace search;               // the `search:` section over default_space, for `clustersim plan`
 };
 
 // Reads and checks a scenario; throws InputError with file, line and field for anything wrong,

@@ -1,0 +1,300 @@
+#include "clustersim/models/plan_search.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace cs::models {
+
+namespace {
+
+std::string recompute_name(Recompute r) { return std::string(to_string(r)); }
+
+std::string key_of(const TrainingJob& j) {
+  const ParallelismPlan& p = j.plan;
+  return fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", p.gpus(), p.tp, p.pp, p.vpp, p.cp, p.ep, p.dp,
+                     j.micro_batch, p.zero_stage, recompute_name(j.recompute), p.sequence_parallel ? 1 : 0);
+}
+
+nlohmann::json to_line(const PlanOutcome& o) {
+  nlohmann::json j = {{"key", o.key}, {"status", o.status == PlanOutcome::Status::simulated ? "simulated" : o.status == PlanOutcome::Status::constraint ? "constraint" : "memory"}};
+  if (!o.reason.empty()) j["reason"] = o.reason;
+  if (o.status == PlanOutcome::Status::simulated) {
+    const StepBreakdown& b = o.breakdown;
+    j["step_s"] = o.step_s;
+    j["mfu"] = o.mfu;
+    j["tokens_per_s"] = o.tokens_per_s;
+    j["time_to_train_s"] = o.time_to_train_s;
+    j["breakdown"] = {b.compute, b.tp_comm, b.cp_comm, b.ep_comm, b.dp_comm, b.pp_comm, b.bubble, b.optimizer};
+  }
+  if (o.memory_bytes > 0) j["memory_bytes"] = o.memory_bytes;
+  return j;
+}
+
+// Reads back what an earlier (perhaps killed) run wrote: one JSON object per line; a torn last line
+// is skipped (its plan is evaluated again).
+std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& file) {
+  std::map<std::string, nlohmann::json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("key") && j.contains("status")) {
+        const std::string key = j["key"].get<std::string>();
+        out[key] = std::move(j);
+      }
+    } catch (const nlohmann::json::exception&) {
+      // torn line
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo) {
+  SearchSpace s;
+  s.gpus = {job.plan.gpus()};
+  int per_node = 0;
+  const auto& gpus = topo.gpus();
+  for (auto v : gpus) per_node += topo.device(v).node == topo.device(gpus.front()).node ? 1 : 0;
+  for (int t = 1; t <= std::max(1, per_node); t *= 2) s.tp.push_back(t);
+  for (int p = 1; p <= std::min(64, job.model.layers); ++p) {
+    if (job.model.layers % p == 0) s.pp.push_back(p);
+  }
+  s.vpp = {1, 2, 4};
+  s.cp = {1};
+  s.ep = {1};
+  if (job.model.moe) {
+    for (int e = 2; e <= std::min(64, job.model.moe->experts); e *= 2) {
+      if (job.model.moe->experts % e == 0) s.ep.push_back(e);
+    }
+  }
+  s.micro = {1, 2, 4};
+  s.zero = {1};
+  s.recompute = {Recompute::none, Recompute::selective, Recompute::full};
+  s.sequence_parallel = {true};
+  // The job's own plan is always in the space, so that the search can say where it ranks.
+  const auto with = [](std::vector<int>& v, int x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) {
+      v.push_back(x);
+      std::sort(v.begin(), v.end());
+    }
+  };
+  with(s.tp, job.plan.tp);
+  with(s.pp, job.plan.pp);
+  with(s.vpp, job.plan.vpp);
+  with(s.cp, job.plan.cp);
+  with(s.ep, job.plan.ep);
+  with(s.micro, job.micro_batch);
+  with(s.zero, job.plan.zero_stage);
+  if (!job.plan.sequence_parallel && job.plan.tp > 1) s.sequence_parallel.push_back(false);
+  return s;
+}
+
+SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options) {
+  for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.vpp, &space.cp, &space.ep, &space.micro, &space.zero}) {
+    if (dim->empty()) throw std::invalid_argument("every dimension of the search space needs at least one value");
+  }
+  if (space.recompute.empty() || space.sequence_parallel.empty()) throw std::invalid_argument("every dimension of the search space needs at least one value");
+  if (!topo.gpu) throw std::invalid_argument(fmt::format("topology {} names no GPU hardware profile", topo.name));
+  const int cluster = static_cast<int>(topo.gpus().size());
+
+  // Enumerate in a fixed order; plans that differ only in a setting that does not apply (sequence
+  // parallelism at TP 1) are one plan.
+  SearchResult out;
+  std::map<std::string, std::size_t> seen;
+  for (int g : space.gpus) {
+    for (int tp : space.tp) {
+      for (int pp : space.pp) {
+        for (int vpp : space.vpp) {
+          for (int cp : space.cp) {
+            for (int ep : space.ep) {
+              for (int micro : space.micro) {
+                for (int zero : space.zero) {
+                  for (Recompute rc : space.recompute) {
+                    for (bool sp : space.sequence_parallel) {
+                      TrainingJob j = base;
+                      ParallelismPlan& p = j.plan;
+                      p.tp = tp;
+                      p.pp = pp;
+                      p.vpp = vpp;
+                      p.cp = cp;
+                      p.ep = ep;
+                      p.zero_stage = zero;
+                      p.sequence_parallel = sp && tp > 1;
+                      p.tp_overlap = p.tp_overlap && p.sequence_parallel;
+                      p.schedule = vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+                      j.micro_batch = micro;
+                      j.recompute = rc;
+                      PlanOutcome o;
+                      const int model_parallel = tp * pp * cp;
+                      p.dp = std::max(1, g / model_parallel);
+                      o.job = j;
+                      o.key = key_of(j);
+                      if (seen.count(o.key) != 0) continue;
+                      // Constraints first: they cost nothing.
+                      std::string why;
+                      if (g % model_parallel != 0) {
+                        why = fmt::format("tp x pp x cp = {} does not divide the {} GPUs", model_parallel, g);
+                      } else if (g > cluster) {
+                        why = fmt::format("{} GPUs but the topology has {}", g, cluster);
+                      } else if (!space.uneven_layers && j.model.layers % (pp * vpp) != 0) {
+                        why = fmt::format("pp x vpp = {} does not divide the {} layers", pp * vpp, j.model.layers);
+                      } else {
+                        try {
+                          check_job(j, cluster);
+                        } catch (const std::invalid_argument& e) {
+                          why = e.what();
+                        }
+                      }
+                      if (!why.empty()) {
+                        o.status = PlanOutcome::Status::constraint;
+                        o.reason = why;
+                      } else {
+                        const MemoryReport mem = estimate_memory(j, *topo.gpu);
+                        o.memory_bytes = mem.worst().total().value();
+                        if (!mem.fits()) {
+                          o.status = PlanOutcome::Status::memory;
+                          o.reason = mem.verdict();
+                        }
+                      }
+                      seen[o.key] = out.outcomes.size();
+                      out.outcomes.push_back(std::move(o));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  out.enumerated = out.outcomes.size();
+
+  // What an earlier run already simulated.
+  std::map<std::string, nlohmann::json> done;
+  if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results);
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
+    PlanOutcome& o = out.outcomes[i];
+    if (o.status != PlanOutcome::Status::simulated) continue;
+    const auto it = done.find(o.key);
+    if (it != done.end() && it->second.value("status", std::string()) == "simulated" && it->second.contains("step_s")) {
+      const nlohmann::json& j = it->second;
+      o.step_s = j["step_s"].get<double>();
+      o.mfu = j.value("mfu", 0.0);
+      o.tokens_per_s = j.value("tokens_per_s", 0.0);
+      o.time_to_train_s = j.value("time_to_train_s", 0.0);
+      if (j.contains("breakdown") && j["breakdown"].size() == 8) {
+        const auto& b = j["breakdown"];
+        o.breakdown = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]};
+      }
+      o.resumed = true;
+      ++out.resumed;
+    } else {
+      todo.push_back(i);
+    }
+  }
+  // Rewrite the file with what is known (drops torn lines and duplicates), then append as plans finish.
+  std::ofstream results;
+  std::mutex mutex;
+  if (!options.results.empty()) {
+    const auto tmp = options.results.string() + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      if (!f) throw std::invalid_argument(fmt::format("cannot write the results file {}", options.results.string()));
+      for (const auto& o : out.outcomes) {
+        if (o.resumed) f << to_line(o).dump() << "\n";
+      }
+    }
+    std::filesystem::rename(tmp, options.results);
+    results.open(options.results, std::ios::app);
+  }
+  const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  std::atomic<std::size_t> next{0}, finished{0};
+  std::exception_ptr error;
+  const auto worker = [&] {
+    for (;;) {
+      const std::size_t n = next.fetch_add(1);
+      if (n >= todo.size()) return;
+      PlanOutcome& o = out.outcomes[todo[n]];
+      try {
+        const TrainingResult r = simulate_training(o.job, topo);
+        o.step_s = r.step_time.value();
+        o.mfu = r.mfu;
+        o.tokens_per_s = r.tokens_per_s;
+        o.time_to_train_s = r.time_to_train.value();
+        o.breakdown = r.breakdown;
+      } catch (const std::invalid_argument& e) {
+        o.status = PlanOutcome::Status::constraint;
+        o.reason = e.what();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+        next = todo.size();
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      if (results.is_open()) {
+        results << to_line(o).dump() << "\n";
+        results.flush();
+      }
+      const std::size_t f = ++finished;
+      if (options.progress) options.progress(f, todo.size());
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads && static_cast<std::size_t>(t) < todo.size(); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+
+  for (PlanOutcome& o : out.outcomes) {
+    switch (o.status) {
+      case PlanOutcome::Status::constraint: ++out.constraint; break;
+      case PlanOutcome::Status::memory: ++out.memory; break;
+      case PlanOutcome::Status::simulated: {
+        ++out.simulated;
+        const double tokens = base.token_budget > 0 ? base.token_budget : 0;
+        if (tokens <= 0 && o.tokens_per_s > 0) o.time_to_train_s = 0;
+        const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0 * o.job.plan.gpus();
+        o.gpu_hours = hours;
+        o.cost = options.price_per_gpu_hour > 0 ? hours * options.price_per_gpu_hour : hours;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::size_t> pareto_front(const SearchResult& result) {
+  std::vector<std::size_t> sim;
+  for (std::size_t i = 0; i < result.outcomes.size(); ++i) {
+    if (result.outcomes[i].status == PlanOutcome::Status::simulated) sim.push_back(i);
+  }
+  const auto time = [&](std::size_t i) { const auto& o = result.outcomes[i]; return o.time_to_train_s > 0 ? o.time_to_train_s : o.step_s; };
+  std::sort(sim.begin(), sim.end(), [&](std::size_t a, std::size_t b) {
+    return time(a) < time(b) || (time(a) == time(b) && (result.outcomes[a].cost < result.outcomes[b].cost || (result.outcomes[a].cost == result.outcomes[b].cost && a < b)));
+  });
+  std::vector<std::size_t> front;
+  double best = 1e300;
+  for (std::size_t i : sim) {
+    if (result.outcomes[i].cost < best) {
+      front.push_back(i);
+      best = result.outcomes[i].cost;
+    }
+  }
+  return front;
+}
+
+}  // namespace cs::models
