@@ -7,6 +7,10 @@
 #include <set>
 
 #include <unistd.h>
+
+#ifdef CLUSTERSIM_MPI
+#include <mpi.h>
+#endif
 #include <iostream>
 #include <memory>
 
@@ -132,11 +136,77 @@ std::string plan_text(const models::TrainingJob& j) {
   return s;
 }
 
+// Under mpirun: this process's rank and the world size (1 when not launched by MPI).
+struct World {
+  int rank = 0, size = 1;
+  bool mpi = false;
+};
+
+World join_world() {
+  World w;
+  const char* env = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!env) env = std::getenv("PMI_SIZE");
+  if (!env || std::atoi(env) <= 1) return w;
+#ifdef CLUSTERSIM_MPI
+  MPI_Init(nullptr, nullptr);
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  w.mpi = true;
+  return w;
+#else
+  throw InputError("launched by mpirun, but this clustersim was built without MPI (install libopenmpi-dev and rebuild)");
+#endif
+}
+
+// Rank 0 gathers every other rank's simulated plans into its result.
+void gather(const World& w, models::SearchResult& r, double price, double tokens) {
+#ifdef CLUSTERSIM_MPI
+  const std::string mine = models::shard_lines(r);
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(w.size)), offsets(static_cast<std::size_t>(w.size));
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string all;
+  if (w.rank == 0) {
+    int total = 0;
+    for (int k = 0; k < w.size; ++k) {
+      offsets[static_cast<std::size_t>(k)] = total;
+      total += lengths[static_cast<std::size_t>(k)];
+    }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (w.rank == 0) {
+    for (int k = 1; k < w.size; ++k) {
+      models::merge_shard(r, all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(k)]), static_cast<std::size_t>(lengths[static_cast<std::size_t>(k)])),
+                          price, tokens);
+    }
+  }
+#else
+  (void)w, (void)r, (void)price, (void)tokens;
+#endif
+}
+
+void leave_world(const World& w) {
+#ifdef CLUSTERSIM_MPI
+  if (w.mpi) MPI_Finalize();
+#else
+  (void)w;
+#endif
+}
+
 void training_plan(const Options& o) {
+  const World world = join_world();
+  struct Leave {
+    const World& w;
+    ~Leave() { leave_world(w); }
+  } leave{world};
   const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
   models::SearchOptions opt;
   opt.threads = o.threads;
-  if (!o.results.empty()) opt.results = o.results;
+  opt.shard = world.rank;
+  opt.shards = world.size;
+  // Each rank keeps its own results file (resume with the same rank count).
+  if (!o.results.empty()) opt.results = world.size > 1 ? fmt::format("{}.rank{}-of-{}", o.results, world.rank, world.size) : o.results;
   std::string price_note = "GPU-hours";
   if (sc.cost) {
     const models::Offering* best = nullptr;
@@ -148,7 +218,7 @@ void training_plan(const Options& o) {
       price_note = fmt::format("USD at {} (${:.3f}/GPU-h)", best->name, best->price_per_gpu_hour);
     }
   }
-  const bool terminal = !o.json && ::isatty(2);
+  const bool terminal = !o.json && ::isatty(2) && world.rank == 0;
   const auto start = std::chrono::steady_clock::now();
   if (terminal) {
     opt.progress = [&](std::size_t done, std::size_t total) {
@@ -158,8 +228,12 @@ void training_plan(const Options& o) {
       std::cerr << fmt::format("\r[{}{}] {}/{} simulated, ETA {:.0f} s ", std::string(filled, '#'), std::string(width - filled, ' '), done, total, eta) << std::flush;
     };
   }
-  const models::SearchResult r = models::search_plans(sc.job, *sc.topology, sc.search, opt);
+  models::SearchResult r = models::search_plans(sc.job, *sc.topology, sc.search, opt);
   if (terminal) std::cerr << "\r" << std::string(70, ' ') << "\r";
+  if (world.size > 1) {
+    gather(world, r, opt.price_per_gpu_hour, sc.job.token_budget);
+    if (world.rank != 0) return;
+  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const bool budget = sc.job.token_budget > 0;
   const auto days = [&](const models::PlanOutcome& x) { return budget ? x.time_to_train_s / 86400.0 : 0.0; };
@@ -227,8 +301,9 @@ void training_plan(const Options& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{}: {} plans enumerated: {} break a constraint, {} do not fit in memory, {} simulated ({} resumed) in {:.2f} s\n", sc.name,
-                           r.enumerated, r.constraint, r.memory, r.simulated, r.resumed, wall);
+  std::cout << fmt::format("{}: {} plans enumerated: {} break a constraint, {} do not fit in memory, {} simulated ({} resumed) in {:.2f} s{}\n", sc.name,
+                           r.enumerated, r.constraint, r.memory, r.simulated, r.resumed, wall,
+                           world.size > 1 ? fmt::format(" on {} MPI ranks", world.size) : "");
   using A = reports::TextTable::Align;
   const auto table = [&](const char* title, const std::vector<std::size_t>& order, std::size_t k) {
     std::cout << title << "\n";

@@ -60,6 +60,17 @@ std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& 
 
 }  // namespace
 
+namespace {
+
+void price(PlanOutcome& o, double price_per_gpu_hour, double tokens) {
+  if (tokens <= 0) o.time_to_train_s = 0;
+  const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0 * o.job.plan.gpus();
+  o.gpu_hours = hours;
+  o.cost = price_per_gpu_hour > 0 ? hours * price_per_gpu_hour : hours;
+}
+
+}  // namespace
+
 SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo) {
   SearchSpace s;
   s.gpus = {job.plan.gpus()};
@@ -188,6 +199,10 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
     PlanOutcome& o = out.outcomes[i];
     if (o.status != PlanOutcome::Status::simulated) continue;
+    if (static_cast<int>(i % static_cast<std::size_t>(std::max(1, options.shards))) != options.shard) {
+      o.evaluated = false;
+      continue;
+    }
     const auto it = done.find(o.key);
     if (it != done.end() && it->second.value("status", std::string()) == "simulated" && it->second.contains("step_s")) {
       const nlohmann::json& j = it->second;
@@ -263,18 +278,61 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     switch (o.status) {
       case PlanOutcome::Status::constraint: ++out.constraint; break;
       case PlanOutcome::Status::memory: ++out.memory; break;
-      case PlanOutcome::Status::simulated: {
+      case PlanOutcome::Status::simulated:
         ++out.simulated;
-        const double tokens = base.token_budget > 0 ? base.token_budget : 0;
-        if (tokens <= 0 && o.tokens_per_s > 0) o.time_to_train_s = 0;
-        const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0 * o.job.plan.gpus();
-        o.gpu_hours = hours;
-        o.cost = options.price_per_gpu_hour > 0 ? hours * options.price_per_gpu_hour : hours;
+        price(o, options.price_per_gpu_hour, base.token_budget);
         break;
-      }
     }
   }
   return out;
+}
+
+std::string shard_lines(const SearchResult& result) {
+  std::string out;
+  for (std::size_t i = 0; i < result.outcomes.size(); ++i) {
+    const PlanOutcome& o = result.outcomes[i];
+    if (!o.evaluated) continue;
+    if (o.status == PlanOutcome::Status::simulated || !o.reason.empty()) {
+      nlohmann::json j = to_line(o);
+      j["index"] = i;
+      j["resumed"] = o.resumed;
+      out += j.dump() + "\n";
+    }
+  }
+  return out;
+}
+
+void merge_shard(SearchResult& into, const std::string& lines, double price_per_gpu_hour, double token_budget) {
+  std::size_t start = 0;
+  while (start < lines.size()) {
+    const std::size_t end = lines.find('\n', start);
+    const nlohmann::json j = nlohmann::json::parse(lines.substr(start, end - start));
+    start = end == std::string::npos ? lines.size() : end + 1;
+    const auto i = j["index"].get<std::size_t>();
+    if (i >= into.outcomes.size() || into.outcomes[i].key != j["key"].get<std::string>()) {
+      throw std::invalid_argument("a shard's results do not match this search space (were the ranks given the same scenario?)");
+    }
+    PlanOutcome& o = into.outcomes[i];
+    if (o.evaluated) continue;
+    o.evaluated = true;
+    o.resumed = j.value("resumed", false);
+    if (o.resumed) ++into.resumed;
+    if (j["status"] == "simulated") {
+      o.step_s = j["step_s"].get<double>();
+      o.mfu = j.value("mfu", 0.0);
+      o.tokens_per_s = j.value("tokens_per_s", 0.0);
+      o.time_to_train_s = j.value("time_to_train_s", 0.0);
+      const auto& b = j["breakdown"];
+      o.breakdown = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]};
+      price(o, price_per_gpu_hour, token_budget);
+    } else {
+      // Simulation found the plan impossible.
+      o.status = PlanOutcome::Status::constraint;
+      o.reason = j.value("reason", std::string());
+      --into.simulated;
+      ++into.constraint;
+    }
+  }
 }
 
 std::vector<std::size_t> pareto_front(const SearchResult& result) {

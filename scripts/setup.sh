@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 
 packages=(cmake ninja-build g++ git libyaml-cpp-dev libboost-graph-dev libfmt-dev libspdlog-dev
-          nlohmann-json3-dev libeigen3-dev catch2 libcli11-dev)
+          nlohmann-json3-dev libeigen3-dev catch2 libcli11-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

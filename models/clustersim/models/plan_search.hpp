@@ -40,6 +40,7 @@ struct PlanOutcome {
   StepBreakdown breakdown;
   double memory_bytes = 0;  // fullest GPU
   bool resumed = false;     // read back from the results file
+  bool evaluated = true;    // false: a plan another shard (MPI rank) simulates
 };
 
 struct SearchOptions {
@@ -47,6 +48,7 @@ struct SearchOptions {
   std::filesystem::path results;         // resumable results file (JSON lines); empty: none
   double price_per_gpu_hour = 0;         // for cost; 0: cost is GPU-hours
   std::function<void(std::size_t done, std::size_t total)> progress;  // called from one thread
+  int shard = 0, shards = 1;             // simulate only the plans whose index % shards == shard
 };
 
 struct SearchResult {
@@ -57,6 +59,11 @@ struct SearchResult {
 // Deterministic: the same space gives the same outcomes in the same order, whatever the thread count
 // and whatever part came from the results file. Throws std::invalid_argument for an empty space.
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options);
+
+// A shard's simulated outcomes as text (one JSON object per line, with the plan's index), and their
+// merge into another shard's result of the same space.
+std::string shard_lines(const SearchResult& result);
+void merge_shard(SearchResult& into, const std::string& lines, double price_per_gpu_hour, double token_budget);
 
 // The plans no other beats on both time to train and cost (ascending time), among the simulated.
 std::vector<std::size_t> pareto_front(const SearchResult& result);
