@@ -34,6 +34,7 @@ struct Options {
   int threads = 0;
   std::string results;
   int top = 10;
+  int bound = 0;
 };
 
 std::string layout(const models::SizingCandidate& c) {
@@ -205,6 +206,11 @@ void training_plan(const Options& o) {
   opt.threads = o.threads;
   opt.shard = world.rank;
   opt.shards = world.size;
+  if (o.bound > 0) {
+    if (world.size > 1) throw InputError("--bound prunes in one process; leave it out under mpirun");
+    opt.bound = true;
+    opt.keep = o.bound;
+  }
   // Each rank keeps its own results file (resume with the same rank count).
   if (!o.results.empty()) opt.results = world.size > 1 ? fmt::format("{}.rank{}-of-{}", o.results, world.rank, world.size) : o.results;
   std::string price_note = "GPU-hours";
@@ -259,11 +265,15 @@ void training_plan(const Options& o) {
   j["rejected_memory"] = r.memory;
   j["simulated"] = r.simulated;
   j["resumed"] = r.resumed;
+  j["pruned_by_bound"] = r.bound;
   j["cost_unit"] = price_note;
   nlohmann::json plans = nlohmann::json::array();
   std::string csv = "key,status,step_s,mfu,tokens_per_s,time_to_train_days,gpu_hours,cost,memory_gib,reason\n";
   for (const auto& x : r.outcomes) {
-    const char* status = x.status == models::PlanOutcome::Status::simulated ? "simulated" : x.status == models::PlanOutcome::Status::constraint ? "constraint" : "memory";
+    const char* status = x.status == models::PlanOutcome::Status::simulated    ? "simulated"
+                         : x.status == models::PlanOutcome::Status::constraint ? "constraint"
+                         : x.status == models::PlanOutcome::Status::memory     ? "memory"
+                                                                                : "bound";
     nlohmann::json k = {{"key", x.key}, {"plan", plan_text(x.job)}, {"status", status}};
     if (x.status == models::PlanOutcome::Status::simulated) {
       k["step_s"] = x.step_s;
@@ -301,8 +311,9 @@ void training_plan(const Options& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{}: {} plans enumerated: {} break a constraint, {} do not fit in memory, {} simulated ({} resumed) in {:.2f} s{}\n", sc.name,
-                           r.enumerated, r.constraint, r.memory, r.simulated, r.resumed, wall,
+  std::cout << fmt::format("{}: {} plans enumerated: {} break a constraint, {} do not fit in memory, {}{} simulated ({} resumed) in {:.2f} s{}\n", sc.name,
+                           r.enumerated, r.constraint, r.memory, o.bound > 0 ? fmt::format("{} cannot reach the top {} (lower bound), ", r.bound, o.bound) : "",
+                           r.simulated, r.resumed, wall,
                            world.size > 1 ? fmt::format(" on {} MPI ranks", world.size) : "");
   using A = reports::TextTable::Align;
   const auto table = [&](const char* title, const std::vector<std::size_t>& order, std::size_t k) {
@@ -336,7 +347,9 @@ void training_plan(const Options& o) {
   std::map<std::string, std::pair<int, std::string>> reasons;  // reason class -> count, example
   for (const auto& x : r.outcomes) {
     if (x.status == models::PlanOutcome::Status::simulated) continue;
-    std::string cls = x.status == models::PlanOutcome::Status::memory ? "out of memory" : x.reason.substr(0, x.reason.find_first_of("0123456789"));
+    std::string cls = x.status == models::PlanOutcome::Status::memory  ? "out of memory"
+                      : x.status == models::PlanOutcome::Status::bound ? "lower bound"
+                                                                       : x.reason.substr(0, x.reason.find_first_of("0123456789"));
     auto& e = reasons[cls];
     if (e.first++ == 0) e.second = fmt::format("{}: {}", plan_text(x.job), x.reason);
   }
@@ -380,6 +393,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)");
   cmd->add_option("--threads", o->threads, "Training: threads simulating plans (default: every core)")->check(CLI::Range(0, 4096));
   cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds");
+  cmd->add_option("--bound", o->bound, "Training: branch and bound, skipping plans whose lower bound cannot reach the top K by time or cost")->check(CLI::Range(1, 100000));
   cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000));
   cmd->callback([o] { plan(*o); });
 }

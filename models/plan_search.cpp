@@ -24,7 +24,11 @@ std::string key_of(const TrainingJob& j) {
 }
 
 nlohmann::json to_line(const PlanOutcome& o) {
-  nlohmann::json j = {{"key", o.key}, {"status", o.status == PlanOutcome::Status::simulated ? "simulated" : o.status == PlanOutcome::Status::constraint ? "constraint" : "memory"}};
+  nlohmann::json j = {{"key", o.key},
+                      {"status", o.status == PlanOutcome::Status::simulated    ? "simulated"
+                                 : o.status == PlanOutcome::Status::constraint ? "constraint"
+                                 : o.status == PlanOutcome::Status::memory     ? "memory"
+                                                                               : "bound"}};
   if (!o.reason.empty()) j["reason"] = o.reason;
   if (o.status == PlanOutcome::Status::simulated) {
     const StepBreakdown& b = o.breakdown;
@@ -176,6 +180,14 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
                         if (!mem.fits()) {
                           o.status = PlanOutcome::Status::memory;
                           o.reason = mem.verdict();
+                        } else {
+                          const hardware::HardwareProfile& hw = *topo.gpu;
+                          const double ceiling = hw.peak(j.precision).value() * hw.gemm.max_efficiency.at(j.precision);
+                          // 6 FLOPs per active parameter and token (the attention core left out: its kernels
+                          // run the causal half of what model FLOPs count, below the GEMM ceiling).
+                          const double flops = 6.0 * active_parameters(j.model) * j.global_batch * j.model.seq_len / p.gpus();
+                          const double m = j.micro_batches();
+                          o.lower_bound_s = flops / ceiling * (1.0 + (p.pp - 1) / (3.0 * p.vpp * std::max(1.0, m)));
                         }
                       }
                       seen[o.key] = out.outcomes.size();
@@ -216,6 +228,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       }
       o.resumed = true;
       ++out.resumed;
+      todo.push_back(i);
     } else {
       todo.push_back(i);
     }
@@ -236,13 +249,22 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     results.open(options.results, std::ios::app);
   }
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  if (options.bound && options.shards > 1) throw std::invalid_argument("the lower-bound pruning runs in one process: leave --bound out under mpirun");
+  const bool bound = options.bound && options.keep > 0;
+  if (bound) {
+    std::stable_sort(todo.begin(), todo.end(), [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; });
+  }
   std::atomic<std::size_t> next{0}, finished{0};
   std::exception_ptr error;
+  std::vector<std::size_t> round;
+  std::vector<char> processed(out.outcomes.size(), 0);
   const auto worker = [&] {
     for (;;) {
       const std::size_t n = next.fetch_add(1);
-      if (n >= todo.size()) return;
-      PlanOutcome& o = out.outcomes[todo[n]];
+      if (n >= round.size()) return;
+      PlanOutcome& o = out.outcomes[round[n]];
+      processed[round[n]] = 1;
+      if (o.resumed) continue;  // read back from the results file
       try {
         const TrainingResult r = simulate_training(o.job, topo);
         o.step_s = r.step_time.value();
@@ -256,7 +278,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
-        next = todo.size();
+        next = round.size();
         return;
       }
       std::lock_guard<std::mutex> lock(mutex);
@@ -268,16 +290,46 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       if (options.progress) options.progress(f, todo.size());
     }
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads && static_cast<std::size_t>(t) < todo.size(); ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  // The keep-th best step time and cost (GPU-seconds per step) among the plans simulated so far.
+  const auto kth = [&](bool cost) {
+    std::vector<double> v;
+    for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
+      const auto& o = out.outcomes[i];
+      if (processed[i] && o.status == PlanOutcome::Status::simulated && o.step_s > 0) v.push_back(cost ? o.step_s * o.job.plan.gpus() : o.step_s);
+    }
+    if (static_cast<int>(v.size()) < options.keep) return 1e300;
+    std::nth_element(v.begin(), v.begin() + (options.keep - 1), v.end());
+    return v[static_cast<std::size_t>(options.keep - 1)];
+  };
+  // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
+  constexpr std::size_t kRound = 64;
+  for (std::size_t first = 0; first < todo.size() && !error; first += kRound) {
+    round.clear();
+    const double best_time = bound ? kth(false) : 1e300, best_cost = bound ? kth(true) : 1e300;
+    for (std::size_t n = first; n < std::min(todo.size(), first + kRound); ++n) {
+      PlanOutcome& o = out.outcomes[todo[n]];
+      if (bound && o.lower_bound_s > best_time && o.lower_bound_s * o.job.plan.gpus() > best_cost) {
+        if (o.resumed) --out.resumed;  // a run from scratch would not have simulated it either
+        o.resumed = false;
+        o.status = PlanOutcome::Status::bound;
+        o.reason = fmt::format("its lower bound {:.4g} s exceeds the {}th best step {:.4g} s and cost", o.lower_bound_s, options.keep, best_time);
+      } else {
+        round.push_back(todo[n]);
+      }
+    }
+    next = 0;
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads && static_cast<std::size_t>(t) < round.size(); ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+  }
   if (error) std::rethrow_exception(error);
 
   for (PlanOutcome& o : out.outcomes) {
     switch (o.status) {
       case PlanOutcome::Status::constraint: ++out.constraint; break;
       case PlanOutcome::Status::memory: ++out.memory; break;
+      case PlanOutcome::Status::bound: ++out.bound; break;
       case PlanOutcome::Status::simulated:
         ++out.simulated;
         price(o, options.price_per_gpu_hour, base.token_budget);

@@ -114,3 +114,36 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
   const SearchResult d = search_plans(sc.job, *sc.topology, sc.search, resumable);
   CHECK(d.resumed == a.simulated);
 }
+
+TEST_CASE("plan search: branch and bound finds the same best plans as the exhaustive search, for any thread count") {
+  const TrainingScenario sc = small();
+  SearchOptions all;
+  all.threads = 2;
+  const SearchResult full = search_plans(sc.job, *sc.topology, sc.search, all);
+  SearchOptions bb = all;
+  bb.bound = true;
+  bb.keep = 5;
+  const SearchResult pruned = search_plans(sc.job, *sc.topology, sc.search, bb);
+  bb.threads = 1;
+  const SearchResult pruned1 = search_plans(sc.job, *sc.topology, sc.search, bb);
+  const auto top = [](const SearchResult& r, std::size_t k) {
+    std::vector<std::pair<double, std::string>> v;
+    for (const auto& o : r.outcomes) {
+      if (o.status == PlanOutcome::Status::simulated) v.emplace_back(o.step_s, o.key);
+    }
+    std::sort(v.begin(), v.end());
+    v.resize(std::min(k, v.size()));
+    return v;
+  };
+  CHECK(top(pruned, 5) == top(full, 5));
+  CHECK(pruned.simulated + pruned.bound == full.simulated);
+  for (const auto& o : full.outcomes) {
+    // The bound holds: no simulated step beats its plan's lower bound.
+    if (o.status == PlanOutcome::Status::simulated) CHECK(o.step_s >= o.lower_bound_s);
+  }
+  REQUIRE(pruned1.outcomes.size() == pruned.outcomes.size());
+  for (std::size_t i = 0; i < pruned.outcomes.size(); ++i) CHECK(pruned1.outcomes[i].status == pruned.outcomes[i].status);
+  SearchOptions sharded = bb;
+  sharded.shards = 2;
+  CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, sharded), Catch::Contains("one process"));
+}

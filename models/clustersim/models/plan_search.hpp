@@ -31,11 +31,12 @@ struct SearchSpace {
 SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo);
 
 struct PlanOutcome {
-  enum class Status { simulated, constraint, memory };
+  enum class Status { simulated, constraint, memory, bound };
   std::string key;          // a stable text of the plan, e.g. "gpus=256 tp=8 pp=4 vpp=5 ..."
   TrainingJob job;
   Status status = Status::simulated;
-  std::string reason;       // constraint or memory verdict
+  std::string reason;       // constraint or memory verdict, or the bound that pruned it
+  double lower_bound_s = 0; // no step of this plan can be shorter (see search_plans)
   double step_s = 0, mfu = 0, tokens_per_s = 0, time_to_train_s = 0, gpu_hours = 0, cost = 0;
   StepBreakdown breakdown;
   double memory_bytes = 0;  // fullest GPU
@@ -49,13 +50,21 @@ struct SearchOptions {
   double price_per_gpu_hour = 0;         // for cost; 0: cost is GPU-hours
   std::function<void(std::size_t done, std::size_t total)> progress;  // called from one thread
   int shard = 0, shards = 1;             // simulate only the plans whose index % shards == shard
+  // Branch and bound (off by default): simulate in order of the lower bound and skip plans whose bound
+  // already loses to the `keep`-th best step time and cost found; the same outcomes for any thread
+  // count and after a resume (not with shards > 1, where it is refused).
+  bool bound = false;
+  int keep = 10;
 };
 
 struct SearchResult {
   std::vector<PlanOutcome> outcomes;     // in enumeration order
-  std::size_t enumerated = 0, constraint = 0, memory = 0, simulated = 0, resumed = 0;
+  std::size_t enumerated = 0, constraint = 0, memory = 0, simulated = 0, resumed = 0, bound = 0;
 };
 
+// Lower bound of a plan's step: 6 x active parameters x tokens per GPU at the GEMM ceiling (peak x max_efficiency
+// of the training dtype, which no kernel of the model exceeds), times 1 + (p - 1) / (3 v m): the
+// last stage cannot start before the first micro-batch's forward chunk crossed the p - 1 others.
 // Deterministic: the same space gives the same outcomes in the same order, whatever the thread count
 // and whatever part came from the results file. Throws std::invalid_argument for an empty space.
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options);
