@@ -25,6 +25,7 @@ struct Options {
   bool json = false;
   std::string attention = "flash";
   std::vector<std::string> hardware;
+  std::string plans;  // search plans for the training cases whose id starts with this
 };
 
 std::string number(double v) { return fmt::format("{:.4g}", v); }
@@ -73,6 +74,39 @@ void run(const Options& o) {
       for (const auto& g : gpus) names += (names.empty() ? "" : ", ") + g;
       throw InputError(fmt::format("--hardware {}: no case runs on a GPU named {} (the cases use {})", hw.file.string(), hw.name, names));
     }
+  }
+  if (!o.plans.empty()) {
+    // The published plan against the best the search finds, case by case.
+    nlohmann::json list = nlohmann::json::array();
+    TextTable t({"id", "published plan", "step s", "best plan found", "step s", "faster", "plans", "why"},
+                {TextTable::Align::left, TextTable::Align::left, TextTable::Align::right, TextTable::Align::left, TextTable::Align::right,
+                 TextTable::Align::right, TextTable::Align::right, TextTable::Align::left});
+    int compared = 0, at_least_as_fast = 0;
+    for (const auto& c : cases) {
+      if (c.kind != "training" || c.id.rfind(o.plans, 0) != 0) continue;
+      const validate::PlanComparison p = validate::compare_plans(c, run_options);
+      nlohmann::json k = {{"id", p.id}, {"status", p.status}};
+      if (p.status != "ok") {
+        k["reason"] = p.reason;
+        t.add_row({p.id, p.status, "-", "-", "-", "-", "-", p.reason});
+      } else {
+        ++compared;
+        at_least_as_fast += p.best_step_s <= p.published_step_s ? 1 : 0;
+        k.update({{"published_plan", p.published_plan}, {"published_step_s", p.published_step_s}, {"best_plan", p.best_plan}, {"best_step_s", p.best_step_s},
+                  {"simulated", p.simulated}, {"why", p.why}});
+        const bool same = p.best_plan == p.published_plan;
+        t.add_row({p.id, p.published_plan, number(p.published_step_s), same ? "(the published one)" : p.best_plan, number(p.best_step_s),
+                   fmt::format("{:.1f}%", 100 * (1 - p.best_step_s / p.published_step_s)), std::to_string(p.simulated), same ? "" : p.why});
+      }
+      list.push_back(k);
+    }
+    if (o.json) {
+      std::cout << nlohmann::json{{"plans", list}, {"compared", compared}, {"best_at_least_as_fast", at_least_as_fast}}.dump(2) << "\n";
+    } else {
+      std::cout << t.render("  ");
+      std::cout << fmt::format("  {} cases compared; the best plan found is at least as fast as the published one in {}\n", compared, at_least_as_fast);
+    }
+    return;
   }
   std::vector<CaseResult> results;
   results.reserve(cases.size());
@@ -128,6 +162,8 @@ void add_validate_command(CLI::App& app) {
       ->check(CLI::IsMember({"flash", "unfused"}));
   cmd->add_option("--hardware", o->hardware,
                   "Hardware profile (file or shipped name) that replaces the shipped profile of the same name, e.g. a calibrated one; repeatable");
+  cmd->add_option("--plans", o->plans,
+                  "Search the plan space of the training cases whose id starts with this, and compare the best plan found with the published one");
   cmd->callback([o] { run(*o); });
 }
 

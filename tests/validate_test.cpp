@@ -63,3 +63,20 @@ TEST_CASE("a malformed validation file names file, line and field", "[validate]"
   CHECK_THAT(test::input_error([&] { validate::read_cases(wrong); }),
              Contains("field 'format': expected one of clustersim-validation/1, found 'clustersim-validation/2'"));
 }
+
+TEST_CASE("the plan search finds a plan at least as fast as the published one for Megatron SC21's smallest cases", "[validate]") {
+  const auto cases = validate::read_cases(kShared / "validation/training.yaml");
+  int compared = 0;
+  for (const auto& c : cases) {
+    if (c.id != "megatron-sc21-table1-1.7B" && c.id != "megatron-sc21-table1-3.6B") continue;
+    INFO(c.id);
+    const validate::PlanComparison p = validate::compare_plans(c);
+    REQUIRE(p.status == "ok");
+    ++compared;
+    CHECK(p.simulated > 10);
+    CHECK(p.best_step_s <= p.published_step_s);
+    CHECK(p.published_step_s == Approx(validate::run_case(c).predicted.at("step_time_s")).epsilon(1e-9));
+    if (p.best_plan != p.published_plan) CHECK_FALSE(p.why.empty());
+  }
+  CHECK(compared == 2);
+}

@@ -1,5 +1,6 @@
 #include "clustersim/validate/runner.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -9,6 +10,7 @@
 #include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/models/serving_scenario.hpp"
 #include "clustersim/models/collective_model.hpp"
+#include "clustersim/models/plan_search.hpp"
 #include "clustersim/models/training.hpp"
 #include "clustersim/topology/topology_loader.hpp"
 
@@ -268,6 +270,85 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   } catch (const std::invalid_argument& e) {
     throw Unsupported(e.what());
   }
+}
+
+namespace {
+
+std::string describe(const models::TrainingJob& j) {
+  const auto& p = j.plan;
+  std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
+  if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
+  s += fmt::format(" DP{} mb{} {}", p.dp, j.micro_batch, models::to_string(j.recompute));
+  return s;
+}
+
+}  // namespace
+
+PlanComparison compare_plans(const Case& c, const RunOptions& options) {
+  PlanComparison out;
+  out.id = c.id;
+  try {
+    if (c.kind != "training") throw Unsupported("not a training case");
+    CaseResult r;
+    const topology::Topology topo = build_cluster(c, r, options);
+    models::TrainingJob job = training_job(c, r);
+    job.plan.flash_attention = options.flash_attention;
+    if (c.training->recompute == "unknown") {
+      for (models::Recompute mode : {models::Recompute::none, models::Recompute::selective, models::Recompute::full}) {
+        job.recompute = mode;
+        if (models::estimate_memory(job, *topo.gpu).fits()) break;
+      }
+    }
+    models::SearchSpace space = models::default_space(job, topo);
+    space.uneven_layers = true;  // the published plans split layers as the code allowed
+    if (std::find(space.recompute.begin(), space.recompute.end(), job.recompute) == space.recompute.end()) space.recompute.push_back(job.recompute);
+    if (!job.plan.sequence_parallel) space.sequence_parallel = {false, true};
+    const models::SearchResult sr = models::search_plans(job, topo, space, {});
+    const models::PlanOutcome* best = nullptr;
+    const models::PlanOutcome* published = nullptr;
+    const std::string own = describe(job);
+    for (const auto& o : sr.outcomes) {
+      if (o.status != models::PlanOutcome::Status::simulated) continue;
+      ++out.simulated;
+      if (!best || o.step_s < best->step_s) best = &o;
+      if (describe(o.job) == own && o.job.plan.zero_stage == job.plan.zero_stage && o.job.plan.sequence_parallel == (job.plan.sequence_parallel && job.plan.tp > 1)) {
+        published = &o;
+      }
+    }
+    out.published_plan = own;
+    if (!published) {
+      for (const auto& o : sr.outcomes) {
+        if (describe(o.job) == own && o.status != models::PlanOutcome::Status::simulated) throw Unsupported("the published plan is rejected here: " + o.reason);
+      }
+      throw Unsupported("the published plan is not in the searched space");
+    }
+    out.published_step_s = published->step_s;
+    out.best_plan = describe(best->job);
+    out.best_step_s = best->step_s;
+    if (best != published) {
+      // The parts of the step that differ most between the two plans.
+      const auto& a = published->breakdown;
+      const auto& b = best->breakdown;
+      const std::vector<std::pair<std::string, double>> deltas{{"compute", b.compute - a.compute},
+                                                               {"exposed TP/CP/EP communication", (b.tp_comm + b.cp_comm + b.ep_comm) - (a.tp_comm + a.cp_comm + a.ep_comm)},
+                                                               {"exposed DP communication", b.dp_comm - a.dp_comm},
+                                                               {"pipeline bubble and sends", (b.bubble + b.pp_comm) - (a.bubble + a.pp_comm)},
+                                                               {"optimizer", b.optimizer - a.optimizer}};
+      std::string why;
+      for (const auto& [part, d] : deltas) {
+        if (std::abs(d) >= 0.01 * published->step_s) why += fmt::format("{}{} {:+.3g} s", why.empty() ? "" : ", ", part, d);
+      }
+      out.why = why.empty() ? "differences under 1% of the step in every part" : why;
+    }
+    out.status = "ok";
+  } catch (const Unsupported& e) {
+    out.status = "unsupported";
+    out.reason = e.what();
+  } catch (const std::exception& e) {
+    out.status = "failed";
+    out.reason = e.what();
+  }
+  return out;
 }
 
 CaseResult run_case(const Case& c, const RunOptions& options) {

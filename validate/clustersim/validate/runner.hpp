@@ -54,4 +54,17 @@ std::map<std::string, KindSummary> summarize(const std::vector<CaseResult>& resu
 // The primary metric of a kind.
 std::string primary_metric(const std::string& kind);
 
+// A training case's published plan against the best plan a search finds on the same cluster
+// (the default space of models/plan_search.hpp with the published plan in it).
+struct PlanComparison {
+  std::string id;
+  std::string status;               // ok | unsupported | failed
+  std::string reason;
+  std::string published_plan, best_plan;
+  double published_step_s = 0, best_step_s = 0;
+  std::size_t simulated = 0;
+  std::string why;                  // where the best plan's time goes differently (its breakdown)
+};
+PlanComparison compare_plans(const Case& c, const RunOptions& options = {});
+
 }  // namespace cs::validate
