@@ -289,6 +289,7 @@ void training_plan(const Options& o) {
       k["reason"] = x.reason;
     }
     if (x.memory_bytes > 0) k["memory_gib"] = x.memory_bytes / double(1ull << 30);
+    if (x.lower_bound_s > 0) k["lower_bound_s"] = x.lower_bound_s;
     plans.push_back(k);
     std::string reason = x.reason;
     std::replace(reason.begin(), reason.end(), ',', ';');

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "training_internal.hpp"
+
 namespace cs::models {
 
 namespace {
@@ -71,6 +73,46 @@ void price(PlanOutcome& o, double price_per_gpu_hour, double tokens) {
   const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0 * o.job.plan.gpus();
   o.gpu_hours = hours;
   o.cost = price_per_gpu_hour > 0 ? hours * price_per_gpu_hour : hours;
+}
+
+}  // namespace
+
+namespace {
+
+// A plan's step cannot be shorter than the compute of its busiest pipeline stage (every micro-batch's
+// forward, backward and recompute kernels, timed by the same per-op model the simulation uses,
+// communication left out) plus the pipeline fill: the last stage starts only after the first
+// micro-batch's forward chunk has crossed the p - 1 stages before it.
+double lower_bound(const TrainingJob& j, const hardware::HardwareProfile& hw) {
+  const TransformerSpec& m = j.model;
+  const ParallelismPlan& p = j.plan;
+  const Shard shard = shard_of(j);
+  const CommTime none = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
+  const auto compute = [&](const std::vector<Op>& ops) {
+    const OpsTime t = time_ops(ops, hw, j.precision, none, j.recompute, false);
+    return std::make_pair(t.forward.compute, t.forward.compute + t.backward.compute + t.recompute.compute);
+  };
+  const auto dense = compute(layer_forward_ops(m, 0, shard));
+  const auto moe = m.moe ? compute(layer_forward_ops(m, m.moe->dense_layers, shard)) : dense;
+  const auto head = compute(head_forward_ops(m, shard));
+  const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
+  double busiest = 0, first_chunk_forward = 0;
+  for (int s = 0; s < p.pp; ++s) {
+    double work = 0;
+    for (int v = 0; v < p.vpp; ++v) {
+      const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
+      double forward = 0;
+      for (int l = r.first; l < r.first + r.count; ++l) {
+        const auto& t = m.is_moe_layer(l) ? moe : dense;
+        work += t.second;
+        forward += t.first;
+      }
+      if (v == 0 && s < p.pp - 1) first_chunk_forward += forward;
+    }
+    if (s == p.pp - 1) work += head.second;
+    busiest = std::max(busiest, work);
+  }
+  return busiest * j.micro_batches() + first_chunk_forward;
 }
 
 }  // namespace
@@ -181,13 +223,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
                           o.status = PlanOutcome::Status::memory;
                           o.reason = mem.verdict();
                         } else {
-                          const hardware::HardwareProfile& hw = *topo.gpu;
-                          const double ceiling = hw.peak(j.precision).value() * hw.gemm.max_efficiency.at(j.precision);
-                          // 6 FLOPs per active parameter and token (the attention core left out: its kernels
-                          // run the causal half of what model FLOPs count, below the GEMM ceiling).
-                          const double flops = 6.0 * active_parameters(j.model) * j.global_batch * j.model.seq_len / p.gpus();
-                          const double m = j.micro_batches();
-                          o.lower_bound_s = flops / ceiling * (1.0 + (p.pp - 1) / (3.0 * p.vpp * std::max(1.0, m)));
+                          o.lower_bound_s = lower_bound(j, *topo.gpu);
                         }
                       }
                       seen[o.key] = out.outcomes.size();

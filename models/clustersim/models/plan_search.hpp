@@ -62,9 +62,9 @@ struct SearchResult {
   std::size_t enumerated = 0, constraint = 0, memory = 0, simulated = 0, resumed = 0, bound = 0;
 };
 
-// Lower bound of a plan's step: 6 x active parameters x tokens per GPU at the GEMM ceiling (peak x max_efficiency
-// of the training dtype, which no kernel of the model exceeds), times 1 + (p - 1) / (3 v m): the
-// last stage cannot start before the first micro-batch's forward chunk crossed the p - 1 others.
+// Lower bound of a plan's step: the compute of its busiest pipeline stage (every micro-batch's
+// kernels, from the per-op model the simulation uses, communication left out) plus the first
+// micro-batch's forward through the stages before the last.
 // Deterministic: the same space gives the same outcomes in the same order, whatever the thread count
 // and whatever part came from the results file. Throws std::invalid_argument for an empty space.
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options);
