@@ -511,11 +511,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     return e;
   };
 
-  const Offering* cheapest_on_demand = nullptr;
-  for (const Offering& o : offerings) {
-    if (o.pricing == Pricing::on_demand && (!cheapest_on_demand || o.price_per_gpu_hour < cheapest_on_demand->price_per_gpu_hour)) cheapest_on_demand = &o;
-  }
-  for (const Offering& o : offerings) {
+  const auto plan_of = [&](const Offering& o) {
     Plan plan;
     plan.failure_rate = failure_rate;
     plan.spot = o.pricing == Pricing::spot;
@@ -525,6 +521,20 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     plan.max_lifetime = o.max_lifetime_s;
     plan.price = o.effective_price_per_gpu_hour();
     plan.granularity = o.billing_granularity_s;
+    return plan;
+  };
+  // Rows whose closed form leaves their policy out: the Monte Carlo means stand as the expectation.
+  const auto monte_carlo_only = [&](CostEstimate e) {
+    e.expected_wall_s = e.wall_s.mean;
+    e.expected_cost = e.cost.mean;
+    out.push_back(std::move(e));
+  };
+  const Offering* cheapest_on_demand = nullptr;
+  for (const Offering& o : offerings) {
+    if (o.pricing == Pricing::on_demand && (!cheapest_on_demand || o.price_per_gpu_hour < cheapest_on_demand->price_per_gpu_hour)) cheapest_on_demand = &o;
+  }
+  for (const Offering& o : offerings) {
+    const Plan plan = plan_of(o);
     CostEstimate e = estimate(plan, o.pricing, o.name);
     if (cheapest_on_demand && o.pricing == Pricing::owned) {
       // Where owning costs as much per GPU-hour as the cheapest on-demand offering.
@@ -572,44 +582,22 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   if (options.elastic && run.dp_replicas > 1 && run.nodes % run.dp_replicas == 0) {
     for (const Offering& o : offerings) {
       if (o.pricing != Pricing::spot || o.preemption.zone || o.preemption.kind != PreemptionProcess::Kind::poisson) continue;
-      Plan plan;
-      plan.failure_rate = failure_rate;
-      plan.spot = true;
-      plan.preemption = o.preemption;
-      plan.notice = o.notice_s;
-      plan.capacity_wait = o.capacity_wait_s;
+      Plan plan = plan_of(o);
       plan.max_lifetime = 0;
-      plan.price = o.price_per_gpu_hour;
       plan.granularity = 0;
       plan.elastic = true;
-      CostEstimate e = estimate(plan, Pricing::spot, o.name + " (elastic)");
-      // The closed form does not model the shrinking: the Monte Carlo is the estimate.
-      e.expected_wall_s = e.wall_s.mean;
-      e.expected_cost = e.cost.mean;
-      out.push_back(std::move(e));
+      monte_carlo_only(estimate(plan, Pricing::spot, o.name + " (elastic)"));  // the closed form does not shrink
     }
   }
   // Mixed: each spot offering with the cheapest on-demand one as the fallback that meets the deadline.
   if (options.deadline_s > 0 && cheapest_on_demand) {
     for (const Offering& o : offerings) {
       if (o.pricing != Pricing::spot) continue;
-      Plan plan;
-      plan.failure_rate = failure_rate;
-      plan.spot = true;
-      plan.preemption = o.preemption;
-      plan.notice = o.notice_s;
-      plan.capacity_wait = o.capacity_wait_s;
-      plan.max_lifetime = o.max_lifetime_s;
-      plan.price = o.price_per_gpu_hour;
-      plan.granularity = o.billing_granularity_s;
+      Plan plan = plan_of(o);
       plan.fallback_price = cheapest_on_demand->price_per_gpu_hour;
       plan.fallback_granularity = cheapest_on_demand->billing_granularity_s;
       plan.deadline = options.deadline_s;
-      CostEstimate e = estimate(plan, Pricing::mixed, o.name + " + " + cheapest_on_demand->name);
-      // The closed form does not model the switch: the Monte Carlo is the estimate.
-      e.expected_wall_s = e.wall_s.mean;
-      e.expected_cost = e.cost.mean;
-      out.push_back(std::move(e));
+      monte_carlo_only(estimate(plan, Pricing::mixed, o.name + " + " + cheapest_on_demand->name));  // the closed form does not switch
     }
   }
   return out;
