@@ -127,16 +127,6 @@ std::string to_csv(const models::SizingResult& r) {
   return csv;
 }
 
-std::string plan_text(const models::TrainingJob& j) {
-  const auto& p = j.plan;
-  std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
-  if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
-  if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
-  if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
-  s += fmt::format(" DP{} mb{} Z{} {}{}", p.dp, j.micro_batch, p.zero_stage, to_string(j.recompute), p.sequence_parallel ? " SP" : "");
-  return s;
-}
-
 // Under mpirun: this process's rank and the world size (1 when not launched by MPI).
 struct World {
   int rank = 0, size = 1;
@@ -252,11 +242,7 @@ void training_plan(const Options& o) {
   std::stable_sort(by_time.begin(), by_time.end(), [&](auto a, auto b) { return r.outcomes[a].step_s * r.outcomes[b].job.global_batch < r.outcomes[b].step_s * r.outcomes[a].job.global_batch; });
   std::stable_sort(by_cost.begin(), by_cost.end(), [&](auto a, auto b) { return r.outcomes[a].cost < r.outcomes[b].cost; });
   const std::vector<std::size_t> front = models::pareto_front(r);
-  const std::string own = [&] {
-    models::TrainingJob j = sc.job;
-    return fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", j.plan.gpus(), j.plan.tp, j.plan.pp, j.plan.vpp,
-                       j.plan.cp, j.plan.ep, j.plan.dp, j.micro_batch, j.plan.zero_stage, to_string(j.recompute), j.plan.sequence_parallel && j.plan.tp > 1 ? 1 : 0);
-  }();
+  const std::string own = models::plan_key(sc.job);
 
   nlohmann::json j;
   j["scenario"] = sc.name;
@@ -274,7 +260,7 @@ void training_plan(const Options& o) {
                          : x.status == models::PlanOutcome::Status::constraint ? "constraint"
                          : x.status == models::PlanOutcome::Status::memory     ? "memory"
                                                                                 : "bound";
-    nlohmann::json k = {{"key", x.key}, {"plan", plan_text(x.job)}, {"status", status}};
+    nlohmann::json k = {{"key", x.key}, {"plan", models::plan_text(x.job)}, {"status", status}};
     if (x.status == models::PlanOutcome::Status::simulated) {
       k["step_s"] = x.step_s;
       k["mfu"] = x.mfu;
@@ -324,7 +310,7 @@ void training_plan(const Options& o) {
     for (std::size_t n = 0; n < std::min(k, order.size()); ++n) {
       const auto& x = r.outcomes[order[n]];
       const auto& b = x.breakdown;
-      t.add_row({std::to_string(n + 1), plan_text(x.job) + (x.key == own ? " (scenario's)" : ""), std::to_string(x.job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
+      t.add_row({std::to_string(n + 1), models::plan_text(x.job) + (x.key == own ? " (scenario's)" : ""), std::to_string(x.job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
                  fmt::format("{:.1f}%", 100 * x.mfu), fmt::format("{:.0f}", x.tokens_per_s), budget ? fmt::format("{:.1f}", days(x)) : "-",
                  fmt::format("{:.4g}", x.cost), fmt::format("{:.2f}", b.compute), fmt::format("{:.2f}", b.tp_comm + b.cp_comm + b.ep_comm),
                  fmt::format("{:.2f}", b.dp_comm), fmt::format("{:.2f}", b.pp_comm + b.bubble), fmt::format("{:.1f}", x.memory_bytes / double(1ull << 30))});
@@ -352,7 +338,7 @@ void training_plan(const Options& o) {
                       : x.status == models::PlanOutcome::Status::bound ? "lower bound"
                                                                        : x.reason.substr(0, x.reason.find_first_of("0123456789"));
     auto& e = reasons[cls];
-    if (e.first++ == 0) e.second = fmt::format("{}: {}", plan_text(x.job), x.reason);
+    if (e.first++ == 0) e.second = fmt::format("{}: {}", models::plan_text(x.job), x.reason);
   }
   if (!reasons.empty()) {
     std::cout << "rejected (count, reason, an example; every plan's reason is in --out plans.csv):\n";

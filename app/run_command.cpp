@@ -31,7 +31,7 @@ struct Options {
 
 double gib(Bytes b) { return b.value() / double(1ull << 30); }
 
-std::string plan_text(const models::TrainingJob& job) {
+std::string plan_summary(const models::TrainingJob& job) {
   const auto& p = job.plan;
   std::string s = fmt::format("TP{} PP{} DP{} CP{} EP{}", p.tp, p.pp, p.dp, p.cp, p.ep);
   if (p.pp > 1) s += fmt::format(", {}{}", to_string(p.schedule), p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "");
@@ -89,7 +89,7 @@ nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
   j["topology"] = sc.topology->name;
   j["gpu"] = sc.topology->gpu->name;
   j["gpus"] = r.gpus;
-  j["plan"] = plan_text(sc.job);
+  j["plan"] = plan_summary(sc.job);
   j["micro_batches"] = r.micro_batches;
   j["step_time_s"] = r.step_time.value();
   j["tokens_per_step"] = r.tokens_per_step;
@@ -131,7 +131,7 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
   std::string out;
   const auto& hw = *sc.topology->gpu;
   out += fmt::format("{}: {} on {} ({} of {} {} GPUs)\n", sc.name, sc.job.model.name, sc.topology->name, r.gpus, sc.topology->gpus().size(), hw.name);
-  out += fmt::format("plan: {}\n", plan_text(sc.job));
+  out += fmt::format("plan: {}\n", plan_summary(sc.job));
   out += fmt::format("batch: {} sequences of {} tokens per step = {} micro-batches of {} per data-parallel rank\n", sc.job.global_batch,
                      sc.job.model.seq_len, r.micro_batches, sc.job.micro_batch);
   out += "\n";

@@ -430,6 +430,33 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   const double failure_rate = run.reliability.failures_per_1000_node_days / 1000.0 * run.nodes / 86400.0;
 
   std::vector<CostEstimate> out;
+  const double ck = run.checkpoint.async ? std::max(run.checkpoint.snapshot_s, 1e-9) : delta;
+  // The closed form for a plan whose spot capacity is preempted at `preempt_rate` per second while
+  // held: Daly for the work-losing interruptions (failures, and preemptions whose notice cannot cover
+  // a checkpoint), then each noticed preemption's emergency checkpoint and restart while held
+  // (H = D / (1 - rate (delta + R))) and its wait for capacity, which is not billed.
+  struct ClosedForm {
+    double mtbi = kInfinity, interval = 0, wall = kInfinity, held = kInfinity, fixed = 0;
+    bool finite = false;
+  };
+  const auto closed_form = [&](const Plan& plan, double preempt_rate) {
+    ClosedForm c;
+    const bool noticed = plan.notice >= delta;
+    const double lossy_rate = failure_rate + (noticed ? 0.0 : preempt_rate);
+    c.mtbi = lossy_rate > 0 ? 1.0 / lossy_rate : kInfinity;
+    c.interval = run.checkpoint.interval_s > 0 ? run.checkpoint.interval_s : std::isfinite(c.mtbi) ? daly_interval(ck, c.mtbi) : run.work_s;
+    const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
+    const double lossy_restart = restart + (plan.spot && !noticed && lossy_rate > 0 ? preempt_rate / lossy_rate * wait : 0.0);
+    const double d = daly_wall_time(run.work_s, c.interval, ck, lossy_restart, c.mtbi);
+    c.fixed = noticed ? preempt_rate * (delta + restart) : 0.0;
+    c.finite = std::isfinite(d) && c.fixed < 1.0;
+    if (c.finite) {
+      c.held = d / (1.0 - c.fixed);
+      c.wall = c.held * (1.0 + (noticed ? preempt_rate * wait : 0.0));
+      if (plan.spot && !noticed) c.held -= c.held * preempt_rate * wait;
+    }
+    return c;
+  };
   const auto estimate = [&](const Plan& plan, Pricing pricing, const std::string& name) {
     CostEstimate e;
     e.offering = name;
@@ -449,29 +476,16 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       if (p.kind == PreemptionProcess::Kind::trace) preempt_rate = p.trace_losses_per_available_hour() / kHour;
       if (plan.max_lifetime > 0) preempt_rate = std::max(preempt_rate, 1.0 / plan.max_lifetime);
     }
-    const bool noticed = plan.notice >= delta;
-    const double lossy_rate = failure_rate + (noticed ? 0.0 : preempt_rate);
-    e.mtbi_s = lossy_rate > 0 ? 1.0 / lossy_rate : kInfinity;
-    const double ck = run.checkpoint.async ? std::max(run.checkpoint.snapshot_s, 1e-9) : delta;
-    e.interval_s = run.checkpoint.interval_s > 0 ? run.checkpoint.interval_s
-                   : std::isfinite(e.mtbi_s)     ? daly_interval(ck, e.mtbi_s)
-                                                 : run.work_s;
-    // Closed form: Daly for the work-losing interruptions, then each noticed preemption's emergency
-    // checkpoint and restart while held (H = D / (1 - rate (delta + R))) and its wait for capacity.
-    const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
-    const double lossy_restart = restart + (plan.spot && !noticed && lossy_rate > 0 ? preempt_rate / lossy_rate * wait : 0.0);
-    const double d = daly_wall_time(run.work_s, e.interval_s, ck, lossy_restart, e.mtbi_s);
-    const double fixed = noticed ? preempt_rate * (delta + restart) : 0.0;
-    e.can_finish = std::isfinite(d) && fixed < 1.0 && e.mtbi_s > ck + restart && d < options.cap_factor * run.work_s;
-    double held = 0;
+    const ClosedForm c = closed_form(plan, preempt_rate);
+    e.mtbi_s = c.mtbi;
+    e.interval_s = c.interval;
+    e.can_finish = c.finite && e.mtbi_s > ck + restart && c.wall < options.cap_factor * run.work_s;
     if (e.can_finish) {
-      held = d / (1.0 - fixed);
-      e.expected_wall_s = held * (1.0 + (noticed ? preempt_rate * wait : 0.0));
-      if (plan.spot && !noticed) held -= (held * preempt_rate) * wait;  // the waits are not billed
-      e.expected_cost = held / kHour * run.gpus * plan.price;
+      e.expected_wall_s = c.wall;
+      e.expected_cost = c.held / kHour * run.gpus * plan.price;
     } else {
       e.verdict = fmt::format("cannot finish: interruptions every {:.3g} h on average, a checkpoint and restart take {:.3g} h",
-                              (fixed >= 1.0 ? 1.0 / preempt_rate : e.mtbi_s) / kHour, (ck + restart) / kHour);
+                              (c.fixed >= 1.0 ? 1.0 / preempt_rate : e.mtbi_s) / kHour, (ck + restart) / kHour);
       e.expected_wall_s = kInfinity;
       e.expected_cost = kInfinity;
     }
@@ -545,29 +559,20 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     }
     if (cheapest_on_demand && plan.spot && o.preemption.kind == PreemptionProcess::Kind::poisson) {
       // The preemption rate at which spot's expected cost (closed form) reaches on-demand's, bisected.
-      const auto cost_at = [&](double rate, double price, bool spot) {
-        const double n = o.preemption.zone ? 1.0 : run.nodes;
-        const double pr = spot ? rate * n / kHour : 0.0;
-        const bool noticed = plan.notice >= delta;
-        const double lossy = failure_rate + (noticed ? 0.0 : pr);
-        const double mtbi = lossy > 0 ? 1.0 / lossy : kInfinity;
-        const double tau = std::isfinite(mtbi) ? daly_interval(delta, mtbi) : run.work_s;
-        const double lossy_restart = restart + (!noticed && lossy > 0 ? pr / lossy * plan.capacity_wait : 0.0);
-        const double dd = daly_wall_time(run.work_s, tau, delta, lossy_restart, mtbi);
-        const double fixed = noticed ? pr * (delta + restart) : 0.0;
-        if (!std::isfinite(dd) || fixed >= 1.0) return kInfinity;
-        double h = dd / (1.0 - fixed);
-        if (!noticed) h -= h * pr * plan.capacity_wait;
-        return h / kHour * run.gpus * price;
+      const double nodes = o.preemption.zone ? 1.0 : run.nodes;
+      const auto cost_at = [&](double per_node_hour) {
+        const ClosedForm c = closed_form(plan, per_node_hour * nodes / kHour);
+        return c.finite ? c.held / kHour * run.gpus * plan.price : kInfinity;
       };
-      const double od_cost = cost_at(0, cheapest_on_demand->price_per_gpu_hour, false);
-      if (cost_at(0, plan.price, true) < od_cost) {
+      const ClosedForm od = closed_form(plan_of(*cheapest_on_demand), 0.0);
+      const double od_cost = od.held / kHour * run.gpus * cheapest_on_demand->price_per_gpu_hour;
+      if (cost_at(0) < od_cost) {
         double lo = 0, hi = std::max(1e-6, o.preemption.rate_per_node_hour);
-        while (cost_at(hi, plan.price, true) < od_cost && hi < 1e3) hi *= 2;
+        while (cost_at(hi) < od_cost && hi < 1e3) hi *= 2;
         if (hi < 1e3) {
           for (int i = 0; i < 100; ++i) {
             const double mid = 0.5 * (lo + hi);
-            (cost_at(mid, plan.price, true) < od_cost ? lo : hi) = mid;
+            (cost_at(mid) < od_cost ? lo : hi) = mid;
           }
           e.break_even_preemptions_per_node_hour = 0.5 * (lo + hi);
         }

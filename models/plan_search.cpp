@@ -19,10 +19,16 @@ namespace {
 
 std::string recompute_name(Recompute r) { return std::string(to_string(r)); }
 
-std::string key_of(const TrainingJob& j) {
-  const ParallelismPlan& p = j.plan;
-  return fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", p.gpus(), p.tp, p.pp, p.vpp, p.cp, p.ep, p.dp,
-                     j.micro_batch, p.zero_stage, recompute_name(j.recompute), p.sequence_parallel ? 1 : 0);
+// A simulated outcome's numbers from a results line (the resume file or another shard).
+void read_numbers(PlanOutcome& o, const nlohmann::json& j) {
+  o.step_s = j["step_s"].get<double>();
+  o.mfu = j.value("mfu", 0.0);
+  o.tokens_per_s = j.value("tokens_per_s", 0.0);
+  o.time_to_train_s = j.value("time_to_train_s", 0.0);
+  if (j.contains("breakdown") && j["breakdown"].size() == 8) {
+    const auto& b = j["breakdown"];
+    o.breakdown = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]};
+  }
 }
 
 nlohmann::json to_line(const PlanOutcome& o) {
@@ -117,6 +123,22 @@ double lower_bound(const TrainingJob& j, const hardware::HardwareProfile& hw) {
 
 }  // namespace
 
+std::string plan_key(const TrainingJob& j) {
+  const ParallelismPlan& p = j.plan;
+  return fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", p.gpus(), p.tp, p.pp, p.vpp, p.cp, p.ep, p.dp,
+                     j.micro_batch, p.zero_stage, recompute_name(j.recompute), p.sequence_parallel && p.tp > 1 ? 1 : 0);
+}
+
+std::string plan_text(const TrainingJob& j) {
+  const auto& p = j.plan;
+  std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
+  if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
+  if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
+  if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
+  s += fmt::format(" DP{} mb{} Z{} {}{}", p.dp, j.micro_batch, p.zero_stage, to_string(j.recompute), p.sequence_parallel && p.tp > 1 ? " SP" : "");
+  return s;
+}
+
 SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo) {
   SearchSpace s;
   s.gpus = {job.plan.gpus()};
@@ -196,7 +218,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
                       const int model_parallel = tp * pp * cp;
                       p.dp = std::max(1, g / model_parallel);
                       o.job = j;
-                      o.key = key_of(j);
+                      o.key = plan_key(j);
                       if (seen.count(o.key) != 0) continue;
                       // Constraints first: they cost nothing.
                       std::string why;
@@ -243,7 +265,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   // What an earlier run already simulated.
   std::map<std::string, nlohmann::json> done;
   if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results);
-  std::vector<std::size_t> todo;
+  std::vector<std::size_t> pending;  // this shard's plans to simulate or read back, in order
   for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
     PlanOutcome& o = out.outcomes[i];
     if (o.status != PlanOutcome::Status::simulated) continue;
@@ -253,21 +275,11 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     }
     const auto it = done.find(o.key);
     if (it != done.end() && it->second.value("status", std::string()) == "simulated" && it->second.contains("step_s")) {
-      const nlohmann::json& j = it->second;
-      o.step_s = j["step_s"].get<double>();
-      o.mfu = j.value("mfu", 0.0);
-      o.tokens_per_s = j.value("tokens_per_s", 0.0);
-      o.time_to_train_s = j.value("time_to_train_s", 0.0);
-      if (j.contains("breakdown") && j["breakdown"].size() == 8) {
-        const auto& b = j["breakdown"];
-        o.breakdown = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]};
-      }
+      read_numbers(o, it->second);
       o.resumed = true;
       ++out.resumed;
-      todo.push_back(i);
-    } else {
-      todo.push_back(i);
     }
+    pending.push_back(i);  // resumed plans too: the bound must treat them as a fresh run would
   }
   // Rewrite the file with what is known (drops torn lines and duplicates), then append as plans finish.
   std::ofstream results;
@@ -288,7 +300,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   if (options.bound && options.shards > 1) throw std::invalid_argument("the lower-bound pruning runs in one process: leave --bound out under mpirun");
   const bool bound = options.bound && options.keep > 0;
   if (bound) {
-    std::stable_sort(todo.begin(), todo.end(), [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; });
+    std::stable_sort(pending.begin(), pending.end(), [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; });
   }
   std::atomic<std::size_t> next{0}, finished{0};
   std::exception_ptr error;
@@ -323,7 +335,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
         results.flush();
       }
       const std::size_t f = ++finished;
-      if (options.progress) options.progress(f, todo.size());
+      if (options.progress) options.progress(f, pending.size());
     }
   };
   // The keep-th best step time and cost (GPU-seconds per step) among the plans simulated so far.
@@ -339,18 +351,18 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   };
   // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
   constexpr std::size_t kRound = 64;
-  for (std::size_t first = 0; first < todo.size() && !error; first += kRound) {
+  for (std::size_t first = 0; first < pending.size() && !error; first += kRound) {
     round.clear();
     const double best_time = bound ? kth(false) : 1e300, best_cost = bound ? kth(true) : 1e300;
-    for (std::size_t n = first; n < std::min(todo.size(), first + kRound); ++n) {
-      PlanOutcome& o = out.outcomes[todo[n]];
+    for (std::size_t n = first; n < std::min(pending.size(), first + kRound); ++n) {
+      PlanOutcome& o = out.outcomes[pending[n]];
       if (bound && o.lower_bound_s > best_time && o.lower_bound_s * o.job.plan.gpus() > best_cost) {
         if (o.resumed) --out.resumed;  // a run from scratch would not have simulated it either
         o.resumed = false;
         o.status = PlanOutcome::Status::bound;
         o.reason = fmt::format("its lower bound {:.4g} s exceeds the {}th best step {:.4g} s and cost", o.lower_bound_s, options.keep, best_time);
       } else {
-        round.push_back(todo[n]);
+        round.push_back(pending[n]);
       }
     }
     next = 0;
@@ -406,12 +418,7 @@ void merge_shard(SearchResult& into, const std::string& lines, double price_per_
     o.resumed = j.value("resumed", false);
     if (o.resumed) ++into.resumed;
     if (j["status"] == "simulated") {
-      o.step_s = j["step_s"].get<double>();
-      o.mfu = j.value("mfu", 0.0);
-      o.tokens_per_s = j.value("tokens_per_s", 0.0);
-      o.time_to_train_s = j.value("time_to_train_s", 0.0);
-      const auto& b = j["breakdown"];
-      o.breakdown = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]};
+      read_numbers(o, j);
       price(o, price_per_gpu_hour, token_budget);
     } else {
       // Simulation found the plan impossible.

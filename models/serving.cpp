@@ -167,7 +167,8 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
     cost.moe_layer = common + gemm(T, E, h) + experts + shared + elementwise(k * fe + (e.shared_experts > 0 ? e.shared_experts * e.shared_expert_ffn_hidden / tp : 0.0));
   }
   // The LM head for each sampled sequence, then sampling: the fp32 logits are read by the softmax and
-  // the top-k/top-p pass after the LM head writes them (3 passes of 4 bytes over the vocabulary slice).
+  // the top-k/top-p pass after the LM head writes them (3 passes of 4 bytes over the vocabulary slice;
+  // an assumption from the kernels' structure, not a measurement: to be calibrated).
   cost.head = gemm(sampled, static_cast<double>(m.vocab) / tp, h) + sampled * m.vocab / tp * 4.0 * 3.0 / memory_rate + launch;
   cost.fixed = c.iteration_overhead.value();
   // Pipeline parallelism: the hidden state of the batch's tokens passes between stages.

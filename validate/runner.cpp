@@ -272,18 +272,6 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   }
 }
 
-namespace {
-
-std::string describe(const models::TrainingJob& j) {
-  const auto& p = j.plan;
-  std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
-  if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
-  s += fmt::format(" DP{} mb{} {}", p.dp, j.micro_batch, models::to_string(j.recompute));
-  return s;
-}
-
-}  // namespace
-
 PlanComparison compare_plans(const Case& c, const RunOptions& options) {
   PlanComparison out;
   out.id = c.id;
@@ -306,24 +294,18 @@ PlanComparison compare_plans(const Case& c, const RunOptions& options) {
     const models::SearchResult sr = models::search_plans(job, topo, space, {});
     const models::PlanOutcome* best = nullptr;
     const models::PlanOutcome* published = nullptr;
-    const std::string own = describe(job);
+    const std::string own = models::plan_key(job);
     for (const auto& o : sr.outcomes) {
+      if (o.key == own && o.status != models::PlanOutcome::Status::simulated) throw Unsupported("the published plan is rejected here: " + o.reason);
       if (o.status != models::PlanOutcome::Status::simulated) continue;
       ++out.simulated;
       if (!best || o.step_s < best->step_s) best = &o;
-      if (describe(o.job) == own && o.job.plan.zero_stage == job.plan.zero_stage && o.job.plan.sequence_parallel == (job.plan.sequence_parallel && job.plan.tp > 1)) {
-        published = &o;
-      }
+      if (o.key == own) published = &o;
     }
-    out.published_plan = own;
-    if (!published) {
-      for (const auto& o : sr.outcomes) {
-        if (describe(o.job) == own && o.status != models::PlanOutcome::Status::simulated) throw Unsupported("the published plan is rejected here: " + o.reason);
-      }
-      throw Unsupported("the published plan is not in the searched space");
-    }
+    out.published_plan = models::plan_text(job);
+    if (!published) throw Unsupported("the published plan is not in the searched space");
     out.published_step_s = published->step_s;
-    out.best_plan = describe(best->job);
+    out.best_plan = models::plan_text(best->job);
     out.best_step_s = best->step_s;
     if (best != published) {
       // The parts of the step that differ most between the two plans.

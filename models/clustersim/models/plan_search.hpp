@@ -24,6 +24,11 @@ struct SearchSpace {
   bool uneven_layers = false;  // allow pp x vpp not dividing the layers (fewer on the first and last chunks)
 };
 
+// A stable text of a plan ("gpus=256 tp=8 pp=4 vpp=5 ..."), the key of the results file, and a short
+// one for tables ("TP8 PP4 vpp5 DP8 mb1 Z1 selective SP").
+std::string plan_key(const TrainingJob& job);
+std::string plan_text(const TrainingJob& job);
+
 // The default space for a job on a topology: the job's GPU count; TP in powers of two up to a node's
 // GPUs; PP among the divisors of the layers up to 64; vpp 1, 2, 4; CP 1; EP 1 (and the divisors of
 // the experts up to 64 for MoE models); micro-batch 1, 2, 4; ZeRO 1; every recompute mode; sequence
