@@ -15,41 +15,87 @@ namespace cs::reports {
 
 namespace fs = std::filesystem;
 
-void write_file_atomically(const fs::path& path, std::string_view content) {
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+namespace {
+constexpr std::size_t kBufferBytes = 1 << 20;
+}
+
+AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
+  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    throw std::runtime_error(fmt::format("cannot write {}: directory {} does not exist", path.string(), dir.string()));
+    throw std::runtime_error(fmt::format("cannot write {}: directory {} does not exist", path_.string(), dir.string()));
   }
-  std::string tmpl = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
-  auto fail = [&](const char* what) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {} failed: {}", path.string(), what, std::strerror(err)));
-  };
+  temporary_ = (dir / ("." + path_.filename().string() + ".tmp.XXXXXX")).string();
+  fd_ = ::mkstemp(temporary_.data());
+  if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), std::strerror(errno)));
+  buffer_.reserve(kBufferBytes);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(temporary_.c_str());
+  }
+}
+
+void AtomicFileWriter::fail(const char* what) {
+  const int err = errno;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(temporary_.c_str());
+  throw std::runtime_error(fmt::format("cannot write {}: {} failed: {}", path_.string(), what, std::strerror(err)));
+}
+
+void AtomicFileWriter::put(std::string_view bytes) {
   std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("write");
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fchmod(fd, 0644) != 0) fail("chmod");
-  if (::fsync(fd) != 0) fail("fsync");
+}
+
+void AtomicFileWriter::flush() {
+  put(buffer_);
+  buffer_.clear();
+}
+
+void AtomicFileWriter::write(std::string_view text) {
+  if (fd_ < 0) throw std::logic_error("AtomicFileWriter::write after commit");
+  if (buffer_.size() + text.size() > kBufferBytes) flush();
+  if (text.size() > kBufferBytes) {
+    put(text);
+    return;
+  }
+  buffer_.append(text);
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) throw std::logic_error("AtomicFileWriter::commit twice");
+  flush();
+  if (::fchmod(fd_, 0644) != 0) fail("chmod");
+  if (::fsync(fd_) != 0) fail("fsync");
+  const int fd = fd_;
+  fd_ = -1;
   if (::close(fd) != 0) {
-    ::unlink(tmpl.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: close failed: {}", path.string(), std::strerror(errno)));
-  }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmpl.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: rename failed: {}", path.string(), std::strerror(err)));
+    ::unlink(temporary_.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: close failed: {}", path_.string(), std::strerror(err)));
   }
+  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temporary_.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: rename failed: {}", path_.string(), std::strerror(err)));
+  }
+}
+
+void write_file_atomically(const fs::path& path, std::string_view content) {
+  AtomicFileWriter w(path);
+  w.write(content);
+  w.commit();
 }
 
 }  // namespace cs::reports

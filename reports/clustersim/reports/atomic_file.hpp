@@ -4,11 +4,36 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace cs::reports {
 
 // Throws std::runtime_error naming the path and the system's reason on failure.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+
+// The same for a file too large to hold in memory: write() appends (buffered), commit() flushes,
+// syncs and renames. A writer destroyed without commit() removes its temporary file, so the
+// target is untouched. Throws std::runtime_error as above.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::filesystem::path path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(std::string_view text);
+  void commit();
+
+ private:
+  void flush();
+  void put(std::string_view bytes);
+  [[noreturn]] void fail(const char* what);
+
+  std::filesystem::path path_;
+  std::string temporary_;
+  std::string buffer_;
+  int fd_ = -1;
+};
 
 }  // namespace cs::reports
