@@ -1,8 +1,11 @@
 // Internals shared by the training model's source files.
 #pragma once
 
+#include <map>
+#include <tuple>
 #include <vector>
 
+#include "clustersim/models/collective_model.hpp"
 #include "clustersim/models/training.hpp"
 
 namespace cs::models {
@@ -18,6 +21,10 @@ struct Pass {
 // (PipeDream-Flush: pp - stage - 1 warm-up forwards, then one forward and one backward in turn),
 // or Megatron's interleaved 1F1B over vpp chunks (Narayanan et al. 2021, section 2.2.2).
 std::vector<Pass> schedule_order(const ParallelismPlan& plan, int micro_batches, int stage);
+// The most activation bytes a stage holds at once under that order, when each micro-batch leaves
+// chunk_bytes[c] stored in chunk c from its forward until its backward (in O(pp x vpp), not in
+// the order's length).
+double peak_live_bytes(const ParallelismPlan& plan, int micro_batches, int stage, const std::vector<double>& chunk_bytes);
 
 // Layers [first, first + count) of each model chunk, indexed chunk * pp + stage (chunk_layers' split).
 struct LayerRange {
@@ -44,10 +51,30 @@ StageParameters embedding_parameters(const TransformerSpec& m, const Parallelism
 StageParameters head_parameters(const TransformerSpec& m, const ParallelismPlan& p);
 StageParameters stage_parameters(const TransformerSpec& m, const ParallelismPlan& p, int stage);
 
+// Seconds of one stage's optimizer step (ZeRO >= 1: on its shard of the stage's parameters).
+double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& stage);
+
 // The shard of work each rank of the job does per micro-batch.
 Shard shard_of(const TrainingJob& job);
 
 // Activation bytes one micro-batch leaves stored in one layer until its backward pass.
 double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& s, Recompute recompute);
+
+// TP, CP and EP collectives of a plan, each timed alone on the topology for the groups of rank
+// (tp 0, cp 0, dp 0, pp 0) (every such group is placed alike), cached by op and size. The step
+// simulation and the plan search's lower bound time them with this one function.
+class GroupCollectives {
+ public:
+  GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm);
+  Seconds operator()(CommGroup g, CollectiveOp op, double bytes);
+  [[nodiscard]] const std::vector<topology::Vertex>& group(CommGroup g) const { return g == CommGroup::tp ? tp_ : g == CommGroup::cp ? cp_ : ep_; }
+  [[nodiscard]] bool tp_spans_nodes() const;
+
+ private:
+  const topology::Topology& topo_;
+  const CollectiveModel& cm_;
+  std::vector<topology::Vertex> tp_, cp_, ep_;
+  std::map<std::tuple<int, int, double>, double> cache_;
+};
 
 }  // namespace cs::models

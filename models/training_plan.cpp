@@ -257,6 +257,9 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
   int communicators = 0;
   for (int size : {p.tp, p.pp, p.dp * p.cp, p.cp, p.ep}) communicators += size > 1 ? 1 : 0;
   const int micro = job.micro_batches();
+  // Every dense layer stores alike, and every MoE layer.
+  const double dense_activations = layer_activation_bytes(m, 0, shard, job.recompute);
+  const double moe_activations = m.moe ? layer_activation_bytes(m, m.moe->dense_layers, shard, job.recompute) : dense_activations;
   for (int s = 0; s < p.pp; ++s) {
     StageMemory sm;
     sm.stage = s;
@@ -284,23 +287,18 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     std::vector<double> chunk_bytes(static_cast<std::size_t>(p.vpp), 0.0);
     for (int v = 0; v < p.vpp; ++v) {
       const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
-      for (int l = r.first; l < r.first + r.count; ++l) chunk_bytes[static_cast<std::size_t>(v)] += layer_activation_bytes(m, l, shard, job.recompute);
+      for (int l = r.first; l < r.first + r.count; ++l) chunk_bytes[static_cast<std::size_t>(v)] += m.is_moe_layer(l) ? moe_activations : dense_activations;
     }
     if (s == p.pp - 1) {
       // Logits (16-bit) and the fp32 softmax the loss keeps for its backward, per micro-batch.
       const double tokens = double(job.micro_batch) * m.seq_len / p.cp;
       chunk_bytes.back() += tokens * (double(m.vocab) / p.tp) * (2.0 + 4.0);
     }
-    double live = 0, peak = 0;
-    for (const Pass& pass : schedule_order(p, micro, s)) {
-      const double b = chunk_bytes[static_cast<std::size_t>(pass.chunk)];
-      live += pass.forward ? b : -b;
-      peak = std::max(peak, live);
-    }
+    double peak = peak_live_bytes(p, micro, s, chunk_bytes);
     if (job.recompute == Recompute::full) {
       // The backward pass re-materialises one layer's activations at a time.
-      double layer_full = 0;
-      for (int l = 0; l < m.layers; ++l) layer_full = std::max(layer_full, layer_activation_bytes(m, l, shard, Recompute::none));
+      double layer_full = layer_activation_bytes(m, 0, shard, Recompute::none);
+      if (m.moe) layer_full = std::max(layer_full, layer_activation_bytes(m, m.moe->dense_layers, shard, Recompute::none));
       peak += layer_full;
     }
     sm.activations = Bytes(peak);

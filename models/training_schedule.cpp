@@ -50,4 +50,35 @@ std::vector<Pass> schedule_order(const ParallelismPlan& plan, int micro, int sta
   return out;
 }
 
+double peak_live_bytes(const ParallelismPlan& plan, int micro, int stage, const std::vector<double>& chunk_bytes) {
+  const auto bytes = [&](int chunk) { return chunk_bytes[static_cast<std::size_t>(chunk)]; };
+  if (plan.schedule == PipelineSchedule::gpipe) {
+    double all = 0;
+    for (int c = 0; c < plan.vpp; ++c) all += micro * bytes(c);
+    return all;
+  }
+  // The same walk as schedule_order, cut short. After the warm-up forwards, the steady phase pairs
+  // forward warmup + k with backward k; both passes' chunks repeat with period pp x v in k, and over
+  // one period every chunk is stored and freed pp times, so the live bytes repeat too: the peak is
+  // reached within the first period (the cool-down only frees).
+  const int pp = plan.pp;
+  const int v = plan.schedule == PipelineSchedule::interleaved ? plan.vpp : 1;
+  const int total = micro * v;
+  const int period = pp * v;
+  const auto forward_chunk = [&](int k) { return v == 1 ? 0 : (k % period) / pp; };
+  const auto backward_chunk = [&](int k) { return v == 1 ? 0 : v - 1 - (k % period) / pp; };
+  const int warmup = v == 1 ? std::min(pp - stage - 1, micro) : std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
+  double live = 0, peak = 0;
+  for (int k = 0; k < warmup; ++k) {
+    live += bytes(forward_chunk(k));
+    peak = std::max(peak, live);
+  }
+  for (int k = 0; k < std::min(total - warmup, period); ++k) {
+    live += bytes(forward_chunk(warmup + k));
+    peak = std::max(peak, live);
+    live -= bytes(backward_chunk(k));
+  }
+  return peak;
+}
+
 }  // namespace cs::models

@@ -24,9 +24,6 @@ constexpr int kDpStream = 1;       // data-parallel reductions and gathers
 constexpr int kSendForward = 2;    // pipeline sends of activations
 constexpr int kSendBackward = 3;   // pipeline sends of gradients
 
-// Adam's step reads the gradient, reads and writes fp32 master weights, momentum and variance,
-// writes the 16-bit weights, and the gradient-norm clip reads the gradient once more.
-double adam_bytes_per_parameter(double grad_bytes) { return 2.0 * grad_bytes + 3.0 * 8.0 + 2.0; }
 
 // A stretch of layers that becomes one task when nothing needs to see inside it.
 struct Unit {
@@ -77,30 +74,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   auto gpu_of = [&](int tp, int cp, int dp, int pp) { return rank_of(p, RankCoord{tp, cp, dp, pp}); };
 
   // ---- collective times of the representative groups (TP, CP and EP groups are alike)
-  std::vector<topology::Vertex> tp_group, cp_group, ep_group;
-  for (int t = 0; t < p.tp; ++t) tp_group.push_back(gpus[static_cast<std::size_t>(gpu_of(t, 0, 0, 0))]);
-  for (int c = 0; c < p.cp; ++c) cp_group.push_back(gpus[static_cast<std::size_t>(gpu_of(0, c, 0, 0))]);
-  for (int e = 0; e < p.ep; ++e) ep_group.push_back(gpus[static_cast<std::size_t>(gpu_of(0, 0, e, 0))]);
-  for (auto v : tp_group) {
-    if (topo.device(v).node != topo.device(tp_group.front()).node) {
-      result.notes.push_back(fmt::format("the TP group of {} GPUs spans nodes: its collectives are timed alone on the topology", p.tp));
-      break;
-    }
-  }
-  std::map<std::tuple<int, int, double>, double> comm_cache;
-  const CommTime comm = [&](CommGroup g, CollectiveOp op, double bytes) -> Seconds {
-    const auto& group = g == CommGroup::tp ? tp_group : g == CommGroup::cp ? cp_group : ep_group;
-    if (group.size() < 2 || bytes <= 0) return Seconds(0);
-    const auto key = std::make_tuple(static_cast<int>(g), static_cast<int>(op), bytes);
-    if (auto it = comm_cache.find(key); it != comm_cache.end()) return Seconds(it->second);
-    Collective c;
-    c.op = op;
-    c.ranks = group;
-    c.bytes = Bytes(bytes);
-    const double t = cm.simulate(c).time.value();
-    comm_cache[key] = t;
-    return Seconds(t);
-  };
+  GroupCollectives groups(p, topo, cm);
+  if (groups.tp_spans_nodes()) result.notes.push_back(fmt::format("the TP group of {} GPUs spans nodes: its collectives are timed alone on the topology", p.tp));
+  const CommTime comm = [&](CommGroup g, CollectiveOp op, double bytes) { return groups(g, op, bytes); };
 
   // ---- per-layer times
   const Shard shard = shard_of(job);
@@ -177,7 +153,6 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   const bool distributed = p.zero_stage >= 1;
   const double grad_bytes = job.gradient_bytes();
   const double dense_shards = double(p.dp) * p.cp;
-  const double expert_shards = dense_shards / p.ep;
   const double bucket = p.bucket_parameters > 0 ? p.bucket_parameters : std::max(40e6, 1e6 * dense_shards);
 
   // Data-parallel groups of (tp, stage): every dp x cp rank; expert groups: the ranks holding the
@@ -205,19 +180,26 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   }
   std::vector<TaskId> dp_lasts;                 // every data-parallel collective's last task
   std::vector<std::vector<TaskId>> stage_dp(static_cast<std::size_t>(p.pp));
-  // Adds the reduction or gather of `dense` and `expert` parameters' worth of bytes for stage s.
+  // Adds the reduction or gather of `dense` and `expert` parameters' worth of bytes for stage s. A
+  // group's collective of one size is planned (routed) once and reused: ZeRO-3 gathers every layer
+  // alike.
+  std::map<std::tuple<int, int, int, int, double>, CollectivePlan> dp_plans;
   auto add_dp = [&](CollectiveOp op, double dense, double expert, double bytes_per, int s, const std::vector<TaskId>& after,
                     std::vector<std::pair<TaskId, TaskId>>* out, const std::vector<int>& tps) {
     for (int t : tps) {
       for (int part = 0; part < 2; ++part) {
         const double params = part == 0 ? dense : expert;
-        const auto group = part == 0 ? dp_group(t, s) : edp_group(t, s);
-        if (params <= 0 || group.size() < 2) continue;
-        Collective c;
-        c.op = op;
-        c.ranks = group;
-        c.bytes = Bytes(params * bytes_per);
-        const auto ids = cm.add_to(graph, cm.plan(c), kDpStream);
+        if (params <= 0 || p.dp * p.cp / (part == 0 ? 1 : p.ep) < 2) continue;
+        const auto key = std::make_tuple(static_cast<int>(op), t, s, part, params * bytes_per);
+        auto it = dp_plans.find(key);
+        if (it == dp_plans.end()) {
+          Collective c;
+          c.op = op;
+          c.ranks = part == 0 ? dp_group(t, s) : edp_group(t, s);
+          c.bytes = Bytes(params * bytes_per);
+          it = dp_plans.emplace(key, cm.plan(c)).first;
+        }
+        const auto ids = cm.add_to(graph, it->second, kDpStream);
         for (TaskId a : after) graph.depend(a, ids.first);
         dp_lasts.push_back(ids.second);
         stage_dp[static_cast<std::size_t>(s)].push_back(ids.second);
@@ -462,9 +444,8 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   std::vector<double> optimizer_seconds;
   for (int s = 0; s < p.pp; ++s) {
     const StageParameters sp = stage_parameters(m, p, s);
-    const double local = distributed ? sp.dense / dense_shards + sp.expert / expert_shards : sp.dense + sp.expert;
     stage_params.push_back(sp);
-    optimizer_seconds.push_back(local * adam_bytes_per_parameter(grad_bytes) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency));
+    optimizer_seconds.push_back(optimizer_step_seconds(job, hw, sp));
   }
   std::vector<TaskId> step_ends;
   for (std::size_t r = 0; r < replicas.size(); ++r) {
@@ -598,6 +579,43 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   }
   if (options.trace) result.trace = graph.chrome_trace();
   return result;
+}
+
+// Adam's step reads the gradient, reads and writes fp32 master weights, momentum and variance,
+// writes the 16-bit weights, and the gradient-norm clip reads the gradient once more; it is bound by
+// HBM bandwidth.
+double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& stage) {
+  const ParallelismPlan& p = job.plan;
+  const double dense_shards = double(p.dp) * p.cp;
+  const double local = p.zero_stage >= 1 ? stage.dense / dense_shards + stage.expert / (dense_shards / p.ep) : stage.dense + stage.expert;
+  const double adam_bytes_per_parameter = 2.0 * job.gradient_bytes() + 3.0 * 8.0 + 2.0;
+  return local * adam_bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+}
+
+GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm) : topo_(topo), cm_(cm) {
+  const auto& gpus = topo.gpus();
+  const auto gpu = [&](int tp, int cp, int dp) { return gpus[static_cast<std::size_t>(rank_of(p, RankCoord{tp, cp, dp, 0}))]; };
+  for (int t = 0; t < p.tp; ++t) tp_.push_back(gpu(t, 0, 0));
+  for (int c = 0; c < p.cp; ++c) cp_.push_back(gpu(0, c, 0));
+  for (int e = 0; e < p.ep; ++e) ep_.push_back(gpu(0, 0, e));
+}
+
+bool GroupCollectives::tp_spans_nodes() const {
+  return std::any_of(tp_.begin(), tp_.end(), [&](topology::Vertex v) { return topo_.device(v).node != topo_.device(tp_.front()).node; });
+}
+
+Seconds GroupCollectives::operator()(CommGroup g, CollectiveOp op, double bytes) {
+  const auto& members = group(g);
+  if (members.size() < 2 || bytes <= 0) return Seconds(0);
+  const auto key = std::make_tuple(static_cast<int>(g), static_cast<int>(op), bytes);
+  if (auto it = cache_.find(key); it != cache_.end()) return Seconds(it->second);
+  Collective c;
+  c.op = op;
+  c.ranks = members;
+  c.bytes = Bytes(bytes);
+  const double t = cm_.simulate(c).time.value();
+  cache_[key] = t;
+  return Seconds(t);
 }
 
 }  // namespace cs::models

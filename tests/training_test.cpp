@@ -153,6 +153,34 @@ TEST_CASE("schedules run every pass once, backward after forward, with 1F1B's wa
   }
 }
 
+TEST_CASE("the peak of stored activations, found in one period of the schedule, is the full walk's peak") {
+  for (PipelineSchedule schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved}) {
+    for (int pp : {1, 2, 3, 4, 8}) {
+      for (int vpp : {1, 2, 3, 4}) {
+        if ((schedule == PipelineSchedule::interleaved) != (vpp > 1)) continue;
+        for (int micro : {1, 2, 3, 4, 8, 12, 24, 64}) {
+          if (schedule == PipelineSchedule::interleaved && micro % pp != 0) continue;
+          ParallelismPlan p;
+          p.pp = pp;
+          p.vpp = vpp;
+          p.schedule = schedule;
+          std::vector<double> bytes;
+          for (int c = 0; c < vpp; ++c) bytes.push_back(1.0 + 0.37 * c + (c == vpp - 1 ? 2.5 : 0.0));  // the last chunk holds the logits
+          for (int stage = 0; stage < pp; ++stage) {
+            double live = 0, peak = 0;
+            for (const Pass& x : schedule_order(p, micro, stage)) {
+              live += x.forward ? bytes[static_cast<std::size_t>(x.chunk)] : -bytes[static_cast<std::size_t>(x.chunk)];
+              peak = std::max(peak, live);
+            }
+            INFO(fmt::format("{} pp {} vpp {} micro {} stage {}", to_string(schedule), pp, vpp, micro, stage));
+            CHECK(peak_live_bytes(p, micro, stage, bytes) == Approx(peak).epsilon(1e-12));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("uneven layers go to the first and last chunks") {
   CHECK(chunk_layers(126, 16, 1) == std::vector<int>{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});
   CHECK(chunk_layers(96, 8, 2) == std::vector<int>(16, 6));
