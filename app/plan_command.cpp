@@ -239,7 +239,7 @@ void training_plan(const Options& o) {
     if (r.outcomes[i].status == models::PlanOutcome::Status::simulated) sim.push_back(i);
   }
   std::vector<std::size_t> by_time = sim, by_cost = sim;
-  std::stable_sort(by_time.begin(), by_time.end(), [&](auto a, auto b) { return r.outcomes[a].step_s * r.outcomes[b].job.global_batch < r.outcomes[b].step_s * r.outcomes[a].job.global_batch; });
+  std::stable_sort(by_time.begin(), by_time.end(), [&](auto a, auto b) { return r.outcomes[a].step_s < r.outcomes[b].step_s; });
   std::stable_sort(by_cost.begin(), by_cost.end(), [&](auto a, auto b) { return r.outcomes[a].cost < r.outcomes[b].cost; });
   const std::vector<std::size_t> front = models::pareto_front(r);
   const std::string own = models::plan_key(sc.job);
@@ -253,49 +253,78 @@ void training_plan(const Options& o) {
   j["resumed"] = r.resumed;
   j["pruned_by_bound"] = r.bound;
   j["cost_unit"] = price_note;
-  nlohmann::json plans = nlohmann::json::array();
-  std::string csv = "key,status,step_s,mfu,tokens_per_s,time_to_train_days,gpu_hours,cost,memory_gib,reason\n";
-  for (const auto& x : r.outcomes) {
-    const char* status = x.status == models::PlanOutcome::Status::simulated    ? "simulated"
-                         : x.status == models::PlanOutcome::Status::constraint ? "constraint"
-                         : x.status == models::PlanOutcome::Status::memory     ? "memory"
-                                                                                : "bound";
-    nlohmann::json k = {{"key", x.key}, {"plan", models::plan_text(x.job)}, {"status", status}};
-    if (x.status == models::PlanOutcome::Status::simulated) {
-      k["step_s"] = x.step_s;
-      k["mfu"] = x.mfu;
-      k["tokens_per_s"] = x.tokens_per_s;
-      if (budget) k["time_to_train_days"] = days(x);
-      k["gpu_hours"] = x.gpu_hours;
-      k["cost"] = x.cost;
-      const auto& b = x.breakdown;
-      k["breakdown_s"] = {{"compute", b.compute}, {"tp_comm", b.tp_comm}, {"cp_comm", b.cp_comm}, {"ep_comm", b.ep_comm}, {"dp_comm", b.dp_comm},
-                          {"pp_comm", b.pp_comm}, {"pipeline_bubble", b.bubble}, {"optimizer", b.optimizer}};
-    } else {
-      k["reason"] = x.reason;
-    }
-    if (x.memory_bytes > 0) k["memory_gib"] = x.memory_bytes / double(1ull << 30);
-    if (x.lower_bound_s > 0) k["lower_bound_s"] = x.lower_bound_s;
-    plans.push_back(k);
-    std::string reason = x.reason;
-    std::replace(reason.begin(), reason.end(), ',', ';');
-    std::replace(reason.begin(), reason.end(), '\n', ' ');
-    csv += fmt::format("{},{},{:.6f},{:.4f},{:.1f},{:.4f},{:.1f},{:.2f},{:.2f},{}\n", x.key, status, x.step_s, x.mfu, x.tokens_per_s, days(x), x.gpu_hours, x.cost,
-                       x.memory_bytes / double(1ull << 30), reason);
-  }
-  j["plans"] = plans;
+  constexpr const char* kPlans = "@plans@";  // where the every-plan array goes
+  j["plans"] = kPlans;
   nlohmann::json fr = nlohmann::json::array();
-  for (auto i : front) fr.push_back(r.outcomes[i].key);
+  for (auto i : front) fr.push_back(r.key(r.outcomes[i]));
   j["pareto_front"] = fr;
-  if (!by_time.empty()) j["fastest"] = r.outcomes[by_time.front()].key;
-  if (!by_cost.empty()) j["cheapest"] = r.outcomes[by_cost.front()].key;
+  if (!by_time.empty()) j["fastest"] = r.key(r.outcomes[by_time.front()]);
+  if (!by_cost.empty()) j["cheapest"] = r.key(r.outcomes[by_cost.front()]);
+  const std::string document = j.dump(2) + "\n";
+  const std::size_t at = document.find(fmt::format("\"{}\"", kPlans));
+  const std::string_view head = std::string_view(document).substr(0, at);
+  const std::string_view tail = std::string_view(document).substr(at + std::string_view(kPlans).size() + 2);
+  const auto status_of = [](const models::PlanOutcome& x) {
+    return x.status == models::PlanOutcome::Status::simulated    ? "simulated"
+           : x.status == models::PlanOutcome::Status::constraint ? "constraint"
+           : x.status == models::PlanOutcome::Status::memory     ? "memory"
+                                                                  : "bound";
+  };
+  // Every plan, one JSON object and one CSV row each, streamed: a space can hold a million plans,
+  // and the documents run to hundreds of megabytes.
+  const auto write_json = [&](const auto& put) {
+    put(head);
+    put("[");
+    bool first = true;
+    for (const auto& x : r.outcomes) {
+      nlohmann::json k = {{"key", r.key(x)}, {"plan", models::plan_text(r.job(x))}, {"status", status_of(x)}};
+      if (x.status == models::PlanOutcome::Status::simulated) {
+        k["step_s"] = x.step_s;
+        k["mfu"] = x.mfu;
+        k["tokens_per_s"] = x.tokens_per_s;
+        if (budget) k["time_to_train_days"] = days(x);
+        k["gpu_hours"] = x.gpu_hours;
+        k["cost"] = x.cost;
+        const auto& b = x.breakdown;
+        k["breakdown_s"] = {{"compute", b.compute}, {"tp_comm", b.tp_comm}, {"cp_comm", b.cp_comm}, {"ep_comm", b.ep_comm}, {"dp_comm", b.dp_comm},
+                            {"pp_comm", b.pp_comm}, {"pipeline_bubble", b.bubble}, {"optimizer", b.optimizer}};
+      } else {
+        k["reason"] = r.reason(x);
+      }
+      if (x.memory_bytes > 0) k["memory_gib"] = x.memory_bytes / double(1ull << 30);
+      if (x.lower_bound_s > 0) k["lower_bound_s"] = x.lower_bound_s;
+      put(first ? "\n    " : ",\n    ");
+      put(k.dump());
+      first = false;
+    }
+    put(first ? "]" : "\n  ]");
+    put(tail);
+  };
+  const auto write_csv = [&](const auto& put) {
+    put("key,status,step_s,mfu,tokens_per_s,time_to_train_days,gpu_hours,cost,memory_gib,reason\n");
+    for (const auto& x : r.outcomes) {
+      std::string reason = r.reason(x);
+      std::replace(reason.begin(), reason.end(), ',', ';');
+      std::replace(reason.begin(), reason.end(), '\n', ' ');
+      put(fmt::format("{},{},{:.6f},{:.4f},{:.1f},{:.4f},{:.1f},{:.2f},{:.2f},{}\n", r.key(x), status_of(x), x.step_s, x.mfu, x.tokens_per_s, days(x),
+                      x.gpu_hours, x.cost, x.memory_bytes / double(1ull << 30), reason));
+    }
+  };
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
-    reports::write_file_atomically(std::filesystem::path(o.out) / "plans.json", j.dump(2) + "\n");
-    reports::write_file_atomically(std::filesystem::path(o.out) / "plans.csv", csv);
+    for (const char* name : {"plans.json", "plans.csv"}) {
+      reports::AtomicFileWriter file(std::filesystem::path(o.out) / name);
+      const auto put = [&](std::string_view text) { file.write(text); };
+      if (name == std::string_view("plans.json")) {
+        write_json(put);
+      } else {
+        write_csv(put);
+      }
+      file.commit();
+    }
   }
   if (o.json) {
-    std::cout << j.dump(2) << "\n";
+    write_json([](std::string_view text) { std::cout << text; });
     return;
   }
   std::cout << fmt::format("{}: {} plans enumerated: {} break a constraint, {} do not fit in memory, {}{} simulated ({} resumed) in {:.2f} s{}\n", sc.name,
@@ -310,7 +339,8 @@ void training_plan(const Options& o) {
     for (std::size_t n = 0; n < std::min(k, order.size()); ++n) {
       const auto& x = r.outcomes[order[n]];
       const auto& b = x.breakdown;
-      t.add_row({std::to_string(n + 1), models::plan_text(x.job) + (x.key == own ? " (scenario's)" : ""), std::to_string(x.job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
+      const models::TrainingJob job = r.job(x);
+      t.add_row({std::to_string(n + 1), models::plan_text(job) + (models::plan_key(job) == own ? " (scenario's)" : ""), std::to_string(job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
                  fmt::format("{:.1f}%", 100 * x.mfu), fmt::format("{:.0f}", x.tokens_per_s), budget ? fmt::format("{:.1f}", days(x)) : "-",
                  fmt::format("{:.4g}", x.cost), fmt::format("{:.2f}", b.compute), fmt::format("{:.2f}", b.tp_comm + b.cp_comm + b.ep_comm),
                  fmt::format("{:.2f}", b.dp_comm), fmt::format("{:.2f}", b.pp_comm + b.bubble), fmt::format("{:.1f}", x.memory_bytes / double(1ull << 30))});
@@ -319,14 +349,14 @@ void training_plan(const Options& o) {
   };
   table(fmt::format("fastest (top {} by throughput):", o.top).c_str(), by_time, static_cast<std::size_t>(o.top));
   std::set<int> counts;
-  for (auto i : sim) counts.insert(r.outcomes[i].job.plan.gpus());
+  for (auto i : sim) counts.insert(r.outcomes[i].plan.gpus);
   if (counts.size() > 1) {
     table(fmt::format("cheapest (top {} by cost, {}):", o.top, price_note).c_str(), by_cost, static_cast<std::size_t>(o.top));
     table("Pareto front (time to train against cost):", front, front.size());
   }
   // The scenario's own plan, and why the others lose.
   for (std::size_t n = 0; n < by_time.size(); ++n) {
-    if (r.outcomes[by_time[n]].key == own) {
+    if (r.key(r.outcomes[by_time[n]]) == own) {
       std::cout << fmt::format("the scenario's plan ranks {} of {} simulated{}\n", n + 1, by_time.size(),
                                n == 0 ? "" : fmt::format("; the fastest is {:.1f}% faster", 100 * (1 - r.outcomes[by_time[0]].step_s / r.outcomes[by_time[n]].step_s)));
     }
@@ -338,7 +368,7 @@ void training_plan(const Options& o) {
                       : x.status == models::PlanOutcome::Status::bound ? "lower bound"
                                                                        : x.reason.substr(0, x.reason.find_first_of("0123456789"));
     auto& e = reasons[cls];
-    if (e.first++ == 0) e.second = fmt::format("{}: {}", models::plan_text(x.job), x.reason);
+    if (e.first++ == 0) e.second = fmt::format("{}: {}", models::plan_text(r.job(x)), r.reason(x));
   }
   if (!reasons.empty()) {
     std::cout << "rejected (count, reason, an example; every plan's reason is in --out plans.csv):\n";

@@ -31,8 +31,8 @@ void read_numbers(PlanOutcome& o, const nlohmann::json& j) {
   }
 }
 
-nlohmann::json to_line(const PlanOutcome& o) {
-  nlohmann::json j = {{"key", o.key},
+nlohmann::json to_line(const PlanOutcome& o, const std::string& key) {
+  nlohmann::json j = {{"key", key},
                       {"status", o.status == PlanOutcome::Status::simulated    ? "simulated"
                                  : o.status == PlanOutcome::Status::constraint ? "constraint"
                                  : o.status == PlanOutcome::Status::memory     ? "memory"
@@ -76,7 +76,7 @@ namespace {
 
 void price(PlanOutcome& o, double price_per_gpu_hour, double tokens) {
   if (tokens <= 0) o.time_to_train_s = 0;
-  const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0 * o.job.plan.gpus();
+  const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0 * o.plan.gpus;
   o.gpu_hours = hours;
   o.cost = price_per_gpu_hour > 0 ? hours * price_per_gpu_hour : hours;
 }
@@ -85,48 +85,232 @@ void price(PlanOutcome& o, double price_per_gpu_hour, double tokens) {
 
 namespace {
 
-// A plan's step cannot be shorter than the compute of its busiest pipeline stage (every micro-batch's
-// forward, backward and recompute kernels, timed by the same per-op model the simulation uses,
-// communication left out) plus the pipeline fill: the last stage starts only after the first
-// micro-batch's forward chunk has crossed the p - 1 stages before it.
-double lower_bound(const TrainingJob& j, const hardware::HardwareProfile& hw) {
-  const TransformerSpec& m = j.model;
-  const ParallelismPlan& p = j.plan;
-  const Shard shard = shard_of(j);
-  const CommTime none = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
-  const auto compute = [&](const std::vector<Op>& ops) {
-    const OpsTime t = time_ops(ops, hw, j.precision, none, j.recompute, false);
-    return std::make_pair(t.forward.compute, t.forward.compute + t.backward.compute + t.recompute.compute);
-  };
-  const auto dense = compute(layer_forward_ops(m, 0, shard));
-  const auto moe = m.moe ? compute(layer_forward_ops(m, m.moe->dense_layers, shard)) : dense;
-  const auto head = compute(head_forward_ops(m, shard));
-  const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
-  double busiest = 0, first_chunk_forward = 0;
-  for (int s = 0; s < p.pp; ++s) {
-    double work = 0;
+// Per micro-batch times of a plan's layers (forward; backward with recompute), which depend only on
+// its shard, recompute mode, TP overlap and where its TP, CP and EP groups sit.
+struct LayerTimes {
+  double dense_f = 0, dense_b = 0, moe_f = 0, moe_b = 0, embedding_f = 0, embedding_b = 0, head_f = 0, head_b = 0;
+};
+
+class BoundModel {
+ public:
+  explicit BoundModel(const topology::Topology& topo) : topo_(topo), cm_(topo) {}
+
+  // See search_plans in the header: the largest over the stages of every micro-batch's work on the
+  // stage plus the first micro-batch's forward and the last one's backward through the first chunk
+  // of each stage before it. With `data_parallel`, also what the stage's data-parallel traffic
+  // forces (more expensive: it times the stage's collectives alone on the topology).
+  double operator()(const TrainingJob& j, bool data_parallel = false) {
+    const TransformerSpec& m = j.model;
+    const ParallelismPlan& p = j.plan;
+    const LayerTimes& t = layer_times(j);
+    const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
+    const double micro = j.micro_batches();
+    double bound = 0, before = 0;  // before: chunk 0's forward and backward on the stages so far
+    for (int s = 0; s < p.pp; ++s) {
+      double work = 0, first_chunk = 0;
+      for (int v = 0; v < p.vpp; ++v) {
+        const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
+        double chunk = 0;
+        for (int l = r.first; l < r.first + r.count; ++l) chunk += m.is_moe_layer(l) ? t.moe_f + t.moe_b : t.dense_f + t.dense_b;
+        if (s == 0 && v == 0) chunk += t.embedding_f + t.embedding_b;
+        if (s == p.pp - 1 && v == p.vpp - 1) chunk += t.head_f + t.head_b;
+        work += chunk;
+        if (v == 0) first_chunk = chunk;
+      }
+      double stage = micro * work + before;
+      if (data_parallel) stage = std::max(stage, with_data_parallel(j, s, stage));
+      bound = std::max(bound, stage);
+      before += first_chunk;
+    }
+    return bound;
+  }
+
+ private:
+  // A stage's step with its data-parallel traffic, given `compute_end`, the bound on when its last
+  // compute task ends. Every collective runs on the stage's one data-parallel stream, in order, and
+  // takes at least its time alone on the topology; the optimizer step follows the last reduction.
+  // - ZeRO-3 (FSDP): each pass gathers every layer's weights and each backward reduce-scatters its
+  //   gradients, so the stream is busy for the sum of them all.
+  // - Without overlapped gradient reduction: one reduction of the stage's gradients starts after its
+  //   last backward.
+  // - Without overlapped parameter gathers (ZeRO 1 and 2): one gather follows the optimizer step.
+  // Only the layers' parameters count (the embedding's and the head's are left out: a bound can leave
+  // work out, never add it).
+  double with_data_parallel(const TrainingJob& j, int s, double compute_end) {
+    const ParallelismPlan& p = j.plan;
+    const TransformerSpec& m = j.model;
+    const double optimizer = optimizer_step_seconds(j, *topo_.gpu, stage_parameters(m, p, s));
+    if (p.dp * p.cp < 2) return compute_end + optimizer;
+    const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
+    std::vector<int> layers;
     for (int v = 0; v < p.vpp; ++v) {
       const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
-      double forward = 0;
-      for (int l = r.first; l < r.first + r.count; ++l) {
-        const auto& t = m.is_moe_layer(l) ? moe : dense;
-        work += t.second;
-        forward += t.first;
-      }
-      if (v == 0 && s < p.pp - 1) first_chunk_forward += forward;
+      for (int l = r.first; l < r.first + r.count; ++l) layers.push_back(l);
     }
-    if (s == p.pp - 1) work += head.second;
-    busiest = std::max(busiest, work);
+    std::vector<topology::Vertex> dense_group, expert_group;
+    const auto& gpus = topo_.gpus();
+    for (int d = 0; d < p.dp; ++d) {
+      for (int c = 0; c < p.cp; ++c) {
+        const auto v = gpus[static_cast<std::size_t>(rank_of(p, RankCoord{0, c, d, s}))];
+        dense_group.push_back(v);
+        if (d % p.ep == 0) expert_group.push_back(v);
+      }
+    }
+    // Both parts of a unit's parameters: the dense ones over every data-parallel rank, the experts'
+    // over the ranks that hold the same experts.
+    const auto both = [&](CollectiveOp op, const StageParameters& params, double bytes_per) {
+      return alone(op, dense_group, params.dense * bytes_per) + alone(op, expert_group, params.expert * bytes_per);
+    };
+    const double grad = j.gradient_bytes();
+    if (p.zero_stage >= 3) {
+      double per_micro = 0;
+      for (int l : layers) {
+        const StageParameters lp = layer_parameters(m, p, l);
+        per_micro += 2 * both(CollectiveOp::all_gather, lp, 2.0) + both(CollectiveOp::reduce_scatter, lp, grad);
+      }
+      return j.micro_batches() * per_micro + optimizer;
+    }
+    StageParameters all;
+    for (int l : layers) all += layer_parameters(m, p, l);
+    double end = compute_end;
+    if (!p.overlap_grad_reduce) end += both(p.zero_stage >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, all, grad);
+    end += optimizer;
+    if (p.zero_stage >= 1 && !p.overlap_param_gather) end += both(CollectiveOp::all_gather, all, 2.0);
+    return end;
   }
-  return busiest * j.micro_batches() + first_chunk_forward;
+
+  double alone(CollectiveOp op, const std::vector<topology::Vertex>& group, double bytes) {
+    if (group.size() < 2 || bytes <= 0) return 0;
+    std::string key = fmt::format("{} {} |", static_cast<int>(op), bytes);
+    for (auto v : group) key += fmt::format(" {}", v);
+    if (auto it = collectives_.find(key); it != collectives_.end()) return it->second;
+    Collective c;
+    c.op = op;
+    c.ranks = group;
+    c.bytes = Bytes(bytes);
+    const double t = cm_.simulate(c).time.value();
+    collectives_.emplace(std::move(key), t);
+    return t;
+  }
+
+  const LayerTimes& layer_times(const TrainingJob& j) {
+    const ParallelismPlan& p = j.plan;
+    GroupCollectives groups(p, topo_, cm_);
+    std::string key = fmt::format("{} {} {} {} {} {} {} {} |", j.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel ? 1 : 0, static_cast<int>(j.recompute),
+                                  p.tp_overlap ? 1 : 0, p.flash_attention ? 1 : 0);
+    for (CommGroup g : {CommGroup::tp, CommGroup::cp, CommGroup::ep}) {
+      for (auto v : groups.group(g)) key += fmt::format(" {}", v);
+      key += " |";
+    }
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    const TransformerSpec& m = j.model;
+    const Shard shard = shard_of(j);
+    const CommTime comm = [&](CommGroup g, CollectiveOp op, double bytes) { return groups(g, op, bytes); };
+    const auto timed = [&](const std::vector<Op>& ops) {
+      const OpsTime o = time_ops(ops, *topo_.gpu, j.precision, comm, j.recompute, p.tp_overlap);
+      return std::make_pair(o.forward.total(), o.backward.total() + o.recompute.total());
+    };
+    LayerTimes t;
+    std::tie(t.dense_f, t.dense_b) = timed(layer_forward_ops(m, 0, shard));
+    std::tie(t.moe_f, t.moe_b) = m.moe ? timed(layer_forward_ops(m, m.moe->dense_layers, shard)) : std::make_pair(t.dense_f, t.dense_b);
+    std::tie(t.embedding_f, t.embedding_b) = timed(embedding_forward_ops(m, shard));
+    std::tie(t.head_f, t.head_b) = timed(head_forward_ops(m, shard));
+    return cache_.emplace(std::move(key), t).first->second;
+  }
+
+  const topology::Topology& topo_;
+  CollectiveModel cm_;
+  std::map<std::string, LayerTimes> cache_;
+  std::map<std::string, double> collectives_;  // times alone, by op, bytes and group
+};
+
+}  // namespace
+
+PlanChoice choice_of(const TrainingJob& j) {
+  const ParallelismPlan& p = j.plan;
+  PlanChoice c;
+  c.gpus = p.gpus();
+  c.tp = p.tp;
+  c.pp = p.pp;
+  c.vpp = p.vpp;
+  c.cp = p.cp;
+  c.ep = p.ep;
+  c.dp = p.dp;
+  c.micro = j.micro_batch;
+  c.zero = p.zero_stage;
+  c.recompute = j.recompute;
+  c.sequence_parallel = p.sequence_parallel;
+  c.tp_overlap = p.tp_overlap;
+  c.grad_overlap = p.overlap_grad_reduce;
+  c.param_overlap = p.overlap_param_gather;
+  c.flash_attention = p.flash_attention;
+  if (p.order.size() == c.order.size()) std::copy(p.order.begin(), p.order.end(), c.order.begin());
+  return c;
+}
+
+TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
+  TrainingJob j = base;
+  ParallelismPlan& p = j.plan;
+  p.tp = c.tp;
+  p.pp = c.pp;
+  p.vpp = c.vpp;
+  p.cp = c.cp;
+  p.ep = c.ep;
+  p.dp = c.dp;
+  p.zero_stage = c.zero;
+  p.sequence_parallel = c.sequence_parallel && c.tp > 1;
+  p.tp_overlap = c.tp_overlap && p.sequence_parallel;
+  p.overlap_grad_reduce = c.grad_overlap;
+  p.overlap_param_gather = c.param_overlap;
+  p.flash_attention = c.flash_attention;
+  p.order.assign(c.order.begin(), c.order.end());
+  p.schedule = c.vpp > 1 ? PipelineSchedule::interleaved : base.plan.vpp > 1 ? PipelineSchedule::one_f_one_b : base.plan.schedule;
+  j.micro_batch = c.micro;
+  j.recompute = c.recompute;
+  return j;
+}
+
+namespace {
+
+// The dimensions of a rank order that have more than one rank: orders that agree on these place
+// every rank alike.
+std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
+  std::vector<ParallelDim> out;
+  for (ParallelDim d : p.order) {
+    const int size = d == ParallelDim::tp ? p.tp : d == ParallelDim::cp ? p.cp : d == ParallelDim::ep ? p.ep : d == ParallelDim::dp ? p.dp / std::max(1, p.ep) : p.pp;
+    if (size > 1) out.push_back(d);
+  }
+  return out;
+}
+
+std::string order_text(const std::vector<ParallelDim>& order) {
+  std::string s;
+  for (ParallelDim d : order) s += (s.empty() ? "" : "-") + std::string(to_string(d));
+  return s;
+}
+
+// The settings a key and a plan text show only when they differ from the usual (so that the keys of
+// plans without them stay as they were).
+std::string unusual_order(const ParallelismPlan& p) {
+  ParallelismPlan megatron = p;
+  megatron.order = ParallelismPlan().order;
+  const auto mine = effective_order(p);
+  return mine == effective_order(megatron) ? std::string() : order_text(mine);
 }
 
 }  // namespace
 
 std::string plan_key(const TrainingJob& j) {
   const ParallelismPlan& p = j.plan;
-  return fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", p.gpus(), p.tp, p.pp, p.vpp, p.cp, p.ep, p.dp,
-                     j.micro_batch, p.zero_stage, recompute_name(j.recompute), p.sequence_parallel && p.tp > 1 ? 1 : 0);
+  std::string s = fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", p.gpus(), p.tp, p.pp, p.vpp, p.cp, p.ep, p.dp,
+                              j.micro_batch, p.zero_stage, recompute_name(j.recompute), p.sequence_parallel && p.tp > 1 ? 1 : 0);
+  if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " tp_overlap=1";
+  if (!p.overlap_grad_reduce) s += " grad_overlap=0";
+  if (!p.overlap_param_gather) s += " param_overlap=0";
+  if (const std::string o = unusual_order(p); !o.empty()) s += " order=" + o;
+  if (!p.flash_attention) s += " attention=unfused";
+  return s;
 }
 
 std::string plan_text(const TrainingJob& j) {
@@ -136,7 +320,29 @@ std::string plan_text(const TrainingJob& j) {
   if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
   if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
   s += fmt::format(" DP{} mb{} Z{} {}{}", p.dp, j.micro_batch, p.zero_stage, to_string(j.recompute), p.sequence_parallel && p.tp > 1 ? " SP" : "");
+  if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " TP-overlap";
+  if (!p.overlap_grad_reduce || !p.overlap_param_gather) s += " no-DP-overlap";
+  if (const std::string o = unusual_order(p); !o.empty()) s += " order " + o;
+  if (!p.flash_attention) s += " unfused-attention";
   return s;
+}
+
+std::string SearchResult::key(const PlanOutcome& o) const {
+  const TrainingJob j = job(o);
+  std::string k = plan_key(j);
+  if (j.plan.gpus() != o.plan.gpus) k += fmt::format(" of_gpus={}", o.plan.gpus);
+  return k;
+}
+
+std::string SearchResult::reason(const PlanOutcome& o) const {
+  switch (o.status) {
+    case PlanOutcome::Status::simulated: return {};
+    case PlanOutcome::Status::constraint: return o.reason;
+    case PlanOutcome::Status::memory: return gpu ? estimate_memory(job(o), *gpu).verdict() : "does not fit in GPU memory";
+    case PlanOutcome::Status::bound:
+      return fmt::format("its lower bound {:.4g} s exceeds the {}th best step {:.4g} s and cost", o.lower_bound_s, keep, o.bound_threshold_s);
+  }
+  return {};
 }
 
 SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo) {
@@ -179,80 +385,167 @@ SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo
   return s;
 }
 
+namespace {
+
+template <class T>
+std::vector<T> distinct(const std::vector<T>& v) {
+  std::vector<T> out;
+  for (const T& x : v) {
+    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  }
+  return out;
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace
+
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options) {
-  for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.vpp, &space.cp, &space.ep, &space.micro, &space.zero}) {
+  for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.cp, &space.ep, &space.zero}) {
     if (dim->empty()) throw std::invalid_argument("every dimension of the search space needs at least one value");
   }
-  if (space.recompute.empty() || space.sequence_parallel.empty()) throw std::invalid_argument("every dimension of the search space needs at least one value");
+  if ((space.vpp.empty() && !space.every_vpp) || (space.micro.empty() && !space.every_micro) || space.recompute.empty() || space.sequence_parallel.empty()) {
+    throw std::invalid_argument("every dimension of the search space needs at least one value");
+  }
   if (!topo.gpu) throw std::invalid_argument(fmt::format("topology {} names no GPU hardware profile", topo.name));
   const int cluster = static_cast<int>(topo.gpus().size());
+  if (options.bound && options.shards > 1) throw std::invalid_argument("the lower-bound pruning runs in one process: leave --bound out under mpirun");
+  const bool bound = options.bound && options.keep > 0;
 
-  // Enumerate in a fixed order; plans that differ only in a setting that does not apply (sequence
-  // parallelism at TP 1) are one plan.
   SearchResult out;
-  std::map<std::string, std::size_t> seen;
-  for (int g : space.gpus) {
-    for (int tp : space.tp) {
-      for (int pp : space.pp) {
-        for (int vpp : space.vpp) {
-          for (int cp : space.cp) {
-            for (int ep : space.ep) {
-              for (int micro : space.micro) {
-                for (int zero : space.zero) {
-                  for (Recompute rc : space.recompute) {
-                    for (bool sp : space.sequence_parallel) {
-                      TrainingJob j = base;
-                      ParallelismPlan& p = j.plan;
-                      p.tp = tp;
-                      p.pp = pp;
-                      p.vpp = vpp;
-                      p.cp = cp;
-                      p.ep = ep;
-                      p.zero_stage = zero;
-                      p.sequence_parallel = sp && tp > 1;
-                      p.tp_overlap = p.tp_overlap && p.sequence_parallel;
-                      p.schedule = vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
-                      j.micro_batch = micro;
-                      j.recompute = rc;
-                      PlanOutcome o;
-                      const int model_parallel = tp * pp * cp;
-                      p.dp = std::max(1, g / model_parallel);
-                      o.job = j;
-                      o.key = plan_key(j);
-                      if (seen.count(o.key) != 0) continue;
-                      // Constraints first: they cost nothing.
-                      std::string why;
-                      if (g % model_parallel != 0) {
-                        why = fmt::format("tp x pp x cp = {} does not divide the {} GPUs", model_parallel, g);
-                      } else if (g > cluster) {
-                        why = fmt::format("{} GPUs but the topology has {}", g, cluster);
-                      } else if (!space.uneven_layers && j.model.layers % (pp * vpp) != 0) {
-                        why = fmt::format("pp x vpp = {} does not divide the {} layers", pp * vpp, j.model.layers);
-                      } else {
-                        try {
-                          check_job(j, cluster);
-                        } catch (const std::invalid_argument& e) {
-                          why = e.what();
-                        }
-                      }
-                      if (!why.empty()) {
-                        o.status = PlanOutcome::Status::constraint;
-                        o.reason = why;
-                      } else {
-                        const MemoryReport mem = estimate_memory(j, *topo.gpu);
-                        o.memory_bytes = mem.worst().total().value();
-                        if (!mem.fits()) {
-                          o.status = PlanOutcome::Status::memory;
-                          o.reason = mem.verdict();
-                        } else {
-                          o.lower_bound_s = lower_bound(j, *topo.gpu);
-                        }
-                      }
-                      seen[o.key] = out.outcomes.size();
-                      out.outcomes.push_back(std::move(o));
-                    }
-                  }
+  out.base = base;
+  out.gpu = &*topo.gpu;
+  out.keep = bound ? options.keep : 0;
+  BoundModel lower_bound(topo);
+
+  // Enumerate in a fixed order. Plans that differ only in a setting that does not apply (sequence
+  // parallelism at TP 1, TP overlap without it, the place of a dimension of size 1 in the rank
+  // order) are one plan.
+  const PlanChoice own = choice_of(base);
+  const std::vector<bool> tp_overlaps = space.tp_overlap.empty() ? std::vector<bool>{own.tp_overlap} : distinct(space.tp_overlap);
+  std::vector<std::pair<bool, bool>> dp_overlaps;
+  if (space.dp_overlap.empty()) {
+    dp_overlaps = {{own.grad_overlap, own.param_overlap}};
+  } else {
+    for (bool d : distinct(space.dp_overlap)) dp_overlaps.emplace_back(d, d);
+  }
+  std::vector<std::array<ParallelDim, 5>> orders;
+  if (space.orders.empty()) {
+    orders = {own.order};
+  } else {
+    for (const auto& o : distinct(space.orders)) {
+      if (o.size() != 5) throw std::invalid_argument("a rank order names each of tp, cp, ep, dp and pp once");
+      std::array<ParallelDim, 5> a{};
+      std::copy(o.begin(), o.end(), a.begin());
+      orders.push_back(a);
+    }
+  }
+  const std::vector<bool> attentions = space.flash_attention.empty() ? std::vector<bool>{own.flash_attention} : distinct(space.flash_attention);
+  const std::vector<int> vpp_list = distinct(space.vpp), micro_list = distinct(space.micro);
+  const auto evaluate = [&](const PlanChoice& c) {
+    PlanOutcome o;
+    o.plan = c;
+    const TrainingJob j = apply_choice(base, c);
+    const int model_parallel = c.tp * c.pp * c.cp;
+    // Constraints first: they cost nothing.
+    std::string why;
+    if (c.gpus % model_parallel != 0) {
+      why = fmt::format("tp x pp x cp = {} does not divide the {} GPUs", model_parallel, c.gpus);
+    } else if (c.gpus > cluster) {
+      why = fmt::format("{} GPUs but the topology has {}", c.gpus, cluster);
+    } else if (!space.uneven_layers && j.model.layers % (c.pp * c.vpp) != 0) {
+      why = fmt::format("pp x vpp = {} does not divide the {} layers", c.pp * c.vpp, j.model.layers);
+    } else {
+      try {
+        check_job(j, cluster);
+      } catch (const std::invalid_argument& e) {
+        why = e.what();
+      }
+    }
+    if (!why.empty()) {
+      o.status = PlanOutcome::Status::constraint;
+      o.reason = std::move(why);
+    } else {
+      const MemoryReport mem = estimate_memory(j, *topo.gpu);
+      o.memory_bytes = mem.worst().total().value();
+      if (!mem.fits()) {
+        o.status = PlanOutcome::Status::memory;
+      } else {
+        o.lower_bound_s = lower_bound(j);
+      }
+    }
+    out.outcomes.push_back(std::move(o));
+  };
+  // Every setting that leaves the plan's shape alone, for one shape, each distinct combination once.
+  const std::vector<int> zeros = distinct(space.zero);
+  const std::vector<Recompute> recomputes = distinct(space.recompute);
+  const auto settings = [&](const PlanChoice& shape, const auto& visit) {
+    std::vector<bool> sps;
+    for (bool sp : space.sequence_parallel) sps.push_back(sp && shape.tp > 1);
+    std::vector<std::array<ParallelDim, 5>> placements;  // orders that place ranks differently
+    std::vector<std::vector<ParallelDim>> seen;
+    for (const auto& order : orders) {
+      ParallelismPlan p;
+      p.tp = shape.tp, p.pp = shape.pp, p.cp = shape.cp, p.ep = shape.ep, p.dp = shape.dp;
+      p.order.assign(order.begin(), order.end());
+      auto eff = effective_order(p);
+      if (std::find(seen.begin(), seen.end(), eff) != seen.end()) continue;
+      seen.push_back(std::move(eff));
+      placements.push_back(order);
+    }
+    PlanChoice c = shape;
+    for (int zero : zeros) {
+      c.zero = zero;
+      for (Recompute rc : recomputes) {
+        c.recompute = rc;
+        for (bool sp : distinct(sps)) {
+          c.sequence_parallel = sp;
+          std::vector<bool> tpos;
+          for (bool t : tp_overlaps) tpos.push_back(t && sp);
+          for (bool tpo : distinct(tpos)) {
+            c.tp_overlap = tpo;
+            for (const auto& [grad, param] : dp_overlaps) {
+              c.grad_overlap = grad;
+              c.param_overlap = param;
+              for (bool flash : attentions) {
+                c.flash_attention = flash;
+                for (const auto& order : placements) {
+                  c.order = order;
+                  visit(c);
                 }
+              }
+            }
+          }
+        }
+      }
+    }
+  };
+  for (int g : distinct(space.gpus)) {
+    for (int tp : distinct(space.tp)) {
+      for (int pp : distinct(space.pp)) {
+        const std::vector<int> vpps = !space.every_vpp ? vpp_list : pp == 1 || base.model.layers % pp != 0 ? std::vector<int>{1} : divisors(base.model.layers / pp);
+        for (int vpp : vpps) {
+          for (int cp : distinct(space.cp)) {
+            for (int ep : distinct(space.ep)) {
+              PlanChoice shape = own;
+              shape.gpus = g;
+              shape.tp = tp;
+              shape.pp = pp;
+              shape.vpp = vpp;
+              shape.cp = cp;
+              shape.ep = ep;
+              shape.dp = std::max(1, g / (tp * pp * cp));
+              const std::vector<int> micros =
+                  !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
+              for (int micro : micros) {
+                shape.micro = micro;
+                settings(shape, evaluate);
               }
             }
           }
@@ -266,6 +559,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   std::map<std::string, nlohmann::json> done;
   if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results);
   std::vector<std::size_t> pending;  // this shard's plans to simulate or read back, in order
+  std::vector<std::string> keys(out.outcomes.size());  // of the pending plans
   for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
     PlanOutcome& o = out.outcomes[i];
     if (o.status != PlanOutcome::Status::simulated) continue;
@@ -273,7 +567,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       o.evaluated = false;
       continue;
     }
-    const auto it = done.find(o.key);
+    keys[i] = out.key(o);
+    const auto it = done.find(keys[i]);
     if (it != done.end() && it->second.value("status", std::string()) == "simulated" && it->second.contains("step_s")) {
       read_numbers(o, it->second);
       o.resumed = true;
@@ -289,16 +584,14 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     {
       std::ofstream f(tmp, std::ios::trunc);
       if (!f) throw std::invalid_argument(fmt::format("cannot write the results file {}", options.results.string()));
-      for (const auto& o : out.outcomes) {
-        if (o.resumed) f << to_line(o).dump() << "\n";
+      for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
+        if (out.outcomes[i].resumed) f << to_line(out.outcomes[i], keys[i]).dump() << "\n";
       }
     }
     std::filesystem::rename(tmp, options.results);
     results.open(options.results, std::ios::app);
   }
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
-  if (options.bound && options.shards > 1) throw std::invalid_argument("the lower-bound pruning runs in one process: leave --bound out under mpirun");
-  const bool bound = options.bound && options.keep > 0;
   if (bound) {
     std::stable_sort(pending.begin(), pending.end(), [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; });
   }
@@ -314,7 +607,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       processed[round[n]] = 1;
       if (o.resumed) continue;  // read back from the results file
       try {
-        const TrainingResult r = simulate_training(o.job, topo);
+        const TrainingResult r = simulate_training(out.job(o), topo);
         o.step_s = r.step_time.value();
         o.mfu = r.mfu;
         o.tokens_per_s = r.tokens_per_s;
@@ -331,20 +624,17 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       }
       std::lock_guard<std::mutex> lock(mutex);
       if (results.is_open()) {
-        results << to_line(o).dump() << "\n";
+        results << to_line(o, keys[round[n]]).dump() << "\n";
         results.flush();
       }
       const std::size_t f = ++finished;
       if (options.progress) options.progress(f, pending.size());
     }
   };
+  const std::string own_key = plan_key(base);
   // The keep-th best step time and cost (GPU-seconds per step) among the plans simulated so far.
-  const auto kth = [&](bool cost) {
-    std::vector<double> v;
-    for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
-      const auto& o = out.outcomes[i];
-      if (processed[i] && o.status == PlanOutcome::Status::simulated && o.step_s > 0) v.push_back(cost ? o.step_s * o.job.plan.gpus() : o.step_s);
-    }
+  std::vector<double> best_steps, best_costs;
+  const auto kth = [&](std::vector<double>& v) {
     if (static_cast<int>(v.size()) < options.keep) return 1e300;
     std::nth_element(v.begin(), v.begin() + (options.keep - 1), v.end());
     return v[static_cast<std::size_t>(options.keep - 1)];
@@ -353,14 +643,19 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   constexpr std::size_t kRound = 64;
   for (std::size_t first = 0; first < pending.size() && !error; first += kRound) {
     round.clear();
-    const double best_time = bound ? kth(false) : 1e300, best_cost = bound ? kth(true) : 1e300;
+    const double best_time = bound ? kth(best_steps) : 1e300, best_cost = bound ? kth(best_costs) : 1e300;
     for (std::size_t n = first; n < std::min(pending.size(), first + kRound); ++n) {
       PlanOutcome& o = out.outcomes[pending[n]];
-      if (bound && o.lower_bound_s > best_time && o.lower_bound_s * o.job.plan.gpus() > best_cost) {
+      const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * o.plan.gpus > best_cost; };
+      // A plan the cheap bound keeps gets the data-parallel bound too before it is simulated.
+      // The scenario's own plan is always simulated, so that the output can say where it ranks.
+      const bool own_plan = keys[pending[n]] == own_key;
+      if (bound && !own_plan && !loses() && best_time < 1e300) o.lower_bound_s = lower_bound(out.job(o), true);
+      if (bound && !own_plan && loses()) {
         if (o.resumed) --out.resumed;  // a run from scratch would not have simulated it either
         o.resumed = false;
         o.status = PlanOutcome::Status::bound;
-        o.reason = fmt::format("its lower bound {:.4g} s exceeds the {}th best step {:.4g} s and cost", o.lower_bound_s, options.keep, best_time);
+        o.bound_threshold_s = best_time;
       } else {
         round.push_back(pending[n]);
       }
@@ -370,6 +665,13 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     for (int t = 1; t < threads && static_cast<std::size_t>(t) < round.size(); ++t) pool.emplace_back(worker);
     worker();
     for (auto& t : pool) t.join();
+    for (std::size_t i : round) {
+      const PlanOutcome& o = out.outcomes[i];
+      if (o.status == PlanOutcome::Status::simulated && o.step_s > 0) {
+        best_steps.push_back(o.step_s);
+        best_costs.push_back(o.step_s * o.plan.gpus);
+      }
+    }
   }
   if (error) std::rethrow_exception(error);
 
@@ -392,8 +694,8 @@ std::string shard_lines(const SearchResult& result) {
   for (std::size_t i = 0; i < result.outcomes.size(); ++i) {
     const PlanOutcome& o = result.outcomes[i];
     if (!o.evaluated) continue;
-    if (o.status == PlanOutcome::Status::simulated || !o.reason.empty()) {
-      nlohmann::json j = to_line(o);
+    if (o.status == PlanOutcome::Status::simulated || (o.status == PlanOutcome::Status::constraint && o.lower_bound_s > 0)) {  // the simulation found it impossible
+      nlohmann::json j = to_line(o, result.key(o));
       j["index"] = i;
       j["resumed"] = o.resumed;
       out += j.dump() + "\n";
@@ -409,7 +711,7 @@ void merge_shard(SearchResult& into, const std::string& lines, double price_per_
     const nlohmann::json j = nlohmann::json::parse(lines.substr(start, end - start));
     start = end == std::string::npos ? lines.size() : end + 1;
     const auto i = j["index"].get<std::size_t>();
-    if (i >= into.outcomes.size() || into.outcomes[i].key != j["key"].get<std::string>()) {
+    if (i >= into.outcomes.size() || into.key(into.outcomes[i]) != j["key"].get<std::string>()) {
       throw std::invalid_argument("a shard's results do not match this search space (were the ranks given the same scenario?)");
     }
     PlanOutcome& o = into.outcomes[i];

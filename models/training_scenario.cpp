@@ -1,5 +1,6 @@
 #include "clustersim/models/training_scenario.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -9,6 +10,28 @@
 #include "clustersim/topology/topology_loader.hpp"
 
 namespace cs::models {
+
+namespace {
+
+// A rank order: tp, cp, ep, dp and pp joined by '-', fastest-varying first.
+std::vector<ParallelDim> parse_order(const yaml::Node& order) {
+  const std::string text = order.scalar("a rank order such as tp-cp-ep-dp-pp");
+  std::vector<ParallelDim> dims;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, '-')) {
+    if (part == "tp") dims.push_back(ParallelDim::tp);
+    else if (part == "cp") dims.push_back(ParallelDim::cp);
+    else if (part == "ep") dims.push_back(ParallelDim::ep);
+    else if (part == "dp") dims.push_back(ParallelDim::dp);
+    else if (part == "pp") dims.push_back(ParallelDim::pp);
+    else order.fail("tp, cp, ep, dp and pp joined by '-', fastest-varying first (Megatron's tp-cp-ep-dp-pp)", "'" + text + "'");
+  }
+  if (!is_rank_order(dims)) order.fail("each of tp, cp, ep, dp and pp exactly once", "'" + text + "'");
+  return dims;
+}
+
+}  // namespace
 
 void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
   yaml::Map m(node);
@@ -29,22 +52,7 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
     m.at("schedule", "").fail("interleaved-1f1b when vpp > 1", schedule);
   }
   if (p.schedule == PipelineSchedule::interleaved && p.vpp == 1) m.at("schedule", "").fail("1f1b or gpipe when vpp is 1", schedule);
-  if (auto order = m.find("order")) {
-    const std::string text = order->scalar("a rank order such as tp-cp-ep-dp-pp");
-    std::vector<ParallelDim> dims;
-    std::stringstream ss(text);
-    std::string part;
-    while (std::getline(ss, part, '-')) {
-      if (part == "tp") dims.push_back(ParallelDim::tp);
-      else if (part == "cp") dims.push_back(ParallelDim::cp);
-      else if (part == "ep") dims.push_back(ParallelDim::ep);
-      else if (part == "dp") dims.push_back(ParallelDim::dp);
-      else if (part == "pp") dims.push_back(ParallelDim::pp);
-      else order->fail("tp, cp, ep, dp and pp joined by '-', fastest-varying first (Megatron's tp-cp-ep-dp-pp)", "'" + text + "'");
-    }
-    if (!is_rank_order(dims)) order->fail("each of tp, cp, ep, dp and pp exactly once", "'" + text + "'");
-    p.order = dims;
-  }
+  if (auto order = m.find("order")) p.order = parse_order(*order);
   p.flash_attention = m.choice_or("attention", "flash", {"flash", "unfused"}) == "flash";
   p.overlap_grad_reduce = m.get_or<bool>("overlap_grad_reduce", true);
   p.overlap_param_gather = m.get_or<bool>("overlap_param_gather", true);
@@ -99,10 +107,19 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
     ints("gpus", sc.search.gpus, 1);
     ints("tp", sc.search.tp, 1);
     ints("pp", sc.search.pp, 1);
-    ints("vpp", sc.search.vpp, 1);
+    // vpp and micro also take `all`: every divisor (of layers / pp, of global batch / dp).
+    const auto ints_or_all = [&](const char* key, std::vector<int>& into, bool& all) {
+      auto n = sm.find(key);
+      if (n && n->is_scalar() && n->scalar("") == "all") {
+        all = true;
+        return;
+      }
+      ints(key, into, 1);
+    };
+    ints_or_all("vpp", sc.search.vpp, sc.search.every_vpp);
     ints("cp", sc.search.cp, 1);
     ints("ep", sc.search.ep, 1);
-    ints("micro", sc.search.micro, 1);
+    ints_or_all("micro", sc.search.micro, sc.search.every_micro);
     ints("zero_stage", sc.search.zero, 0);
     if (auto n = sm.find("recompute")) {
       if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of none, selective, full");
@@ -116,6 +133,32 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of true, false");
       sc.search.sequence_parallel.clear();
       for (const yaml::Node& v : n->items()) sc.search.sequence_parallel.push_back(v.as<bool>());
+    }
+    const auto bools = [&](const char* key, std::vector<bool>& into) {
+      auto n = sm.find(key);
+      if (!n) return;
+      if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of true, false");
+      into.clear();
+      for (const yaml::Node& v : n->items()) into.push_back(v.as<bool>());
+    };
+    bools("tp_overlap", sc.search.tp_overlap);
+    bools("dp_overlap", sc.search.dp_overlap);
+    if (auto n = sm.find("attention")) {
+      if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of flash, unfused");
+      for (const yaml::Node& v : n->items()) sc.search.flash_attention.push_back(yaml::parse_choice(v, {"flash", "unfused"}) == "flash");
+    }
+    if (auto n = sm.find("order")) {
+      if (n->is_scalar() && n->scalar("") == "all") {
+        // Every order: only the places of the dimensions with more than one rank matter, and the
+        // search keeps one order per distinct placement.
+        std::vector<ParallelDim> dims{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp};
+        std::sort(dims.begin(), dims.end());
+        do sc.search.orders.push_back(dims);
+        while (std::next_permutation(dims.begin(), dims.end()));
+      } else {
+        if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of rank orders such as tp-cp-ep-dp-pp, or all");
+        for (const yaml::Node& v : n->items()) sc.search.orders.push_back(parse_order(v));
+      }
     }
     sc.search.uneven_layers = sm.get_or<bool>("uneven_layers", false);
     for (int z0 : sc.search.zero) {

@@ -37,5 +37,13 @@ for s in llama3-70b-256-h100 gpt3-175b-1024-a100; do
   time "$root/build/release/bin/clustersim" plan "$root/scenarios/training/$s.yaml" 2>/dev/null | head -n 1
 done
 echo
+echo "== plan search: the Calculon-size GPT-3 175B space (branch and bound, top 10 exact; peak memory) =="
+wide=("$root/build/release/bin/clustersim" plan "$root/scenarios/training/gpt3-175b-1024-a100-wide.yaml" --bound 10)
+if [ -x /usr/bin/time ]; then  # Debian's time package: also the peak memory
+  /usr/bin/time -f "wall %e s, peak memory %M KiB" "${wide[@]}" 2>&1 | grep -E "enumerated|^wall|^ +1 "
+else
+  time "${wide[@]}" 2>/dev/null | grep -E "enumerated|^ +1 "
+fi
+echo
 echo "== cost: Monte Carlo of the Llama 3 70B 1T-token run on every offering =="
 time "$root/build/release/bin/clustersim" cost "$root/scenarios/training/llama3-70b-256-h100-cost.yaml" | grep "Monte Carlo"

@@ -46,12 +46,11 @@ TEST_CASE("plan search: constraints and memory prune before simulating; every pl
       CHECK(o.step_s > 0);
       CHECK(o.mfu > 0);
       CHECK(o.time_to_train_s == Approx(1e9 / o.tokens_per_s).epsilon(1e-9));
-      own |= o.job.plan.tp == 2 && o.job.plan.pp == 2 && o.job.plan.dp == 4 && o.job.micro_batch == 1 && o.job.recompute == Recompute::selective &&
-             o.job.plan.vpp == 1;
+      own |= o.plan.tp == 2 && o.plan.pp == 2 && o.plan.dp == 4 && o.plan.micro == 1 && o.plan.recompute == Recompute::selective && o.plan.vpp == 1;
     } else {
-      CHECK_FALSE(o.reason.empty());
+      CHECK_FALSE(r.reason(o).empty());
     }
-    if (o.job.plan.pp * o.job.plan.vpp > 1 && 32 % (o.job.plan.pp * o.job.plan.vpp) != 0) CHECK(o.status == PlanOutcome::Status::constraint);
+    if (o.plan.pp * o.plan.vpp > 1 && 32 % (o.plan.pp * o.plan.vpp) != 0) CHECK(o.status == PlanOutcome::Status::constraint);
   }
   CHECK(own);
   // The Pareto front: no simulated plan is both faster and cheaper than one on it.
@@ -75,7 +74,7 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
   const SearchResult b = search_plans(sc.job, *sc.topology, sc.search, two);
   REQUIRE(a.outcomes.size() == b.outcomes.size());
   for (std::size_t i = 0; i < a.outcomes.size(); ++i) {
-    CHECK(a.outcomes[i].key == b.outcomes[i].key);
+    CHECK(a.key(a.outcomes[i]) == b.key(b.outcomes[i]));
     CHECK(a.outcomes[i].step_s == b.outcomes[i].step_s);
   }
   test::TempDir dir;
@@ -99,7 +98,7 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
   CHECK(c.resumed == lines.size() / 2);
   REQUIRE(c.outcomes.size() == a.outcomes.size());
   for (std::size_t i = 0; i < a.outcomes.size(); ++i) {
-    CHECK(c.outcomes[i].key == a.outcomes[i].key);
+    CHECK(c.key(c.outcomes[i]) == a.key(a.outcomes[i]));
     CHECK(c.outcomes[i].step_s == Approx(a.outcomes[i].step_s).epsilon(1e-12));
   }
   // The file now holds each simulated plan exactly once.
@@ -129,7 +128,7 @@ TEST_CASE("plan search: branch and bound finds the same best plans as the exhaus
   const auto top = [](const SearchResult& r, std::size_t k) {
     std::vector<std::pair<double, std::string>> v;
     for (const auto& o : r.outcomes) {
-      if (o.status == PlanOutcome::Status::simulated) v.emplace_back(o.step_s, o.key);
+      if (o.status == PlanOutcome::Status::simulated) v.emplace_back(o.step_s, r.key(o));
     }
     std::sort(v.begin(), v.end());
     v.resize(std::min(k, v.size()));
@@ -146,4 +145,75 @@ TEST_CASE("plan search: branch and bound finds the same best plans as the exhaus
   SearchOptions sharded = bb;
   sharded.shards = 2;
   CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, sharded), Catch::Contains("one process"));
+}
+
+TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap; settings that do not apply make no duplicates; the data-parallel bound holds") {
+  test::TempDir dir;
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: wide
+  kind: training
+  model: llama3-8b
+  topology: {name: two, node: dgx-h100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 64}, {radix: 64}]}}
+  parallelism: {tp: 2, pp: 2, dp: 4, sequence_parallel: true}
+  batch: {micro: 1, global: 16}
+  train_tokens: 1e9
+  search: {tp: [1, 2, 4], pp: [1, 2], vpp: all, micro: all, zero_stage: [1, 3], recompute: [selective], sequence_parallel: [false, true],
+           tp_overlap: [false, true], dp_overlap: [true, false], order: all}
+)");
+  const TrainingScenario sc = load_training_scenario(file);
+  CHECK(sc.search.every_vpp);
+  CHECK(sc.search.every_micro);
+  CHECK(sc.search.orders.size() == 120);
+  SearchOptions all;
+  all.threads = 2;
+  const SearchResult full = search_plans(sc.job, *sc.topology, sc.search, all);
+  std::set<std::string> keys;
+  int tp1 = 0, orders_tp2_pp2_dp4 = 0;
+  for (const auto& o : full.outcomes) {
+    CHECK(keys.insert(full.key(o)).second);  // no two outcomes are the same plan
+    const TrainingJob j = full.job(o);
+    if (o.plan.tp == 1) {
+      ++tp1;
+      CHECK_FALSE(j.plan.sequence_parallel);
+      CHECK_FALSE(j.plan.tp_overlap);
+    }
+    if (o.plan.tp == 2 && o.plan.pp == 2 && o.plan.micro == 1 && o.plan.zero == 1 && o.plan.vpp == 1 && !o.plan.sequence_parallel && o.plan.grad_overlap) ++orders_tp2_pp2_dp4;
+    if (o.status == PlanOutcome::Status::simulated) CHECK(o.step_s >= o.lower_bound_s);
+  }
+  // tp, dp and pp all above 1 on 16 GPUs: every order of the three is a distinct placement.
+  CHECK(orders_tp2_pp2_dp4 == 6);
+  // At TP 1 sequence parallelism and TP overlap do not apply: one plan per (pp, vpp, micro, zero, DP overlap, order).
+  CHECK(tp1 > 0);
+  // vpp: all gave every divisor of layers / pp (32 layers, pp 2: 1, 2, 4, 8, 16); micro: all every divisor of batch / dp.
+  std::set<int> vpps, micros;
+  for (const auto& o : full.outcomes) {
+    if (o.plan.pp == 2) vpps.insert(o.plan.vpp);
+    if (o.plan.tp == 1 && o.plan.pp == 1) micros.insert(o.plan.micro);
+  }
+  CHECK(vpps == std::set<int>{1, 2, 4, 8, 16});
+  CHECK(micros == std::set<int>{1});  // dp 16, batch 16
+  // Branch and bound with the data-parallel bound: the same top 5, and no simulated step below its bound.
+  SearchOptions bb = all;
+  bb.bound = true;
+  bb.keep = 5;
+  const SearchResult pruned = search_plans(sc.job, *sc.topology, sc.search, bb);
+  const auto top = [](const SearchResult& r, std::size_t k) {
+    std::vector<std::pair<double, std::string>> v;
+    for (const auto& o : r.outcomes) {
+      if (o.status == PlanOutcome::Status::simulated) v.emplace_back(o.step_s, r.key(o));
+    }
+    std::sort(v.begin(), v.end());
+    v.resize(std::min(k, v.size()));
+    return v;
+  };
+  CHECK(top(pruned, 5) == top(full, 5));
+  CHECK(pruned.bound > 0);
+  for (const auto& o : pruned.outcomes) {
+    if (o.status == PlanOutcome::Status::simulated) CHECK(o.step_s >= o.lower_bound_s);
+  }
+  // The refined bound is at least the first one, and still below every simulated step of the full search.
+  for (std::size_t i = 0; i < full.outcomes.size(); ++i) {
+    if (pruned.outcomes[i].status == PlanOutcome::Status::simulated) CHECK(pruned.outcomes[i].lower_bound_s >= full.outcomes[i].lower_bound_s);
+    if (full.outcomes[i].status == PlanOutcome::Status::simulated) CHECK(full.outcomes[i].step_s >= pruned.outcomes[i].lower_bound_s * (pruned.outcomes[i].status == PlanOutcome::Status::simulated ? 1.0 : 0.0));
+  }
 }

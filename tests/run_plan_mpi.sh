@@ -19,6 +19,6 @@ cmp "$out/one/plans.csv" "$out/two/plans.csv"
 [ -s "$out/r.jsonl.rank0-of-2" ] && [ -s "$out/r.jsonl.rank1-of-2" ] || { echo "no per-rank results files"; exit 1; }
 # Rerun: every plan comes back from the two files.
 mpirun -n 2 --oversubscribe "$cli" plan "$data/plan-small.yaml" --threads 1 --results "$out/r.jsonl" --out "$out/again" >"$out/again.txt"
-grep -q '70 simulated (70 resumed)' "$out/again.txt" || { echo "rerun did not resume"; cat "$out/again.txt"; exit 1; }
+grep -q '86 simulated (86 resumed)' "$out/again.txt" || { echo "rerun did not resume"; cat "$out/again.txt"; exit 1; }
 cmp "$out/one/plans.csv" "$out/again/plans.csv"
 echo ok

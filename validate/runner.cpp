@@ -296,16 +296,17 @@ PlanComparison compare_plans(const Case& c, const RunOptions& options) {
     const models::PlanOutcome* published = nullptr;
     const std::string own = models::plan_key(job);
     for (const auto& o : sr.outcomes) {
-      if (o.key == own && o.status != models::PlanOutcome::Status::simulated) throw Unsupported("the published plan is rejected here: " + o.reason);
+      const bool mine = sr.key(o) == own;
+      if (mine && o.status != models::PlanOutcome::Status::simulated) throw Unsupported("the published plan is rejected here: " + sr.reason(o));
       if (o.status != models::PlanOutcome::Status::simulated) continue;
       ++out.simulated;
       if (!best || o.step_s < best->step_s) best = &o;
-      if (o.key == own) published = &o;
+      if (mine) published = &o;
     }
     out.published_plan = models::plan_text(job);
     if (!published) throw Unsupported("the published plan is not in the searched space");
     out.published_step_s = published->step_s;
-    out.best_plan = models::plan_text(best->job);
+    out.best_plan = models::plan_text(sr.job(*best));
     out.best_step_s = best->step_s;
     if (best != published) {
       // The parts of the step that differ most between the two plans.

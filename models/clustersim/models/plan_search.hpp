@@ -1,9 +1,10 @@
 // Training plan search (`clustersim plan` on a training scenario; docs/plan-search.md): every plan of
-// a space of TP, PP, vpp, CP, EP, micro-batch, ZeRO stage, recompute, sequence parallelism and GPU
-// count is checked against the model's constraints, then against GPU memory, and the survivors are
+// a space of TP, PP, vpp, CP, EP, micro-batch, ZeRO stage, recompute, sequence parallelism, TP and
+// DP overlap, rank order, attention kernel and GPU count is checked against the model's constraints, then against GPU memory, and the survivors are
 // simulated (the full step simulation, folded) on all cores. Results stream into a resumable file.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -19,13 +20,31 @@ namespace cs::models {
 struct SearchSpace {
   std::vector<int> gpus;   // GPU counts to try; dp = gpus / (tp pp cp)
   std::vector<int> tp, pp, vpp, cp, ep, micro, zero;
+  bool every_vpp = false;    // vpp: every divisor of layers / pp (the list is ignored)
+  bool every_micro = false;  // micro: every divisor of global batch / dp (the list is ignored)
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel;  // applied when tp > 1 (off otherwise)
+  std::vector<bool> tp_overlap;         // applied with sequence parallelism; empty: the scenario's setting
+  std::vector<bool> dp_overlap;         // gradient reduce and parameter gather overlapped; empty: the scenario's
+  std::vector<std::vector<ParallelDim>> orders;  // rank orders; empty: the scenario's
+  std::vector<bool> flash_attention;    // fused attention or Megatron's unfused path; empty: the scenario's
   bool uneven_layers = false;  // allow pp x vpp not dividing the layers (fewer on the first and last chunks)
 };
 
+// One plan of a space, stored compactly (a space can hold millions); SearchResult::job rebuilds the
+// whole job from it.
+struct PlanChoice {
+  int gpus = 0, tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, dp = 1, micro = 1, zero = 1;
+  Recompute recompute = Recompute::selective;
+  bool sequence_parallel = false, tp_overlap = false, grad_overlap = true, param_overlap = true, flash_attention = true;
+  std::array<ParallelDim, 5> order{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp};
+};
+PlanChoice choice_of(const TrainingJob& job);
+TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c);
+
 // A stable text of a plan ("gpus=256 tp=8 pp=4 vpp=5 ..."), the key of the results file, and a short
-// one for tables ("TP8 PP4 vpp5 DP8 mb1 Z1 selective SP").
+// one for tables ("TP8 PP4 vpp5 DP8 mb1 Z1 selective SP"). Settings at their usual value (TP overlap
+// off, DP overlap on, Megatron's rank order, flash attention) are left out of both.
 std::string plan_key(const TrainingJob& job);
 std::string plan_text(const TrainingJob& job);
 
@@ -37,11 +56,11 @@ SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo
 
 struct PlanOutcome {
   enum class Status { simulated, constraint, memory, bound };
-  std::string key;          // a stable text of the plan, e.g. "gpus=256 tp=8 pp=4 vpp=5 ..."
-  TrainingJob job;
+  PlanChoice plan;
   Status status = Status::simulated;
-  std::string reason;       // constraint or memory verdict, or the bound that pruned it
+  std::string reason;       // a broken constraint (memory and bound verdicts: SearchResult::reason)
   double lower_bound_s = 0; // no step of this plan can be shorter (see search_plans)
+  double bound_threshold_s = 0;  // status bound: the keep-th best step its bound exceeded
   double step_s = 0, mfu = 0, tokens_per_s = 0, time_to_train_s = 0, gpu_hours = 0, cost = 0;
   StepBreakdown breakdown;
   double memory_bytes = 0;  // fullest GPU
@@ -63,13 +82,27 @@ struct SearchOptions {
 };
 
 struct SearchResult {
+  TrainingJob base;                      // the scenario's job; a plan is base with its choice applied
+  const hardware::HardwareProfile* gpu = nullptr;
   std::vector<PlanOutcome> outcomes;     // in enumeration order
   std::size_t enumerated = 0, constraint = 0, memory = 0, simulated = 0, resumed = 0, bound = 0;
+  int keep = 0;                          // the bound's K, when it pruned
+
+  [[nodiscard]] TrainingJob job(const PlanOutcome& o) const { return apply_choice(base, o.plan); }
+  // plan_key, and the GPU count asked for when tp x pp x cp does not divide it.
+  [[nodiscard]] std::string key(const PlanOutcome& o) const;
+  // Why a plan was not simulated (empty when it was).
+  [[nodiscard]] std::string reason(const PlanOutcome& o) const;
 };
 
-// Lower bound of a plan's step: the compute of its busiest pipeline stage (every micro-batch's
-// kernels, from the per-op model the simulation uses, communication left out) plus the first
-// micro-batch's forward through the stages before the last.
+// Lower bound of a plan's step (branch and bound): for each pipeline stage, every micro-batch's
+// forward, backward and recompute work on it (kernels from the per-op model the simulation uses, and
+// the TP, CP and EP collectives it cannot hide, timed as the simulation times them), plus the first
+// micro-batch's forward and the last one's backward through the first model chunk of every stage
+// before it; the bound is the largest over the stages. For the plans this keeps, a refined bound adds
+// what the stage's data-parallel traffic forces (ZeRO-3's gathers and reduce-scatters, a reduction
+// or gather that is not overlapped, each timed alone on the topology) and the optimizer step.
+// Pipeline sends are left out.
 // Deterministic: the same space gives the same outcomes in the same order, whatever the thread count
 // and whatever part came from the results file. Throws std::invalid_argument for an empty space.
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options);
