@@ -150,7 +150,7 @@ World join_world() {
 }
 
 // Rank 0 gathers every other rank's simulated plans into its result.
-void gather(const World& w, models::SearchResult& r, double price, double tokens) {
+void gather(const World& w, models::SearchResult& r, double tokens) {
 #ifdef CLUSTERSIM_MPI
   const std::string mine = models::shard_lines(r);
   const int length = static_cast<int>(mine.size());
@@ -169,11 +169,11 @@ void gather(const World& w, models::SearchResult& r, double price, double tokens
   if (w.rank == 0) {
     for (int k = 1; k < w.size; ++k) {
       models::merge_shard(r, all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(k)]), static_cast<std::size_t>(lengths[static_cast<std::size_t>(k)])),
-                          price, tokens);
+                          tokens);
     }
   }
 #else
-  (void)w, (void)r, (void)price, (void)tokens;
+  (void)w, (void)r, (void)tokens;
 #endif
 }
 
@@ -204,14 +204,12 @@ void training_plan(const Options& o) {
   // Each rank keeps its own results file (resume with the same rank count).
   if (!o.results.empty()) opt.results = world.size > 1 ? fmt::format("{}.rank{}-of-{}", o.results, world.rank, world.size) : o.results;
   std::string price_note = "GPU-hours";
-  if (sc.cost) {
-    const models::Offering* best = nullptr;
-    for (const auto& off : sc.cost->offerings) {
-      if (off.pricing == models::Pricing::on_demand && (!best || off.price_per_gpu_hour < best->price_per_gpu_hour)) best = &off;
-    }
-    if (best) {
-      opt.price_per_gpu_hour = best->price_per_gpu_hour;
-      price_note = fmt::format("USD at {} (${:.3f}/GPU-h)", best->name, best->price_per_gpu_hour);
+  if (sc.price_per_gpu_hour > 0) {
+    opt.price_per_gpu_hour = sc.price_per_gpu_hour;
+    price_note = fmt::format("USD at {} (${:.3f}/GPU-h)", sc.price_offering, sc.price_per_gpu_hour);
+    if (!sc.search.systems.empty()) {
+      price_note = fmt::format("USD at on-demand list prices: {} ${:.3f}/GPU-h on {}", sc.price_offering, sc.price_per_gpu_hour, sc.topology->name);
+      for (const auto& sys : sc.search.systems) price_note += fmt::format("; {} ${:.3f}/GPU-h on {}", sys.offering, sys.price_per_gpu_hour, sys.topology->name);
     }
   }
   const bool terminal = !o.json && ::isatty(2) && world.rank == 0;
@@ -227,7 +225,7 @@ void training_plan(const Options& o) {
   models::SearchResult r = models::search_plans(sc.job, *sc.topology, sc.search, opt);
   if (terminal) std::cerr << "\r" << std::string(70, ' ') << "\r";
   if (world.size > 1) {
-    gather(world, r, opt.price_per_gpu_hour, sc.job.token_budget);
+    gather(world, r, sc.job.token_budget);
     if (world.rank != 0) return;
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -277,7 +275,8 @@ void training_plan(const Options& o) {
     put("[");
     bool first = true;
     for (const auto& x : r.outcomes) {
-      nlohmann::json k = {{"key", r.key(x)}, {"plan", models::plan_text(r.job(x))}, {"status", status_of(x)}};
+      nlohmann::json k = {{"key", r.key(x)}, {"plan", r.text(x)}, {"status", status_of(x)}};
+      if (r.systems.size() > 1) k["topology"] = r.topology(x).name;
       if (x.status == models::PlanOutcome::Status::simulated) {
         k["step_s"] = x.step_s;
         k["mfu"] = x.mfu;
@@ -340,7 +339,7 @@ void training_plan(const Options& o) {
       const auto& x = r.outcomes[order[n]];
       const auto& b = x.breakdown;
       const models::TrainingJob job = r.job(x);
-      t.add_row({std::to_string(n + 1), models::plan_text(job) + (models::plan_key(job) == own ? " (scenario's)" : ""), std::to_string(job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
+      t.add_row({std::to_string(n + 1), r.text(x) + (r.key(x) == own ? " (scenario's)" : ""), std::to_string(job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
                  fmt::format("{:.1f}%", 100 * x.mfu), fmt::format("{:.0f}", x.tokens_per_s), budget ? fmt::format("{:.1f}", days(x)) : "-",
                  fmt::format("{:.4g}", x.cost), fmt::format("{:.2f}", b.compute), fmt::format("{:.2f}", b.tp_comm + b.cp_comm + b.ep_comm),
                  fmt::format("{:.2f}", b.dp_comm), fmt::format("{:.2f}", b.pp_comm + b.bubble), fmt::format("{:.1f}", x.memory_bytes / double(1ull << 30))});
@@ -350,9 +349,18 @@ void training_plan(const Options& o) {
   table(fmt::format("fastest (top {} by throughput):", o.top).c_str(), by_time, static_cast<std::size_t>(o.top));
   std::set<int> counts;
   for (auto i : sim) counts.insert(r.outcomes[i].plan.gpus);
-  if (counts.size() > 1) {
+  if (counts.size() > 1 || r.systems.size() > 1) {
     table(fmt::format("cheapest (top {} by cost, {}):", o.top, price_note).c_str(), by_cost, static_cast<std::size_t>(o.top));
     table("Pareto front (time to train against cost):", front, front.size());
+  }
+  if (r.systems.size() > 1) {
+    // The cheapest simulated plan on each system, so that GPU types can be compared side by side.
+    std::vector<std::size_t> per_system;
+    for (std::size_t k = 0; k < r.systems.size(); ++k) {
+      const auto it = std::find_if(by_cost.begin(), by_cost.end(), [&](std::size_t i) { return r.outcomes[i].plan.system == static_cast<int>(k); });
+      if (it != by_cost.end()) per_system.push_back(*it);
+    }
+    table("cheapest on each topology:", per_system, per_system.size());
   }
   // The scenario's own plan, and why the others lose.
   for (std::size_t n = 0; n < by_time.size(); ++n) {
@@ -368,7 +376,7 @@ void training_plan(const Options& o) {
                       : x.status == models::PlanOutcome::Status::bound ? "lower bound"
                                                                        : x.reason.substr(0, x.reason.find_first_of("0123456789"));
     auto& e = reasons[cls];
-    if (e.first++ == 0) e.second = fmt::format("{}: {}", models::plan_text(r.job(x)), r.reason(x));
+    if (e.first++ == 0) e.second = fmt::format("{}: {}", r.text(x), r.reason(x));
   }
   if (!reasons.empty()) {
     std::cout << "rejected (count, reason, an example; every plan's reason is in --out plans.csv):\n";

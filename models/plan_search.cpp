@@ -4,6 +4,7 @@
 #include <atomic>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -331,16 +332,24 @@ std::string SearchResult::key(const PlanOutcome& o) const {
   const TrainingJob j = job(o);
   std::string k = plan_key(j);
   if (j.plan.gpus() != o.plan.gpus) k += fmt::format(" of_gpus={}", o.plan.gpus);
+  if (o.plan.system > 0) k += " topology=" + topology(o).name;
   return k;
+}
+
+std::string SearchResult::text(const PlanOutcome& o) const {
+  std::string t = plan_text(job(o));
+  if (systems.size() > 1) t += " on " + topology(o).name;
+  return t;
 }
 
 std::string SearchResult::reason(const PlanOutcome& o) const {
   switch (o.status) {
     case PlanOutcome::Status::simulated: return {};
     case PlanOutcome::Status::constraint: return o.reason;
-    case PlanOutcome::Status::memory: return gpu ? estimate_memory(job(o), *gpu).verdict() : "does not fit in GPU memory";
+    case PlanOutcome::Status::memory: return estimate_memory(job(o), *topology(o).gpu).verdict();
     case PlanOutcome::Status::bound:
-      return fmt::format("its lower bound {:.4g} s exceeds the {}th best step {:.4g} s and cost", o.lower_bound_s, keep, o.bound_threshold_s);
+      return fmt::format("its lower bound {:.4g} s exceeds the {}th best step {:.4g} s and cost{}", o.lower_bound_s, keep, o.bound_threshold_s,
+                         systems.size() > 1 ? " on its topology" : "");
   }
   return {};
 }
@@ -413,16 +422,30 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   if ((space.vpp.empty() && !space.every_vpp) || (space.micro.empty() && !space.every_micro) || space.recompute.empty() || space.sequence_parallel.empty()) {
     throw std::invalid_argument("every dimension of the search space needs at least one value");
   }
-  if (!topo.gpu) throw std::invalid_argument(fmt::format("topology {} names no GPU hardware profile", topo.name));
-  const int cluster = static_cast<int>(topo.gpus().size());
+  SearchResult out;
+  out.systems.push_back({&topo, options.price_per_gpu_hour, {}});
+  for (const SearchSystem& sys : space.systems) {
+    if (!sys.topology) throw std::invalid_argument("a system of the search space has no topology");
+    if ((sys.price_per_gpu_hour > 0) != (options.price_per_gpu_hour > 0)) {
+      throw std::invalid_argument("either every system of the search space has a price or none has");
+    }
+    out.systems.push_back(sys);
+  }
+  for (const SearchSystem& sys : out.systems) {
+    if (!sys.topology->gpu) throw std::invalid_argument(fmt::format("topology {} names no GPU hardware profile", sys.topology->name));
+  }
   if (options.bound && options.shards > 1) throw std::invalid_argument("the lower-bound pruning runs in one process: leave --bound out under mpirun");
   const bool bound = options.bound && options.keep > 0;
 
-  SearchResult out;
   out.base = base;
-  out.gpu = &*topo.gpu;
   out.keep = bound ? options.keep : 0;
-  BoundModel lower_bound(topo);
+  std::vector<std::unique_ptr<BoundModel>> bounds;
+  for (const SearchSystem& sys : out.systems) bounds.push_back(std::make_unique<BoundModel>(*sys.topology));
+  // Cost per GPU-second of a plan's system (1: GPU-hours).
+  const auto rate = [&](const PlanOutcome& o) {
+    const double p = out.systems[static_cast<std::size_t>(o.plan.system)].price_per_gpu_hour;
+    return p > 0 ? p : 1.0;
+  };
 
   // Enumerate in a fixed order. Plans that differ only in a setting that does not apply (sequence
   // parallelism at TP 1, TP overlap without it, the place of a dimension of size 1 in the rank
@@ -452,6 +475,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     PlanOutcome o;
     o.plan = c;
     const TrainingJob j = apply_choice(base, c);
+    const topology::Topology& topo = *out.systems[static_cast<std::size_t>(c.system)].topology;
+    const int cluster = static_cast<int>(topo.gpus().size());
     const int model_parallel = c.tp * c.pp * c.cp;
     // Constraints first: they cost nothing.
     std::string why;
@@ -459,6 +484,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       why = fmt::format("tp x pp x cp = {} does not divide the {} GPUs", model_parallel, c.gpus);
     } else if (c.gpus > cluster) {
       why = fmt::format("{} GPUs but the topology has {}", c.gpus, cluster);
+    } else if (!topo.gpu->supports(j.precision)) {
+      why = fmt::format("precision {}: the {} has no {} tensor cores", hardware::to_string(j.precision), topo.gpu->name, hardware::to_string(j.precision));
     } else if (!space.uneven_layers && j.model.layers % (c.pp * c.vpp) != 0) {
       why = fmt::format("pp x vpp = {} does not divide the {} layers", c.pp * c.vpp, j.model.layers);
     } else {
@@ -477,7 +504,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       if (!mem.fits()) {
         o.status = PlanOutcome::Status::memory;
       } else {
-        o.lower_bound_s = lower_bound(j);
+        o.lower_bound_s = (*bounds[static_cast<std::size_t>(c.system)])(j);
       }
     }
     out.outcomes.push_back(std::move(o));
@@ -526,26 +553,29 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       }
     }
   };
-  for (int g : distinct(space.gpus)) {
-    for (int tp : distinct(space.tp)) {
-      for (int pp : distinct(space.pp)) {
-        const std::vector<int> vpps = !space.every_vpp ? vpp_list : pp == 1 || base.model.layers % pp != 0 ? std::vector<int>{1} : divisors(base.model.layers / pp);
-        for (int vpp : vpps) {
-          for (int cp : distinct(space.cp)) {
-            for (int ep : distinct(space.ep)) {
-              PlanChoice shape = own;
-              shape.gpus = g;
-              shape.tp = tp;
-              shape.pp = pp;
-              shape.vpp = vpp;
-              shape.cp = cp;
-              shape.ep = ep;
-              shape.dp = std::max(1, g / (tp * pp * cp));
-              const std::vector<int> micros =
-                  !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
-              for (int micro : micros) {
-                shape.micro = micro;
-                settings(shape, evaluate);
+  for (int system = 0; system < static_cast<int>(out.systems.size()); ++system) {
+    for (int g : distinct(space.gpus)) {
+      for (int tp : distinct(space.tp)) {
+        for (int pp : distinct(space.pp)) {
+          const std::vector<int> vpps = !space.every_vpp ? vpp_list : pp == 1 || base.model.layers % pp != 0 ? std::vector<int>{1} : divisors(base.model.layers / pp);
+          for (int vpp : vpps) {
+            for (int cp : distinct(space.cp)) {
+              for (int ep : distinct(space.ep)) {
+                PlanChoice shape = own;
+                shape.system = system;
+                shape.gpus = g;
+                shape.tp = tp;
+                shape.pp = pp;
+                shape.vpp = vpp;
+                shape.cp = cp;
+                shape.ep = ep;
+                shape.dp = std::max(1, g / (tp * pp * cp));
+                const std::vector<int> micros =
+                    !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
+                for (int micro : micros) {
+                  shape.micro = micro;
+                  settings(shape, evaluate);
+                }
               }
             }
           }
@@ -607,7 +637,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       processed[round[n]] = 1;
       if (o.resumed) continue;  // read back from the results file
       try {
-        const TrainingResult r = simulate_training(out.job(o), topo);
+        const TrainingResult r = simulate_training(out.job(o), out.topology(o));
         o.step_s = r.step_time.value();
         o.mfu = r.mfu;
         o.tokens_per_s = r.tokens_per_s;
@@ -632,8 +662,10 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     }
   };
   const std::string own_key = plan_key(base);
-  // The keep-th best step time and cost (GPU-seconds per step) among the plans simulated so far.
-  std::vector<double> best_steps, best_costs;
+  // The keep-th best step time and cost (GPU-seconds per step at the system's price) among the plans
+  // of each system simulated so far: each system keeps its own top K, so GPU types can be compared
+  // (the top K over all systems are among them).
+  std::vector<std::vector<double>> best_steps(out.systems.size()), best_costs(out.systems.size());
   const auto kth = [&](std::vector<double>& v) {
     if (static_cast<int>(v.size()) < options.keep) return 1e300;
     std::nth_element(v.begin(), v.begin() + (options.keep - 1), v.end());
@@ -643,14 +675,19 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   constexpr std::size_t kRound = 64;
   for (std::size_t first = 0; first < pending.size() && !error; first += kRound) {
     round.clear();
-    const double best_time = bound ? kth(best_steps) : 1e300, best_cost = bound ? kth(best_costs) : 1e300;
+    std::vector<double> best_times(out.systems.size(), 1e300), best_system_costs(out.systems.size(), 1e300);
+    for (std::size_t k = 0; bound && k < out.systems.size(); ++k) {
+      best_times[k] = kth(best_steps[k]);
+      best_system_costs[k] = kth(best_costs[k]);
+    }
     for (std::size_t n = first; n < std::min(pending.size(), first + kRound); ++n) {
       PlanOutcome& o = out.outcomes[pending[n]];
-      const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * o.plan.gpus > best_cost; };
+      const double best_time = best_times[static_cast<std::size_t>(o.plan.system)], best_cost = best_system_costs[static_cast<std::size_t>(o.plan.system)];
+      const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * o.plan.gpus * rate(o) > best_cost; };
       // A plan the cheap bound keeps gets the data-parallel bound too before it is simulated.
       // The scenario's own plan is always simulated, so that the output can say where it ranks.
       const bool own_plan = keys[pending[n]] == own_key;
-      if (bound && !own_plan && !loses() && best_time < 1e300) o.lower_bound_s = lower_bound(out.job(o), true);
+      if (bound && !own_plan && !loses() && best_time < 1e300) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
       if (bound && !own_plan && loses()) {
         if (o.resumed) --out.resumed;  // a run from scratch would not have simulated it either
         o.resumed = false;
@@ -668,8 +705,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     for (std::size_t i : round) {
       const PlanOutcome& o = out.outcomes[i];
       if (o.status == PlanOutcome::Status::simulated && o.step_s > 0) {
-        best_steps.push_back(o.step_s);
-        best_costs.push_back(o.step_s * o.plan.gpus);
+        best_steps[static_cast<std::size_t>(o.plan.system)].push_back(o.step_s);
+        best_costs[static_cast<std::size_t>(o.plan.system)].push_back(o.step_s * o.plan.gpus * rate(o));
       }
     }
   }
@@ -682,7 +719,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       case PlanOutcome::Status::bound: ++out.bound; break;
       case PlanOutcome::Status::simulated:
         ++out.simulated;
-        price(o, options.price_per_gpu_hour, base.token_budget);
+        price(o, out.systems[static_cast<std::size_t>(o.plan.system)].price_per_gpu_hour, base.token_budget);
         break;
     }
   }
@@ -704,7 +741,7 @@ std::string shard_lines(const SearchResult& result) {
   return out;
 }
 
-void merge_shard(SearchResult& into, const std::string& lines, double price_per_gpu_hour, double token_budget) {
+void merge_shard(SearchResult& into, const std::string& lines, double token_budget) {
   std::size_t start = 0;
   while (start < lines.size()) {
     const std::size_t end = lines.find('\n', start);
@@ -721,7 +758,7 @@ void merge_shard(SearchResult& into, const std::string& lines, double price_per_
     if (o.resumed) ++into.resumed;
     if (j["status"] == "simulated") {
       read_numbers(o, j);
-      price(o, price_per_gpu_hour, token_budget);
+      price(o, into.systems[static_cast<std::size_t>(o.plan.system)].price_per_gpu_hour, token_budget);
     } else {
       // Simulation found the plan impossible.
       o.status = PlanOutcome::Status::constraint;

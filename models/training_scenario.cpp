@@ -1,6 +1,7 @@
 #include "clustersim/models/training_scenario.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -60,6 +61,54 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
   m.finish();
 }
 
+namespace {
+
+const Offering* cheapest_on_demand(const std::vector<Offering>& offerings, const std::string& gpu) {
+  const Offering* best = nullptr;
+  for (const auto& o : offerings) {
+    if (o.pricing == Pricing::on_demand && o.gpu == gpu && (!best || o.price_per_gpu_hour < best->price_per_gpu_hour)) best = &o;
+  }
+  return best;
+}
+
+// Prices for the plan search: the scenario's GPUs at the cheapest on-demand offering of its cost
+// section (or of search.cost_sheet), every other system's at the cheapest on-demand offering for its
+// GPU in the same sheet. Systems with another GPU type than the scenario's need prices, or their
+// GPU-hours would be compared as if they cost the same.
+void price_search(TrainingScenario& sc, const std::optional<CostSheet>& search_sheet, const std::vector<yaml::Node>& system_nodes, const yaml::Node* sheet_node,
+                  const yaml::Node* search_node) {
+  const std::string& own_gpu = sc.topology->gpu->name;
+  const CostSheet* sheet = search_sheet ? &*search_sheet : sc.cost ? &sc.cost->sheet : nullptr;
+  const Offering* own = sc.cost && !search_sheet ? cheapest_on_demand(sc.cost->offerings, own_gpu) : sheet ? cheapest_on_demand(sheet->offerings, own_gpu) : nullptr;
+  if (sheet && !own && (search_sheet || !sc.search.systems.empty())) {
+    const std::string what = fmt::format("cost sheet {} has no on-demand offering for the scenario's {}, so plans cannot be priced", sheet->name, own_gpu);
+    if (sheet_node) sheet_node->fail_message(what);
+    if (search_node) search_node->fail_message(what);
+  }
+  if (own) {
+    sc.price_per_gpu_hour = own->price_per_gpu_hour;
+    sc.price_offering = own->name;
+  }
+  for (std::size_t k = 0; k < sc.search.systems.size(); ++k) {
+    SearchSystem& sys = sc.search.systems[k];
+    const std::string& gpu = sys.topology->gpu->name;
+    if (!own) {
+      if (gpu != own_gpu) {
+        system_nodes[k].fail_message(fmt::format("topology {} has {} GPUs, the scenario {}: comparing GPU types needs their prices (add search.cost_sheet, e.g. "
+                                                 "public-clouds-2026-11, or a cost section)",
+                                                 sys.topology->name, gpu, own_gpu));
+      }
+      continue;
+    }
+    const Offering* o = cheapest_on_demand(sheet->offerings, gpu);
+    if (!o) system_nodes[k].fail_message(fmt::format("cost sheet {} has no on-demand offering for {} (topology {})", sheet->name, gpu, sys.topology->name));
+    sys.price_per_gpu_hour = o->price_per_gpu_hour;
+    sys.offering = o->name;
+  }
+}
+
+}  // namespace
+
 TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   auto doc = yaml::Document::load_file(file);
   const yaml::Node body = part_body(doc->root(), "scenario");
@@ -95,7 +144,11 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   }
   sc.job.token_budget = m.get_or<double>("train_tokens", 0.0, yaml::non_negative<double>());
   sc.search = default_space(sc.job, *sc.topology);
+  std::vector<yaml::Node> system_nodes;  // where each of search.systems was given
+  std::optional<CostSheet> search_sheet;
+  std::optional<yaml::Node> sheet_node, search_node;
   if (auto z = m.find("search")) {
+    search_node = *z;
     yaml::Map sm(*z);
     const auto ints = [&](const char* key, std::vector<int>& into, int low) {
       auto n = sm.find(key);
@@ -160,6 +213,24 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
         for (const yaml::Node& v : n->items()) sc.search.orders.push_back(parse_order(v));
       }
     }
+    // Other systems (GPU types, fabrics) to try: topologies as the scenario's own is given.
+    if (auto n = sm.find("topology")) {
+      if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of topologies (shipped names, paths or maps)");
+      for (const yaml::Node& item : n->items()) {
+        auto t = std::make_shared<const topology::Topology>(topology::load_topology_reference(item, includes));
+        if (!t->gpu) item.fail_message(fmt::format("topology {} names no GPU hardware profile", t->name));
+        const bool repeated = t->name == sc.topology->name ||
+                              std::any_of(sc.search_topologies.begin(), sc.search_topologies.end(), [&](const auto& u) { return u->name == t->name; });
+        if (repeated) continue;  // the scenario's own topology is always tried
+        sc.search_topologies.push_back(t);
+        sc.search.systems.push_back({t.get(), 0, {}});
+        system_nodes.push_back(item);
+      }
+    }
+    if (auto n = sm.find("cost_sheet")) {
+      search_sheet = load_cost_sheet_reference(*n, includes);
+      sheet_node = *n;
+    }
     sc.search.uneven_layers = sm.get_or<bool>("uneven_layers", false);
     for (int z0 : sc.search.zero) {
       if (z0 > 3) sm.at("zero_stage", "").fail_message(fmt::format("zero stages are 0 to 3, found {}", z0));
@@ -171,6 +242,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
     if (sc.job.token_budget <= 0) c->fail_message("a cost section needs train_tokens: the tokens whose training it prices");
     sc.cost = read_cost_section(*c, sc.topology->gpu->name, includes);
   }
+  price_search(sc, search_sheet, system_nodes, sheet_node ? &*sheet_node : nullptr, search_node ? &*search_node : nullptr);
   m.finish();
   try {
     check_job(sc.job, static_cast<int>(sc.topology->gpus().size()));

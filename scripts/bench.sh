@@ -45,5 +45,8 @@ else
   time "${wide[@]}" 2>/dev/null | grep -E "enumerated|^ +1 "
 fi
 echo
+echo "== plan search: Llama 3 70B on A100, H100, H200 or B200 at 128 to 512 GPUs (branch and bound, top 10 of each) =="
+time "$root/build/release/bin/clustersim" plan "$root/scenarios/training/llama3-70b-gpu-types.yaml" --bound 10 2>/dev/null | head -n 1
+echo
 echo "== cost: Monte Carlo of the Llama 3 70B 1T-token run on every offering =="
 time "$root/build/release/bin/clustersim" cost "$root/scenarios/training/llama3-70b-256-h100-cost.yaml" | grep "Monte Carlo"

@@ -1,6 +1,7 @@
 // Training plan search: constraints and memory prune before simulating, the same outcomes whatever
 // the thread count, a killed run resumes without losing or repeating plans, and the Pareto front.
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <catch2/catch.hpp>
@@ -215,5 +216,86 @@ TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap; sett
   for (std::size_t i = 0; i < full.outcomes.size(); ++i) {
     if (pruned.outcomes[i].status == PlanOutcome::Status::simulated) CHECK(pruned.outcomes[i].lower_bound_s >= full.outcomes[i].lower_bound_s);
     if (full.outcomes[i].status == PlanOutcome::Status::simulated) CHECK(full.outcomes[i].step_s >= pruned.outcomes[i].lower_bound_s * (pruned.outcomes[i].status == PlanOutcome::Status::simulated ? 1.0 : 0.0));
+  }
+}
+
+TEST_CASE("plan search over GPU types: each topology at its own price, its own top K under the bound, and fp8 only where the GPU has it") {
+  test::TempDir dir;
+  const auto file = dir.write("types.yaml", R"(scenario:
+  name: types
+  kind: training
+  model: llama3-8b
+  topology: {name: h100-two, node: dgx-h100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 64}, {radix: 64}]}}
+  parallelism: {tp: 2, pp: 2, dp: 4, sequence_parallel: true}
+  batch: {micro: 1, global: 32}
+  train_tokens: 1e9
+  search:
+    gpus: [8, 16]
+    tp: [1, 2, 4, 8]
+    pp: [1, 2, 4]
+    micro: [1, 2]
+    recompute: [none, selective]
+    topology:
+      - {name: a100-two, node: dgx-a100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 40}, {radix: 40}]}}
+      - {name: h100-two, node: dgx-h100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 64}, {radix: 64}]}}
+    cost_sheet: public-clouds-2026-11
+)");
+  const TrainingScenario sc = load_training_scenario(file);
+  REQUIRE(sc.search.systems.size() == 1);  // the scenario's own topology, listed again, is tried once
+  CHECK(sc.price_per_gpu_hour > 0);
+  CHECK(sc.search.systems[0].price_per_gpu_hour > 0);
+  CHECK(sc.search.systems[0].price_per_gpu_hour < sc.price_per_gpu_hour);  // A100 rents for less than H100
+  SearchOptions all;
+  all.threads = 2;
+  all.price_per_gpu_hour = sc.price_per_gpu_hour;
+  const SearchResult full = search_plans(sc.job, *sc.topology, sc.search, all);
+  REQUIRE(full.systems.size() == 2);
+  std::set<std::string> keys;
+  std::map<std::string, double> step;  // by key
+  for (const auto& o : full.outcomes) {
+    CHECK(keys.insert(full.key(o)).second);
+    CHECK((full.key(o).find("topology=a100-two") != std::string::npos) == (o.plan.system == 1));
+    CHECK(full.text(o).find(o.plan.system == 1 ? " on a100-two" : " on h100-two") != std::string::npos);
+    if (o.status != PlanOutcome::Status::simulated) continue;
+    const double price = full.systems[static_cast<std::size_t>(o.plan.system)].price_per_gpu_hour;
+    CHECK(o.cost == Approx(o.gpu_hours * price).epsilon(1e-12));
+    step[full.key(o)] = o.step_s;
+  }
+  // The same plan runs faster on H100 than on A100.
+  int compared = 0;
+  for (const auto& [k, s] : step) {
+    if (k.find(" topology=") != std::string::npos) continue;
+    const auto a100 = step.find(k + " topology=a100-two");
+    if (a100 == step.end()) continue;
+    CHECK(s < a100->second);
+    ++compared;
+  }
+  CHECK(compared > 5);
+  // Branch and bound keeps each topology's top 3 exact.
+  SearchOptions bb = all;
+  bb.bound = true;
+  bb.keep = 3;
+  const SearchResult pruned = search_plans(sc.job, *sc.topology, sc.search, bb);
+  const auto top = [](const SearchResult& r, int system) {
+    std::vector<std::pair<double, std::string>> v;
+    for (const auto& o : r.outcomes) {
+      if (o.status == PlanOutcome::Status::simulated && o.plan.system == system) v.emplace_back(o.step_s, r.key(o));
+    }
+    std::sort(v.begin(), v.end());
+    v.resize(std::min<std::size_t>(3, v.size()));
+    return v;
+  };
+  CHECK(top(pruned, 0) == top(full, 0));
+  CHECK(top(pruned, 1) == top(full, 1));
+  CHECK(pruned.bound > 0);
+  // fp8: a constraint on A100, which has no fp8 tensor cores.
+  TrainingJob fp8 = sc.job;
+  fp8.precision = hardware::Dtype::fp8;
+  const SearchResult f = search_plans(fp8, *sc.topology, sc.search, all);
+  for (const auto& o : f.outcomes) {
+    if (o.plan.system == 1) {
+      CHECK(o.status == PlanOutcome::Status::constraint);
+      CHECK_THAT(f.reason(o), Catch::Contains("no fp8 tensor cores") || Catch::Contains("divide") || Catch::Contains("multiple"));
+    }
   }
 }

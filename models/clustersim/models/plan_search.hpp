@@ -1,6 +1,6 @@
 // Training plan search (`clustersim plan` on a training scenario; docs/plan-search.md): every plan of
 // a space of TP, PP, vpp, CP, EP, micro-batch, ZeRO stage, recompute, sequence parallelism, TP and
-// DP overlap, rank order, attention kernel and GPU count is checked against the model's constraints, then against GPU memory, and the survivors are
+// DP overlap, rank order, attention kernel, GPU count and topology (GPU type) is checked against the model's constraints, then against GPU memory, and the survivors are
 // simulated (the full step simulation, folded) on all cores. Results stream into a resumable file.
 #pragma once
 
@@ -17,7 +17,16 @@
 
 namespace cs::models {
 
+// A system to run on besides the scenario's: a topology (its GPU type, nodes and fabric) and the
+// price of its GPUs. The topology must outlive the search and its result.
+struct SearchSystem {
+  const topology::Topology* topology = nullptr;
+  double price_per_gpu_hour = 0;  // USD; 0: cost in GPU-hours (every system alike)
+  std::string offering;           // where the price comes from
+};
+
 struct SearchSpace {
+  std::vector<SearchSystem> systems;  // other topologies (GPU types) to try; the scenario's is always tried
   std::vector<int> gpus;   // GPU counts to try; dp = gpus / (tp pp cp)
   std::vector<int> tp, pp, vpp, cp, ep, micro, zero;
   bool every_vpp = false;    // vpp: every divisor of layers / pp (the list is ignored)
@@ -34,6 +43,7 @@ struct SearchSpace {
 // One plan of a space, stored compactly (a space can hold millions); SearchResult::job rebuilds the
 // whole job from it.
 struct PlanChoice {
+  int system = 0;  // 0: the scenario's topology; k: SearchSpace::systems[k - 1]
   int gpus = 0, tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, dp = 1, micro = 1, zero = 1;
   Recompute recompute = Recompute::selective;
   bool sequence_parallel = false, tp_overlap = false, grad_overlap = true, param_overlap = true, flash_attention = true;
@@ -83,14 +93,18 @@ struct SearchOptions {
 
 struct SearchResult {
   TrainingJob base;                      // the scenario's job; a plan is base with its choice applied
-  const hardware::HardwareProfile* gpu = nullptr;
+  std::vector<SearchSystem> systems;     // [0]: the scenario's topology (at SearchOptions' price), then the space's
   std::vector<PlanOutcome> outcomes;     // in enumeration order
   std::size_t enumerated = 0, constraint = 0, memory = 0, simulated = 0, resumed = 0, bound = 0;
   int keep = 0;                          // the bound's K, when it pruned
 
   [[nodiscard]] TrainingJob job(const PlanOutcome& o) const { return apply_choice(base, o.plan); }
-  // plan_key, and the GPU count asked for when tp x pp x cp does not divide it.
+  // plan_key, the GPU count asked for when tp x pp x cp does not divide it, and the topology when
+  // it is not the scenario's.
   [[nodiscard]] std::string key(const PlanOutcome& o) const;
+  // plan_text, and the topology when the space has more than one.
+  [[nodiscard]] std::string text(const PlanOutcome& o) const;
+  [[nodiscard]] const topology::Topology& topology(const PlanOutcome& o) const { return *systems[static_cast<std::size_t>(o.plan.system)].topology; }
   // Why a plan was not simulated (empty when it was).
   [[nodiscard]] std::string reason(const PlanOutcome& o) const;
 };
@@ -110,7 +124,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
 // A shard's simulated outcomes as text (one JSON object per line, with the plan's index), and their
 // merge into another shard's result of the same space.
 std::string shard_lines(const SearchResult& result);
-void merge_shard(SearchResult& into, const std::string& lines, double price_per_gpu_hour, double token_budget);
+void merge_shard(SearchResult& into, const std::string& lines, double token_budget);
 
 // The plans no other beats on both time to train and cost (ascending time), among the simulated.
 std::vector<std::size_t> pareto_front(const SearchResult& result);

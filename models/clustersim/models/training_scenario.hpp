@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "clustersim/models/cost_scenario.hpp"
 #include "clustersim/models/plan_search.hpp"
@@ -31,6 +32,11 @@ struct TrainingScenario {
   std::filesystem::path file;
   std::optional<CostSection> cost;  // the `cost:` section, for `clustersim cost`
   SearchSpace search;               // the `search:` section over default_space, for `clustersim plan`
+  std::vector<std::shared_ptr<const topology::Topology>> search_topologies;  // own search.systems' topologies
+  // The plan search's price for the scenario's GPUs: the cheapest on-demand offering of the cost
+  // section, or of search.cost_sheet (0 and empty: none, cost in GPU-hours).
+  double price_per_gpu_hour = 0;
+  std::string price_offering;
 };
 
 // Reads and checks a scenario; throws InputError with file, line and field for anything wrong,
