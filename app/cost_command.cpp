@@ -16,6 +16,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "report_command.hpp"
 
 namespace cs::app {
 
@@ -25,6 +26,7 @@ struct Options {
   std::string scenario;
   bool json = false;
   std::string out;
+  std::string report;
   int trials = 0;
   std::int64_t seed = -1;
 };
@@ -79,6 +81,7 @@ void training_cost(const Options& o) {
   const std::vector<models::CostEstimate> rows = models::estimate_costs(run, cost.offerings, cost.options);
 
   nlohmann::json j;
+  j["source"] = source_of(o.scenario);
   j["scenario"] = sc.name;
   j["gpus"] = run.gpus;
   j["nodes"] = run.nodes;
@@ -127,6 +130,7 @@ void training_cost(const Options& o) {
     reports::write_file_atomically(std::filesystem::path(o.out) / "distributions.csv", csv);
   }
   if (o.json) {
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "cost.json"}, false);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -166,6 +170,7 @@ void training_cost(const Options& o) {
                "  the zone fails together) at which it costs as much; owned: the utilisation at which a GPU-hour costs as much\n";
   std::cout << fmt::format("Monte Carlo: {} trials per offering, seed {}; closed form (Daly) beside it in --json\n", cost.options.trials, cost.options.seed);
   if (!o.out.empty()) std::cout << fmt::format("wrote {0}/cost.json and {0}/distributions.csv\n", o.out);
+  if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "cost.json"});
 }
 
 void inference_cost(const Options& o) {
@@ -218,8 +223,11 @@ void add_cost_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Directory to write cost.json and distributions.csv (every trial's finish time and cost)");
   cmd->add_option("--trials", o->trials, "Monte Carlo trials per offering (default: the scenario's, else 1000)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--seed", o->seed, "Seed of the Monte Carlo (default: the scenario's, else 1)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--report", o->report, "Training: also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)");
   cmd->callback([o] {
+    if (!o->report.empty() && o->out.empty()) o->out = o->report;
     if (models::scenario_kind(o->scenario) == "inference") {
+      if (!o->report.empty()) throw InputError("--report: the cost of an inference fleet is not in reports yet (its cost.json has no Monte Carlo); leave --report out");
       inference_cost(*o);
     } else {
       training_cost(*o);

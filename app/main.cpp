@@ -12,6 +12,7 @@
 #include "collective_command.hpp"
 #include "cost_command.hpp"
 #include "plan_command.hpp"
+#include "report_command.hpp"
 #include "run_command.hpp"
 #include "topo_command.hpp"
 #include "validate_command.hpp"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   cs::app::add_plan_command(app);
   cs::app::add_cost_command(app);
   cs::app::add_calibrate_command(app);
+  cs::app::add_report_command(app);
   try {
     app.parse(argc, argv);
     if (list_models) {

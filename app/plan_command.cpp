@@ -22,6 +22,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "report_command.hpp"
 
 namespace cs::app {
 
@@ -35,6 +36,7 @@ struct Options {
   std::string results;
   int top = 10;
   int bound = 0;
+  std::string report;
 };
 
 std::string layout(const models::SizingCandidate& c) {
@@ -251,6 +253,7 @@ void training_plan(const Options& o) {
   j["resumed"] = r.resumed;
   j["pruned_by_bound"] = r.bound;
   j["cost_unit"] = price_note;
+  j["source"] = source_of(o.scenario);
   constexpr const char* kPlans = "@plans@";  // where the every-plan array goes
   j["plans"] = kPlans;
   nlohmann::json fr = nlohmann::json::array();
@@ -323,6 +326,7 @@ void training_plan(const Options& o) {
     }
   }
   if (o.json) {
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "plans.json"}, false);
     write_json([](std::string_view text) { std::cout << text; });
     return;
   }
@@ -384,6 +388,7 @@ void training_plan(const Options& o) {
   }
   std::cout << fmt::format("cost unit: {}\n", price_note);
   if (!o.out.empty()) std::cout << fmt::format("wrote {0}/plans.json and {0}/plans.csv\n", o.out);
+  if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "plans.json"});
 }
 
 void plan(const Options& o) {
@@ -394,17 +399,20 @@ void plan(const Options& o) {
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.sizing) throw InputError(fmt::format("{}: no 'sizing' section (gpus with prices, tp, attainment) to plan from", o.scenario));
   const models::SizingResult r = models::size_fleet(sc);
-  const nlohmann::json j = to_json(sc, r);
+  nlohmann::json j = to_json(sc, r);
+  j["source"] = source_of(o.scenario);
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
     reports::write_file_atomically(std::filesystem::path(o.out) / "sizing.json", j.dump(2) + "\n");
     reports::write_file_atomically(std::filesystem::path(o.out) / "sizing.csv", to_csv(r));
   }
   if (o.json) {
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "sizing.json"}, false);
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << to_text(sc, r);
     if (!o.out.empty()) std::cout << fmt::format("wrote {0}/sizing.json and {0}/sizing.csv\n", o.out);
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "sizing.json"});
   }
 }
 
@@ -420,7 +428,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds");
   cmd->add_option("--bound", o->bound, "Training: branch and bound, skipping plans whose lower bound cannot reach the top K by time or cost")->check(CLI::Range(1, 100000));
   cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000));
-  cmd->callback([o] { plan(*o); });
+  cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)");
+  cmd->callback([o] {
+    if (!o->report.empty() && o->out.empty()) o->out = o->report;
+    plan(*o);
+  });
 }
 
 }  // namespace cs::app

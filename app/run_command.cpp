@@ -13,6 +13,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "report_command.hpp"
 
 namespace cs::app {
 
@@ -27,6 +28,7 @@ struct Options {
   std::string out;
   bool no_fold = false;
   bool ops = false;
+  std::string report;
 };
 
 double gib(Bytes b) { return b.value() / double(1ull << 30); }
@@ -307,11 +309,66 @@ std::string inference_trace(const models::InferenceResult& r) {
   return out + "\n]}\n";
 }
 
+// For the report's scaling curve: the plan at a quarter, half, twice and four times its data-parallel
+// degree (where the global batch, the interleaving and the topology allow), the global batch kept.
+nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& own, bool fold) {
+  nlohmann::json points = nlohmann::json::array();
+  const int dp = sc.job.plan.dp;
+  for (const int d : {dp / 4, dp / 2, dp, dp * 2, dp * 4}) {
+    if (d < 1 || (!points.empty() && points.back()["dp"].get<int>() >= d)) continue;
+    models::TrainingJob job = sc.job;
+    job.plan.dp = d;
+    if (sc.job.plan.ep > 1 && d % sc.job.plan.ep != 0) continue;
+    double step = own.step_time.value(), mfu = own.mfu, days = own.time_to_train.value() / 86400.0;
+    if (d != dp) {
+      try {
+        models::check_job(job, static_cast<int>(sc.topology->gpus().size()));
+        models::TrainingOptions opt;
+        opt.fold = fold;
+        const TrainingResult r = models::simulate_training(job, *sc.topology, opt);
+        step = r.step_time.value();
+        mfu = r.mfu;
+        days = r.time_to_train.value() / 86400.0;
+      } catch (const std::invalid_argument&) {
+        continue;  // this degree breaks a constraint (batch, interleaving, cluster size)
+      }
+    }
+    points.push_back({{"dp", d}, {"gpus", job.plan.gpus()}, {"step_s", step}, {"mfu", mfu}, {"days", sc.job.token_budget > 0 ? days : 0.0},
+                      {"plan", fmt::format("DP{}{}", d, d == dp ? " (the scenario's)" : "")}});
+  }
+  return points;
+}
+
+// For the report's throughput curve: a generated workload replayed at other rates (the same lengths
+// and seed), from a quarter to four times its own, so that the curve reaches saturation.
+nlohmann::json rate_sweep(const models::InferenceScenario& sc) {
+  nlohmann::json points = nlohmann::json::array();
+  if (!sc.recipe || sc.recipe->arrivals.kind == models::ArrivalProcess::Kind::offline || sc.closed_loop) return points;
+  const models::WorkloadRecipe& w = *sc.recipe;
+  for (const double f : {0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0}) {
+    models::InferenceScenario at = sc;
+    models::ArrivalProcess a = w.arrivals;
+    a.rate = w.arrivals.rate * f;
+    const int count = w.duration > 0 ? static_cast<int>(std::llround(w.duration * a.rate)) : w.requests;
+    if (count < 1) continue;
+    at.requests = models::generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix);
+    const models::ServingMetrics m = models::simulate_inference(at).metrics;
+    points.push_back({{"rate_rps", a.rate}, {"request_throughput", m.request_throughput}, {"request_goodput", m.request_goodput},
+                      {"output_token_throughput", m.output_throughput}, {"ttft_p90_ms", m.ttft.p90 * 1e3}, {"tpot_p90_ms", m.tpot.p90 * 1e3}});
+  }
+  return points;
+}
+
 void run_inference(const Options& o) {
   if (o.no_fold) throw InputError("--no-fold applies to training scenarios only");
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   const models::InferenceResult r = models::simulate_inference(sc);
-  const nlohmann::json j = inference_json(sc, r);
+  nlohmann::json j = inference_json(sc, r);
+  j["source"] = source_of(o.scenario);
+  if (!o.report.empty()) {
+    const nlohmann::json sweep = rate_sweep(sc);
+    if (!sweep.empty()) j["rate_sweep"] = sweep;
+  }
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
     reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
@@ -328,10 +385,12 @@ void run_inference(const Options& o) {
     reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", inference_trace(r));
   }
   if (o.json) {
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"}, false);
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << inference_text(sc, r);
     if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json, {0}/requests.csv and {0}/trace.json (open at ui.perfetto.dev)\n", o.out);
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"});
   }
 }
 
@@ -345,13 +404,16 @@ void run(const Options& o) {
   opt.fold = !o.no_fold;
   opt.trace = !o.out.empty();
   TrainingResult r = models::simulate_training(sc.job, *sc.topology, opt);
-  const nlohmann::json j = to_json(sc, r);
+  nlohmann::json j = to_json(sc, r);
+  j["source"] = source_of(o.scenario);
+  if (!o.report.empty()) j["scaling"] = scaling_sweep(sc, r, opt.fold);
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
     reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
     reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", r.trace);
   }
   if (o.json) {
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"}, false);
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << summary_text(sc, r);
@@ -361,6 +423,7 @@ void run(const Options& o) {
       std::cout << ops_text("operations of the output head (last stage)", r.head_ops);
     }
     if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json and {0}/trace.json (open at ui.perfetto.dev)\n", o.out);
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"});
   }
 }
 
@@ -374,7 +437,13 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)");
   cmd->add_flag("--ops", o->ops, "Training: also print each operation's forward, backward and recompute time for one micro-batch");
   cmd->add_flag("--no-fold", o->no_fold, "Simulate every rank instead of one representative per pipeline stage (slower; same answer)");
-  cmd->callback([o] { run(*o); });
+  cmd->add_option("--report", o->report,
+                  "Also write the capacity-planning report (report.html, .md, .csv) into this directory, with a scaling curve (training) or a request-rate sweep "
+                  "(inference); --out's files go there too when --out is not given");
+  cmd->callback([o] {
+    if (!o->report.empty() && o->out.empty()) o->out = o->report;
+    run(*o);
+  });
 }
 
 }  // namespace cs::app

@@ -21,7 +21,12 @@ while [ $# -gt 0 ]; do
 done
 
 packages=(cmake ninja-build g++ git libyaml-cpp-dev libboost-graph-dev libfmt-dev libspdlog-dev
-          nlohmann-json3-dev libeigen3-dev catch2 libcli11-dev libopenmpi-dev openmpi-bin)
+          nlohmann-json3-dev libeigen3-dev catch2 libcli11-dev libopenmpi-dev openmpi-bin libssl-dev)
+# Node.js and npm fetch the report's charting library from the npm registry (reports/web); a machine
+# that already has them (any packaging) keeps its own.
+if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
+# The test suite opens a report in Debian's headless Chromium.
+if [ "$action" = test ]; then packages+=(chromium); fi
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -43,6 +48,13 @@ fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# Apache ECharts (inlined into every HTML report at build time) and, for the tests, playwright-core,
+# at the versions package-lock.json pins; reinstalled only when the lock file changes.
+web="$root/reports/web"
+if [ ! -f "$web/node_modules/echarts/dist/echarts.min.js" ] || [ "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]; then
+  echo "setup.sh: installing the report's npm packages (reports/web)"
+  (cd "$web" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
 

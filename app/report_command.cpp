@@ -1,0 +1,63 @@
+#include "report_command.hpp"
+
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/reports/report.hpp"
+
+namespace cs::app {
+
+namespace {
+
+struct Options {
+  std::vector<std::string> results;
+  std::string out;
+  std::string title;
+};
+
+reports::ReportOptions report_options(const std::string& title) {
+  reports::ReportOptions o;
+  o.version = CLUSTERSIM_VERSION;
+  o.title = title;
+  return o;
+}
+
+}  // namespace
+
+void write_report_of(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& results, bool announce) {
+  std::vector<reports::ReportSource> sources;
+  for (const auto& f : results) {
+    for (auto& s : reports::read_results(f)) sources.push_back(std::move(s));
+  }
+  reports::write_report(dir, sources, report_options(""));
+  if (announce) std::cout << fmt::format("wrote {0}/report.html, {0}/report.md and {0}/report.csv\n", dir.string());
+}
+
+nlohmann::json source_of(const std::string& scenario_file) {
+  return {{"scenario_file", scenario_file}, {"scenario_sha256", reports::sha256_file(scenario_file)}, {"clustersim", CLUSTERSIM_VERSION}};
+}
+
+void add_report_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("report",
+                                     "Write a capacity-planning report (self-contained HTML with charts, Markdown, CSV) from the results of run, plan, cost and validate");
+  cmd->add_option("results", o->results,
+                  "Result files or the directories holding them: summary.json (run --out), plans.json or sizing.json (plan --out), cost.json (cost --out), "
+                  "validate --json output")
+      ->required();
+  cmd->add_option("--out", o->out, "Directory to write report.html, report.md and report.csv")->required();
+  cmd->add_option("--title", o->title, "The report's title (default: from the scenario names)");
+  cmd->callback([o] {
+    std::vector<reports::ReportSource> sources;
+    for (const auto& f : o->results) {
+      for (auto& s : reports::read_results(f)) sources.push_back(std::move(s));
+    }
+    reports::write_report(o->out, sources, report_options(o->title));
+    std::cout << fmt::format("wrote {0}/report.html, {0}/report.md and {0}/report.csv from {1} result{2}\n", o->out, sources.size(), sources.size() == 1 ? "" : "s");
+  });
+}
+
+}  // namespace cs::app

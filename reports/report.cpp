@@ -1,0 +1,1081 @@
+#include "clustersim/reports/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/reports/atomic_file.hpp"
+#include "report_assets.hpp"
+
+namespace cs::reports {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string sha256_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}", path.string()));
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(ctx);
+    throw std::runtime_error("SHA-256 is not available from OpenSSL");
+  }
+  std::vector<char> buffer(1 << 16);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    if (in.gcount() > 0) EVP_DigestUpdate(ctx, buffer.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx, digest, &length);
+  EVP_MD_CTX_free(ctx);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+bool html_reports_available() { return assets::kEchartsBundled; }
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Reading results
+
+std::string kind_name(ReportSource::Kind k) {
+  switch (k) {
+    case ReportSource::Kind::training_run: return "training run (run --out summary.json)";
+    case ReportSource::Kind::inference_run: return "inference run (run --out summary.json)";
+    case ReportSource::Kind::plans: return "plan search (plan --out plans.json)";
+    case ReportSource::Kind::cost: return "cost (cost --out cost.json)";
+    case ReportSource::Kind::sizing: return "fleet sizing (plan --out sizing.json)";
+    case ReportSource::Kind::validation: return "accuracy (validate --json)";
+  }
+  return "?";
+}
+
+ReportSource read_one(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read the file", file.string()));
+  ReportSource s;
+  s.path = file;
+  s.bytes = fs::file_size(file);
+  // A plan search can hold a million plans: keep the simulated ones only (the others carry no
+  // numbers a report shows), so that memory stays near the file's simulated part.
+  const json::parser_callback_t keep = [](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_end && parsed.is_object() && parsed.contains("key") && parsed.contains("status")) {
+      const auto& st = parsed["status"];
+      return st.is_string() && st.get_ref<const std::string&>() == "simulated";
+    }
+    return true;
+  };
+  try {
+    s.data = json::parse(in, keep);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: not JSON (byte {}): {}", file.string(), e.byte, e.what()));
+  }
+  const json& d = s.data;
+  const auto has = [&](const char* k) { return d.is_object() && d.contains(k); };
+  if (has("breakdown_s") && has("step_time_s") && has("memory")) {
+    s.kind = ReportSource::Kind::training_run;
+  } else if (has("kind") && d["kind"] == "inference" && has("ttft")) {
+    s.kind = ReportSource::Kind::inference_run;
+  } else if (has("plans") && has("enumerated")) {
+    s.kind = ReportSource::Kind::plans;
+  } else if (has("offerings") && has("trials")) {
+    s.kind = ReportSource::Kind::cost;
+  } else if (has("candidates") && has("offers")) {
+    s.kind = ReportSource::Kind::sizing;
+  } else if (has("cases") && has("summary")) {
+    s.kind = ReportSource::Kind::validation;
+  } else {
+    throw InputError(fmt::format("{}: not a clustersim result (expected summary.json of run, plans.json of plan, cost.json of cost, sizing.json of plan, "
+                                 "or the output of validate --json)",
+                                 file.string()));
+  }
+  s.sha256 = sha256_file(file);
+  return s;
+}
+
+// A results CSV beside a result (requests.csv, distributions.csv): header and rows, or nothing.
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  [[nodiscard]] int column(const std::string& name) const {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+  }
+};
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) out.push_back(cell);
+  return out;
+}
+
+std::optional<Csv> read_csv(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) return std::nullopt;
+  Csv c;
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  c.header = split(line);
+  while (std::getline(in, line)) {
+    if (!line.empty()) c.rows.push_back(split(line));
+  }
+  return c;
+}
+
+double number_at(const std::vector<std::string>& row, int col) {
+  if (col < 0 || col >= static_cast<int>(row.size())) return std::nan("");
+  try {
+    return std::stod(row[static_cast<std::size_t>(col)]);
+  } catch (...) {
+    return std::nan("");
+  }
+}
+
+}  // namespace
+
+std::vector<ReportSource> read_results(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    std::vector<ReportSource> out;
+    for (const char* name : {"summary.json", "plans.json", "cost.json", "sizing.json", "accuracy.json"}) {
+      if (fs::exists(path / name)) out.push_back(read_one(path / name));
+    }
+    if (out.empty()) {
+      throw InputError(fmt::format("{}: holds no clustersim result (summary.json, plans.json, cost.json, sizing.json or accuracy.json)", path.string()));
+    }
+    return out;
+  }
+  if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: no such file or directory", path.string()));
+  return {read_one(path)};
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The document: sections of paragraphs, tables and charts, rendered to HTML and Markdown alike.
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<bool> numeric;
+  std::vector<std::vector<std::string>> rows;
+};
+
+struct Block {
+  enum class Kind { paragraph, table, chart, missing, note, link };
+  Kind kind = Kind::paragraph;
+  std::string text;   // paragraph, missing, note; link: its label
+  std::string href;   // link
+  Table table;        // table; chart: its data as a table
+  json chart;         // chart spec (report.js)
+};
+
+struct Section {
+  std::string title;
+  std::vector<Block> blocks;
+};
+
+struct CsvRow {
+  std::string section, subject, metric, value, unit;
+};
+
+struct Document {
+  std::string title;
+  std::string lead;
+  std::vector<Section> sections;
+  std::vector<CsvRow> csv;
+  int charts = 0;
+};
+
+std::string fmt_num(double v, int digits = 4) {
+  if (!std::isfinite(v)) return "-";
+  if (v != 0 && (std::fabs(v) >= 1e7 || std::fabs(v) < 1e-3)) return fmt::format("{:.{}e}", v, digits - 1);
+  return fmt::format("{:.{}g}", v, digits);
+}
+// Large counts the way an engineer says them: 2.10 M, 15.0 T.
+std::string count(double v) {
+  if (!std::isfinite(v)) return "-";
+  for (const auto& [scale, suffix] : std::vector<std::pair<double, const char*>>{{1e12, " T"}, {1e9, " B"}, {1e6, " M"}, {1e3, " k"}}) {
+    if (std::fabs(v) >= scale) return fmt::format("{:.3g}{}", v / scale, suffix);
+  }
+  return fmt::format("{:.4g}", v);
+}
+std::string fixed(double v, int decimals) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "-"; }
+std::string pct(double fraction) { return std::isfinite(fraction) ? fmt::format("{:.1f}%", 100 * fraction) : "-"; }
+std::string usd(double v) {
+  if (!std::isfinite(v)) return "-";
+  if (std::fabs(v) >= 1e6) return fmt::format("${:.2f} M", v / 1e6);
+  if (std::fabs(v) >= 1e3) return fmt::format("${:.1f} k", v / 1e3);
+  return fmt::format("${:.2f}", v);
+}
+double num(const json& j, const char* key, double fallback = std::nan("")) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return fallback;
+  return j[key].get<double>();
+}
+std::string str(const json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return fallback;
+  return j[key].get<std::string>();
+}
+constexpr double kGiB = double(1ull << 30);
+
+class Builder {
+ public:
+  Builder(const std::vector<ReportSource>& sources, const fs::path& dir) : sources_(sources), dir_(dir) {}
+
+  Document build(const ReportOptions& options) {
+    doc_.title = options.title.empty() ? default_title() : options.title;
+    doc_.lead = fmt::format("Written by clustersim {} from {} result file{}. Every number below comes from those files; parts they do not hold are marked.",
+                            options.version, sources_.size(), sources_.size() == 1 ? "" : "s");
+    scenario();
+    headline();
+    breakdown();
+    memory();
+    scaling();
+    plans();
+    cost();
+    serving();
+    sizing();
+    assumptions();
+    accuracy();
+    reproduce(options);
+    return std::move(doc_);
+  }
+
+ private:
+  std::vector<const ReportSource*> of(ReportSource::Kind k) const {
+    std::vector<const ReportSource*> out;
+    for (const auto& s : sources_) {
+      if (s.kind == k) out.push_back(&s);
+    }
+    return out;
+  }
+
+  std::string default_title() const {
+    std::vector<std::string> names;
+    for (const auto& s : sources_) {
+      const std::string n = str(s.data, "scenario");
+      if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+    std::string t = "Capacity-planning report";
+    if (!names.empty()) {
+      t += ": ";
+      for (std::size_t i = 0; i < names.size(); ++i) t += (i ? ", " : "") + names[i];
+    }
+    return t;
+  }
+
+  Section& section(const std::string& title) {
+    doc_.sections.push_back({title, {}});
+    return doc_.sections.back();
+  }
+  static void para(Section& s, std::string text) { s.blocks.push_back({Block::Kind::paragraph, std::move(text), {}, {}, {}}); }
+  static void note(Section& s, std::string text) { s.blocks.push_back({Block::Kind::note, std::move(text), {}, {}, {}}); }
+  static void missing(Section& s, std::string text) { s.blocks.push_back({Block::Kind::missing, std::move(text), {}, {}, {}}); }
+  static void table(Section& s, Table t) { s.blocks.push_back({Block::Kind::table, {}, {}, std::move(t), {}}); }
+  void chart(Section& s, json spec, Table data) {
+    spec["id"] = fmt::format("chart-{}", ++doc_.charts);
+    s.blocks.push_back({Block::Kind::chart, str(spec, "title"), {}, std::move(data), std::move(spec)});
+  }
+  void csv(const std::string& section, const std::string& subject, const std::string& metric, double value, const std::string& unit) {
+    doc_.csv.push_back({section, subject, metric, std::isfinite(value) ? fmt::format("{:.9g}", value) : "", unit});
+  }
+  void csv_text(const std::string& section, const std::string& subject, const std::string& metric, const std::string& value) {
+    doc_.csv.push_back({section, subject, metric, value, ""});
+  }
+
+  // -- sections --------------------------------------------------------------------------------
+
+  void scenario() {
+    Section& s = section("The scenario");
+    for (const auto* r : of(ReportSource::Kind::training_run)) {
+      const json& d = r->data;
+      std::string text = fmt::format("Training {} on {} {} GPUs of {}, with the plan {}. Each step trains {} tokens ({} micro-batches per data-parallel rank).",
+                                     str(d, "model"), fmt_num(num(d, "gpus")), str(d, "gpu"), str(d, "topology"), str(d, "plan"),
+                                     count(num(d, "tokens_per_step")), fmt_num(num(d, "micro_batches")));
+      if (d.contains("train")) text += fmt::format(" The budget is {} tokens.", count(num(d["train"], "tokens")));
+      para(s, fmt::format("{}: {}", str(d, "scenario"), text));
+    }
+    for (const auto* r : of(ReportSource::Kind::inference_run)) {
+      const json& d = r->data;
+      para(s, fmt::format("{}: serving {} on {} replica{} of TP{} PP{} on {} GPUs; {} batching, {} router; workload: {}.", str(d, "scenario"), str(d, "model"),
+                          fmt_num(num(d, "replicas")), num(d, "replicas") == 1 ? "" : "s", fmt_num(num(d, "tp")), fmt_num(num(d, "pp")), str(d, "gpu"),
+                          str(d, "batching"), str(d, "router"), str(d, "workload")));
+    }
+    for (const auto* r : of(ReportSource::Kind::plans)) {
+      const json& d = r->data;
+      para(s, fmt::format("{}: a plan search over {} plans: {} break a constraint, {} do not fit in memory, {} cannot reach the top plans (lower bound), {} simulated. "
+                          "Cost unit: {}.",
+                          str(d, "scenario"), fmt_num(num(d, "enumerated"), 9), fmt_num(num(d, "rejected_constraint"), 9), fmt_num(num(d, "rejected_memory"), 9),
+                          fmt_num(num(d, "pruned_by_bound", 0), 9), fmt_num(num(d, "simulated"), 9), str(d, "cost_unit")));
+    }
+    for (const auto* r : of(ReportSource::Kind::cost)) {
+      const json& d = r->data;
+      para(s, fmt::format("{}: the cost of training {} tokens on {} GPUs ({} nodes) at {:.3f} s per step ({:.1f} days without failures), on each offering of cost sheet "
+                          "{}, by a Monte Carlo of {} trials (seed {}).",
+                          str(d, "scenario"), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), num(d, "step_time_s"),
+                          num(d, "failure_free_days"), str(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
+    }
+    for (const auto* r : of(ReportSource::Kind::sizing)) {
+      const json& d = r->data;
+      para(s, fmt::format("{}: the cheapest fleet that serves {:.3g} requests/s with {:.0f}% of requests within the SLO, among {} configurations simulated.",
+                          str(d, "scenario"), num(d, "rate_rps"), 100 * num(d, "attainment_required"), fmt_num(num(d, "simulations"))));
+    }
+    for (const auto* r : of(ReportSource::Kind::validation)) {
+      para(s, fmt::format("{}: the model against {} published measurements.", r->path.filename().string(), r->data["cases"].size()));
+    }
+  }
+
+  void headline() {
+    Section& s = section("Headline numbers");
+    bool any = false;
+    for (const auto* r : of(ReportSource::Kind::training_run)) {
+      any = true;
+      const json& d = r->data;
+      const std::string who = str(d, "scenario");
+      Table t{{"metric", "value"}, {false, true}, {}};
+      const auto row = [&](const std::string& m, const std::string& v) { t.rows.push_back({m, v}); };
+      row("step time", fmt::format("{:.3f} s", num(d, "step_time_s")));
+      row("MFU (model FLOPs utilisation)", pct(num(d, "mfu")));
+      row("HFU (hardware FLOPs utilisation, with recompute)", pct(num(d, "hfu")));
+      row("tokens/s", count(num(d, "tokens_per_s")));
+      row("TFLOP/s per GPU", fixed(num(d, "tflops_per_gpu"), 1));
+      if (d.contains("train")) {
+        row("time to train", fmt::format("{:.1f} days", num(d["train"], "days")));
+        row("GPU-hours to train", count(num(d["train"], "gpu_hours")));
+      }
+      const json& m = d["memory"];
+      row("fits in GPU memory", m.value("fits", false) ? "yes" : "NO");
+      row("memory", str(m, "verdict"));
+      para(s, who);
+      table(s, std::move(t));
+      csv("headline", who, "step_time", num(d, "step_time_s"), "s");
+      csv("headline", who, "mfu", num(d, "mfu"), "fraction");
+      csv("headline", who, "hfu", num(d, "hfu"), "fraction");
+      csv("headline", who, "tokens_per_s", num(d, "tokens_per_s"), "tokens/s");
+      csv("headline", who, "tflops_per_gpu", num(d, "tflops_per_gpu"), "TFLOP/s");
+      if (d.contains("train")) csv("headline", who, "time_to_train", num(d["train"], "days"), "days");
+      csv_text("headline", who, "fits_in_memory", m.value("fits", false) ? "yes" : "no");
+    }
+    for (const auto* r : of(ReportSource::Kind::inference_run)) {
+      any = true;
+      const json& d = r->data;
+      const std::string who = str(d, "scenario");
+      Table t{{"metric", "mean", "median", "P90", "P99"}, {false, true, true, true, true}, {}};
+      for (const char* k : {"ttft", "tpot", "itl", "e2e_latency", "queueing_delay"}) {
+        if (!d.contains(k)) continue;
+        const json& q = d[k];
+        t.rows.push_back({fmt::format("{} (ms)", k), fixed(num(q, "mean_ms"), 1), fixed(num(q, "median_ms"), 1), fixed(num(q, "p90_ms"), 1), fixed(num(q, "p99_ms"), 1)});
+        csv("headline", who, fmt::format("{}_p50", k), num(q, "median_ms"), "ms");
+        csv("headline", who, fmt::format("{}_p90", k), num(q, "p90_ms"), "ms");
+        csv("headline", who, fmt::format("{}_p99", k), num(q, "p99_ms"), "ms");
+      }
+      para(s, fmt::format("{}: {:.2f} requests/s ({:.2f} within the SLO), {} output tokens/s, {} total tokens/s, {} preemptions, mean KV cache use {}.", who,
+                          num(d, "request_throughput"), num(d, "request_goodput"), fmt_num(num(d, "output_token_throughput"), 6),
+                          fmt_num(num(d, "total_token_throughput"), 6), fmt_num(num(d, "preemptions")), pct(num(d, "kv_cache_use"))));
+      table(s, std::move(t));
+      csv("headline", who, "request_throughput", num(d, "request_throughput"), "requests/s");
+      csv("headline", who, "request_goodput", num(d, "request_goodput"), "requests/s");
+      csv("headline", who, "output_token_throughput", num(d, "output_token_throughput"), "tokens/s");
+    }
+    for (const auto* r : of(ReportSource::Kind::cost)) {
+      any = true;
+      const json& d = r->data;
+      Table t{{"offering", "pricing", "$/GPU-h", "expected cost", "expected days", "finishes"}, {false, false, true, true, true, true}, {}};
+      for (const json& o : d["offerings"]) {
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), fixed(num(o, "price_per_gpu_hour"), 3), usd(num(o, "expected_cost_usd")),
+                          fixed(num(o, "expected_wall_days"), 1), o.value("can_finish", true) ? fmt::format("{} of {}", o.value("finished_trials", 0), d.value("trials", 0)) : "never"});
+        csv("headline", str(o, "offering"), "expected_cost", num(o, "expected_cost_usd"), "USD");
+        csv("headline", str(o, "offering"), "expected_days", num(o, "expected_wall_days"), "days");
+      }
+      para(s, fmt::format("{}: cost on each offering (expected values of the Monte Carlo; distributions below).", str(d, "scenario")));
+      table(s, std::move(t));
+    }
+    for (const auto* r : of(ReportSource::Kind::plans)) {
+      any = true;
+      const json& d = r->data;
+      const std::string fastest = str(d, "fastest"), cheapest = str(d, "cheapest");
+      para(s, fmt::format("{}: fastest plan {}; cheapest plan {} ({}).", str(d, "scenario"), plan_text(d, fastest), plan_text(d, cheapest), str(d, "cost_unit")));
+    }
+    if (!any) missing(s, "No run, cost or plan result: headline numbers need one (clustersim run --out, cost --out or plan --out).");
+  }
+
+  static std::string plan_text(const json& plans, const std::string& key) {
+    for (const json& p : plans["plans"]) {
+      if (str(p, "key") == key) return str(p, "plan");
+    }
+    return key.empty() ? "none" : key;
+  }
+
+  void breakdown() {
+    Section& s = section("Where the step time goes");
+    static const std::vector<std::pair<const char*, std::vector<const char*>>> parts = {
+        {"compute", {"compute"}},
+        {"exposed TP/CP/EP communication", {"tp_comm", "cp_comm", "ep_comm"}},
+        {"exposed DP communication", {"dp_comm"}},
+        {"pipeline sends", {"pp_comm"}},
+        {"pipeline bubble", {"pipeline_bubble"}},
+        {"optimizer", {"optimizer"}},
+    };
+    std::vector<std::string> categories;
+    std::vector<std::vector<double>> values(parts.size());
+    const auto add = [&](const std::string& label, const json& b) {
+      categories.push_back(label);
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        double v = 0;
+        for (const char* key : parts[k].second) v += num(b, key, 0);
+        values[k].push_back(v);
+      }
+    };
+    for (const auto* r : of(ReportSource::Kind::training_run)) add(fmt::format("{}: {}", str(r->data, "scenario"), short_plan(str(r->data, "plan"))), r->data["breakdown_s"]);
+    for (const auto* r : of(ReportSource::Kind::plans)) {
+      for (const json* p : fastest_plans(r->data, 10)) add(str(*p, "plan"), (*p)["breakdown_s"]);
+    }
+    if (categories.empty()) {
+      missing(s, "No training run or plan search: the breakdown needs one (clustersim run --out, or plan --out on a training scenario).");
+      return;
+    }
+    json spec = {{"type", "bars"}, {"title", "Step time by part (seconds)"}, {"unit", "s"}, {"categories", categories}, {"series", json::array()}};
+    Table t{{"run or plan"}, {false}, {}};
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      spec["series"].push_back({{"name", parts[k].first}, {"values", values[k]}});
+      t.header.push_back(std::string(parts[k].first) + " (s)");
+      t.numeric.push_back(true);
+    }
+    for (std::size_t c = 0; c < categories.size(); ++c) {
+      std::vector<std::string> row{categories[c]};
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        row.push_back(fixed(values[k][c], 3));
+        csv("breakdown", categories[c], parts[k].first, values[k][c], "s");
+      }
+      t.rows.push_back(std::move(row));
+    }
+    spec["height"] = 120 + 34 * static_cast<int>(categories.size());
+    chart(s, std::move(spec), std::move(t));
+    note(s, "Exposed communication is what the step waits for after overlap; compute includes recompute. The plans are the fastest ten of each search.");
+  }
+
+  static std::string short_plan(const std::string& plan) { return plan.substr(0, plan.find(',')); }
+
+  static std::vector<const json*> fastest_plans(const json& plans, std::size_t k) {
+    std::vector<const json*> v;
+    for (const json& p : plans["plans"]) {
+      if (str(p, "status") == "simulated" && p.contains("step_s")) v.push_back(&p);
+    }
+    std::stable_sort(v.begin(), v.end(), [](const json* a, const json* b) { return num(*a, "step_s") < num(*b, "step_s"); });
+    if (v.size() > k) v.resize(k);
+    return v;
+  }
+
+  void memory() {
+    Section& s = section("Memory per GPU");
+    bool any = false;
+    for (const auto* r : of(ReportSource::Kind::training_run)) {
+      const json& m = r->data["memory"];
+      if (!m.contains("stages") || m["stages"].empty()) continue;
+      any = true;
+      static const std::vector<std::pair<const char*, const char*>> parts = {{"weights", "weights_bytes"},       {"gradients", "gradients_bytes"},
+                                                                             {"optimizer states", "optimizer_bytes"}, {"activations", "activations_bytes"},
+                                                                             {"communication buffers", "comm_buffers_bytes"}, {"allocator allowance", "allowance_bytes"}};
+      std::vector<std::string> categories;
+      json series = json::array();
+      Table t{{"pipeline stage"}, {false}, {}};
+      for (const auto& [name, key] : parts) {
+        std::vector<double> v;
+        for (const json& st : m["stages"]) v.push_back(num(st, key, 0) / kGiB);
+        series.push_back({{"name", name}, {"values", v}});
+        t.header.push_back(std::string(name) + " (GiB)");
+        t.numeric.push_back(true);
+      }
+      t.header.push_back("total (GiB)");
+      t.numeric.push_back(true);
+      const std::string who = str(r->data, "scenario");
+      std::size_t i = 0;
+      for (const json& st : m["stages"]) {
+        categories.push_back(fmt::format("stage {}", st.value("stage", static_cast<int>(i))));
+        std::vector<std::string> row{categories.back()};
+        for (const auto& [name, key] : parts) {
+          row.push_back(fixed(num(st, key, 0) / kGiB, 2));
+          csv("memory", fmt::format("{} {}", who, categories.back()), name, num(st, key, 0) / kGiB, "GiB");
+        }
+        row.push_back(fixed(num(st, "total_bytes", 0) / kGiB, 2));
+        t.rows.push_back(std::move(row));
+        ++i;
+      }
+      const double capacity = num(m, "capacity_bytes") / kGiB;
+      json spec = {{"type", "bars"},   {"title", fmt::format("{}: memory per GPU by pipeline stage (GiB)", who)},
+                   {"unit", "GiB"},    {"categories", categories},
+                   {"series", series}, {"limit", {{"value", capacity}, {"label", "HBM"}}},
+                   {"height", 140 + 34 * static_cast<int>(categories.size())}};
+      para(s, fmt::format("{}: {} (HBM {:.1f} GiB per GPU).", who, str(m, "verdict"), capacity));
+      chart(s, std::move(spec), std::move(t));
+      csv("memory", who, "hbm_capacity", capacity, "GiB");
+    }
+    if (!any) missing(s, "No training run: memory per GPU needs one (clustersim run --out on a training scenario).");
+  }
+
+  void scaling() {
+    Section& s = section("Scaling with the GPU count");
+    bool any = false;
+    for (const auto* r : of(ReportSource::Kind::training_run)) {
+      const json& d = r->data;
+      if (!d.contains("scaling") || d["scaling"].size() < 2) continue;
+      any = true;
+      scaling_chart(s, str(d, "scenario") + ": the plan's data-parallel degree varied, the global batch kept", d["scaling"], "plan");
+    }
+    for (const auto* r : of(ReportSource::Kind::plans)) {
+      // The fastest simulated plan at each GPU count.
+      std::map<int, const json*> best;
+      for (const json& p : r->data["plans"]) {
+        const int g = static_cast<int>(std::lround(gpus_of(p)));
+        if (g <= 0 || str(p, "status") != "simulated") continue;
+        auto& b = best[g];
+        if (!b || num(p, "step_s") < num(*b, "step_s")) b = &p;
+      }
+      if (best.size() < 2) continue;
+      any = true;
+      json points = json::array();
+      for (const auto& [g, p] : best) {
+        points.push_back({{"gpus", g}, {"step_s", num(*p, "step_s")}, {"mfu", num(*p, "mfu")}, {"days", num(*p, "time_to_train_days")}, {"plan", str(*p, "plan")}});
+      }
+      scaling_chart(s, str(r->data, "scenario") + ": the fastest plan found at each GPU count", points, "plan");
+    }
+    if (!any) {
+      missing(s, "No scaling data: `clustersim run SCENARIO --report DIR` simulates the plan at other data-parallel degrees, and a plan search over several GPU counts "
+                 "(search: gpus: [...]) gives the fastest plan at each.");
+    }
+  }
+
+  static double gpus_of(const json& p) {
+    const std::string key = str(p, "key");
+    const auto at = key.find("gpus=");
+    if (at == std::string::npos) return 0;
+    return std::atof(key.c_str() + at + 5);
+  }
+
+  void scaling_chart(Section& s, const std::string& title, const json& points, const char* label_key) {
+    json mfu = json::array(), days = json::array();
+    Table t{{"GPUs", "step s", "MFU", "days to train", label_key}, {true, true, true, true, false}, {}};
+    bool have_days = true;
+    for (const json& p : points) have_days = have_days && std::isfinite(num(p, "days")) && num(p, "days") > 0;
+    for (const json& p : points) {
+      const double g = num(p, "gpus");
+      mfu.push_back({g, 100 * num(p, "mfu")});
+      days.push_back({g, have_days ? num(p, "days") : num(p, "step_s")});
+      t.rows.push_back({fmt_num(g, 6), fixed(num(p, "step_s"), 3), pct(num(p, "mfu")), have_days ? fixed(num(p, "days"), 1) : "-", str(p, label_key)});
+      csv("scaling", fmt::format("{} GPUs", fmt_num(g, 6)), "mfu", num(p, "mfu"), "fraction");
+      csv("scaling", fmt::format("{} GPUs", fmt_num(g, 6)), have_days ? "time_to_train" : "step_time", have_days ? num(p, "days") : num(p, "step_s"),
+          have_days ? "days" : "s");
+    }
+    json spec = {{"type", "lines"},
+                 {"title", title},
+                 {"x_name", "GPUs"},
+                 {"x_log", true},
+                 {"x_log_base", 2},
+                 {"y_names", {"MFU (%)", have_days ? "days to train" : "step time (s)"}},
+                 {"series", {{{"name", "MFU (%)"}, {"points", mfu}, {"axis", 0}}, {{"name", have_days ? "days to train" : "step time (s)"}, {"points", days}, {"axis", 1}}}}};
+    chart(s, std::move(spec), std::move(t));
+  }
+
+  void plans() {
+    Section& s = section("Plans compared");
+    const auto sources = of(ReportSource::Kind::plans);
+    if (sources.empty()) {
+      missing(s, "No plan search: `clustersim plan SCENARIO --out DIR` on a training scenario compares plans.");
+      return;
+    }
+    for (const auto* r : sources) {
+      const json& d = r->data;
+      const std::string who = str(d, "scenario");
+      const bool days = !d["plans"].empty() && d["plans"].front().contains("time_to_train_days");
+      std::vector<const json*> by_time = fastest_plans(d, 10);
+      std::vector<const json*> all = fastest_plans(d, 100000);
+      std::vector<const json*> by_cost = all;
+      std::stable_sort(by_cost.begin(), by_cost.end(), [](const json* a, const json* b) { return num(*a, "cost") < num(*b, "cost"); });
+      if (by_cost.size() > 10) by_cost.resize(10);
+      const auto plan_table = [&](const std::vector<const json*>& v) {
+        Table t{{"#", "plan", "GPUs", "step s", "MFU", days ? "days" : "-", "cost", "GiB/GPU"}, {true, false, true, true, true, true, true, true}, {}};
+        int n = 0;
+        for (const json* p : v) {
+          t.rows.push_back({std::to_string(++n), str(*p, "plan"), fmt_num(gpus_of(*p), 6), fixed(num(*p, "step_s"), 3), pct(num(*p, "mfu")),
+                            days ? fixed(num(*p, "time_to_train_days"), 1) : "-", fmt_num(num(*p, "cost"), 5), fixed(num(*p, "memory_gib"), 1)});
+        }
+        return t;
+      };
+      para(s, fmt::format("{}: the fastest plans (cost in {}).", who, str(d, "cost_unit")));
+      table(s, plan_table(by_time));
+      for (const json* p : by_time) {
+        csv("plans", str(*p, "key"), "step_time", num(*p, "step_s"), "s");
+        csv("plans", str(*p, "key"), "cost", num(*p, "cost"), str(d, "cost_unit"));
+      }
+      para(s, fmt::format("{}: the cheapest plans.", who));
+      table(s, plan_table(by_cost));
+      // Time against cost: every simulated plan (the fastest 5,000 when more), the front as a line.
+      std::set<std::string> front;
+      for (const auto& k : d.value("pareto_front", json::array())) front.insert(k.get<std::string>());
+      json cloud = json::array(), line = json::array();
+      Table ft{{"plan", days ? "days" : "step s", "cost"}, {false, true, true}, {}};
+      std::vector<const json*> shown = all;
+      if (shown.size() > 5000) shown.resize(5000);
+      const auto x_of = [&](const json& p) { return days ? num(p, "time_to_train_days") : num(p, "step_s"); };
+      const bool dollars = str(d, "cost_unit").rfind("USD", 0) == 0;
+      const double scale = dollars ? 1e-6 : 1.0;
+      for (const json* p : shown) cloud.push_back({x_of(*p), num(*p, "cost") * scale, str(*p, "plan")});
+      std::vector<const json*> on_front;
+      for (const json* p : all) {
+        if (front.count(str(*p, "key"))) on_front.push_back(p);
+      }
+      std::stable_sort(on_front.begin(), on_front.end(), [&](const json* a, const json* b) { return x_of(*a) < x_of(*b); });
+      for (const json* p : on_front) {
+        line.push_back({x_of(*p), num(*p, "cost") * scale, str(*p, "plan")});
+        ft.rows.push_back({str(*p, "plan"), fixed(x_of(*p), days ? 1 : 3), fmt_num(num(*p, "cost"), 5)});
+      }
+      json spec = {{"type", "scatter"},
+                   {"title", fmt::format("{}: time against cost, {} simulated plans", who, all.size())},
+                   {"x_name", days ? "days to train" : "step time (s)"},
+                   {"y_name", dollars ? "cost ($ million)" : "cost (GPU-hours)"},
+                   {"series", {{{"name", "simulated plans"}, {"points", cloud}}, {{"name", "Pareto front"}, {"points", line}, {"line", true}}}}};
+      chart(s, std::move(spec), std::move(ft));
+      note(s, "Every rejected plan's reason (a broken constraint, out of memory by how much, or the lower bound) is in the search's plans.csv.");
+    }
+  }
+
+  void cost() {
+    Section& s = section("Spot versus on-demand");
+    const auto sources = of(ReportSource::Kind::cost);
+    if (sources.empty()) {
+      missing(s, "No cost result: `clustersim cost SCENARIO --out DIR` prices a run on every offering, with failures and spot preemptions.");
+      return;
+    }
+    for (const auto* r : sources) {
+      const json& d = r->data;
+      const std::string who = str(d, "scenario");
+      Table t{{"offering", "pricing", "cost P50", "cost P90", "days P50", "days P90", "interruptions (mean)"}, {false, false, true, true, true, true, true}, {}};
+      std::vector<std::string> names;
+      std::vector<double> p50, spread;
+      for (const json& o : d["offerings"]) {
+        const json& c = o.value("cost_usd", json::object());
+        const json& w = o.value("wall_days", json::object());
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), usd(num(c, "p50")), usd(num(c, "p90")), fixed(num(w, "p50"), 1), fixed(num(w, "p90"), 1),
+                          fixed(num(o, "mean_interruptions"), 1)});
+        csv("cost", str(o, "offering"), "cost_p50", num(c, "p50"), "USD");
+        csv("cost", str(o, "offering"), "cost_p90", num(c, "p90"), "USD");
+        csv("cost", str(o, "offering"), "days_p50", num(w, "p50"), "days");
+        csv("cost", str(o, "offering"), "days_p90", num(w, "p90"), "days");
+        if (o.value("can_finish", true) && std::isfinite(num(c, "p50"))) {
+          names.push_back(str(o, "offering"));
+          p50.push_back(num(c, "p50") / 1e6);
+          spread.push_back((num(c, "p90") - num(c, "p50")) / 1e6);
+        }
+      }
+      para(s, fmt::format("{}: the distribution of cost and finish time over {} trials on each offering.", who, fmt_num(num(d, "trials"))));
+      table(s, t);
+      // The distributions themselves, from distributions.csv beside cost.json.
+      const auto dist = read_csv(r->path.parent_path() / "distributions.csv");
+      if (dist && dist->column("offering") >= 0 && dist->column("cost_usd") >= 0) {
+        std::map<std::string, std::vector<double>> costs;
+        std::vector<std::string> order;
+        for (const auto& row : dist->rows) {
+          const std::string& name = row[static_cast<std::size_t>(dist->column("offering"))];
+          const double v = number_at(row, dist->column("cost_usd"));
+          if (!std::isfinite(v)) continue;
+          if (!costs.count(name)) order.push_back(name);
+          costs[name].push_back(v / 1e6);
+        }
+        json series = json::array();
+        Table ct{{"offering", "P10 ($M)", "P50 ($M)", "P90 ($M)"}, {false, true, true, true}, {}};
+        for (const auto& name : order) {
+          auto& v = costs[name];
+          std::sort(v.begin(), v.end());
+          json pts = json::array();
+          const std::size_t n = v.size();
+          const std::size_t steps = std::min<std::size_t>(n, 100);
+          for (std::size_t k = 0; k < steps; ++k) {
+            const std::size_t i = steps == 1 ? 0 : k * (n - 1) / (steps - 1);
+            pts.push_back({v[i], static_cast<double>(i + 1) / static_cast<double>(n)});
+          }
+          series.push_back({{"name", name}, {"points", pts}, {"step", true}});
+          const auto q = [&](double f) { return v[static_cast<std::size_t>(std::floor(f * static_cast<double>(n - 1)))]; };
+          ct.rows.push_back({name, fixed(q(0.1), 3), fixed(q(0.5), 3), fixed(q(0.9), 3)});
+        }
+        json spec = {{"type", "lines"},
+                     {"title", fmt::format("{}: cost distribution per offering (CDF over trials)", who)},
+                     {"x_name", "cost ($ million)"},
+                     {"y_names", {"fraction of trials"}},
+                     {"y_min", 0},
+                     {"y_max", 1},
+                     {"series", series}};
+        chart(s, std::move(spec), std::move(ct));
+      } else {
+        Table ct{{"offering", "P50 ($M)", "P90 ($M)"}, {false, true, true}, {}};
+        for (std::size_t i = 0; i < names.size(); ++i) ct.rows.push_back({names[i], fixed(p50[i], 3), fixed(p50[i] + spread[i], 3)});
+        json spec = {{"type", "bars"},
+                     {"title", fmt::format("{}: cost P50 and P90 per offering ($ million)", who)},
+                     {"unit", "$ million"},
+                     {"categories", names},
+                     {"series", {{{"name", "P50"}, {"values", p50}}, {{"name", "P90 above P50"}, {"values", spread}}}},
+                     {"height", 140 + 30 * static_cast<int>(names.size())}};
+        chart(s, std::move(spec), std::move(ct));
+        note(s, "distributions.csv was not beside cost.json, so only the P50 and P90 are drawn.");
+      }
+    }
+  }
+
+  void serving() {
+    Section& s = section("Serving latency and throughput");
+    const auto sources = of(ReportSource::Kind::inference_run);
+    if (sources.empty()) {
+      missing(s, "No inference run: `clustersim run INFERENCE_SCENARIO --out DIR` gives latency distributions.");
+      return;
+    }
+    for (const auto* r : sources) {
+      const json& d = r->data;
+      const std::string who = str(d, "scenario");
+      const auto req = read_csv(r->path.parent_path() / "requests.csv");
+      if (req) {
+        json series = json::array();
+        Table t{{"metric", "P50 (ms)", "P90 (ms)", "P99 (ms)", "requests"}, {false, true, true, true, true}, {}};
+        for (const auto& [col, name] : std::vector<std::pair<const char*, const char*>>{{"ttft_s", "TTFT"}, {"tpot_s", "TPOT"}, {"e2e_s", "end-to-end latency"}}) {
+          const int c = req->column(col);
+          if (c < 0) continue;
+          std::vector<double> v;
+          for (const auto& row : req->rows) {
+            const double x = number_at(row, c);
+            if (std::isfinite(x) && x > 0) v.push_back(x * 1e3);
+          }
+          if (v.empty()) continue;
+          std::sort(v.begin(), v.end());
+          json pts = json::array();
+          const std::size_t n = v.size(), steps = std::min<std::size_t>(n, 200);
+          for (std::size_t k = 0; k < steps; ++k) {
+            const std::size_t i = steps == 1 ? 0 : k * (n - 1) / (steps - 1);
+            pts.push_back({v[i], static_cast<double>(i + 1) / static_cast<double>(n)});
+          }
+          series.push_back({{"name", name}, {"points", pts}});
+          const auto q = [&](double f) { return v[static_cast<std::size_t>(std::floor(f * static_cast<double>(n - 1)))]; };
+          t.rows.push_back({name, fixed(q(0.5), 2), fixed(q(0.9), 2), fixed(q(0.99), 2), std::to_string(n)});
+        }
+        json spec = {{"type", "lines"}, {"title", fmt::format("{}: latency CDFs (every request)", who)}, {"x_name", "milliseconds"}, {"x_log", true},
+                     {"y_names", {"fraction of requests"}}, {"y_min", 0}, {"y_max", 1}, {"series", series}};
+        chart(s, std::move(spec), std::move(t));
+      } else {
+        missing(s, fmt::format("{}: requests.csv was not beside summary.json, so the latency CDFs cannot be drawn (percentiles are in the headline table).", who));
+      }
+      if (d.contains("rate_sweep") && d["rate_sweep"].size() >= 2) {
+        json tput = json::array(), good = json::array(), ttft = json::array();
+        Table t{{"offered req/s", "served req/s", "goodput req/s", "output tokens/s", "TTFT P90 ms", "TPOT P90 ms"}, {true, true, true, true, true, true}, {}};
+        for (const json& p : d["rate_sweep"]) {
+          tput.push_back({num(p, "rate_rps"), num(p, "request_throughput")});
+          good.push_back({num(p, "rate_rps"), num(p, "request_goodput")});
+          ttft.push_back({num(p, "rate_rps"), num(p, "ttft_p90_ms")});
+          t.rows.push_back({fixed(num(p, "rate_rps"), 2), fixed(num(p, "request_throughput"), 2), fixed(num(p, "request_goodput"), 2),
+                            fmt_num(num(p, "output_token_throughput"), 6), fixed(num(p, "ttft_p90_ms"), 1), fixed(num(p, "tpot_p90_ms"), 2)});
+          csv("serving_rate_sweep", fmt::format("{} req/s", fixed(num(p, "rate_rps"), 3)), "request_throughput", num(p, "request_throughput"), "requests/s");
+        }
+        json spec = {{"type", "lines"},
+                     {"title", fmt::format("{}: throughput and TTFT against the offered request rate", who)},
+                     {"x_name", "offered requests/s"},
+                     {"y_names", {"requests/s", "TTFT P90 (ms)"}},
+                     {"series", {{{"name", "served"}, {"points", tput}, {"axis", 0}}, {{"name", "within the SLO"}, {"points", good}, {"axis", 0}},
+                                 {{"name", "TTFT P90"}, {"points", ttft}, {"axis", 1}}}}};
+        chart(s, std::move(spec), std::move(t));
+      } else {
+        missing(s, fmt::format("{}: no rate sweep: `clustersim run SCENARIO --report DIR` simulates the workload at other request rates (generated workloads only).", who));
+      }
+    }
+  }
+
+  void sizing() {
+    const auto sources = of(ReportSource::Kind::sizing);
+    if (sources.empty()) return;
+    Section& s = section("Fleet sizing");
+    for (const auto* r : sources) {
+      const json& d = r->data;
+      Table t{{"GPU", "TP", "replicas (prefill+decode)", "GPUs", "$/hour", "$/M output tokens", "meets SLO", "verdict"}, {false, true, false, true, true, true, true, false}, {}};
+      for (const json& c : d["candidates"]) {
+        const bool ran = num(c, "attainment", -1) >= 0;
+        const std::string layout =
+            num(c, "prefill", 0) > 0 ? fmt::format("{} ({}+{})", fmt_num(num(c, "replicas")), fmt_num(num(c, "prefill")), fmt_num(num(c, "decode"))) : fmt_num(num(c, "replicas"));
+        t.rows.push_back({str(c, "gpu"), fmt_num(num(c, "tp")), ran ? layout : "-", ran ? fmt_num(num(c, "gpus")) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
+                          ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
+                          c.value("feasible", false) ? "meets the SLO" : str(c, "reason", "misses the SLO")});
+        if (ran) csv("sizing", fmt::format("{} TP{}", str(c, "gpu"), fmt_num(num(c, "tp"))), "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
+      }
+      para(s, fmt::format("{}: configurations by cost, at {:.3g} requests/s.", str(d, "scenario"), num(d, "rate_rps")));
+      table(s, std::move(t));
+    }
+  }
+
+  void assumptions() {
+    Section& s = section("Assumptions and defaults applied");
+    bool any = false;
+    for (const auto* r : of(ReportSource::Kind::training_run)) {
+      for (const auto& n : r->data.value("notes", json::array())) {
+        para(s, fmt::format("{}: {}", str(r->data, "scenario"), n.get<std::string>()));
+        any = true;
+      }
+    }
+    for (const auto* r : of(ReportSource::Kind::inference_run)) {
+      const json& d = r->data;
+      para(s, fmt::format("{}: preemption by {}, prefix caching {}, {} batching.", str(d, "scenario"), str(d, "preemption"), d.value("prefix_caching", false) ? "on" : "off",
+                          str(d, "batching")));
+      any = true;
+    }
+    for (const auto* r : of(ReportSource::Kind::cost)) {
+      const json& d = r->data;
+      const json& rel = d.value("reliability", json::object());
+      const json& cp = d.value("checkpoint", json::object());
+      para(s, fmt::format("{}: {} failures per 1,000 node-days, {:.0f} s to detect and {:.0f} s to restart; a checkpoint of {:.1f} GB takes {:.1f} s to write ({}).",
+                          str(d, "scenario"), fmt_num(num(rel, "failures_per_1000_node_days")), num(rel, "detect_s"), num(rel, "restart_s"), num(cp, "bytes") / 1e9,
+                          num(cp, "write_s"), cp.value("async", false) ? "asynchronous" : "the job waits"));
+      any = true;
+    }
+    for (const auto* r : of(ReportSource::Kind::plans)) {
+      para(s, fmt::format("{}: cost unit {}.", str(r->data, "scenario"), str(r->data, "cost_unit")));
+      any = true;
+    }
+    std::map<std::string, int> defaults;
+    for (const auto* r : of(ReportSource::Kind::validation)) {
+      for (const auto& c : r->data["cases"]) {
+        for (const auto& a : c.value("defaults_applied", json::array())) ++defaults[a.get<std::string>()];
+      }
+    }
+    if (!defaults.empty()) {
+      Table t{{"default applied to published cases", "cases"}, {false, true}, {}};
+      for (const auto& [text, n] : defaults) t.rows.push_back({text, std::to_string(n)});
+      table(s, std::move(t));
+      any = true;
+    }
+    note(s, "The models' own scope and assumptions are documented in docs/training.md, docs/serving.md and docs/cost.md.");
+    if (!any) missing(s, "The results record no defaults beyond the documented ones.");
+  }
+
+  void accuracy() {
+    Section& s = section("Accuracy on published measurements");
+    const auto sources = of(ReportSource::Kind::validation);
+    if (sources.empty()) {
+      missing(s, "No accuracy result: `clustersim validate ../shared/validation/training.yaml --json > accuracy.json` and pass accuracy.json to clustersim report.");
+      return;
+    }
+    for (const auto* r : sources) {
+      const json& d = r->data;
+      Table sum{{"kind", "cases", "ok", "unsupported", "MAPE", "worst |error|"}, {false, true, true, true, true, true}, {}};
+      for (const auto& [kind, v] : d["summary"].items()) {
+        sum.rows.push_back({kind, fmt_num(num(v, "cases")), fmt_num(num(v, "ok")), fmt_num(num(v, "unsupported", 0)), fmt::format("{:.1f}%", num(v, "mape_pct")),
+                            fmt::format("{:.1f}%", num(v, "max_abs_error_pct"))});
+        csv("accuracy", kind, "mape", num(v, "mape_pct"), "%");
+        csv("accuracy", kind, "worst_abs_error", num(v, "max_abs_error_pct"), "%");
+      }
+      para(s, fmt::format("{}: error of the prediction against the published measurement, per case.", r->path.filename().string()));
+      table(s, std::move(sum));
+      Table t{{"case", "metric", "measured", "predicted", "error"}, {false, false, true, true, true}, {}};
+      for (const auto& c : d["cases"]) {
+        const std::string metric = str(c, "primary_metric");
+        const json& m = c.value("measured", json::object());
+        const json& p = c.value("predicted", json::object());
+        t.rows.push_back({str(c, "id"), metric, fmt_num(num(m, metric.c_str())), fmt_num(num(p, metric.c_str())),
+                          str(c, "status") == "ok" ? fmt::format("{:+.1f}%", num(c, "error_pct")) : str(c, "status")});
+        csv("accuracy", str(c, "id"), "error", num(c, "error_pct"), "%");
+      }
+      table(s, std::move(t));
+    }
+  }
+
+  void reproduce(const ReportOptions& options) {
+    Section& s = section("Reproducing this report");
+    para(s, fmt::format("clustersim {}; charts by Apache ECharts {} (inlined in report.html).", options.version, assets::kEchartsVersion));
+    Table t{{"input", "what", "bytes", "SHA-256"}, {false, false, true, false}, {}};
+    for (const auto& src : sources_) {
+      t.rows.push_back({src.path.string(), kind_name(src.kind), std::to_string(src.bytes), src.sha256});
+      csv_text("inputs", src.path.string(), "sha256", src.sha256);
+      const json& from = src.data.value("source", json::object());
+      if (from.contains("scenario_file")) {
+        t.rows.push_back({str(from, "scenario_file"), "its scenario, as read", "-", str(from, "scenario_sha256")});
+        csv_text("inputs", str(from, "scenario_file"), "sha256", str(from, "scenario_sha256"));
+      }
+    }
+    table(s, std::move(t));
+    std::string files;
+    for (const auto& src : sources_) files += " " + src.path.string();
+    para(s, fmt::format("Rebuild it with: clustersim report{} --out DIR", files));
+    for (const auto* r : of(ReportSource::Kind::training_run)) trace_link(s, *r);
+    for (const auto* r : of(ReportSource::Kind::inference_run)) trace_link(s, *r);
+  }
+
+  void trace_link(Section& s, const ReportSource& r) {
+    const fs::path trace = r.path.parent_path() / "trace.json";
+    if (!fs::exists(trace)) return;
+    std::error_code ec;
+    fs::path rel = fs::relative(fs::absolute(trace, ec), fs::absolute(dir_, ec), ec);
+    if (ec || rel.empty()) rel = fs::absolute(trace, ec);
+    s.blocks.push_back({Block::Kind::link, fmt::format("{}: Perfetto trace ({})", str(r.data, "scenario"), rel.generic_string()), rel.generic_string(), {}, {}});
+    note(s, "Open the trace at https://ui.perfetto.dev (Open trace file), or in chrome://tracing.");
+  }
+
+  const std::vector<ReportSource>& sources_;
+  fs::path dir_;
+  Document doc_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// Inline script text must not close its <script> element.
+std::string script_safe(std::string s) {
+  std::size_t at = 0;
+  while ((at = s.find("</", at)) != std::string::npos) {
+    s.replace(at, 2, "<\\/");
+    at += 3;
+  }
+  return s;
+}
+
+std::string joined(std::span<const std::string_view> parts) {
+  std::string out;
+  std::size_t n = 0;
+  for (auto p : parts) n += p.size();
+  out.reserve(n);
+  for (auto p : parts) out += p;
+  return out;
+}
+
+std::string html_table(const Table& t) {
+  std::string out = "<table>\n<tr>";
+  for (std::size_t i = 0; i < t.header.size(); ++i) out += fmt::format("<th{}>{}</th>", t.numeric[i] ? " class=\"num\"" : "", html_escape(t.header[i]));
+  out += "</tr>\n";
+  for (const auto& row : t.rows) {
+    out += "<tr>";
+    for (std::size_t i = 0; i < row.size(); ++i) out += fmt::format("<td{}>{}</td>", i < t.numeric.size() && t.numeric[i] ? " class=\"num\"" : "", html_escape(row[i]));
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+std::string render_html(const Document& d) {
+  std::string body;
+  json charts = json::array();
+  for (const auto& sec : d.sections) {
+    body += fmt::format("<h2>{}</h2>\n", html_escape(sec.title));
+    for (const auto& b : sec.blocks) {
+      switch (b.kind) {
+        case Block::Kind::paragraph: body += fmt::format("<p>{}</p>\n", html_escape(b.text)); break;
+        case Block::Kind::note: body += fmt::format("<p class=\"note\">{}</p>\n", html_escape(b.text)); break;
+        case Block::Kind::missing: body += fmt::format("<p class=\"missing\">{}</p>\n", html_escape(b.text)); break;
+        case Block::Kind::table: body += html_table(b.table); break;
+        case Block::Kind::link: body += fmt::format("<p><a href=\"{}\">{}</a></p>\n", html_escape(b.href), html_escape(b.text)); break;
+        case Block::Kind::chart: {
+          const int height = b.chart.value("height", 380);
+          body += fmt::format("<h3>{}</h3>\n<div class=\"chart\" id=\"{}\" style=\"height:{}px\" role=\"img\" aria-label=\"{}\"></div>\n", html_escape(b.text),
+                              b.chart["id"].get<std::string>(), std::max(260, height), html_escape(b.text));
+          body += "<details><summary>the chart's data</summary>\n" + html_table(b.table) + "</details>\n";
+          charts.push_back(b.chart);
+          break;
+        }
+      }
+    }
+  }
+  const json data = {{"charts", charts}};
+  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  out += fmt::format("<title>{}</title>\n<style>\n{}</style>\n</head>\n<body>\n", html_escape(d.title), joined(assets::kStyle));
+  out += fmt::format("<h1>{}</h1>\n<p class=\"lead\">{}</p>\n", html_escape(d.title), html_escape(d.lead));
+  out += body;
+  out += "<script id=\"report-data\" type=\"application/json\">" + script_safe(data.dump()) + "</script>\n";
+  out += "<script>\n" + script_safe(joined(assets::kEcharts)) + "\n</script>\n";
+  out += "<script>\n" + script_safe(joined(assets::kScript)) + "\n</script>\n";
+  return out + "</body>\n</html>\n";
+}
+
+std::string md_cell(std::string s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+std::string md_table(const Table& t) {
+  std::string out = "|";
+  for (const auto& h : t.header) out += " " + md_cell(h) + " |";
+  out += "\n|";
+  for (std::size_t i = 0; i < t.header.size(); ++i) out += t.numeric[i] ? "---:|" : "---|";
+  out += "\n";
+  for (const auto& row : t.rows) {
+    out += "|";
+    for (const auto& c : row) out += " " + md_cell(c) + " |";
+    out += "\n";
+  }
+  return out + "\n";
+}
+
+std::string render_markdown(const Document& d) {
+  std::string out = fmt::format("# {}\n\n{}\n\n", d.title, d.lead);
+  for (const auto& sec : d.sections) {
+    out += fmt::format("## {}\n\n", sec.title);
+    for (const auto& b : sec.blocks) {
+      switch (b.kind) {
+        case Block::Kind::paragraph: out += b.text + "\n\n"; break;
+        case Block::Kind::note: out += "*" + b.text + "*\n\n"; break;
+        case Block::Kind::missing: out += "> **Not in these results.** " + b.text + "\n\n"; break;
+        case Block::Kind::table: out += md_table(b.table); break;
+        case Block::Kind::link: out += fmt::format("[{}]({})\n\n", b.text, b.href); break;
+        case Block::Kind::chart: out += fmt::format("### {}\n\n(chart in report.html; its data:)\n\n{}", b.text, md_table(b.table)); break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string render_csv(const Document& d) {
+  std::string out = "section,subject,metric,value,unit\n";
+  for (const auto& r : d.csv) out += fmt::format("{},{},{},{},{}\n", csv_field(r.section), csv_field(r.subject), csv_field(r.metric), csv_field(r.value), csv_field(r.unit));
+  return out;
+}
+
+}  // namespace
+
+void write_report(const fs::path& dir, const std::vector<ReportSource>& sources, const ReportOptions& options) {
+  if (sources.empty()) throw InputError("no results to report on");
+  if (!html_reports_available()) {
+    throw std::runtime_error("this clustersim was built without the charting library for HTML reports: run `npm ci` in reports/web (scripts/setup.sh does it) and rebuild");
+  }
+  fs::create_directories(dir);
+  const Document doc = Builder(sources, dir).build(options);
+  write_file_atomically(dir / "report.html", render_html(doc));
+  write_file_atomically(dir / "report.md", render_markdown(doc));
+  write_file_atomically(dir / "report.csv", render_csv(doc));
+}
+
+}  // namespace cs::reports

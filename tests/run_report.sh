@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# run_report.sh CLI DATA SHARED [browser]: capacity-planning reports from real results.
+#  - `--report` on run (training and inference), plan (training and sizing) and cost writes
+#    report.html, report.md and report.csv beside the command's own files;
+#  - `clustersim report` over all of them (and validate --json) fills every section, writes
+#    byte-identical files when run again, and refuses what is not a result, with exit status 2;
+#  - with `browser`: Debian's headless Chromium opens the page from disk (tests/report_browser.mjs):
+#    no console errors, every chart drawn, a screenshot that is not blank.
+set -euo pipefail
+cli=$1
+data=$2
+shared=$3
+mode=${4:-content}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+"$cli" run "$data/cost-small.yaml" --report "$dir/train" >/dev/null
+"$cli" run "$data/sizing-small.yaml" --report "$dir/serve" >/dev/null
+"$cli" plan "$data/plan-small.yaml" --threads 2 --report "$dir/plan" >/dev/null
+"$cli" plan "$data/sizing-small.yaml" --report "$dir/size" >/dev/null
+"$cli" cost "$data/cost-small.yaml" --report "$dir/cost" >/dev/null
+"$cli" validate "$shared/validation/microbench.yaml" --json >"$dir/accuracy.json"
+for d in train serve plan size cost; do
+  for f in report.html report.md report.csv; do
+    [ -s "$dir/$d/$f" ] || { echo "--report in $d did not write $f"; exit 1; }
+  done
+done
+grep -q '"scaling"' "$dir/train/summary.json" || { echo "run --report: no scaling sweep in summary.json"; exit 1; }
+grep -q '"rate_sweep"' "$dir/serve/summary.json" || { echo "run --report: no rate sweep in summary.json"; exit 1; }
+grep -q '"scenario_sha256"' "$dir/train/summary.json" || { echo "run: summary.json does not record its scenario's hash"; exit 1; }
+
+"$cli" report "$dir/train" "$dir/serve" "$dir/plan" "$dir/size" "$dir/cost" "$dir/accuracy.json" --out "$dir/all" >/dev/null
+md="$dir/all/report.md"
+for heading in "The scenario" "Headline numbers" "Where the step time goes" "Memory per GPU" "Scaling with the GPU count" "Plans compared" \
+               "Spot versus on-demand" "Serving latency and throughput" "Fleet sizing" "Assumptions and defaults applied" \
+               "Accuracy on published measurements" "Reproducing this report"; do
+  grep -q "^## $heading\$" "$md" || { echo "report.md has no section '$heading'"; exit 1; }
+done
+if grep -q "Not in these results" "$md"; then
+  echo "report.md says some results are missing although every kind was given:"
+  grep "Not in these results" "$md"
+  exit 1
+fi
+# Every input's SHA-256, as sha256sum computes it.
+for f in "$dir/train/summary.json" "$dir/cost/cost.json" "$dir/accuracy.json"; do
+  sum=$(sha256sum "$f" | cut -d' ' -f1)
+  grep -q "$sum" "$md" || { echo "report.md lacks the SHA-256 of $f"; exit 1; }
+done
+grep -q "trace.json" "$dir/all/report.html" || { echo "report.html does not link the Perfetto trace"; exit 1; }
+head -1 "$dir/all/report.csv" | grep -q '^section,subject,metric,value,unit$'
+grep -q '^headline,cost-small,step_time,' "$dir/all/report.csv" || { echo "report.csv has no step time"; exit 1; }
+# Self-contained: no script or stylesheet fetched from anywhere.
+if grep -Eq '<script[^>]+src=|<link[^>]+stylesheet' "$dir/all/report.html"; then
+  echo "report.html loads an external script or stylesheet"
+  exit 1
+fi
+# Deterministic.
+"$cli" report "$dir/train" "$dir/serve" "$dir/plan" "$dir/size" "$dir/cost" "$dir/accuracy.json" --out "$dir/again" >/dev/null
+for f in report.html report.md report.csv; do cmp "$dir/all/$f" "$dir/again/$f"; done
+# What is not a result is refused with a message and status 2.
+echo '{"hello": 1}' >"$dir/other.json"
+set +e
+out=$("$cli" report "$dir/other.json" --out "$dir/bad" 2>&1)
+status=$?
+set -e
+[ $status -eq 2 ] || { echo "report on a non-result: status $status"; exit 1; }
+echo "$out" | grep -q "not a clustersim result" || { echo "report on a non-result said: $out"; exit 1; }
+printf '{"plans": [' >"$dir/torn.json"
+set +e
+out=$("$cli" report "$dir/torn.json" --out "$dir/bad" 2>&1)
+status=$?
+set -e
+[ $status -eq 2 ] && echo "$out" | grep -q "not JSON" || { echo "report on torn JSON: status $status: $out"; exit 1; }
+[ ! -e "$dir/bad/report.html" ] || { echo "a refused report left files behind"; exit 1; }
+
+if [ "$mode" = browser ]; then
+  command -v node >/dev/null || { echo "the browser test needs Node.js (scripts/setup.sh test installs it)"; exit 1; }
+  [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || { echo "the browser test needs Debian's chromium (scripts/setup.sh test installs it)"; exit 1; }
+  [ -d "$here/../reports/web/node_modules/playwright-core" ] || { echo "the browser test needs playwright-core: npm ci in reports/web (scripts/setup.sh does it)"; exit 1; }
+  node "$here/report_browser.mjs" "$dir/all/report.html" "$dir/screenshot.png"
+fi
