@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/markup.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "report_assets.hpp"
 
@@ -933,20 +934,7 @@ class Builder {
 // ---------------------------------------------------------------------------------------------
 // Rendering
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string html_escape(const std::string& s) { return xml_escape(s); }
 
 // Inline script text must not close its <script> element.
 std::string script_safe(std::string s) {

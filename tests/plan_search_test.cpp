@@ -30,6 +30,17 @@ TrainingScenario small() {
   return load_training_scenario(file);
 }
 
+// The k fastest simulated plans (step time and key), of one system or (system -1) of all.
+std::vector<std::pair<double, std::string>> top(const SearchResult& r, std::size_t k, int system = -1) {
+  std::vector<std::pair<double, std::string>> v;
+  for (const auto& o : r.outcomes) {
+    if (o.status == PlanOutcome::Status::simulated && (system < 0 || o.plan.system == system)) v.emplace_back(o.step_s, r.key(o));
+  }
+  std::sort(v.begin(), v.end());
+  v.resize(std::min(k, v.size()));
+  return v;
+}
+
 }  // namespace
 
 TEST_CASE("plan search: constraints and memory prune before simulating; every plan has an outcome and a reason") {
@@ -126,15 +137,6 @@ TEST_CASE("plan search: branch and bound finds the same best plans as the exhaus
   const SearchResult pruned = search_plans(sc.job, *sc.topology, sc.search, bb);
   bb.threads = 1;
   const SearchResult pruned1 = search_plans(sc.job, *sc.topology, sc.search, bb);
-  const auto top = [](const SearchResult& r, std::size_t k) {
-    std::vector<std::pair<double, std::string>> v;
-    for (const auto& o : r.outcomes) {
-      if (o.status == PlanOutcome::Status::simulated) v.emplace_back(o.step_s, r.key(o));
-    }
-    std::sort(v.begin(), v.end());
-    v.resize(std::min(k, v.size()));
-    return v;
-  };
   CHECK(top(pruned, 5) == top(full, 5));
   CHECK(pruned.simulated + pruned.bound == full.simulated);
   for (const auto& o : full.outcomes) {
@@ -198,15 +200,6 @@ TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap; sett
   bb.bound = true;
   bb.keep = 5;
   const SearchResult pruned = search_plans(sc.job, *sc.topology, sc.search, bb);
-  const auto top = [](const SearchResult& r, std::size_t k) {
-    std::vector<std::pair<double, std::string>> v;
-    for (const auto& o : r.outcomes) {
-      if (o.status == PlanOutcome::Status::simulated) v.emplace_back(o.step_s, r.key(o));
-    }
-    std::sort(v.begin(), v.end());
-    v.resize(std::min(k, v.size()));
-    return v;
-  };
   CHECK(top(pruned, 5) == top(full, 5));
   CHECK(pruned.bound > 0);
   for (const auto& o : pruned.outcomes) {
@@ -276,17 +269,8 @@ TEST_CASE("plan search over GPU types: each topology at its own price, its own t
   bb.bound = true;
   bb.keep = 3;
   const SearchResult pruned = search_plans(sc.job, *sc.topology, sc.search, bb);
-  const auto top = [](const SearchResult& r, int system) {
-    std::vector<std::pair<double, std::string>> v;
-    for (const auto& o : r.outcomes) {
-      if (o.status == PlanOutcome::Status::simulated && o.plan.system == system) v.emplace_back(o.step_s, r.key(o));
-    }
-    std::sort(v.begin(), v.end());
-    v.resize(std::min<std::size_t>(3, v.size()));
-    return v;
-  };
-  CHECK(top(pruned, 0) == top(full, 0));
-  CHECK(top(pruned, 1) == top(full, 1));
+  CHECK(top(pruned, 3, 0) == top(full, 3, 0));
+  CHECK(top(pruned, 3, 1) == top(full, 3, 1));
   CHECK(pruned.bound > 0);
   // fp8: a constraint on A100, which has no fp8 tensor cores.
   TrainingJob fp8 = sc.job;

@@ -2,24 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "clustersim/common/markup.hpp"
+
 namespace cs::topology {
 
 namespace {
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string dot_escape(std::string_view s) {
   std::string out;
