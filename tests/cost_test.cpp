@@ -71,7 +71,7 @@ TEST_CASE("cost: the Monte Carlo agrees with Daly's closed form within sampling 
   CHECK(e.cost_per_million_tokens == Approx(e.cost.mean / 1e6));
 }
 
-TEST_CASE("cost: spot without preemptions costs its price ratio; the same seed gives the same numbers") {
+TEST_CASE("cost: spot without preemptions costs its price ratio, and the same seed gives the same numbers") {
   RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour);
   Offering spot = on_demand(1.0);
   spot.name = "spot";
@@ -133,7 +133,7 @@ TEST_CASE("cost: a run whose interruptions come faster than a checkpoint and a r
   CHECK(std::isinf(e.expected_wall_s));
 }
 
-TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisation; mixed meets the deadline") {
+TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisation, and mixed meets the deadline") {
   Offering owned;
   owned.name = "owned";
   owned.pricing = Pricing::owned;
@@ -172,7 +172,7 @@ TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisat
   CHECK(m.cost.mean < mixed[0].cost.mean);
 }
 
-TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process; a replayed availability trace drives losses and waits") {
+TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process, and a replayed availability trace drives losses and waits") {
   RunSpec run = daly_run(100 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;
   Offering poisson = on_demand(1.0);

@@ -43,7 +43,7 @@ std::vector<std::pair<double, std::string>> top(const SearchResult& r, std::size
 
 }  // namespace
 
-TEST_CASE("plan search: constraints and memory prune before simulating; every plan has an outcome and a reason") {
+TEST_CASE("plan search: constraints and memory prune before simulating: every plan has an outcome and a reason") {
   const TrainingScenario sc = small();
   SearchOptions opt;
   opt.threads = 2;
@@ -150,7 +150,7 @@ TEST_CASE("plan search: branch and bound finds the same best plans as the exhaus
   CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, sharded), Catch::Contains("one process"));
 }
 
-TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap; settings that do not apply make no duplicates; the data-parallel bound holds") {
+TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap: settings that do not apply make no duplicates, and the data-parallel bound holds") {
   test::TempDir dir;
   const auto file = dir.write("s.yaml", R"(scenario:
   name: wide

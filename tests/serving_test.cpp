@@ -546,7 +546,7 @@ TEST_CASE("serving: a pipeline-parallel replica keeps its stages busy with sever
   CHECK_THROWS_WITH(kv_block_capacity(c, hw), Catch::Contains("more than the model's 32 layers"));
 }
 
-TEST_CASE("serving: an MoE decode step reads the experts its tokens touch; expert parallelism spreads whole experts") {
+TEST_CASE("serving: an MoE decode step reads the experts its tokens touch, and expert parallelism spreads whole experts") {
   const auto hw = h100();
   IncludeStack includes;
   ReplicaConfig c;
