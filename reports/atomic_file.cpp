@@ -1,8 +1,11 @@
 #include "clustersim/reports/atomic_file.hpp"
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include <fcntl.h>
@@ -17,7 +20,49 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr std::size_t kBufferBytes = 1 << 20;
+
+// The temporaries being written, so that Ctrl-C (SIGINT) or SIGTERM removes them before the
+// process ends: an interrupted run leaves neither a partial target nor a stray temporary. Fixed
+// slots, because a signal handler may only touch lock-free state and call async-signal-safe
+// functions (unlink, signal, raise). SIGKILL cannot be caught: it can leave a hidden ".NAME.tmp.*"
+// beside the target, never a partial target.
+constexpr int kSlots = 64;
+constexpr std::size_t kPathBytes = 4096;
+std::atomic<bool> slot_used[kSlots];
+char slot_path[kSlots][kPathBytes];
+
+extern "C" void remove_temporaries(int sig) {
+  for (int i = 0; i < kSlots; ++i) {
+    if (slot_used[i].load()) ::unlink(slot_path[i]);
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
 }
+
+int claim_slot(const std::string& path) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      if (std::signal(sig, remove_temporaries) == SIG_IGN) std::signal(sig, SIG_IGN);  // keep an inherited "ignore"
+    }
+  });
+  if (path.size() >= kPathBytes) return -1;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (int i = 0; i < kSlots; ++i) {
+    if (!slot_used[i].load()) {
+      std::memcpy(slot_path[i], path.c_str(), path.size() + 1);
+      slot_used[i].store(true);
+      return i;
+    }
+  }
+  return -1;  // more than kSlots files at once: this one is not cleaned up on a signal
+}
+
+void release_slot(int slot) {
+  if (slot >= 0) slot_used[slot].store(false);
+}
+}  // namespace
 
 AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
@@ -28,6 +73,7 @@ AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
   temporary_ = (dir / ("." + path_.filename().string() + ".tmp.XXXXXX")).string();
   fd_ = ::mkstemp(temporary_.data());
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), std::strerror(errno)));
+  slot_ = claim_slot(temporary_);
   buffer_.reserve(kBufferBytes);
 }
 
@@ -36,6 +82,7 @@ AtomicFileWriter::~AtomicFileWriter() {
     ::close(fd_);
     ::unlink(temporary_.c_str());
   }
+  release_slot(slot_);
 }
 
 void AtomicFileWriter::fail(const char* what) {
@@ -43,6 +90,8 @@ void AtomicFileWriter::fail(const char* what) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   ::unlink(temporary_.c_str());
+  release_slot(slot_);
+  slot_ = -1;
   throw std::runtime_error(fmt::format("cannot write {}: {} failed: {}", path_.string(), what, std::strerror(err)));
 }
 
@@ -83,13 +132,16 @@ void AtomicFileWriter::commit() {
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(temporary_.c_str());
+    release_slot(slot_);
+    slot_ = -1;
     throw std::runtime_error(fmt::format("cannot write {}: close failed: {}", path_.string(), std::strerror(err)));
   }
-  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temporary_.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: rename failed: {}", path_.string(), std::strerror(err)));
-  }
+  const int renamed = ::rename(temporary_.c_str(), path_.c_str());
+  const int err = errno;
+  if (renamed != 0) ::unlink(temporary_.c_str());
+  release_slot(slot_);
+  slot_ = -1;
+  if (renamed != 0) throw std::runtime_error(fmt::format("cannot write {}: rename failed: {}", path_.string(), std::strerror(err)));
 }
 
 void write_file_atomically(const fs::path& path, std::string_view content) {

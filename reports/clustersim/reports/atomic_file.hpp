@@ -1,6 +1,7 @@
 // Every output file is written atomically: the text goes to a temporary file beside the target,
 // is flushed to disk, then renamed over the target, so a reader never sees a partial file and an
-// interrupted run leaves the previous file (or none) behind.
+// interrupted run leaves the previous file (or none) behind. On SIGINT, SIGTERM or SIGHUP the
+// temporaries being written are removed before the process ends.
 #pragma once
 
 #include <filesystem>
@@ -34,6 +35,7 @@ class AtomicFileWriter {
   std::string temporary_;
   std::string buffer_;
   int fd_ = -1;
+  int slot_ = -1;  // in the table of temporaries removed on a signal
 };
 
 }  // namespace cs::reports
