@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Installs the Debian packages clustersim needs (only those missing), configures with a CMake preset
-# and builds on all cores. `scripts/setup.sh test` also runs the whole test suite.
+# and builds on all cores. `scripts/setup.sh test` also runs the whole test suite; with no --preset
+# it then builds the `sanitize` preset (clang, AddressSanitizer and UndefinedBehaviorSanitizer, the
+# libFuzzer targets), runs the whole suite again under the sanitizers, and runs each fuzzer on its
+# corpus for a few seconds (scripts/fuzz.sh). This is what CI runs.
 #
-#   scripts/setup.sh [build|test] [--preset release|debug]
+#   scripts/setup.sh [build|test] [--preset release|debug|sanitize]
 #
 # Idempotent: apt-get update runs only when a package is missing; a configured build tree is reused.
 set -euo pipefail
 
 action=build
 preset=release
+explicit_preset=0
 while [ $# -gt 0 ]; do
   case "$1" in
     build|test) action=$1 ;;
-    --preset) preset=${2:?--preset needs a name (release or debug)}; shift ;;
-    --preset=*) preset=${1#--preset=} ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --preset) preset=${2:?--preset needs a name (release, debug or sanitize)}; explicit_preset=1; shift ;;
+    --preset=*) preset=${1#--preset=}; explicit_preset=1 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (expected build, test, --preset NAME)" >&2; exit 2 ;;
   esac
   shift
@@ -25,8 +29,13 @@ packages=(cmake ninja-build g++ git libyaml-cpp-dev libboost-graph-dev libfmt-de
 # Node.js and npm fetch the report's charting library from the npm registry (reports/web); a machine
 # that already has them (any packaging) keeps its own.
 if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
-# The test suite opens a report in Debian's headless Chromium.
+# The test suite opens a report in Debian's headless Chromium; the sanitizer and fuzzing build is clang's.
 if [ "$action" = test ]; then packages+=(chromium); fi
+sanitize=0
+if [ "$preset" = sanitize ] || { [ "$action" = test ] && [ "$explicit_preset" = 0 ]; }; then
+  sanitize=1
+  packages+=(clang libclang-rt-14-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -60,4 +69,13 @@ cmake --build --preset "$preset" -j "$(nproc)"
 
 if [ "$action" = test ]; then
   ctest --preset "$preset" -j "$(nproc)"
+fi
+# The whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer, then the fuzz smoke run.
+if [ "$action" = test ] && [ "$explicit_preset" = 0 ]; then
+  cmake --preset sanitize >/dev/null
+  cmake --build --preset sanitize -j "$(nproc)"
+  ctest --preset sanitize -j "$(nproc)"
+  "$root/scripts/fuzz.sh" 7
+elif [ "$action" = test ] && [ "$preset" = sanitize ]; then
+  "$root/scripts/fuzz.sh" 7
 fi
