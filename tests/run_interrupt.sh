@@ -13,7 +13,8 @@ interrupted=0
 for delay in 0.3 0.9 1.5 2.1 2.7; do
   for sig in INT TERM; do
     out="$dir/cut-$delay-$sig"
-    "$cli" run "$scenario" --out "$out" >/dev/null 2>&1 &
+    # A background job of a script starts with SIGINT ignored; give it the default, as a terminal would.
+    env --default-signal=INT,TERM "$cli" run "$scenario" --out "$out" >/dev/null 2>&1 &
     pid=$!
     sleep "$delay"
     kill -s "$sig" "$pid" 2>/dev/null || true
