@@ -350,7 +350,7 @@ nlohmann::json rate_sweep(const models::InferenceScenario& sc) {
     models::ArrivalProcess a = w.arrivals;
     a.rate = w.arrivals.rate * f;
     const int count = w.duration > 0 ? static_cast<int>(std::llround(w.duration * a.rate)) : w.requests;
-    if (count < 1) continue;
+    if (count < 1 || count > 10'000'000) continue;  // the workload limit of a scenario
     at.requests = models::generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix);
     const models::ServingMetrics m = models::simulate_inference(at).metrics;
     points.push_back({{"rate_rps", a.rate}, {"request_throughput", m.request_throughput}, {"request_goodput", m.request_goodput},

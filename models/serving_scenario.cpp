@@ -14,6 +14,11 @@
 namespace cs::models {
 
 namespace {
+// The most requests a workload may hold (each is kept in memory with its results: about 1 KB).
+constexpr int kMaxRequests = 10'000'000;
+}  // namespace
+
+namespace {
 
 LengthDistribution read_lengths(const yaml::Node& node) {
   LengthDistribution d;
@@ -292,9 +297,15 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       if (auto d = w.find("duration")) {
         if (p.kind == ArrivalProcess::Kind::offline) d->fail("no duration for offline or closed-loop load (give requests)");
         if (w.find("requests")) d->fail("either requests or duration, not both");
-        count = static_cast<int>(std::llround(d->as<Seconds>(yaml::positive<Seconds>()).value() * p.rate));
+        // Each request is held in memory with its results: a workload is bounded like a request count.
+        const double requests = d->as<Seconds>(yaml::positive<Seconds>()).value() * p.rate;
+        if (!(requests <= kMaxRequests)) {
+          d->fail_message(fmt::format("{} at {:g} requests/s is {:.3g} requests; at most {} are supported (shorten the duration)", d->scalar(""), p.rate, requests,
+                                      kMaxRequests));
+        }
+        count = std::max(1, static_cast<int>(std::llround(requests)));
       } else {
-        count = w.get<int>("requests", yaml::in_range(1, 100'000'000, "from 1 to 100,000,000 requests"));
+        count = w.get<int>("requests", yaml::in_range(1, kMaxRequests, "from 1 to 10,000,000 requests"));
       }
       const LengthDistribution prompt = read_lengths(w.at("prompt_tokens", "a token count or a length distribution"));
       const LengthDistribution output = read_lengths(w.at("output_tokens", "a token count or a length distribution"));
@@ -331,6 +342,10 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
   if (sc.sizing) {
     if (sc.slo.ttft <= 0 && sc.slo.tpot <= 0 && sc.slo.e2e <= 0) sizing_node->fail_message("sizing needs an slo to meet (ttft, tpot or e2e)");
     if (sc.sizing->rate > 0 && !sc.recipe) sizing_node->fail_message("a sizing rate needs a poisson or gamma workload to replay at that rate");
+    if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->duration * sc.sizing->rate > kMaxRequests) {
+      sizing_node->fail_message(fmt::format("a sizing rate of {:g} requests/s over the workload's {:g} s is {:.3g} requests; at most {} are supported", sc.sizing->rate,
+                                            sc.recipe->duration, sc.recipe->duration * sc.sizing->rate, kMaxRequests));
+    }
   }
   // Every request must fit one replica's KV pool.
   const std::int64_t blocks = kv_block_capacity(r, hw);
