@@ -995,7 +995,10 @@ std::string render_html(const Document& d) {
   out += fmt::format("<title>{}</title>\n<style>\n{}</style>\n</head>\n<body>\n", html_escape(d.title), joined(assets::kStyle));
   out += fmt::format("<h1>{}</h1>\n<p class=\"lead\">{}</p>\n", html_escape(d.title), html_escape(d.lead));
   out += body;
-  out += "<script id=\"report-data\" type=\"application/json\">" + script_safe(data.dump()) + "</script>\n";
+  // '<' appears in JSON only inside strings, where \u003c means the same: no markup can start there.
+  std::string data_text = data.dump();
+  for (std::size_t at = 0; (at = data_text.find('<', at)) != std::string::npos;) data_text.replace(at, 1, "\\u003c");
+  out += "<script id=\"report-data\" type=\"application/json\">" + data_text + "</script>\n";
   out += "<script>\n" + script_safe(joined(assets::kEcharts)) + "\n</script>\n";
   out += "<script>\n" + script_safe(joined(assets::kScript)) + "\n</script>\n";
   return out + "</body>\n</html>\n";

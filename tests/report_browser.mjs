@@ -29,6 +29,10 @@ try {
     if (m.type() === "error") problems.push(`console error: ${m.text()}`);
   });
   page.on("pageerror", (e) => problems.push(`uncaught exception: ${e.message}`));
+  page.on("dialog", (d) => {
+    problems.push(`the page opened a dialog (script from the results ran): ${d.message()}`);
+    d.dismiss();
+  });
   page.on("request", (r) => {
     if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) problems.push(`the page fetched ${r.url()} (a report must work offline)`);
   });

@@ -58,6 +58,16 @@ fi
 # Deterministic.
 "$cli" report "$dir/train" "$dir/serve" "$dir/plan" "$dir/size" "$dir/cost" "$dir/accuracy.json" --out "$dir/again" >/dev/null
 for f in report.html report.md report.csv; do cmp "$dir/all/$f" "$dir/again/$f"; done
+# A hostile scenario name reaches the page only as text.
+mkdir -p "$dir/hostile"
+sed 's|"scenario": "cost-small"|"scenario": "</script><script>alert(1)</script><b onmouseover=x>\\"quoted"|' "$dir/train/summary.json" >"$dir/hostile/summary.json"
+grep -q 'alert(1)' "$dir/hostile/summary.json" || { echo "the hostile name was not planted"; exit 1; }
+"$cli" report "$dir/hostile" --out "$dir/hostile-report" >/dev/null
+if grep -q '<script>alert\|<b onmouseover' "$dir/hostile-report/report.html"; then
+  echo "report.html lets markup from a result through unescaped"
+  exit 1
+fi
+grep -q '&lt;/script&gt;&lt;script&gt;alert(1)' "$dir/hostile-report/report.html" || { echo "report.html does not show the hostile name as text"; exit 1; }
 # What is not a result is refused with a message and status 2.
 echo '{"hello": 1}' >"$dir/other.json"
 set +e
@@ -79,4 +89,5 @@ if [ "$mode" = browser ]; then
   [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || { echo "the browser test needs Debian's chromium (scripts/setup.sh test installs it)"; exit 1; }
   [ -d "$here/../reports/web/node_modules/playwright-core" ] || { echo "the browser test needs playwright-core: npm ci in reports/web (scripts/setup.sh does it)"; exit 1; }
   node "$here/report_browser.mjs" "$dir/all/report.html" "$dir/screenshot.png"
+  node "$here/report_browser.mjs" "$dir/hostile-report/report.html" "$dir/hostile.png"
 fi

@@ -59,7 +59,11 @@
 
   function scatter(spec) {
     return {
-      tooltip: { trigger: "item", formatter: (p) => (p.value[2] ? p.value[2] + "<br>" : "") + spec.x_name + " " + number(p.value[0]) + ", " + spec.y_name + " " + number(p.value[1]) },
+      tooltip: {
+        trigger: "item",
+        // Labels come from the results (topology names among them): shown as text, never as markup.
+        formatter: (p) => (p.value[2] ? echarts.format.encodeHTML(p.value[2]) + "<br>" : "") + echarts.format.encodeHTML(spec.x_name + " " + number(p.value[0]) + ", " + spec.y_name + " " + number(p.value[1])),
+      },
       legend: { top: 0, type: "scroll" },
       grid: { left: 80, right: 30, top: 56, bottom: 50 },
       xAxis: { type: "value", name: spec.x_name, nameLocation: "middle", nameGap: 28, scale: true },
