@@ -310,7 +310,8 @@ std::string inference_trace(const models::InferenceResult& r) {
 }
 
 // For the report's scaling curve: the plan at a quarter, half, twice and four times its data-parallel
-// degree (where the global batch, the interleaving and the topology allow), the global batch kept.
+// degree (where the global batch, the interleaving, the topology and the GPUs' memory allow), the
+// global batch kept.
 nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& own, bool fold) {
   nlohmann::json points = nlohmann::json::array();
   const int dp = sc.job.plan.dp;
@@ -326,6 +327,7 @@ nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& o
         models::TrainingOptions opt;
         opt.fold = fold;
         const TrainingResult r = models::simulate_training(job, *sc.topology, opt);
+        if (!r.memory.fits()) continue;  // out of memory at this degree: not a point anyone could run
         step = r.step_time.value();
         mfu = r.mfu;
         days = r.time_to_train.value() / 86400.0;
@@ -376,8 +378,10 @@ void run_inference(const Options& o) {
     if (sc.disaggregation) csv += ",decode_replica,kv_transfer_start_s,kv_transfer_end_s";
     csv += "\n";
     for (const auto& q : r.requests) {
-      csv += fmt::format("{},{:.9f},{},{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{}", q.request.id, q.request.arrival, q.request.prompt_tokens,
-                         q.request.output_tokens, q.replica, q.first_scheduled, q.first_token, q.finish, q.ttft(), q.tpot(), q.e2e(), q.preemptions);
+      // TPOT is defined from the second output token on: empty for a one-token request.
+      const std::string tpot = q.request.output_tokens > 1 ? fmt::format("{:.9f}", q.tpot()) : "";
+      csv += fmt::format("{},{:.9f},{},{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{:.9f},{}", q.request.id, q.request.arrival, q.request.prompt_tokens,
+                         q.request.output_tokens, q.replica, q.first_scheduled, q.first_token, q.finish, q.ttft(), tpot, q.e2e(), q.preemptions);
       if (sc.disaggregation) csv += fmt::format(",{},{:.9f},{:.9f}", q.decode_replica, q.kv_transfer_start, q.kv_transfer_end);
       csv += "\n";
     }

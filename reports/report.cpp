@@ -1,6 +1,7 @@
 #include "clustersim/reports/report.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/markup.hpp"
+#include "clustersim/common/sampling.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "report_assets.hpp"
 
@@ -287,7 +289,20 @@ class Builder {
   static void note(Section& s, std::string text) { s.blocks.push_back({Block::Kind::note, std::move(text), {}, {}, {}}); }
   static void missing(Section& s, std::string text) { s.blocks.push_back({Block::Kind::missing, std::move(text), {}, {}, {}}); }
   static void table(Section& s, Table t) { s.blocks.push_back({Block::Kind::table, {}, {}, std::move(t), {}}); }
-  void chart(Section& s, json spec, Table data) {
+  // A chart with nothing to draw becomes a note saying so, not an empty frame.
+  static bool has_points(const json& spec) {
+    for (const auto& series : spec.value("series", json::array())) {
+      for (const char* key : {"values", "points"}) {
+        if (series.contains(key) && !series[key].empty()) return true;
+      }
+    }
+    return false;
+  }
+  void chart(Section& s, json spec, Table data, const std::string& if_empty = "the results hold no values for it") {
+    if (!has_points(spec)) {
+      missing(s, fmt::format("{}: nothing to draw, {}.", str(spec, "title"), if_empty));
+      return;
+    }
     spec["id"] = fmt::format("chart-{}", ++doc_.charts);
     s.blocks.push_back({Block::Kind::chart, str(spec, "title"), {}, std::move(data), std::move(spec)});
   }
@@ -396,13 +411,19 @@ class Builder {
       any = true;
       const json& d = r->data;
       Table t{{"offering", "pricing", "$/GPU-h", "expected cost", "expected days", "finishes"}, {false, false, true, true, true, true}, {}};
+      const std::string who = str(d, "scenario");
       for (const json& o : d["offerings"]) {
-        t.rows.push_back({str(o, "offering"), str(o, "pricing"), fixed(num(o, "price_per_gpu_hour"), 3), usd(num(o, "expected_cost_usd")),
-                          fixed(num(o, "expected_wall_days"), 1), o.value("can_finish", true) ? fmt::format("{} of {}", o.value("finished_trials", 0), d.value("trials", 0)) : "never"});
-        csv("headline", str(o, "offering"), "expected_cost", num(o, "expected_cost_usd"), "USD");
-        csv("headline", str(o, "offering"), "expected_days", num(o, "expected_wall_days"), "days");
+        // An offering that cannot finish (a spot market that preempts faster than a checkpoint
+        // interval) has no cost or finish time: say so rather than print zeros.
+        const bool finishes = o.value("can_finish", true);
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), fixed(num(o, "price_per_gpu_hour"), 3), finishes ? usd(num(o, "expected_cost_usd")) : "never finishes",
+                          finishes ? fixed(num(o, "expected_wall_days"), 1) : "never",
+                          finishes ? fmt::format("{} of {}", o.value("finished_trials", 0), d.value("trials", 0)) : fmt::format("never: {}", str(o, "verdict", "cannot finish"))});
+        const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));
+        csv("headline", subject, "expected_cost", finishes ? num(o, "expected_cost_usd") : std::nan(""), "USD");
+        csv("headline", subject, "expected_days", finishes ? num(o, "expected_wall_days") : std::nan(""), "days");
       }
-      para(s, fmt::format("{}: cost on each offering (expected values of the Monte Carlo; distributions below).", str(d, "scenario")));
+      para(s, fmt::format("{}: cost on each offering (expected values of the Monte Carlo; distributions below).", who));
       table(s, std::move(t));
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
@@ -443,7 +464,7 @@ class Builder {
     };
     for (const auto* r : of(ReportSource::Kind::training_run)) add(fmt::format("{}: {}", str(r->data, "scenario"), short_plan(str(r->data, "plan"))), r->data["breakdown_s"]);
     for (const auto* r : of(ReportSource::Kind::plans)) {
-      for (const json* p : fastest_plans(r->data, 10)) add(str(*p, "plan"), (*p)["breakdown_s"]);
+      for (const json* p : fastest_plans(r->data, 10)) add(fmt::format("{}: {}", str(r->data, "scenario"), str(*p, "plan")), p->value("breakdown_s", json::object()));
     }
     if (categories.empty()) {
       missing(s, "No training run or plan search: the breakdown needs one (clustersim run --out, or plan --out on a training scenario).");
@@ -535,7 +556,7 @@ class Builder {
       const json& d = r->data;
       if (!d.contains("scaling") || d["scaling"].size() < 2) continue;
       any = true;
-      scaling_chart(s, str(d, "scenario") + ": the plan's data-parallel degree varied, the global batch kept", d["scaling"], "plan");
+      scaling_chart(s, str(d, "scenario"), str(d, "scenario") + ": the plan's data-parallel degree varied, the global batch kept", d["scaling"], "plan");
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
       // The fastest simulated plan at each GPU count.
@@ -552,7 +573,7 @@ class Builder {
       for (const auto& [g, p] : best) {
         points.push_back({{"gpus", g}, {"step_s", num(*p, "step_s")}, {"mfu", num(*p, "mfu")}, {"days", num(*p, "time_to_train_days")}, {"plan", str(*p, "plan")}});
       }
-      scaling_chart(s, str(r->data, "scenario") + ": the fastest plan found at each GPU count", points, "plan");
+      scaling_chart(s, str(r->data, "scenario"), str(r->data, "scenario") + ": the fastest plan found at each GPU count", points, "plan");
     }
     if (!any) {
       missing(s, "No scaling data: `clustersim run SCENARIO --report DIR` simulates the plan at other data-parallel degrees, and a plan search over several GPU counts "
@@ -567,7 +588,7 @@ class Builder {
     return std::atof(key.c_str() + at + 5);
   }
 
-  void scaling_chart(Section& s, const std::string& title, const json& points, const char* label_key) {
+  void scaling_chart(Section& s, const std::string& who, const std::string& title, const json& points, const char* label_key) {
     json mfu = json::array(), days = json::array();
     Table t{{"GPUs", "step s", "MFU", "days to train", label_key}, {true, true, true, true, false}, {}};
     bool have_days = true;
@@ -577,8 +598,8 @@ class Builder {
       mfu.push_back({g, 100 * num(p, "mfu")});
       days.push_back({g, have_days ? num(p, "days") : num(p, "step_s")});
       t.rows.push_back({fmt_num(g, 6), fixed(num(p, "step_s"), 3), pct(num(p, "mfu")), have_days ? fixed(num(p, "days"), 1) : "-", str(p, label_key)});
-      csv("scaling", fmt::format("{} GPUs", fmt_num(g, 6)), "mfu", num(p, "mfu"), "fraction");
-      csv("scaling", fmt::format("{} GPUs", fmt_num(g, 6)), have_days ? "time_to_train" : "step_time", have_days ? num(p, "days") : num(p, "step_s"),
+      csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), "mfu", num(p, "mfu"), "fraction");
+      csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), have_days ? "time_to_train" : "step_time", have_days ? num(p, "days") : num(p, "step_s"),
           have_days ? "days" : "s");
     }
     json spec = {{"type", "lines"},
@@ -603,7 +624,7 @@ class Builder {
       const std::string who = str(d, "scenario");
       const bool days = !d["plans"].empty() && d["plans"].front().contains("time_to_train_days");
       std::vector<const json*> by_time = fastest_plans(d, 10);
-      std::vector<const json*> all = fastest_plans(d, 100000);
+      std::vector<const json*> all = fastest_plans(d, SIZE_MAX);
       std::vector<const json*> by_cost = all;
       std::stable_sort(by_cost.begin(), by_cost.end(), [](const json* a, const json* b) { return num(*a, "cost") < num(*b, "cost"); });
       if (by_cost.size() > 10) by_cost.resize(10);
@@ -619,8 +640,8 @@ class Builder {
       para(s, fmt::format("{}: the fastest plans (cost in {}).", who, str(d, "cost_unit")));
       table(s, plan_table(by_time));
       for (const json* p : by_time) {
-        csv("plans", str(*p, "key"), "step_time", num(*p, "step_s"), "s");
-        csv("plans", str(*p, "key"), "cost", num(*p, "cost"), str(d, "cost_unit"));
+        csv("plans", fmt::format("{}: {}", who, str(*p, "key")), "step_time", num(*p, "step_s"), "s");
+        csv("plans", fmt::format("{}: {}", who, str(*p, "key")), "cost", num(*p, "cost"), str(d, "cost_unit"));
       }
       para(s, fmt::format("{}: the cheapest plans.", who));
       table(s, plan_table(by_cost));
@@ -649,7 +670,7 @@ class Builder {
                    {"x_name", days ? "days to train" : "step time (s)"},
                    {"y_name", dollars ? "cost ($ million)" : "cost (GPU-hours)"},
                    {"series", {{{"name", "simulated plans"}, {"points", cloud}}, {{"name", "Pareto front"}, {"points", line}, {"line", true}}}}};
-      chart(s, std::move(spec), std::move(ft));
+      chart(s, std::move(spec), std::move(ft), "the search simulated no plan (see plans.csv for every plan's reason)");
       note(s, "Every rejected plan's reason (a broken constraint, out of memory by how much, or the lower bound) is in the search's plans.csv.");
     }
   }
@@ -670,13 +691,16 @@ class Builder {
       for (const json& o : d["offerings"]) {
         const json& c = o.value("cost_usd", json::object());
         const json& w = o.value("wall_days", json::object());
-        t.rows.push_back({str(o, "offering"), str(o, "pricing"), usd(num(c, "p50")), usd(num(c, "p90")), fixed(num(w, "p50"), 1), fixed(num(w, "p90"), 1),
-                          fixed(num(o, "mean_interruptions"), 1)});
-        csv("cost", str(o, "offering"), "cost_p50", num(c, "p50"), "USD");
-        csv("cost", str(o, "offering"), "cost_p90", num(c, "p90"), "USD");
-        csv("cost", str(o, "offering"), "days_p50", num(w, "p50"), "days");
-        csv("cost", str(o, "offering"), "days_p90", num(w, "p90"), "days");
-        if (o.value("can_finish", true) && std::isfinite(num(c, "p50"))) {
+        const bool finishes = o.value("can_finish", true);
+        const auto q = [&](const json& j, const char* k) { return finishes ? num(j, k) : std::nan(""); };
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), finishes ? usd(q(c, "p50")) : "never finishes", finishes ? usd(q(c, "p90")) : "never finishes",
+                          finishes ? fixed(q(w, "p50"), 1) : "never", finishes ? fixed(q(w, "p90"), 1) : "never", fixed(num(o, "mean_interruptions"), 1)});
+        const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));
+        csv("cost", subject, "cost_p50", q(c, "p50"), "USD");
+        csv("cost", subject, "cost_p90", q(c, "p90"), "USD");
+        csv("cost", subject, "days_p50", q(w, "p50"), "days");
+        csv("cost", subject, "days_p90", q(w, "p90"), "days");
+        if (finishes && std::isfinite(num(c, "p50"))) {
           names.push_back(str(o, "offering"));
           p50.push_back(num(c, "p50") / 1e6);
           spread.push_back((num(c, "p90") - num(c, "p50")) / 1e6);
@@ -697,7 +721,7 @@ class Builder {
           costs[name].push_back(v / 1e6);
         }
         json series = json::array();
-        Table ct{{"offering", "P10 ($M)", "P50 ($M)", "P90 ($M)"}, {false, true, true, true}, {}};
+        Table ct{{"offering", "P10", "P50", "P90", "finished trials"}, {false, true, true, true, true}, {}};
         for (const auto& name : order) {
           auto& v = costs[name];
           std::sort(v.begin(), v.end());
@@ -709,8 +733,16 @@ class Builder {
             pts.push_back({v[i], static_cast<double>(i + 1) / static_cast<double>(n)});
           }
           series.push_back({{"name", name}, {"points", pts}, {"step", true}});
-          const auto q = [&](double f) { return v[static_cast<std::size_t>(std::floor(f * static_cast<double>(n - 1)))]; };
-          ct.rows.push_back({name, fixed(q(0.1), 3), fixed(q(0.5), 3), fixed(q(0.9), 3)});
+          // Percentiles as the cost command computes them (linear between order statistics).
+          std::vector<double> dollars;
+          for (double x : v) dollars.push_back(x * 1e6);
+          const auto at = [&](double f) {
+            const double pos = f * static_cast<double>(n - 1);
+            const auto lo = static_cast<std::size_t>(pos);
+            const std::size_t hi = std::min(lo + 1, n - 1);
+            return dollars[lo] + (pos - static_cast<double>(lo)) * (dollars[hi] - dollars[lo]);
+          };
+          ct.rows.push_back({name, usd(at(0.1)), usd(at(0.5)), usd(at(0.9)), std::to_string(n)});
         }
         json spec = {{"type", "lines"},
                      {"title", fmt::format("{}: cost distribution per offering (CDF over trials)", who)},
@@ -719,17 +751,17 @@ class Builder {
                      {"y_min", 0},
                      {"y_max", 1},
                      {"series", series}};
-        chart(s, std::move(spec), std::move(ct));
+        chart(s, std::move(spec), std::move(ct), "no offering finished a trial");
       } else {
-        Table ct{{"offering", "P50 ($M)", "P90 ($M)"}, {false, true, true}, {}};
-        for (std::size_t i = 0; i < names.size(); ++i) ct.rows.push_back({names[i], fixed(p50[i], 3), fixed(p50[i] + spread[i], 3)});
+        Table ct{{"offering", "P50", "P90"}, {false, true, true}, {}};
+        for (std::size_t i = 0; i < names.size(); ++i) ct.rows.push_back({names[i], usd(p50[i] * 1e6), usd((p50[i] + spread[i]) * 1e6)});
         json spec = {{"type", "bars"},
                      {"title", fmt::format("{}: cost P50 and P90 per offering ($ million)", who)},
                      {"unit", "$ million"},
                      {"categories", names},
                      {"series", {{{"name", "P50"}, {"values", p50}}, {{"name", "P90 above P50"}, {"values", spread}}}},
                      {"height", 140 + 30 * static_cast<int>(names.size())}};
-        chart(s, std::move(spec), std::move(ct));
+        chart(s, std::move(spec), std::move(ct), "no offering can finish");
         note(s, "distributions.csv was not beside cost.json, so only the P50 and P90 are drawn.");
       }
     }
@@ -752,12 +784,18 @@ class Builder {
         for (const auto& [col, name] : std::vector<std::pair<const char*, const char*>>{{"ttft_s", "TTFT"}, {"tpot_s", "TPOT"}, {"e2e_s", "end-to-end latency"}}) {
           const int c = req->column(col);
           if (c < 0) continue;
-          std::vector<double> v;
+          std::vector<double> v, all;
           for (const auto& row : req->rows) {
             const double x = number_at(row, c);
-            if (std::isfinite(x) && x > 0) v.push_back(x * 1e3);
+            if (!std::isfinite(x)) continue;
+            // TPOT is defined for requests of two or more output tokens (requests.csv leaves it
+            // empty otherwise); every defined value counts toward the percentiles, and the
+            // positive ones are drawn (the axis is logarithmic).
+            all.push_back(x * 1e3);
+            if (x > 0) v.push_back(x * 1e3);
           }
-          if (v.empty()) continue;
+          if (all.empty()) continue;
+          const SampleSummary sum = summarize(all);
           std::sort(v.begin(), v.end());
           json pts = json::array();
           const std::size_t n = v.size(), steps = std::min<std::size_t>(n, 200);
@@ -765,13 +803,12 @@ class Builder {
             const std::size_t i = steps == 1 ? 0 : k * (n - 1) / (steps - 1);
             pts.push_back({v[i], static_cast<double>(i + 1) / static_cast<double>(n)});
           }
-          series.push_back({{"name", name}, {"points", pts}});
-          const auto q = [&](double f) { return v[static_cast<std::size_t>(std::floor(f * static_cast<double>(n - 1)))]; };
-          t.rows.push_back({name, fixed(q(0.5), 2), fixed(q(0.9), 2), fixed(q(0.99), 2), std::to_string(n)});
+          if (!v.empty()) series.push_back({{"name", name}, {"points", pts}});
+          t.rows.push_back({name, fixed(sum.p50, 2), fixed(sum.p90, 2), fixed(sum.p99, 2), std::to_string(all.size())});
         }
         json spec = {{"type", "lines"}, {"title", fmt::format("{}: latency CDFs (every request)", who)}, {"x_name", "milliseconds"}, {"x_log", true},
                      {"y_names", {"fraction of requests"}}, {"y_min", 0}, {"y_max", 1}, {"series", series}};
-        chart(s, std::move(spec), std::move(t));
+        chart(s, std::move(spec), std::move(t), "requests.csv holds no completed request");
       } else {
         missing(s, fmt::format("{}: requests.csv was not beside summary.json, so the latency CDFs cannot be drawn (percentiles are in the headline table).", who));
       }
@@ -784,7 +821,7 @@ class Builder {
           ttft.push_back({num(p, "rate_rps"), num(p, "ttft_p90_ms")});
           t.rows.push_back({fixed(num(p, "rate_rps"), 2), fixed(num(p, "request_throughput"), 2), fixed(num(p, "request_goodput"), 2),
                             fmt_num(num(p, "output_token_throughput"), 6), fixed(num(p, "ttft_p90_ms"), 1), fixed(num(p, "tpot_p90_ms"), 2)});
-          csv("serving_rate_sweep", fmt::format("{} req/s", fixed(num(p, "rate_rps"), 3)), "request_throughput", num(p, "request_throughput"), "requests/s");
+          csv("serving_rate_sweep", fmt::format("{}: {} req/s", who, fixed(num(p, "rate_rps"), 3)), "request_throughput", num(p, "request_throughput"), "requests/s");
         }
         json spec = {{"type", "lines"},
                      {"title", fmt::format("{}: throughput and TTFT against the offered request rate", who)},
@@ -813,7 +850,7 @@ class Builder {
         t.rows.push_back({str(c, "gpu"), fmt_num(num(c, "tp")), ran ? layout : "-", ran ? fmt_num(num(c, "gpus")) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
                           c.value("feasible", false) ? "meets the SLO" : str(c, "reason", "misses the SLO")});
-        if (ran) csv("sizing", fmt::format("{} TP{}", str(c, "gpu"), fmt_num(num(c, "tp"))), "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
+        if (ran) csv("sizing", fmt::format("{}: {} TP{}", str(d, "scenario"), str(c, "gpu"), fmt_num(num(c, "tp"))), "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
       }
       para(s, fmt::format("{}: configurations by cost, at {:.3g} requests/s.", str(d, "scenario"), num(d, "rate_rps")));
       table(s, std::move(t));
@@ -909,9 +946,17 @@ class Builder {
       }
     }
     table(s, std::move(t));
+    // Shell words, single-quoted where they need it.
+    const auto word = [](const std::string& w) {
+      if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./=:+,") == std::string::npos) return w;
+      std::string q = "'";
+      for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      return q + "'";
+    };
     std::string files;
-    for (const auto& src : sources_) files += " " + src.path.string();
-    para(s, fmt::format("Rebuild it with: clustersim report{} --out DIR", files));
+    for (const auto& src : sources_) files += fmt::format(" {}", word(src.path.string()));
+    const std::string title = options.title.empty() ? std::string() : fmt::format(" --title {}", word(options.title));
+    para(s, fmt::format("Rebuild it with: clustersim report{} --out DIR{}", files, title));
     for (const auto* r : of(ReportSource::Kind::training_run)) trace_link(s, *r);
     for (const auto* r : of(ReportSource::Kind::inference_run)) trace_link(s, *r);
   }
@@ -922,8 +967,23 @@ class Builder {
     std::error_code ec;
     fs::path rel = fs::relative(fs::absolute(trace, ec), fs::absolute(dir_, ec), ec);
     if (ec || rel.empty()) rel = fs::absolute(trace, ec);
-    s.blocks.push_back({Block::Kind::link, fmt::format("{}: Perfetto trace ({})", str(r.data, "scenario"), rel.generic_string()), rel.generic_string(), {}, {}});
+    s.blocks.push_back({Block::Kind::link, fmt::format("{}: Perfetto trace ({})", str(r.data, "scenario"), rel.generic_string()), url_path(rel), {}, {}});
     note(s, "Open the trace at https://ui.perfetto.dev (Open trace file), or in chrome://tracing.");
+  }
+
+  // A path as a URL reference: unreserved characters and '/' kept, the rest percent-encoded, and a
+  // relative path led by "./" so that a name with ':' is not read as a scheme.
+  static std::string url_path(const fs::path& p) {
+    const std::string text = p.generic_string();
+    std::string out = p.is_relative() ? "./" : "file://";
+    for (const unsigned char c : text) {
+      if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+        out += static_cast<char>(c);
+      } else {
+        out += fmt::format("%{:02X}", c);
+      }
+    }
+    return out;
   }
 
   const std::vector<ReportSource>& sources_;
@@ -1004,38 +1064,53 @@ std::string render_html(const Document& d) {
   return out + "</body>\n</html>\n";
 }
 
-std::string md_cell(std::string s) {
+// Text from the results stays text in Markdown too: no raw HTML ('<' and '&' as entities).
+std::string md_text(const std::string& s) {
   std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  for (char c : s) {
+    if (c == '<') {
+      out += "&lt;";
+    } else if (c == '&') {
+      out += "&amp;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : md_text(s)) out += c == '|' ? std::string("\\|") : std::string(1, c);
   return out;
 }
 
 std::string md_table(const Table& t) {
   std::string out = "|";
-  for (const auto& h : t.header) out += " " + md_cell(h) + " |";
+  for (const auto& h : t.header) out += fmt::format(" {} |", md_cell(h));
   out += "\n|";
   for (std::size_t i = 0; i < t.header.size(); ++i) out += t.numeric[i] ? "---:|" : "---|";
   out += "\n";
   for (const auto& row : t.rows) {
     out += "|";
-    for (const auto& c : row) out += " " + md_cell(c) + " |";
+    for (const auto& c : row) out += fmt::format(" {} |", md_cell(c));
     out += "\n";
   }
   return out + "\n";
 }
 
 std::string render_markdown(const Document& d) {
-  std::string out = fmt::format("# {}\n\n{}\n\n", d.title, d.lead);
+  std::string out = fmt::format("# {}\n\n{}\n\n", md_text(d.title), md_text(d.lead));
   for (const auto& sec : d.sections) {
     out += fmt::format("## {}\n\n", sec.title);
     for (const auto& b : sec.blocks) {
       switch (b.kind) {
-        case Block::Kind::paragraph: out += b.text + "\n\n"; break;
-        case Block::Kind::note: out += "*" + b.text + "*\n\n"; break;
-        case Block::Kind::missing: out += "> **Not in these results.** " + b.text + "\n\n"; break;
+        case Block::Kind::paragraph: out += fmt::format("{}\n\n", md_text(b.text)); break;
+        case Block::Kind::note: out += fmt::format("*{}*\n\n", md_text(b.text)); break;
+        case Block::Kind::missing: out += fmt::format("> **Not in these results.** {}\n\n", md_text(b.text)); break;
         case Block::Kind::table: out += md_table(b.table); break;
-        case Block::Kind::link: out += fmt::format("[{}]({})\n\n", b.text, b.href); break;
-        case Block::Kind::chart: out += fmt::format("### {}\n\n(chart in report.html; its data:)\n\n{}", b.text, md_table(b.table)); break;
+        case Block::Kind::link: out += fmt::format("[{}]({})\n\n", md_text(b.text), b.href); break;
+        case Block::Kind::chart: out += fmt::format("### {}\n\n(chart in report.html; its data:)\n\n{}", md_text(b.text), md_table(b.table)); break;
       }
     }
   }
@@ -1062,8 +1137,22 @@ void write_report(const fs::path& dir, const std::vector<ReportSource>& sources,
   if (!html_reports_available()) {
     throw std::runtime_error("this clustersim was built without the charting library for HTML reports: run `npm ci` in reports/web (scripts/setup.sh does it) and rebuild");
   }
+  Document doc;
+  try {
+    doc = Builder(sources, dir).build(options);
+  } catch (const json::exception& e) {
+    // A field of the wrong type (hand-edited or from another program): name the file, found by
+    // building each result alone.
+    for (const auto& s : sources) {
+      try {
+        Builder({s}, dir).build(options);
+      } catch (const json::exception& one) {
+        throw InputError(fmt::format("{}: not a result clustersim wrote: a field has the wrong type or is missing ({})", s.path.string(), one.what()));
+      }
+    }
+    throw InputError(fmt::format("{}: the results do not fit together: {}", sources.front().path.string(), e.what()));
+  }
   fs::create_directories(dir);
-  const Document doc = Builder(sources, dir).build(options);
   write_file_atomically(dir / "report.html", render_html(doc));
   write_file_atomically(dir / "report.md", render_markdown(doc));
   write_file_atomically(dir / "report.csv", render_csv(doc));

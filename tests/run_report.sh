@@ -83,6 +83,24 @@ status=$?
 set -e
 [ $status -eq 2 ] && echo "$out" | grep -q "not JSON" || { echo "report on torn JSON: status $status: $out"; exit 1; }
 [ ! -e "$dir/bad/report.html" ] || { echo "a refused report left files behind"; exit 1; }
+# A result with a field of the wrong type is refused naming its file, not with a bare JSON error.
+mkdir -p "$dir/wrong-type"
+sed 's|"memory": {|"memory": null, "memory_was": {|' "$dir/train/summary.json" >"$dir/wrong-type/summary.json"
+set +e
+out=$("$cli" report "$dir/wrong-type" --out "$dir/bad" 2>&1)
+status=$?
+set -e
+[ $status -eq 2 ] && echo "$out" | grep -q "wrong-type/summary.json: not a result clustersim wrote" || { echo "report on a wrong-typed field: status $status: $out"; exit 1; }
+[ ! -e "$dir/bad/report.html" ] || { echo "a refused report left files behind"; exit 1; }
+# An offering that cannot finish shows "never", not a cost of zero.
+mkdir -p "$dir/never"
+sed 's|"can_finish": true|"can_finish": false|' "$dir/cost/cost.json" >"$dir/never/cost.json"
+"$cli" report "$dir/never" --out "$dir/never-report" >/dev/null
+grep -q "never finishes" "$dir/never-report/report.md" || { echo "report.md does not say an offering never finishes"; exit 1; }
+if grep -q '\$0\.00' "$dir/never-report/report.md"; then echo "report.md prices an offering that never finishes at \$0.00"; exit 1; fi
+grep -q "nothing to draw" "$dir/never-report/report.md" || { echo "report.md draws a cost chart with no finished offering"; exit 1; }
+# The trace link is a relative, URL-safe reference.
+grep -q 'href="\./\.\./train/trace\.json"' "$dir/all/report.html" || { echo "report.html's trace link is not ./../train/trace.json"; grep -o 'href="[^"]*"' "$dir/all/report.html"; exit 1; }
 
 if [ "$mode" = browser ]; then
   command -v node >/dev/null || { echo "the browser test needs Node.js (scripts/setup.sh test installs it)"; exit 1; }

@@ -7,7 +7,11 @@
   "use strict";
   const data = JSON.parse(document.getElementById("report-data").textContent);
   const palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
-  const number = (v) => (Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-2 && v !== 0) ? v.toExponential(2) : +v.toPrecision(4)).toString();
+  // Tooltips ask for values that may be missing (null in the data): those show as "-".
+  const number = (v) => {
+    if (typeof v !== "number" || !Number.isFinite(v)) return "-";
+    return (Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-2 && v !== 0) ? v.toExponential(2) : +v.toPrecision(4)).toString();
+  };
 
   function bars(spec) {
     const horizontal = spec.horizontal !== false;
@@ -19,7 +23,8 @@
       value.max = (extent) => Math.ceil(Math.max(extent.max, spec.limit.value) * 1.08);
       series[0].markLine = {
         symbol: "none", silent: true, lineStyle: { color: "#c00", type: "dashed", width: 2 },
-        label: { formatter: spec.limit.label + " " + number(spec.limit.value) + " " + (spec.unit || ""), position: "end" },
+        // Beside the line's far end, clear of the axis's last tick label.
+        label: { formatter: spec.limit.label + " " + number(spec.limit.value) + " " + (spec.unit || ""), position: horizontal ? "insideEndTop" : "end", color: "#c00" },
         data: [horizontal ? { xAxis: spec.limit.value } : { yAxis: spec.limit.value }],
       };
     }
