@@ -23,7 +23,8 @@ using validate::CaseResult;
 struct Options {
   std::vector<std::string> files;
   bool json = false;
-  std::string attention = "flash";
+  std::string attention;   // empty: by each source's date
+  std::string tp_overlap;  // empty: by each source's date
   std::vector<std::string> hardware;
   std::string plans;  // search plans for the training cases whose id starts with this
 };
@@ -60,7 +61,8 @@ void run(const Options& o) {
     cases.insert(cases.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
   validate::RunOptions run_options;
-  run_options.flash_attention = o.attention == "flash";
+  if (!o.attention.empty()) run_options.flash_attention = o.attention == "flash";
+  if (!o.tp_overlap.empty()) run_options.tp_overlap = o.tp_overlap == "on";
   for (const auto& h : o.hardware) {
     IncludeStack includes;
     run_options.hardware.push_back(hardware::load_hardware_profile(resolve_part(h, "hardware"), includes));
@@ -158,8 +160,11 @@ void add_validate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("validate", "Compare predictions with published measurements (clustersim-validation/1 files)");
   cmd->add_option("files", o->files, "Validation YAML files")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print one JSON object (cases and summary per kind)");
-  cmd->add_option("--attention", o->attention, "Attention kernel assumed for every training case: flash (default) or unfused (Megatron before FlashAttention)")
+  cmd->add_option("--attention", o->attention, "Attention kernel for every training case: flash or unfused (Megatron before FlashAttention); default: unfused for sources published before 2023, flash after")
       ->check(CLI::IsMember({"flash", "unfused"}));
+  cmd->add_option("--tp-overlap", o->tp_overlap,
+                  "TP communication overlap for every training case with sequence parallelism: on or off; default: on for sources from 2024 on (or undated), off before")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--hardware", o->hardware,
                   "Hardware profile (file or shipped name) that replaces the shipped profile of the same name, e.g. a calibrated one; repeatable");
   cmd->add_option("--plans", o->plans,

@@ -1,6 +1,7 @@
 #include "clustersim/validate/runner.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
@@ -160,11 +161,70 @@ models::TrainingJob training_job(const Case& c, CaseResult& r) {
   return job;
 }
 
+}  // namespace
+
+int earliest_year(const std::string& text) {
+  int best = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    if (j - i == 4) {
+      const int y = std::stoi(text.substr(i, 4));
+      if (y >= 1990 && y <= 2099 && (best == 0 || y < best)) best = y;
+    }
+    i = j;
+  }
+  return best;
+}
+
+AttentionChoice attention_kernel(const Case& c, const RunOptions& options) {
+  if (options.flash_attention) return {*options.flash_attention, fmt::format("attention: {} (as asked)", *options.flash_attention ? "flash" : "unfused")};
+  const int year = earliest_year(c.source);
+  if (year == 0) return {true, "attention kernel unknown: flash (the source gives no year)"};
+  if (year < 2023) return {false, fmt::format("attention kernel unknown: unfused (the source, {}, predates FlashAttention in Megatron-LM and NeMo, 2023)", year)};
+  return {true, fmt::format("attention kernel unknown: flash (the source is from {})", year)};
+}
+
+TpOverlapChoice tp_overlap(const Case& c, bool sequence_parallel, const RunOptions& options) {
+  if (!sequence_parallel) return {false, ""};
+  if (options.tp_overlap) return {*options.tp_overlap, fmt::format("TP overlap: {} (as asked)", *options.tp_overlap ? "on" : "off")};
+  const int year = earliest_year(c.source);
+  if (year == 0) return {true, "TP overlap unknown: on (the source gives no year)"};
+  if (year < 2024) return {false, fmt::format("TP overlap unknown: off (the source, {}, predates it in Megatron-Core's and NeMo's recipes, 2024)", year)};
+  return {true, fmt::format("TP overlap unknown: on (the source is from {})", year)};
+}
+
+namespace {
+
+// What the validation format does not carry about the software that ran a case: the attention
+// kernel, TP communication overlap and DP communication overlap, from the source's date
+// (docs/training.md, "Defaults for unknown settings").
+void software_defaults(const Case& c, models::TrainingJob& job, CaseResult& r, const RunOptions& options) {
+  const AttentionChoice attention = attention_kernel(c, options);
+  job.plan.flash_attention = attention.flash;
+  r.defaults_applied.push_back(attention.note);
+  const TpOverlapChoice overlap = tp_overlap(c, job.plan.sequence_parallel && job.plan.tp > 1, options);
+  job.plan.tp_overlap = overlap.overlap;
+  if (!overlap.note.empty()) r.defaults_applied.push_back(overlap.note);
+  const int year = earliest_year(c.source);
+  if (year != 0 && year < 2023 && job.plan.dp * job.plan.cp > 1) {
+    // Megatron-LM's local DDP (2021-22) all-reduced the gradients after the last micro-batch's
+    // backward, and DeepSpeed's pipeline engine reduced them after the whole batch: neither
+    // overlapped. Megatron-Core's --overlap-grad-reduce and --overlap-param-gather came in 2023.
+    job.plan.overlap_grad_reduce = false;
+    job.plan.overlap_param_gather = false;
+    r.defaults_applied.push_back(fmt::format("DP overlap unknown: off (the source, {}, predates Megatron-Core's overlapped gradient reduction, 2023)", year));
+  }
+}
+
 void run_training(const Case& c, CaseResult& r, const RunOptions& options) {
   const topology::Topology topo = build_cluster(c, r, options);
   models::TrainingJob job = training_job(c, r);
-  job.plan.flash_attention = options.flash_attention;
-  if (!options.flash_attention) r.defaults_applied.push_back("attention: unfused (as asked)");
+  software_defaults(c, job, r, options);
   try {
     models::check_job(job, static_cast<int>(topo.gpus().size()));
   } catch (const std::invalid_argument& e) {
@@ -280,7 +340,7 @@ PlanComparison compare_plans(const Case& c, const RunOptions& options) {
     CaseResult r;
     const topology::Topology topo = build_cluster(c, r, options);
     models::TrainingJob job = training_job(c, r);
-    job.plan.flash_attention = options.flash_attention;
+    software_defaults(c, job, r, options);
     if (c.training->recompute == "unknown") {
       for (models::Recompute mode : {models::Recompute::none, models::Recompute::selective, models::Recompute::full}) {
         job.recompute = mode;

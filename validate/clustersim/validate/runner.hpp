@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,12 +44,40 @@ struct KindSummary {
 
 // Assumptions applied to every training case (the validation format does not carry them).
 struct RunOptions {
-  bool flash_attention = true;  // false: Megatron's unfused attention, as runs before FlashAttention used
+  // The attention kernel of every training case; unset: by the source's date (attention_kernel).
+  std::optional<bool> flash_attention;
+  // TP communication overlap of every training case with sequence parallelism; unset: by the
+  // source's date (tp_overlap).
+  std::optional<bool> tp_overlap;
   // Profiles that replace the shipped profile of the same name (a calibrated profile, for example).
   std::vector<hardware::HardwareProfile> hardware;
 };
 
 CaseResult run_case(const Case& c, const RunOptions& options = {});
+
+// Whether a training case ran FlashAttention. The validation format does not say; unless
+// options.flash_attention does, the earliest year its source names decides: FlashAttention (Dao et
+// al., arXiv 2205.14135, May 2022) reached Megatron-LM and NeMo in 2023, so a run published before
+// 2023 used the unfused kernels (Megatron's fused softmax), and a later or undated one flash. The
+// note says which, for defaults_applied.
+struct AttentionChoice {
+  bool flash = true;
+  std::string note;
+};
+AttentionChoice attention_kernel(const Case& c, const RunOptions& options);
+// Whether a training case overlapped its TP collectives with the GEMMs (Transformer Engine's
+// userbuffers, Megatron's --tp-comm-overlap, NeMo's tp_comm_overlap). The format does not say;
+// unless options.tp_overlap does, the source's date decides: the overlap became the default of
+// NeMo's and Megatron-Core's recipes in 2024, so a run published from 2024 on (or undated) with
+// sequence parallelism overlapped, an earlier one did not.
+struct TpOverlapChoice {
+  bool overlap = false;
+  std::string note;  // empty when it does not apply (no sequence parallelism)
+};
+TpOverlapChoice tp_overlap(const Case& c, bool sequence_parallel, const RunOptions& options);
+// The earliest four-digit year from 1990 to 2099 in a text (digits next to other digits do not
+// count: an arXiv id's 2104.04473 is no year); 0 when there is none.
+int earliest_year(const std::string& text);
 // Per kind, in the order training, inference, gemm, collective (kinds without cases left out).
 std::map<std::string, KindSummary> summarize(const std::vector<CaseResult>& results);
 // The primary metric of a kind.
