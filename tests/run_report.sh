@@ -68,30 +68,24 @@ if grep -q '<script>alert\|<b onmouseover' "$dir/hostile-report/report.html"; th
   exit 1
 fi
 grep -q '&lt;/script&gt;&lt;script&gt;alert(1)' "$dir/hostile-report/report.html" || { echo "report.html does not show the hostile name as text"; exit 1; }
-# What is not a result is refused with a message and status 2.
+# What is not a result is refused with status 2, a message, and no files written.
+refused() {  # refused INPUT EXPECTED-MESSAGE WHAT
+  local out status
+  set +e
+  out=$("$cli" report "$1" --out "$dir/bad" 2>&1)
+  status=$?
+  set -e
+  [ $status -eq 2 ] && echo "$out" | grep -q "$2" || { echo "report on $3: status $status: $out"; exit 1; }
+  [ ! -e "$dir/bad/report.html" ] || { echo "a refused report ($3) left files behind"; exit 1; }
+}
 echo '{"hello": 1}' >"$dir/other.json"
-set +e
-out=$("$cli" report "$dir/other.json" --out "$dir/bad" 2>&1)
-status=$?
-set -e
-[ $status -eq 2 ] || { echo "report on a non-result: status $status"; exit 1; }
-echo "$out" | grep -q "not a clustersim result" || { echo "report on a non-result said: $out"; exit 1; }
+refused "$dir/other.json" "not a clustersim result" "a non-result"
 printf '{"plans": [' >"$dir/torn.json"
-set +e
-out=$("$cli" report "$dir/torn.json" --out "$dir/bad" 2>&1)
-status=$?
-set -e
-[ $status -eq 2 ] && echo "$out" | grep -q "not JSON" || { echo "report on torn JSON: status $status: $out"; exit 1; }
-[ ! -e "$dir/bad/report.html" ] || { echo "a refused report left files behind"; exit 1; }
+refused "$dir/torn.json" "not JSON" "torn JSON"
 # A result with a field of the wrong type is refused naming its file, not with a bare JSON error.
 mkdir -p "$dir/wrong-type"
 sed 's|"memory": {|"memory": null, "memory_was": {|' "$dir/train/summary.json" >"$dir/wrong-type/summary.json"
-set +e
-out=$("$cli" report "$dir/wrong-type" --out "$dir/bad" 2>&1)
-status=$?
-set -e
-[ $status -eq 2 ] && echo "$out" | grep -q "wrong-type/summary.json: not a result clustersim wrote" || { echo "report on a wrong-typed field: status $status: $out"; exit 1; }
-[ ! -e "$dir/bad/report.html" ] || { echo "a refused report left files behind"; exit 1; }
+refused "$dir/wrong-type" "wrong-type/summary.json: not a result clustersim wrote" "a wrong-typed field"
 # An offering that cannot finish shows "never", not a cost of zero.
 mkdir -p "$dir/never"
 sed 's|"can_finish": true|"can_finish": false|' "$dir/cost/cost.json" >"$dir/never/cost.json"
