@@ -326,8 +326,9 @@ nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& o
         models::check_job(job, static_cast<int>(sc.topology->gpus().size()));
         models::TrainingOptions opt;
         opt.fold = fold;
+        // Out of memory at this degree: not a point anyone could run, so not worth simulating.
+        if (!models::estimate_memory(job, *sc.topology->gpu).fits()) continue;
         const TrainingResult r = models::simulate_training(job, *sc.topology, opt);
-        if (!r.memory.fits()) continue;  // out of memory at this degree: not a point anyone could run
         step = r.step_time.value();
         mfu = r.mfu;
         days = r.time_to_train.value() / 86400.0;

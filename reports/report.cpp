@@ -623,8 +623,8 @@ class Builder {
       const json& d = r->data;
       const std::string who = str(d, "scenario");
       const bool days = !d["plans"].empty() && d["plans"].front().contains("time_to_train_days");
-      std::vector<const json*> by_time = fastest_plans(d, 10);
-      std::vector<const json*> all = fastest_plans(d, SIZE_MAX);
+      const std::vector<const json*> all = fastest_plans(d, SIZE_MAX);
+      const std::vector<const json*> by_time(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(all.size(), 10)));
       std::vector<const json*> by_cost = all;
       std::stable_sort(by_cost.begin(), by_cost.end(), [](const json* a, const json* b) { return num(*a, "cost") < num(*b, "cost"); });
       if (by_cost.size() > 10) by_cost.resize(10);
@@ -692,9 +692,10 @@ class Builder {
         const json& c = o.value("cost_usd", json::object());
         const json& w = o.value("wall_days", json::object());
         const bool finishes = o.value("can_finish", true);
+        // Its CSV values stay empty when it never finishes.
         const auto q = [&](const json& j, const char* k) { return finishes ? num(j, k) : std::nan(""); };
-        t.rows.push_back({str(o, "offering"), str(o, "pricing"), finishes ? usd(q(c, "p50")) : "never finishes", finishes ? usd(q(c, "p90")) : "never finishes",
-                          finishes ? fixed(q(w, "p50"), 1) : "never", finishes ? fixed(q(w, "p90"), 1) : "never", fixed(num(o, "mean_interruptions"), 1)});
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), finishes ? usd(num(c, "p50")) : "never finishes", finishes ? usd(num(c, "p90")) : "never finishes",
+                          finishes ? fixed(num(w, "p50"), 1) : "never", finishes ? fixed(num(w, "p90"), 1) : "never", fixed(num(o, "mean_interruptions"), 1)});
         const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));
         csv("cost", subject, "cost_p50", q(c, "p50"), "USD");
         csv("cost", subject, "cost_p90", q(c, "p90"), "USD");
@@ -733,16 +734,9 @@ class Builder {
             pts.push_back({v[i], static_cast<double>(i + 1) / static_cast<double>(n)});
           }
           series.push_back({{"name", name}, {"points", pts}, {"step", true}});
-          // Percentiles as the cost command computes them (linear between order statistics).
-          std::vector<double> dollars;
-          for (double x : v) dollars.push_back(x * 1e6);
-          const auto at = [&](double f) {
-            const double pos = f * static_cast<double>(n - 1);
-            const auto lo = static_cast<std::size_t>(pos);
-            const std::size_t hi = std::min(lo + 1, n - 1);
-            return dollars[lo] + (pos - static_cast<double>(lo)) * (dollars[hi] - dollars[lo]);
-          };
-          ct.rows.push_back({name, usd(at(0.1)), usd(at(0.5)), usd(at(0.9)), std::to_string(n)});
+          // Percentiles as the cost command computes them; v is in $ million.
+          const auto at = [&](double f) { return usd(1e6 * quantile_sorted(v, f)); };
+          ct.rows.push_back({name, at(0.1), at(0.5), at(0.9), std::to_string(n)});
         }
         json spec = {{"type", "lines"},
                      {"title", fmt::format("{}: cost distribution per offering (CDF over trials)", who)},

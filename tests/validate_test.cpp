@@ -89,24 +89,24 @@ TEST_CASE("the software a published run used is read from its source's date", "[
   validate::Case c;
   c.source = "a paper, 2021";
   const validate::RunOptions defaults;
-  CHECK_FALSE(validate::attention_kernel(c, defaults).flash);
+  CHECK_FALSE(validate::attention_kernel(c, defaults).value);
   CHECK_THAT(validate::attention_kernel(c, defaults).note, Contains("unfused") && Contains("2021"));
-  CHECK_FALSE(validate::tp_overlap(c, true, defaults).overlap);
+  CHECK_FALSE(validate::tp_overlap(c, true, defaults).value);
   c.source = "a README, 2024";
-  CHECK(validate::attention_kernel(c, defaults).flash);
-  CHECK(validate::tp_overlap(c, true, defaults).overlap);
+  CHECK(validate::attention_kernel(c, defaults).value);
+  CHECK(validate::tp_overlap(c, true, defaults).value);
   // No sequence parallelism: no TP overlap, and nothing to say about it.
-  CHECK_FALSE(validate::tp_overlap(c, false, defaults).overlap);
+  CHECK_FALSE(validate::tp_overlap(c, false, defaults).value);
   CHECK(validate::tp_overlap(c, false, defaults).note.empty());
   // Undated: today's software.
   c.source = "a benchmark page";
-  CHECK(validate::attention_kernel(c, defaults).flash);
-  CHECK(validate::tp_overlap(c, true, defaults).overlap);
+  CHECK(validate::attention_kernel(c, defaults).value);
+  CHECK(validate::tp_overlap(c, true, defaults).value);
   // What the command line asks wins over the date.
   validate::RunOptions asked;
   asked.flash_attention = false;
   asked.tp_overlap = false;
-  CHECK_FALSE(validate::attention_kernel(c, asked).flash);
-  CHECK_FALSE(validate::tp_overlap(c, true, asked).overlap);
+  CHECK_FALSE(validate::attention_kernel(c, asked).value);
+  CHECK_FALSE(validate::tp_overlap(c, true, asked).value);
   CHECK_THAT(validate::attention_kernel(c, asked).note, Contains("as asked"));
 }

@@ -181,21 +181,26 @@ int earliest_year(const std::string& text) {
   return best;
 }
 
-AttentionChoice attention_kernel(const Case& c, const RunOptions& options) {
-  if (options.flash_attention) return {*options.flash_attention, fmt::format("attention: {} (as asked)", *options.flash_attention ? "flash" : "unfused")};
-  const int year = earliest_year(c.source);
-  if (year == 0) return {true, "attention kernel unknown: flash (the source gives no year)"};
-  if (year < 2023) return {false, fmt::format("attention kernel unknown: unfused (the source, {}, predates FlashAttention in Megatron-LM and NeMo, 2023)", year)};
-  return {true, fmt::format("attention kernel unknown: flash (the source is from {})", year)};
+namespace {
+
+// A software setting a run has from the year `since` on (and when its source is undated) and not
+// before, unless the command line asked for one; `history` says what came in `since`.
+SoftwareChoice by_date(const std::optional<bool>& asked, int year, int since, const char* setting, const char* on, const char* off, const char* history) {
+  if (asked) return {*asked, fmt::format("{}: {} (as asked)", setting, *asked ? on : off)};
+  if (year == 0) return {true, fmt::format("{} unknown: {} (the source gives no year)", setting, on)};
+  if (year < since) return {false, fmt::format("{} unknown: {} (the source, {}, predates {}, {})", setting, off, year, history, since)};
+  return {true, fmt::format("{} unknown: {} (the source is from {})", setting, on, year)};
 }
 
-TpOverlapChoice tp_overlap(const Case& c, bool sequence_parallel, const RunOptions& options) {
+}  // namespace
+
+SoftwareChoice attention_kernel(const Case& c, const RunOptions& options) {
+  return by_date(options.flash_attention, earliest_year(c.source), 2023, "attention kernel", "flash", "unfused", "FlashAttention in Megatron-LM and NeMo");
+}
+
+SoftwareChoice tp_overlap(const Case& c, bool sequence_parallel, const RunOptions& options) {
   if (!sequence_parallel) return {false, ""};
-  if (options.tp_overlap) return {*options.tp_overlap, fmt::format("TP overlap: {} (as asked)", *options.tp_overlap ? "on" : "off")};
-  const int year = earliest_year(c.source);
-  if (year == 0) return {true, "TP overlap unknown: on (the source gives no year)"};
-  if (year < 2024) return {false, fmt::format("TP overlap unknown: off (the source, {}, predates it in Megatron-Core's and NeMo's recipes, 2024)", year)};
-  return {true, fmt::format("TP overlap unknown: on (the source is from {})", year)};
+  return by_date(options.tp_overlap, earliest_year(c.source), 2024, "TP overlap", "on", "off", "Megatron-Core's runs with --tp-comm-overlap");
 }
 
 namespace {
@@ -204,20 +209,20 @@ namespace {
 // kernel, TP communication overlap and DP communication overlap, from the source's date
 // (docs/training.md, "Defaults for unknown settings").
 void software_defaults(const Case& c, models::TrainingJob& job, CaseResult& r, const RunOptions& options) {
-  const AttentionChoice attention = attention_kernel(c, options);
-  job.plan.flash_attention = attention.flash;
+  const SoftwareChoice attention = attention_kernel(c, options);
+  job.plan.flash_attention = attention.value;
   r.defaults_applied.push_back(attention.note);
-  const TpOverlapChoice overlap = tp_overlap(c, job.plan.sequence_parallel && job.plan.tp > 1, options);
-  job.plan.tp_overlap = overlap.overlap;
+  const SoftwareChoice overlap = tp_overlap(c, job.plan.sequence_parallel && job.plan.tp > 1, options);
+  job.plan.tp_overlap = overlap.value;
   if (!overlap.note.empty()) r.defaults_applied.push_back(overlap.note);
-  const int year = earliest_year(c.source);
-  if (year != 0 && year < 2023 && job.plan.dp * job.plan.cp > 1) {
+  if (job.plan.dp * job.plan.cp > 1) {
     // Megatron-LM's local DDP (2021-22) all-reduced the gradients after the last micro-batch's
     // backward, and DeepSpeed's pipeline engine reduced them after the whole batch: neither
     // overlapped. Megatron-Core's --overlap-grad-reduce and --overlap-param-gather came in 2023.
-    job.plan.overlap_grad_reduce = false;
-    job.plan.overlap_param_gather = false;
-    r.defaults_applied.push_back(fmt::format("DP overlap unknown: off (the source, {}, predates Megatron-Core's overlapped gradient reduction, 2023)", year));
+    const SoftwareChoice dp = by_date(std::nullopt, earliest_year(c.source), 2023, "DP overlap", "on", "off", "Megatron-Core's overlapped gradient reduction");
+    job.plan.overlap_grad_reduce = dp.value;
+    job.plan.overlap_param_gather = dp.value;
+    r.defaults_applied.push_back(dp.note);
   }
 }
 

@@ -24,22 +24,23 @@ inline double uniform01(std::uint64_t& state) { return (static_cast<double>(spli
 struct SampleSummary {
   double mean = 0, p50 = 0, p90 = 0, p99 = 0;
 };
-// Mean and quantiles by linear interpolation between closest ranks (numpy's default, which vLLM's
-// benchmark uses); zeros for an empty sample.
+// The q-quantile (0..1) of a sorted, non-empty sample by linear interpolation between closest
+// ranks (numpy's default, which vLLM's benchmark uses).
+inline double quantile_sorted(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+// Mean and quantiles as quantile_sorted computes them; zeros for an empty sample.
 inline SampleSummary summarize(std::vector<double> v) {
   SampleSummary s;
   if (v.empty()) return s;
   std::sort(v.begin(), v.end());
-  const auto at = [&](double q) {
-    const double pos = q * static_cast<double>(v.size() - 1);
-    const auto lo = static_cast<std::size_t>(std::floor(pos));
-    const std::size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-  };
   s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  s.p50 = at(0.5);
-  s.p90 = at(0.9);
-  s.p99 = at(0.99);
+  s.p50 = quantile_sorted(v, 0.5);
+  s.p90 = quantile_sorted(v, 0.9);
+  s.p99 = quantile_sorted(v, 0.99);
   return s;
 }
 

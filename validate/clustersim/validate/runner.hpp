@@ -55,26 +55,21 @@ struct RunOptions {
 
 CaseResult run_case(const Case& c, const RunOptions& options = {});
 
-// Whether a training case ran FlashAttention. The validation format does not say; unless
-// options.flash_attention does, the earliest year its source names decides: FlashAttention (Dao et
-// al., arXiv 2205.14135, May 2022) reached Megatron-LM and NeMo in 2023, so a run published before
-// 2023 used the unfused kernels (Megatron's fused softmax), and a later or undated one flash. The
-// note says which, for defaults_applied.
-struct AttentionChoice {
-  bool flash = true;
-  std::string note;
+// A setting of the software that ran a published case, which the validation format does not
+// carry, and the note for defaults_applied. Unless RunOptions sets it, the earliest year the
+// case's source names decides (docs/training.md, "Defaults for unknown settings").
+struct SoftwareChoice {
+  bool value = false;
+  std::string note;  // empty when the setting does not apply
 };
-AttentionChoice attention_kernel(const Case& c, const RunOptions& options);
-// Whether a training case overlapped its TP collectives with the GEMMs (Transformer Engine's
-// userbuffers, Megatron's --tp-comm-overlap, NeMo's tp_comm_overlap). The format does not say;
-// unless options.tp_overlap does, the source's date decides: the overlap became the default of
-// NeMo's and Megatron-Core's recipes in 2024, so a run published from 2024 on (or undated) with
-// sequence parallelism overlapped, an earlier one did not.
-struct TpOverlapChoice {
-  bool overlap = false;
-  std::string note;  // empty when it does not apply (no sequence parallelism)
-};
-TpOverlapChoice tp_overlap(const Case& c, bool sequence_parallel, const RunOptions& options);
+// FlashAttention (true) or Megatron's unfused kernels. FlashAttention (Dao et al., arXiv
+// 2205.14135, May 2022) reached Megatron-LM and NeMo in 2023: a run published before 2023 used the
+// unfused kernels, a later or undated one flash.
+SoftwareChoice attention_kernel(const Case& c, const RunOptions& options);
+// TP collectives overlapped with the GEMMs (Transformer Engine's userbuffers, Megatron's
+// --tp-comm-overlap), with sequence parallelism only. Megatron-Core's README states it for its 2024
+// runs: on from 2024 (or undated), off before.
+SoftwareChoice tp_overlap(const Case& c, bool sequence_parallel, const RunOptions& options);
 // The earliest four-digit year from 1990 to 2099 in a text (digits next to other digits do not
 // count: an arXiv id's 2104.04473 is no year); 0 when there is none.
 int earliest_year(const std::string& text);
