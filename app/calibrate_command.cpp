@@ -125,7 +125,7 @@ void run(const Options& o) {
       throw InputError("calibrate: --base PROFILE is needed (the shipped profile of the GPU measured, e.g. --base h200-sxm-141gb): it gives the "
                        "datasheet peaks the fit starts from");
     }
-    const hardware::HardwareProfile base = o.base.empty() ? calibrate::cpu_base_profile() : load_profile(o.base);
+    hardware::HardwareProfile base = o.base.empty() ? calibrate::cpu_base_profile() : load_profile(o.base);
     if (o.device == "cpu" && base.architecture != "cpu") {
       throw InputError(fmt::format("calibrate: --device cpu measures this machine's CPU, but --base {} is a {} GPU profile", o.base, base.architecture));
     }
@@ -159,6 +159,8 @@ void run(const Options& o) {
       m.append(calibrate::load_measurements(f));
       copt.sources.push_back(fs::path(f).filename().string());
     }
+    // The CPU's peak from its reported clock may sit below what it measured (a boosting VM core).
+    if (o.base.empty()) base = calibrate::cpu_base_profile(m);
     calibrate::NcclTestsOptions nopt;
     nopt.op = op_option(o.op);
     nopt.link = link_option(o.link);

@@ -36,10 +36,14 @@ double gib(Bytes b) { return b.value() / double(1ull << 30); }
 std::string plan_summary(const models::TrainingJob& job) {
   const auto& p = job.plan;
   std::string s = fmt::format("TP{} PP{} DP{} CP{} EP{}", p.tp, p.pp, p.dp, p.cp, p.ep);
-  if (p.pp > 1) s += fmt::format(", {}{}", to_string(p.schedule), p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "");
+  if (p.pp > 1) {
+    s += fmt::format(", {}{}", to_string(p.schedule), p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "");
+    s += p.p2p_overlapped() ? ", overlapped pipeline sends" : ", blocking pipeline sends";
+  }
   if (p.tp > 1) s += p.sequence_parallel ? ", sequence parallel" : ", no sequence parallel";
   if (p.tp_overlap) s += ", TP overlap";
   s += fmt::format(", ZeRO-{}", p.zero_stage);
+  if (!p.grad_accumulation_fusion && p.zero_stage < 3) s += ", unfused gradient accumulation";
   s += fmt::format(", {} recompute, {}", to_string(job.recompute), hardware::to_string(job.precision));
   return s;
 }

@@ -51,6 +51,11 @@ nlohmann::json to_json(const CaseResult& r) {
   for (const auto& [k, v] : r.errors_pct) errors[k] = std::round(v * 100) / 100;
   j["errors_pct"] = errors;
   j["defaults_applied"] = r.defaults_applied;
+  if (!r.breakdown.empty()) {
+    nlohmann::json parts = nlohmann::json::object();
+    for (const auto& [part, seconds] : r.breakdown) parts[part] = seconds;
+    j["breakdown_s"] = parts;
+  }
   return j;
 }
 

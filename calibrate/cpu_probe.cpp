@@ -252,4 +252,18 @@ hardware::HardwareProfile cpu_base_profile() {
   return hw;
 }
 
+hardware::HardwareProfile cpu_base_profile(const Measurements& measured) {
+  hardware::HardwareProfile hw = cpu_base_profile();
+  double fastest = 0;
+  for (const auto& g : measured.gemm) {
+    if (g.dtype == hardware::Dtype::fp32 && g.seconds > 0) fastest = std::max(fastest, g.flops() / g.seconds);
+  }
+  const double peak = hw.peak(hardware::Dtype::fp32).value();
+  if (fastest > peak) {
+    hw.peak_flops[hardware::Dtype::fp32] = FlopsPerSec(fastest);
+    hw.boost_clock = Hertz(fastest / flops_per_cycle());
+  }
+  return hw;
+}
+
 }  // namespace cs::calibrate

@@ -76,6 +76,7 @@ std::string profile_yaml(const CalibrationResult& r) {
   for (const auto& [d, e] : hw.gemm.max_efficiency) y += fmt::format("      {}: {}\n", hardware::to_string(d), g9(e));
   y += fmt::format("    tile_ridge_intensity: {}\n    k_half: {}\n    memory_efficiency: {}\n", g9(hw.gemm.tile_ridge_intensity),
                    g9(hw.gemm.k_half), g9(hw.gemm.memory_efficiency));
+  if (hw.gemm.sustained_fraction < 1.0) y += fmt::format("    sustained_fraction: {}\n", g9(hw.gemm.sustained_fraction));
   if (!hw.gemm.tile_ridge_by_dtype.empty()) {
     y += "    tile_ridge_intensity_by_dtype:\n";
     for (const auto& [d, v] : hw.gemm.tile_ridge_by_dtype) y += fmt::format("      {}: {}\n", hardware::to_string(d), g9(v));

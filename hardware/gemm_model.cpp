@@ -37,7 +37,7 @@ ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   for (const Tile& t : kTiles) {
     const std::int64_t tiles_m = ceil_div(s.m, t.m), tiles_n = ceil_div(s.n, t.n);
     const double q_tile = (m * n) / (static_cast<double>(tiles_m * t.m) * static_cast<double>(tiles_n * t.n));
-    const std::int64_t tiles = tiles_m * tiles_n;
+    const std::int64_t tiles = tiles_m * tiles_n * s.batch;
     const std::int64_t waves = ceil_div(tiles, hw.sm_count);
     const double q_wave = static_cast<double>(tiles) / static_cast<double>(waves * hw.sm_count);
     const double intensity = static_cast<double>(t.m) * t.n / (t.m + t.n);
@@ -49,22 +49,22 @@ ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
 }
 
 void check_arguments(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
-  if (s.m <= 0 || s.n <= 0 || s.k <= 0) {
-    throw std::invalid_argument(fmt::format("GEMM dimensions must be positive, got {}x{}x{}", s.m, s.n, s.k));
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) {
+    throw std::invalid_argument(fmt::format("GEMM dimensions must be positive, got {}x{}x{} (batch {})", s.m, s.n, s.k, s.batch));
   }
   if (!hw.supports(dtype)) {
     throw std::invalid_argument(fmt::format("{} has no {} peak in its profile", hw.name, to_string(dtype)));
   }
 }
 
-double flops_of(GemmShape s) { return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
+double flops_of(GemmShape s) { return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
 double k_factor(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double k = static_cast<double>(s.k);
   return k / (k + hw.gemm.k_half_for(dtype));
 }
 double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
-  return (m * k + k * n + m * n) * bytes_per_element(dtype) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+  return static_cast<double>(s.batch) * (m * k + k * n + m * n) * bytes_per_element(dtype) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
 }  // namespace
@@ -91,10 +91,12 @@ double GemmResidualTable::factor(double m, double n, double k) const {
   return std::exp(log_factor);
 }
 
-GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
+double load_factor(const HardwareProfile& hw, Load load) { return load == Load::sustained ? hw.gemm.sustained_fraction : 1.0; }
+
+GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, Load load) {
   check_arguments(hw, s, dtype);
   const ShapeFactors tile = best_tile(hw, s, dtype);
-  const double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype);
+  const double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype) * load_factor(hw, load);
   const double t_compute = flops_of(s) / (ceiling * tile.factor * k_factor(hw, s, dtype));
   const double t_memory = memory_time(hw, s, dtype);
   GemmEstimate e;

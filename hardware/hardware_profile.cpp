@@ -161,6 +161,7 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     g.read("tile_ridge_intensity", hw.gemm.tile_ridge_intensity, yaml::positive<double>());
     g.read("k_half", hw.gemm.k_half, yaml::non_negative<double>());
     g.read("memory_efficiency", hw.gemm.memory_efficiency, fraction);
+    g.read("sustained_fraction", hw.gemm.sustained_fraction, fraction);
     for (auto [key, target] : {std::pair{"tile_ridge_intensity_by_dtype", &hw.gemm.tile_ridge_by_dtype}, std::pair{"k_half_by_dtype", &hw.gemm.k_half_by_dtype}}) {
       if (auto by = g.find(key)) {
         yaml::Map b(*by);

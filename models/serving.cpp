@@ -101,7 +101,7 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
   const std::int64_t T = static_cast<std::int64_t>(tokens), h = m.hidden, tp = c.tp;
   const auto gemm = [&](double M, double N, double K) {
     const auto i = [](double v) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(v))); };
-    return hardware::estimate_gemm(hw, {i(M), i(N), i(K)}, compute).time.value();
+    return hardware::estimate_gemm(hw, {i(M), i(N), i(K)}, compute, hardware::Load::sustained).time.value();
   };
   // Int4 weight-only: the GEMM model streamed 16-bit weights; a quarter of those bytes are read.
   const bool int4 = c.weight_bytes_per_parameter > 0 && c.weight_bytes_per_parameter < hardware::bytes_per_element(compute);
@@ -126,7 +126,8 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
   }
   attention_gemms = weight_only(attention_gemms, attention_parameters(m) / tp);
   // The attention core: its FLOPs at the 16-bit ceiling or its KV reads, whichever is longer.
-  const double attention_peak = hw.peak(hardware::Dtype::bf16).value() * hw.gemm.max_efficiency.at(hardware::Dtype::bf16);
+  const double attention_peak =
+      hw.peak(hardware::Dtype::bf16).value() * hw.gemm.max_efficiency.at(hardware::Dtype::bf16) * hardware::load_factor(hw, hardware::Load::sustained);
   const double kv_per_layer = kv_bytes_per_token(c) / std::ceil(static_cast<double>(m.layers) / c.pp);
   const double core = std::max(attention_flops / tp / attention_peak, kv_read * kv_per_layer / memory_rate);
   // The memory-bound kernels between the GEMMs, in 16-bit activations: the residual add fused with

@@ -53,6 +53,12 @@ StageParameters stage_parameters(const TransformerSpec& m, const ParallelismPlan
 
 // Seconds of one stage's optimizer step (ZeRO >= 1: on its shard of the stage's parameters).
 double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& stage);
+// Seconds one micro-batch's backward spends adding the weight gradients of `parameters` (on one GPU)
+// into the main gradients when that is not fused into the weight-gradient GEMMs: read the 16-bit
+// gradient, read and write the main gradient (gradient_bytes each), bound by HBM bandwidth. 0 when
+// fused, and under FSDP, which reduce-scatters each micro-batch's gradients and accumulates only its
+// 1/dp shard.
+double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters);
 
 // The shard of work each rank of the job does per micro-batch.
 Shard shard_of(const TrainingJob& job);

@@ -23,7 +23,8 @@ Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, double
   Op op;
   op.name = std::move(name);
   op.kind = OpKind::gemm;
-  op.shape = {std::max<std::int64_t>(m, 1), std::max<std::int64_t>(n, 1), std::max<std::int64_t>(k, 1)};
+  // `count` identical products run as one batched kernel (cuBLAS strided-batched, grouped GEMM).
+  op.shape = {std::max<std::int64_t>(m, 1), std::max<std::int64_t>(n, 1), std::max<std::int64_t>(k, 1), std::max<std::int64_t>(std::llround(count), 1)};
   op.count = count;
   op.flops = 2.0 * double(op.shape.m) * double(op.shape.n) * double(op.shape.k) * count;
   op.weight_grad = weight_grad;
@@ -140,8 +141,9 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     // load-balanced chunks, so each rank does the same share).
     const double keys = m.seq_len / 2.0;
     att.flops = 2.0 * d.tokens * keys * heads * (m.qk_head_dim() + v_dim);
-    // The equivalent batched GEMMs, for profiles without a measured attention efficiency.
-    att.shape = {i64(d.tokens), i64(keys), m.qk_head_dim()};
+    // The equivalent batched GEMMs (one product per head), for profiles without a measured
+    // attention efficiency.
+    att.shape = {i64(d.tokens), i64(keys), m.qk_head_dim(), std::max<std::int64_t>(i64(heads), 1)};
     att.count = heads * (m.qk_head_dim() + v_dim) / m.qk_head_dim();
     ops.push_back(att);
   } else {
@@ -203,6 +205,7 @@ std::vector<Op> embedding_forward_ops(const TransformerSpec& m, const Shard& s) 
   // Vocabulary-parallel embedding: each TP rank looks up its slice of the vocabulary, then the
   // partial rows are summed.
   leave_tp(ops, d, m.hidden, "tp_reduce_embedding");
+  for (Op& op : ops) op.in_layer = false;
   return ops;
 }
 
@@ -212,7 +215,9 @@ std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s) {
   ops.push_back(memory("final_norm", 2.0 * d.sp_tokens * m.hidden * kActivationBytes));
   enter_tp(ops, d, m.hidden, "tp_allgather_head");
   const double vocab = double(m.vocab) / s.tp;
-  ops.push_back(gemm("logits", i64(d.tokens), i64(vocab), m.hidden));
+  Op logits_gemm = gemm("logits", i64(d.tokens), i64(vocab), m.hidden);
+  logits_gemm.fp8 = false;
+  ops.push_back(logits_gemm);
   // Megatron's vocab-parallel cross-entropy (megatron/core/tensor_parallel/cross_entropy.py) makes
   // whole passes over the fp32 logits slice. Forward: cast the 16-bit logits to fp32 (read 2, write
   // 4 bytes per element), row max (read 4), subtract it in place (read and write 4), exp in place
@@ -224,13 +229,15 @@ std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s) {
   loss.backward_bytes = logits * (8.0 + 4.0 + kActivationBytes);
   ops.push_back(loss);
   if (d.tp_comm) ops.push_back(comm("tp_reduce_loss", CommGroup::tp, CollectiveOp::all_reduce, d.tokens * 4.0 * 3.0));
+  for (Op& op : ops) op.in_layer = false;
   return ops;
 }
 
 namespace {
 
+// A training step keeps the GPU busy: its compute runs at the sustained rate.
 double gemm_seconds(const hardware::HardwareProfile& hw, hardware::GemmShape shape, hardware::Dtype dtype) {
-  return hardware::estimate_gemm(hw, shape, dtype).time.value();
+  return hardware::estimate_gemm(hw, shape, dtype, hardware::Load::sustained).time.value();
 }
 
 double memory_seconds(const hardware::HardwareProfile& hw, double bytes) {
@@ -245,10 +252,10 @@ double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hard
   const hardware::Dtype ad = attention_dtype(dtype);
   const double factor = backward ? kAttentionBackwardFactor : 1.0;
   const double eff = backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
-  if (eff > 0) return factor * op.flops / (hw.peak(ad).value() * eff) + hw.kernel_launch_overhead.value();
+  if (eff > 0) return factor * op.flops / (hw.peak(ad).value() * eff * hardware::load_factor(hw, hardware::Load::sustained)) + hw.kernel_launch_overhead.value();
   // No measured efficiency: the GEMM model at the attention's matrix-product shape.
-  const auto e = hardware::estimate_gemm(hw, op.shape, ad);
-  const double per_flop = e.time.value() / (2.0 * double(op.shape.m) * double(op.shape.n) * double(op.shape.k));
+  const auto e = hardware::estimate_gemm(hw, op.shape, ad, hardware::Load::sustained);
+  const double per_flop = e.time.value() / (2.0 * double(op.shape.batch) * double(op.shape.m) * double(op.shape.n) * double(op.shape.k));
   return factor * op.flops * per_flop;
 }
 
@@ -268,13 +275,17 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     const Op& op = ops[i];
     switch (op.kind) {
       case OpKind::gemm: {
-        const double one = gemm_seconds(hw, op.shape, dtype);
-        const auto [m, n, k] = op.shape;
-        const double dgrad = gemm_seconds(hw, {m, k, n}, dtype);
-        const double wgrad = op.weight_grad ? gemm_seconds(hw, {k, n, m}, dtype) : 0.0;
-        fwd[i] = one * op.count;
-        bwd[i] = (dgrad + wgrad) * op.count;
-        if (fp8) {
+        // One batched kernel per pass direction; a fractional count scales the time.
+        const auto [m, n, k, batch] = op.shape;
+        const double scale = op.count / double(batch);
+        const bool in_fp8 = fp8 && op.fp8;
+        const hardware::Dtype gd = in_fp8 || !fp8 ? dtype : hardware::Dtype::bf16;
+        const double one = gemm_seconds(hw, op.shape, gd);
+        const double dgrad = gemm_seconds(hw, {m, k, n, batch}, gd);
+        const double wgrad = op.weight_grad ? gemm_seconds(hw, {k, n, m, batch}, gd) : 0.0;
+        fwd[i] = one * scale;
+        bwd[i] = (dgrad + wgrad) * scale;
+        if (in_fp8) {
           // Transformer Engine casts each GEMM input to fp8 (read 16-bit, write 8-bit) in both passes.
           const double cast = 3.0 * (double(m) * double(k) + double(k) * double(n)) * op.count;
           fwd[i] += memory_seconds(hw, cast);
@@ -358,7 +369,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     };
     add(out.forward, fwd[i]);
     add(out.backward, bwd[i]);
-    const bool again = recompute == Recompute::full || (recompute == Recompute::selective && op.attention_core);
+    const bool again = (recompute == Recompute::full && op.in_layer) || (recompute == Recompute::selective && op.attention_core);
     if (again) {
       add(out.recompute, fwd[i]);
       if (op.kind == OpKind::gemm || op.kind == OpKind::attention) out.recompute.flops += op.flops;

@@ -57,7 +57,10 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
   p.flash_attention = m.choice_or("attention", "flash", {"flash", "unfused"}) == "flash";
   p.overlap_grad_reduce = m.get_or<bool>("overlap_grad_reduce", true);
   p.overlap_param_gather = m.get_or<bool>("overlap_param_gather", true);
+  // Unset: Megatron-Core overlaps pipeline sends with compute for the interleaved schedule only.
+  if (m.find("overlap_p2p")) p.overlap_p2p = m.get<bool>("overlap_p2p");
   p.bucket_parameters = m.get_or<double>("bucket_parameters", 0.0, yaml::non_negative<double>());
+  p.grad_accumulation_fusion = m.get_or<bool>("grad_accumulation_fusion", true);
   m.finish();
 }
 

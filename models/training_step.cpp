@@ -93,6 +93,11 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     b += t.recompute;
     return b;
   };
+  // A backward pass that also adds its weight gradients into the main gradients (unfused).
+  auto with_accumulation = [&](PassTime b, const StageParameters& params) {
+    b.compute += grad_accumulation_seconds(job, hw, params);
+    return b;
+  };
 
   // Units of each chunk of each stage, in forward order.
   const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
@@ -104,17 +109,17 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       for (int l = range.first; l < range.first + range.count; ++l) {
         const OpsTime& t = m.is_moe_layer(l) ? moe_layer : dense_layer;
         const StageParameters params = layer_parameters(m, p, l);
-        list.push_back({t.forward, backward_of(t), params.dense, params.expert, fmt::format("layer {}", l)});
+        list.push_back({t.forward, with_accumulation(backward_of(t), params), params.dense, params.expert, fmt::format("layer {}", l)});
       }
       if (s == 0 && v == 0) {
         list.front().forward += embedding.forward;
-        list.front().backward += backward_of(embedding);
+        list.front().backward += with_accumulation(backward_of(embedding), embedding_parameters(m, p));
         list.front().dense += embedding_parameters(m, p).dense;
         list.front().name = "embedding + " + list.front().name;
       }
       if (s == p.pp - 1 && v == chunks - 1) {
         list.back().forward += head.forward;
-        list.back().backward += backward_of(head);
+        list.back().backward += with_accumulation(backward_of(head), head_parameters(m, p));
         list.back().dense += head_parameters(m, p).dense;
         list.back().name += " + output head";
       }
@@ -221,6 +226,15 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   for (int s = 0; s < p.pp; ++s) orders[static_cast<std::size_t>(s)] = schedule_order(p, micro, s);
 
   const bool gather_at_start = distributed && !fsdp && p.overlap_param_gather && (p.dp * p.cp) > 1;
+  // Without sequence parallelism the TP ranks hold whole activations: Megatron's scatter-gather sends
+  // 1/tp of them and the receiving stage all-gathers them over its TP group before its pass.
+  const double pipeline_bytes = double(job.micro_batch) * m.seq_len / p.cp * m.hidden * 2.0;
+  const double receive_gather = p.pp > 1 && p.tp > 1 && !p.sequence_parallel ? comm(CommGroup::tp, CollectiveOp::all_gather, pipeline_bytes).value() : 0.0;
+  auto receives = [&](const Pass& pass, int s) {
+    if (p.pp == 1) return false;
+    return pass.forward ? !(s == 0 && pass.chunk == 0) : !(s == p.pp - 1 && pass.chunk == chunks - 1);
+  };
+  std::map<TaskId, TaskId> next_compute;  // each compute task's successor on its stream
   for (std::size_t r = 0; r < replicas.size(); ++r) {
     const Replica& rep = replicas[r];
     for (int s = 0; s < p.pp; ++s) {
@@ -231,9 +245,15 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
         const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
         const bool split = fsdp || (!pass.forward && pass.micro == micro - 1) || (pass.forward && pass.micro == 0 && gather_at_start);
         PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
-        auto add = [&](const PassTime& parts, const std::string& name) {
+        bool first = true;
+        auto add = [&](PassTime parts, const std::string& name) {
+          if (first && receive_gather > 0 && receives(pass, s)) parts.tp += receive_gather;
+          first = false;
           const TaskId id = graph.add_compute(gpu, kComputeStream, Time::seconds(parts.total()), name, pass.forward ? "forward" : "backward");
-          if (prev) graph.depend(*prev, id);
+          if (prev) {
+            graph.depend(*prev, id);
+            next_compute[*prev] = id;
+          }
           prev = id;
           if (r == 0) timeline[static_cast<std::size_t>(s)].push_back({id, parts, false, {}});
           return id;
@@ -271,9 +291,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
 
   // ---- pipeline sends
   if (p.pp > 1) {
-    const double bytes = double(job.micro_batch) * m.seq_len / p.cp * m.hidden * 2.0 / p.tp;  // Megatron's scatter-gather: 1/tp each
+    const double bytes = pipeline_bytes / p.tp;  // 1/tp each: sequence parallelism's shard, or Megatron's scatter-gather
     std::map<std::pair<int, int>, CollectivePlan> plans;
-    auto send = [&](int from, int to, TaskId after, TaskId before, int stream, std::size_t r, int s_to) {
+    auto send = [&](int from, int to, TaskId after, TaskId before, int stream, std::size_t r, int s_from, int s_to) {
       auto key = std::make_pair(from, to);
       auto it = plans.find(key);
       if (it == plans.end()) {
@@ -287,6 +307,13 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       graph.depend(after, ids.first);
       graph.depend(ids.second, before);
       wait_on(r, s_to, before, {ids.first, ids.second, WaitKind::pipeline});
+      if (!p.p2p_overlapped()) {
+        // Blocking: the sender's next pass starts once its send has finished.
+        if (auto n = next_compute.find(after); n != next_compute.end()) {
+          graph.depend(ids.second, n->second);
+          wait_on(r, s_from, n->second, {ids.first, ids.second, WaitKind::pipeline});
+        }
+      }
     };
     for (std::size_t r = 0; r < replicas.size(); ++r) {
       const Replica& rep = replicas[r];
@@ -302,7 +329,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
             if (pv >= 0) {
               send(gpu_of(rep.tp, rep.cp, rep.dp, ps), gpu_of(rep.tp, rep.cp, rep.dp, s),
                    fwd[r][static_cast<std::size_t>(ps)][static_cast<std::size_t>(pv)][static_cast<std::size_t>(i)].last,
-                   fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(v)][static_cast<std::size_t>(i)].first, kSendForward, r, s);
+                   fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(v)][static_cast<std::size_t>(i)].first, kSendForward, r, ps, s);
             }
             // Gradient from the next stage (or the first stage's next chunk).
             int ns = s + 1, nv = v;
@@ -313,7 +340,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
             if (nv < chunks) {
               send(gpu_of(rep.tp, rep.cp, rep.dp, ns), gpu_of(rep.tp, rep.cp, rep.dp, s),
                    bwd[r][static_cast<std::size_t>(ns)][static_cast<std::size_t>(nv)][static_cast<std::size_t>(i)].last,
-                   bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(v)][static_cast<std::size_t>(i)].first, kSendBackward, r, s);
+                   bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(v)][static_cast<std::size_t>(i)].first, kSendBackward, r, ns, s);
             }
           }
         }
@@ -590,6 +617,12 @@ double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwarePr
   const double local = p.zero_stage >= 1 ? stage.dense / dense_shards + stage.expert / (dense_shards / p.ep) : stage.dense + stage.expert;
   const double adam_bytes_per_parameter = 2.0 * job.gradient_bytes() + 3.0 * 8.0 + 2.0;
   return local * adam_bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+}
+
+double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters) {
+  if (job.plan.grad_accumulation_fusion || job.plan.zero_stage >= 3) return 0.0;
+  const double bytes_per_parameter = 2.0 + 2.0 * job.gradient_bytes();
+  return (parameters.dense + parameters.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
 GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm) : topo_(topo), cm_(cm) {

@@ -212,7 +212,8 @@ TEST_CASE("calibrate: the CPU probe measures this machine and its fit makes a pr
   REQUIRE_FALSE(m.memory.empty());
   REQUIRE_FALSE(m.collectives.empty());
   for (const auto& g : m.gemm) CHECK(g.seconds > 0);
-  const HardwareProfile base = cpu_base_profile();
+  const HardwareProfile base = cpu_base_profile(m);
+  CHECK(base.peak(Dtype::fp32).value() >= cpu_base_profile().peak(Dtype::fp32).value());
   const CalibrationResult r = calibrate::calibrate(base, m, {});
   REQUIRE(r.gemm);
   // A GEMM can never beat the vector peak the profile starts from.

@@ -132,6 +132,47 @@ TEST_CASE("GEMM model: quantisation, small K and skinny shapes cost efficiency",
   CHECK(eff(16384, 16384, 16384) <= h100.gemm.max_efficiency.at(Dtype::bf16));
 }
 
+TEST_CASE("GEMM model: a batched GEMM is one kernel whose tiles share the waves", "[hardware][gemm]") {
+  const HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  const double launch = h100.kernel_launch_overhead.value();
+  const double ceiling = h100.peak(Dtype::bf16).value() * h100.gemm.max_efficiency.at(Dtype::bf16);
+  const double k_eff = 4096.0 / (4096.0 + h100.gemm.k_half);
+  const double flops = 2.0 * 1024 * 1024 * 4096;
+  // One 1024 x 1024 x 4096 product is 64 tiles of 128x128 on 132 SMs, half a wave; its best tile
+  // (128x64: 128 tiles, tile efficiency 2/3) still leaves the SMs 3% idle. 33 products in one
+  // batched kernel are 2112 tiles of 128x128: 16 full waves, no quantisation, one launch.
+  const auto one = estimate_gemm(h100, {1024, 1024, 4096}, Dtype::bf16);
+  CHECK(one.time.value() == Approx(flops / (ceiling * (128.0 / 132) * (2.0 / 3) * k_eff) + launch).epsilon(1e-9));
+  const auto batch = estimate_gemm(h100, {1024, 1024, 4096, 33}, Dtype::bf16);
+  CHECK(batch.time.value() == Approx(33 * flops / (ceiling * k_eff) + launch).epsilon(1e-9));
+  CHECK(batch.time.value() < 0.7 * 33 * one.time.value());
+  // Memory-bound batches move every product's operands.
+  const auto gemv = estimate_gemm(h100, {1, 8192, 8192}, Dtype::bf16);
+  const auto gemvs = estimate_gemm(h100, {1, 8192, 8192, 4}, Dtype::bf16);
+  CHECK(gemvs.time.value() - launch == Approx(4 * (gemv.time.value() - launch)).epsilon(1e-9));
+  CHECK_THROWS_WITH(estimate_gemm(h100, {8, 8, 8, 0}, Dtype::bf16), Contains("must be positive"));
+}
+
+TEST_CASE("GEMM model: sustained load runs compute-bound GEMMs at the profile's sustained fraction", "[hardware][gemm]") {
+  const HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  // Shipped: H200's sustained over burst matmul rate, 0.88 (stas00/ml-engineering MSMF vs MAMF).
+  REQUIRE(h100.gemm.sustained_fraction == Approx(0.88));
+  const auto burst = estimate_gemm(h100, {8192, 8192, 8192}, Dtype::bf16);
+  const auto sustained = estimate_gemm(h100, {8192, 8192, 8192}, Dtype::bf16, Load::sustained);
+  const double launch = h100.kernel_launch_overhead.value();
+  // Expectation: compute time / 0.88; the launch overhead is not a rate.
+  CHECK(sustained.time.value() - launch == Approx((burst.time.value() - launch) / 0.88).epsilon(1e-9));
+  // Reading weights is bound by HBM, whose clock does not throttle: a GEMV is unchanged.
+  CHECK(estimate_gemm(h100, {1, 8192, 8192}, Dtype::bf16, Load::sustained).time.value() ==
+        Approx(estimate_gemm(h100, {1, 8192, 8192}, Dtype::bf16).time.value()).epsilon(1e-12));
+  // The default is the burst a microbenchmark measures, and profiles without a figure do not derate.
+  CHECK(estimate_gemm(h100, {8192, 8192, 8192}, Dtype::bf16).time.value() == burst.time.value());
+  const HardwareProfile l40s = shipped("l40s");
+  CHECK(l40s.gemm.sustained_fraction == 1.0);
+  CHECK(estimate_gemm(l40s, {4096, 4096, 4096}, Dtype::bf16, Load::sustained).time.value() ==
+        estimate_gemm(l40s, {4096, 4096, 4096}, Dtype::bf16).time.value());
+}
+
 TEST_CASE("GEMM model rejects what it cannot estimate", "[hardware][gemm]") {
   const HardwareProfile a100 = shipped("a100-sxm4-80gb");
   CHECK_THROWS_WITH(estimate_gemm(a100, {1024, 1024, 1024}, Dtype::fp8), Contains("has no fp8 peak"));

@@ -286,6 +286,85 @@ TEST_CASE("per-operation times add up to the layer's pass times") {
   CHECK(ce->bytes == Approx(8192.0 * (128256.0 / 2) * 38));
 }
 
+TEST_CASE("full recompute re-runs the transformer layers, never the output head or the embedding") {
+  const topology::Topology topo = h100_nodes(1);
+  Shard shard;
+  const CommTime no_comm = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
+  const TransformerSpec m = gpt(4, 2048, 16, 2048);
+  const OpsTime layer = time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::bf16, no_comm, Recompute::full, false);
+  // Expectation: a checkpointed layer's recompute is its whole forward again.
+  CHECK(layer.recompute.total() == Approx(layer.forward.total()).epsilon(1e-12));
+  // Megatron checkpoints the transformer layers only: the logits, the loss and the embedding run once.
+  for (const auto& ops : {head_forward_ops(m, shard), embedding_forward_ops(m, shard)}) {
+    const OpsTime t = time_ops(ops, *topo.gpu, hardware::Dtype::bf16, no_comm, Recompute::full, false);
+    CHECK(t.recompute.total() == 0.0);
+    CHECK(t.recompute.flops == 0.0);
+  }
+}
+
+TEST_CASE("fp8 training runs the layers' GEMMs in fp8 and the output layer in 16 bits") {
+  const topology::Topology topo = h100_nodes(1);
+  Shard shard;
+  shard.dtype = hardware::Dtype::fp8;
+  const CommTime no_comm = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
+  const TransformerSpec m = gpt(4, 4096, 32, 2048);
+  const OpsTime head = time_ops(head_forward_ops(m, shard), *topo.gpu, hardware::Dtype::fp8, no_comm, Recompute::none, false);
+  const auto logits = std::find_if(head.ops.begin(), head.ops.end(), [](const OpTiming& o) { return o.name == "logits"; });
+  REQUIRE(logits != head.ops.end());
+  // Expectation: the bf16 GEMM's time under sustained load, no fp8 casts.
+  const double bf16 = hardware::estimate_gemm(*topo.gpu, {2048, 51200, 4096}, hardware::Dtype::bf16, hardware::Load::sustained).time.value();
+  CHECK(logits->forward == Approx(bf16).epsilon(1e-12));
+  const OpsTime layer = time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::fp8, no_comm, Recompute::none, false);
+  const auto fc1 = std::find_if(layer.ops.begin(), layer.ops.end(), [](const OpTiming& o) { return o.name == "fc1"; });
+  REQUIRE(fc1 != layer.ops.end());
+  CHECK(fc1->forward < hardware::estimate_gemm(*topo.gpu, {2048, 16384, 4096}, hardware::Dtype::bf16, hardware::Load::sustained).time.value());
+}
+
+TEST_CASE("unfused gradient accumulation adds a pass over the main gradients to every backward") {
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job;
+  job.model = gpt(8, 2048, 16, 2048, 1024);
+  job.precision = hardware::Dtype::bf16;  // fp32 main gradients: read 2 + 4, write 4 bytes per parameter
+  job.micro_batch = 1;
+  job.global_batch = 8;  // one GPU: 8 micro-batches
+  const TrainingResult fused = simulate_training(job, topo);
+  job.plan.grad_accumulation_fusion = false;
+  const TrainingResult unfused = simulate_training(job, topo);
+  const double params = count_parameters(job.model).total();
+  const double rate = topo.gpu->memory_bandwidth.value() * topo.gpu->gemm.memory_efficiency;
+  // Expectation: 8 micro-batches x every parameter x 10 bytes at the achievable HBM rate.
+  CHECK(unfused.step_time.value() - fused.step_time.value() == Approx(8 * params * 10.0 / rate).epsilon(0.01));
+  // FSDP accumulates its 1/dp shard only: nothing to add.
+  job.plan.zero_stage = 3;
+  CHECK(grad_accumulation_seconds(job, *topo.gpu, {1e9, 0}) == 0.0);
+}
+
+TEST_CASE("blocking pipeline sends keep each stage waiting for its own sends") {
+  // Two stages on two nodes joined by one slow link: each send of a micro-batch's activations
+  // takes a visible share of a pass.
+  const topology::Topology topo = from_text(
+      "topology:\n  name: t\n  node: single-gpu-host\n  nodes: 2\n"
+      "  fabric: {kind: fat-tree, link_bandwidth: 10Gbps, tiers: [{radix: 8}]}\n");
+  TrainingJob job;
+  job.model = gpt(4, 4096, 32, 4096, 512);
+  job.plan.pp = 2;
+  job.micro_batch = 1;
+  job.global_batch = 8;
+  job.recompute = Recompute::none;
+  job.plan.overlap_p2p = true;
+  const TrainingResult overlapped = simulate_training(job, topo);
+  job.plan.overlap_p2p = false;
+  const TrainingResult blocking = simulate_training(job, topo);
+  CHECK(blocking.step_time.value() > overlapped.step_time.value());
+  // The wait shows as pipeline sends, and the parts still add up.
+  CHECK(blocking.breakdown.pp_comm > overlapped.breakdown.pp_comm);
+  const StepBreakdown& b = blocking.breakdown;
+  CHECK(b.compute + b.tp_comm + b.cp_comm + b.ep_comm + b.dp_comm + b.pp_comm + b.bubble + b.optimizer ==
+        Approx(blocking.step_time.value()).epsilon(1e-6));
+  // Folding changes nothing: every rank of a stage blocks alike.
+  CHECK(simulate_training(job, topo, {.fold = false}).step_time.value() == Approx(blocking.step_time.value()).epsilon(0.01));
+}
+
 TEST_CASE("folded and unfolded simulations agree") {
   const topology::Topology topo = h100_nodes(4);
   TrainingJob job;

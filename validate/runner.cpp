@@ -181,6 +181,12 @@ int earliest_year(const std::string& text) {
   return best;
 }
 
+bool names_deepspeed(const std::string& source) {
+  std::string lower = source;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return lower.find("deepspeed") != std::string::npos;
+}
+
 namespace {
 
 // A software setting a run has from the year `since` on (and when its source is undated) and not
@@ -215,6 +221,26 @@ void software_defaults(const Case& c, models::TrainingJob& job, CaseResult& r, c
   const SoftwareChoice overlap = tp_overlap(c, job.plan.sequence_parallel && job.plan.tp > 1, options);
   job.plan.tp_overlap = overlap.value;
   if (!overlap.note.empty()) r.defaults_applied.push_back(overlap.note);
+  if (job.plan.pp > 1) {
+    // Megatron-Core overlaps pipeline sends with compute for the interleaved schedule since 2023;
+    // before, and for plain 1F1B still, a stage waits for its sends (batch_isend_irecv + wait).
+    const bool interleaved = job.plan.schedule == models::PipelineSchedule::interleaved;
+    const SoftwareChoice p2p = by_date(std::nullopt, earliest_year(c.source), 2023, "pipeline send overlap", interleaved ? "on" : "off (1F1B)", "off",
+                                       "Megatron-Core's --overlap-p2p-communication");
+    job.plan.overlap_p2p = p2p.value && interleaved;  // explicit: the search keeps it for every schedule
+    r.defaults_applied.push_back(p2p.note);
+  }
+  if (names_deepspeed(c.source)) {
+    // DeepSpeed's engines add each micro-batch's 16-bit weight gradients into fp32 buffers in a pass
+    // of their own (BF16_Optimizer's update_hp_grads; the fp16 engine's hooks): never fused.
+    job.plan.grad_accumulation_fusion = false;
+    r.defaults_applied.push_back("gradient accumulation fusion unknown: off (the source names DeepSpeed, whose optimizers accumulate gradients in a pass of their own)");
+  } else {
+    const SoftwareChoice fusion = by_date(std::nullopt, earliest_year(c.source), 2022, "gradient accumulation fusion", "on", "off",
+                                          "fused weight-gradient accumulation in Apex and Megatron-LM");
+    job.plan.grad_accumulation_fusion = fusion.value;
+    r.defaults_applied.push_back(fusion.note);
+  }
   if (job.plan.dp * job.plan.cp > 1) {
     // Megatron-LM's local DDP (2021-22) all-reduced the gradients after the last micro-batch's
     // backward, and DeepSpeed's pipeline engine reduced them after the whole batch: neither
@@ -249,6 +275,9 @@ void run_training(const Case& c, CaseResult& r, const RunOptions& options) {
   r.predicted["tokens_per_s_per_gpu"] = result.tokens_per_s / result.gpus;
   r.predicted["tflops_per_gpu"] = result.tflops_per_gpu;
   r.predicted["mfu"] = result.mfu;
+  const models::StepBreakdown& b = result.breakdown;
+  r.breakdown = {{"compute", b.compute}, {"tp_comm", b.tp_comm}, {"cp_comm", b.cp_comm}, {"ep_comm", b.ep_comm},
+                 {"dp_comm", b.dp_comm}, {"pp_comm", b.pp_comm}, {"bubble", b.bubble}, {"optimizer", b.optimizer}};
 }
 
 void run_collective(const Case& c, CaseResult& r, const RunOptions& options) {
@@ -312,8 +341,14 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
     rc.max_num_seqs = 2048;
     rc.reserve_full_kv = true;
     r.defaults_applied.push_back("TensorRT-LLM: max batch 2048, max num tokens 8192 (assumed), KV reserved per request (GUARANTEED_NO_EVICT)");
+    // TensorRT-LLM's PyTorch backend (its default since 1.0) runs scheduling, input preparation and
+    // sampling post-processing on one Python thread one step ahead of the GPU; on steady decode it
+    // exposes about 580 us per iteration as GPU idle (NVIDIA/TensorRT-LLM issue #13957, Llama 3.1 8B
+    // FP8, measured on B200: a host-side cost, taken as the same on H100).
+    rc.iteration_overhead = Seconds(580e-6);
+    r.defaults_applied.push_back("TensorRT-LLM PyTorch backend: 580 us of host work exposed per iteration (TensorRT-LLM issue #13957)");
   } else {
-    r.defaults_applied.push_back(fmt::format("{} limits: max_num_seqs 256, max_num_batched_tokens 8192", s.engine));
+    r.defaults_applied.push_back(fmt::format("{} limits: max_num_seqs 256, max_num_batched_tokens 8192; no per-iteration host overhead (no sourced figure)", s.engine));
   }
   if (rc.tp > 1) rc.all_reduce_seconds = models::tp_all_reduce_seconds(shared, rc.tp);
   if (rc.pp > 1) rc.pp_send_seconds = models::pp_send_seconds(shared, rc.tp);
@@ -326,7 +361,7 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   p.rate = s.rate_rps > 0 ? s.rate_rps : 1;
   sc.requests = models::generate_requests(count, p, in, out, 1);
   if (s.arrival == "closed-loop") sc.closed_loop = models::ClosedLoop{s.concurrency};
-  r.defaults_applied.push_back(fmt::format("{} requests; iteration overhead 0 (roofline only)", count));
+  r.defaults_applied.push_back(fmt::format("{} requests", count));
   try {
     const models::InferenceResult res = models::simulate_inference(sc);
     r.predicted["output_tokens_per_s"] = res.metrics.output_throughput;

@@ -25,5 +25,9 @@ struct CpuProbeOptions {
 Measurements probe_cpu(const CpuProbeOptions& options = {});
 
 hardware::HardwareProfile cpu_base_profile();
+// The same, with its fp32 peak raised to the fastest GEMM measured when the clock the kernel
+// reports is below the one the cores ran at (a virtual machine without cpufreq reports the base
+// clock while the cores boost): the fit needs a peak that no measurement exceeds.
+hardware::HardwareProfile cpu_base_profile(const Measurements& measured);
 
 }  // namespace cs::calibrate

@@ -1,11 +1,14 @@
 // GEMM time from a hardware profile.
 //
 //   time = (max(t_compute, t_memory) + kernel_launch_overhead) x correction
-//   t_compute = 2MNK / (peak[dtype] * max_efficiency[dtype] * q_tile * q_wave * tile_eff * k_eff)
-//   t_memory  = (MK + KN + MN) * bytes(dtype) / (HBM bandwidth * memory_efficiency)
+//   t_compute = 2BMNK / (peak[dtype] * max_efficiency[dtype] * load * q_tile * q_wave * tile_eff * k_eff)
+//   t_memory  = B (MK + KN + MN) * bytes(dtype) / (HBM bandwidth * memory_efficiency)
 //
-// q_tile = MN / (ceil(M/tm) tm * ceil(N/tn) tn) is tile quantisation, q_wave = T / (ceil(T/SMs) SMs)
-// with T = ceil(M/tm) ceil(N/tn) tiles is wave quantisation (NVIDIA, "Matrix Multiplication
+// load is 1 for a burst and gemm.sustained_fraction under sustained load (see Load below).
+// B is the batch of a strided-batched GEMM (one kernel over B independent products, as
+// cublasGemmStridedBatched and grouped GEMMs run them): its tiles share the waves and it pays one
+// launch. q_tile = MN / (ceil(M/tm) tm * ceil(N/tn) tn) is tile quantisation, q_wave = T / (ceil(T/SMs) SMs)
+// with T = B ceil(M/tm) ceil(N/tn) tiles is wave quantisation (NVIDIA, "Matrix Multiplication
 // Background User's Guide"), tile_eff = min(1, (tm tn / (tm + tn)) / tile_ridge_intensity) is the
 // lower data reuse of small tiles, and k_eff = K / (K + k_half) the fixed cost of each tile's
 // prologue and epilogue spread over its K loop. The tile is the candidate of that guide's list
@@ -25,19 +28,27 @@ struct GemmShape {
   std::int64_t m = 0;
   std::int64_t n = 0;
   std::int64_t k = 0;
+  std::int64_t batch = 1;  // independent M x N x K products in one batched kernel
 };
 
 struct GemmEstimate {
   Seconds time;
-  FlopsPerSec achieved;  // 2MNK / time
+  FlopsPerSec achieved;  // 2BMNK / time
   double efficiency = 0.0;  // achieved / dense peak
   int tile_m = 0;
   int tile_n = 0;
   bool memory_bound = false;
 };
 
+// How long the GPU has been busy: a lone kernel after idle runs at the boost clock (what GEMM
+// microbenchmarks measure); under sustained load (a training step, a serving window) the GPU sits at
+// its power limit and compute-bound work runs at gemm.sustained_fraction of that rate.
+enum class Load { burst, sustained };
+
 // Throws std::invalid_argument for non-positive dimensions or a dtype the profile lacks.
-GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape shape, Dtype dtype);
+GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape shape, Dtype dtype, Load load = Load::burst);
+// The factor compute-bound rates are multiplied by under `load`.
+double load_factor(const HardwareProfile& hw, Load load);
 
 // The max_efficiency[dtype] with which estimate_gemm reproduces a measured compute-bound GEMM:
 // the measured time less the launch overhead, divided back through the shape's quantisation and

@@ -42,6 +42,10 @@ struct GemmModelParams {
   double tile_ridge_intensity = 64.0;      // tile intensity tm*tn/(tm+tn) that reaches full efficiency
   double k_half = 128.0;                   // K at which the K-loop efficiency K/(K+k_half) is one half
   double memory_efficiency = 0.85;         // achievable fraction of HBM bandwidth
+  // Fraction of the burst rate that compute-bound work keeps under sustained full load, when the GPU
+  // sits at its power limit and its SM clock below boost (1: no published figure, no derating).
+  // Microbenchmarks of one kernel run at boost; a training step or a serving window is sustained.
+  double sustained_fraction = 1.0;
   // Per-dtype values that replace the two shared ones above: each dtype runs its own kernels, and
   // calibration fits them per dtype measured (absent in datasheet profiles).
   std::map<Dtype, double> tile_ridge_by_dtype;

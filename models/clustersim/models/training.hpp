@@ -48,7 +48,16 @@ struct ParallelismPlan {
   std::vector<ParallelDim> order{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp};
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
+  // Pipeline sends run beside the compute. Off: a stage waits for its own sends to finish before its
+  // next pass (Megatron's blocking batch_isend_irecv + wait, every schedule before 2023). Unset:
+  // Megatron-Core's behaviour, overlapped for the interleaved schedule only (--overlap-p2p-communication).
+  std::optional<bool> overlap_p2p;
+  [[nodiscard]] bool p2p_overlapped() const { return overlap_p2p.value_or(schedule == PipelineSchedule::interleaved); }
   double bucket_parameters = 0;  // gradient bucket; 0: Megatron's max(40M, 1M x dp) parameters
+  // Weight-gradient GEMMs accumulate straight into the main gradient buffer (Megatron's
+  // --gradient-accumulation-fusion, Transformer Engine). Off: every micro-batch's backward adds each
+  // 16-bit weight gradient into the main gradients in a separate pass over them.
+  bool grad_accumulation_fusion = true;
   [[nodiscard]] int gpus() const { return tp * pp * dp * cp; }
 };
 
@@ -86,7 +95,13 @@ struct Op {
   CollectiveOp comm_op = CollectiveOp::all_reduce;
   CommGroup group = CommGroup::tp;
   bool attention_core = false;  // recomputed by selective recompute
+  // Inside a transformer layer, so full recompute re-runs it. Megatron checkpoints the transformer
+  // layers only (--recompute-granularity full): the embedding, the output head and the loss run once.
+  bool in_layer = true;
   bool weight_grad = true;      // gemm: its backward has a weight gradient
+  // gemm: runs in fp8 when the job trains in fp8. Transformer Engine's fp8 covers the linear layers
+  // inside transformer layers; Megatron's output layer is a plain ColumnParallelLinear, in 16 bits.
+  bool fp8 = true;
 };
 
 // The shard of work one rank does for one micro-batch.

@@ -31,6 +31,9 @@ struct CaseResult {
   double error_pct = 0;
   std::map<std::string, double> errors_pct;
   std::vector<std::string> defaults_applied;
+  // Training: where the predicted step goes (seconds per part, mean over pipeline stages; the parts
+  // of models::StepBreakdown), so an error can be traced to a part.
+  std::vector<std::pair<std::string, double>> breakdown;
 };
 
 struct KindSummary {
@@ -70,6 +73,9 @@ SoftwareChoice attention_kernel(const Case& c, const RunOptions& options);
 // --tp-comm-overlap), with sequence parallelism only. Megatron-Core's README states it for its 2024
 // runs: on from 2024 (or undated), off before.
 SoftwareChoice tp_overlap(const Case& c, bool sequence_parallel, const RunOptions& options);
+// Whether a source names DeepSpeed as the training software (Megatron-DeepSpeed, "Using DeepSpeed
+// and Megatron ..."), case-insensitively.
+bool names_deepspeed(const std::string& source);
 // The earliest four-digit year from 1990 to 2099 in a text (digits next to other digits do not
 // count: an arXiv id's 2104.04473 is no year); 0 when there is none.
 int earliest_year(const std::string& text);
