@@ -107,18 +107,37 @@ class BoundModel {
     const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
     const double micro = j.micro_batches();
     double bound = 0, before = 0;  // before: chunk 0's forward and backward on the stages so far
+    const bool fsdp = data_parallel && p.zero_stage >= 3 && p.dp * p.cp > 1;
     for (int s = 0; s < p.pp; ++s) {
-      double work = 0, first_chunk = 0;
+      double work = 0, first_chunk = 0, gathered_work = 0;
       for (int v = 0; v < p.vpp; ++v) {
         const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
-        double chunk = 0;
-        for (int l = r.first; l < r.first + r.count; ++l) chunk += m.is_moe_layer(l) ? t.moe_f + t.moe_b : t.dense_f + t.dense_b;
-        if (s == 0 && v == 0) chunk += t.embedding_f + t.embedding_b;
-        if (s == p.pp - 1 && v == p.vpp - 1) chunk += t.head_f + t.head_b;
+        double chunk = 0, forward = 0, backward = 0, gathers = 0, last_f = 0, last_b = 0;
+        for (int l = r.first; l < r.first + r.count; ++l) {
+          const bool moe = m.is_moe_layer(l);
+          last_f = moe ? t.moe_f : t.dense_f;
+          last_b = moe ? t.moe_b : t.dense_b;
+          forward += last_f;
+          backward += last_b;
+          // FSDP gathers layer i once layer i - 2 of the same pass has finished: every gather but
+          // the first two of a pass runs inside it, one after another on the DP stream.
+          if (fsdp && l >= r.first + 2) gathers += fsdp_gather(j, s, l);
+        }
+        if (s == 0 && v == 0) {
+          forward += t.embedding_f;
+          backward += t.embedding_b;
+        }
+        if (s == p.pp - 1 && v == p.vpp - 1) {
+          forward += t.head_f;
+          backward += t.head_b;
+        }
+        chunk = forward + backward;
         work += chunk;
+        if (fsdp) gathered_work += std::max(forward, gathers + last_f) + std::max(backward, gathers + last_b);
         if (v == 0) first_chunk = chunk;
       }
       double stage = micro * work + before;
+      if (fsdp) stage = std::max(stage, micro * gathered_work + before);
       if (data_parallel) stage = std::max(stage, with_data_parallel(j, s, stage));
       bound = std::max(bound, stage);
       before += first_chunk;
@@ -148,19 +167,11 @@ class BoundModel {
       const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
       for (int l = r.first; l < r.first + r.count; ++l) layers.push_back(l);
     }
-    std::vector<topology::Vertex> dense_group, expert_group;
-    const auto& gpus = topo_.gpus();
-    for (int d = 0; d < p.dp; ++d) {
-      for (int c = 0; c < p.cp; ++c) {
-        const auto v = gpus[static_cast<std::size_t>(rank_of(p, RankCoord{0, c, d, s}))];
-        dense_group.push_back(v);
-        if (d % p.ep == 0) expert_group.push_back(v);
-      }
-    }
+    const DataParallelGroups groups = data_parallel_groups(p, s);
     // Both parts of a unit's parameters: the dense ones over every data-parallel rank, the experts'
     // over the ranks that hold the same experts.
     const auto both = [&](CollectiveOp op, const StageParameters& params, double bytes_per) {
-      return alone(op, dense_group, params.dense * bytes_per) + alone(op, expert_group, params.expert * bytes_per);
+      return alone(op, groups.dense, params.dense * bytes_per) + alone(op, groups.expert, params.expert * bytes_per);
     };
     const double grad = j.gradient_bytes();
     if (p.zero_stage >= 3) {
@@ -178,6 +189,31 @@ class BoundModel {
     end += optimizer;
     if (p.zero_stage >= 1 && !p.overlap_param_gather) end += both(CollectiveOp::all_gather, all, 2.0);
     return end;
+  }
+
+  // The data-parallel groups of stage s (TP rank 0): every dp x cp rank for dense weights, the ranks
+  // that hold the same experts for expert weights.
+  struct DataParallelGroups {
+    std::vector<topology::Vertex> dense, expert;
+  };
+  DataParallelGroups data_parallel_groups(const ParallelismPlan& p, int s) const {
+    DataParallelGroups g;
+    const auto& gpus = topo_.gpus();
+    for (int d = 0; d < p.dp; ++d) {
+      for (int c = 0; c < p.cp; ++c) {
+        const auto v = gpus[static_cast<std::size_t>(rank_of(p, RankCoord{0, c, d, s}))];
+        g.dense.push_back(v);
+        if (d % p.ep == 0) g.expert.push_back(v);
+      }
+    }
+    return g;
+  }
+
+  // One layer's FSDP weight gather on stage s, timed alone.
+  double fsdp_gather(const TrainingJob& j, int s, int layer) {
+    const DataParallelGroups g = data_parallel_groups(j.plan, s);
+    const StageParameters lp = layer_parameters(j.model, j.plan, layer);
+    return alone(CollectiveOp::all_gather, g.dense, lp.dense * 2.0) + alone(CollectiveOp::all_gather, g.expert, lp.expert * 2.0);
   }
 
   double alone(CollectiveOp op, const std::vector<topology::Vertex>& group, double bytes) {
@@ -622,8 +658,22 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     results.open(options.results, std::ios::app);
   }
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
+  constexpr std::size_t kRound = 64;
   if (bound) {
-    std::stable_sort(pending.begin(), pending.end(), [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; });
+    const auto by_bound = [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; };
+    std::stable_sort(pending.begin(), pending.end(), by_bound);
+    // No plan can be pruned before `keep` have been simulated, so the first rounds simulate whatever
+    // the cheap bound ranks first, and it ignores data-parallel traffic: plans whose FSDP gathers
+    // dominate would go first. The first four rounds' worth are re-ranked by the data-parallel
+    // bound (still a lower bound; the scenario's own plan keeps its place, as it is always simulated).
+    const std::size_t head = std::min(pending.size(), 4 * kRound);
+    const std::string own = plan_key(base);
+    for (std::size_t n = 0; n < head; ++n) {
+      PlanOutcome& o = out.outcomes[pending[n]];
+      if (keys[pending[n]] != own) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
+    }
+    std::stable_sort(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head), by_bound);
   }
   std::atomic<std::size_t> next{0}, finished{0};
   std::exception_ptr error;
@@ -671,8 +721,6 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     std::nth_element(v.begin(), v.begin() + (options.keep - 1), v.end());
     return v[static_cast<std::size_t>(options.keep - 1)];
   };
-  // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
-  constexpr std::size_t kRound = 64;
   for (std::size_t first = 0; first < pending.size() && !error; first += kRound) {
     round.clear();
     std::vector<double> best_times(out.systems.size(), 1e300), best_system_costs(out.systems.size(), 1e300);
