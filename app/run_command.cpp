@@ -106,8 +106,8 @@ nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
   j["tflops_per_gpu"] = r.tflops_per_gpu;
   j["model_flops_per_step"] = r.model_flops_per_step;
   j["hardware_flops_per_step"] = r.hardware_flops_per_step;
-  j["breakdown_s"] = {{"compute", b.compute},   {"tp_comm", b.tp_comm}, {"cp_comm", b.cp_comm},     {"ep_comm", b.ep_comm},
-                      {"dp_comm", b.dp_comm},   {"pp_comm", b.pp_comm}, {"pipeline_bubble", b.bubble}, {"optimizer", b.optimizer}};
+  j["breakdown_s"] = nlohmann::json::object();
+  for (const auto& [part, seconds] : models::breakdown_parts(b)) j["breakdown_s"][part] = seconds;
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : r.memory.stages) {
     stages.push_back({{"stage", s.stage},

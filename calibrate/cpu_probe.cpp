@@ -18,6 +18,8 @@
 #include <Eigen/Core>
 #include <fmt/format.h>
 
+#include "clustersim/hardware/gemm_model.hpp"
+
 namespace cs::calibrate {
 
 namespace {
@@ -254,14 +256,19 @@ hardware::HardwareProfile cpu_base_profile() {
 
 hardware::HardwareProfile cpu_base_profile(const Measurements& measured) {
   hardware::HardwareProfile hw = cpu_base_profile();
-  double fastest = 0;
+  // How far above the GEMM model at an efficiency ceiling of 1 the fastest compute-bound measurement
+  // runs: the peak rises by that much, so that a ceiling of at most 1 can reproduce every sample.
+  hardware::HardwareProfile at_one = hw;
+  at_one.gemm.max_efficiency[hardware::Dtype::fp32] = 1.0;
+  double need = 1.0;
   for (const auto& g : measured.gemm) {
-    if (g.dtype == hardware::Dtype::fp32 && g.seconds > 0) fastest = std::max(fastest, g.flops() / g.seconds);
+    if (g.dtype != hardware::Dtype::fp32 || g.seconds <= 0) continue;
+    const auto e = hardware::estimate_gemm(at_one, {g.m, g.n, g.k}, hardware::Dtype::fp32);
+    if (!e.memory_bound) need = std::max(need, g.flops() / g.seconds / e.achieved.value());
   }
-  const double peak = hw.peak(hardware::Dtype::fp32).value();
-  if (fastest > peak) {
-    hw.peak_flops[hardware::Dtype::fp32] = FlopsPerSec(fastest);
-    hw.boost_clock = Hertz(fastest / flops_per_cycle());
+  if (need > 1.0) {
+    hw.peak_flops[hardware::Dtype::fp32] = FlopsPerSec(hw.peak(hardware::Dtype::fp32).value() * need);
+    hw.boost_clock = Hertz(hw.boost_clock.value() * need);
   }
   return hw;
 }

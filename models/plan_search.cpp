@@ -110,30 +110,37 @@ class BoundModel {
     const bool fsdp = data_parallel && p.zero_stage >= 3 && p.dp * p.cp > 1;
     for (int s = 0; s < p.pp; ++s) {
       double work = 0, first_chunk = 0, gathered_work = 0;
+      const DataParallelGroups groups = fsdp ? data_parallel_groups(p, s) : DataParallelGroups{};
       for (int v = 0; v < p.vpp; ++v) {
         const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
-        double chunk = 0, forward = 0, backward = 0, gathers = 0, last_f = 0, last_b = 0;
+        const bool first = s == 0 && v == 0, last = s == p.pp - 1 && v == p.vpp - 1;
+        const auto forward_of = [&](int l) { return m.is_moe_layer(l) ? t.moe_f : t.dense_f; };
+        const auto backward_of = [&](int l) { return m.is_moe_layer(l) ? t.moe_b : t.dense_b; };
+        double forward = first ? t.embedding_f : 0.0, backward = first ? t.embedding_b : 0.0;
         for (int l = r.first; l < r.first + r.count; ++l) {
-          const bool moe = m.is_moe_layer(l);
-          last_f = moe ? t.moe_f : t.dense_f;
-          last_b = moe ? t.moe_b : t.dense_b;
-          forward += last_f;
-          backward += last_b;
-          // FSDP gathers layer i once layer i - 2 of the same pass has finished: every gather but
-          // the first two of a pass runs inside it, one after another on the DP stream.
-          if (fsdp && l >= r.first + 2) gathers += fsdp_gather(j, s, l);
+          forward += forward_of(l);
+          backward += backward_of(l);
         }
-        if (s == 0 && v == 0) {
-          forward += t.embedding_f;
-          backward += t.embedding_b;
-        }
-        if (s == p.pp - 1 && v == p.vpp - 1) {
+        if (last) {
           forward += t.head_f;
           backward += t.head_b;
         }
-        chunk = forward + backward;
+        const double chunk = forward + backward;
         work += chunk;
-        if (fsdp) gathered_work += std::max(forward, gathers + last_f) + std::max(backward, gathers + last_b);
+        if (fsdp && r.count > 0) {
+          // FSDP gathers a pass's unit i once its unit i - 2 has finished: every gather but the
+          // pass's first two runs inside the pass, one after another on the DP stream, and its
+          // last unit runs after them. Forward runs the layers first to last (the head joins the
+          // last), backward last to first (the embedding joins the first).
+          double forward_gathers = 0, backward_gathers = 0;
+          for (int l = r.first + 2; l < r.first + r.count; ++l) forward_gathers += fsdp_gather(j, groups, l);
+          for (int l = r.first; l < r.first + r.count - 2; ++l) backward_gathers += fsdp_gather(j, groups, l);
+          const double last_forward = forward_of(r.first + r.count - 1) + (last ? t.head_f : 0.0);
+          const double last_backward = backward_of(r.first) + (first ? t.embedding_b : 0.0);
+          gathered_work += std::max(forward, forward_gathers + last_forward) + std::max(backward, backward_gathers + last_backward);
+        } else {
+          gathered_work += chunk;
+        }
         if (v == 0) first_chunk = chunk;
       }
       double stage = micro * work + before;
@@ -209,9 +216,8 @@ class BoundModel {
     return g;
   }
 
-  // One layer's FSDP weight gather on stage s, timed alone.
-  double fsdp_gather(const TrainingJob& j, int s, int layer) {
-    const DataParallelGroups g = data_parallel_groups(j.plan, s);
+  // One layer's FSDP weight gather over a stage's data-parallel groups, timed alone.
+  double fsdp_gather(const TrainingJob& j, const DataParallelGroups& g, int layer) {
     const StageParameters lp = layer_parameters(j.model, j.plan, layer);
     return alone(CollectiveOp::all_gather, g.dense, lp.dense * 2.0) + alone(CollectiveOp::all_gather, g.expert, lp.expert * 2.0);
   }
@@ -347,6 +353,8 @@ std::string plan_key(const TrainingJob& j) {
   if (!p.overlap_param_gather) s += " param_overlap=0";
   if (const std::string o = unusual_order(p); !o.empty()) s += " order=" + o;
   if (!p.flash_attention) s += " attention=unfused";
+  if (p.overlap_p2p) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);
+  if (!p.grad_accumulation_fusion) s += " grad_fusion=0";
   return s;
 }
 
@@ -361,6 +369,8 @@ std::string plan_text(const TrainingJob& j) {
   if (!p.overlap_grad_reduce || !p.overlap_param_gather) s += " no-DP-overlap";
   if (const std::string o = unusual_order(p); !o.empty()) s += " order " + o;
   if (!p.flash_attention) s += " unfused-attention";
+  if (p.pp > 1 && !p.p2p_overlapped()) s += " blocking-sends";
+  if (!p.grad_accumulation_fusion && p.zero_stage < 3) s += " unfused-accumulation";
   return s;
 }
 
@@ -660,6 +670,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
   // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
   constexpr std::size_t kRound = 64;
+  const std::string own_key = plan_key(base);
   if (bound) {
     const auto by_bound = [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; };
     std::stable_sort(pending.begin(), pending.end(), by_bound);
@@ -668,10 +679,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     // dominate would go first. The first four rounds' worth are re-ranked by the data-parallel
     // bound (still a lower bound; the scenario's own plan keeps its place, as it is always simulated).
     const std::size_t head = std::min(pending.size(), 4 * kRound);
-    const std::string own = plan_key(base);
     for (std::size_t n = 0; n < head; ++n) {
       PlanOutcome& o = out.outcomes[pending[n]];
-      if (keys[pending[n]] != own) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
+      if (keys[pending[n]] != own_key) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
     }
     std::stable_sort(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head), by_bound);
   }
@@ -711,7 +721,6 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       if (options.progress) options.progress(f, pending.size());
     }
   };
-  const std::string own_key = plan_key(base);
   // The keep-th best step time and cost (GPU-seconds per step at the system's price) among the plans
   // of each system simulated so far: each system keeps its own top K, so GPU types can be compared
   // (the top K over all systems are among them).

@@ -155,6 +155,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     const double elements = batch * q_len * m.seq_len;
     Op scores = gemm("attention_scores", i64(q_len), m.seq_len, m.qk_head_dim(), batch);
     scores.attention_core = true;
+    scores.fp8 = false;  // attention stays in 16 bits under fp8
     ops.push_back(scores);
     Op softmax = memory("softmax", elements * (kActivationBytes + kActivationBytes));
     softmax.attention_core = true;
@@ -164,6 +165,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     ops.push_back(dropout);
     Op context = gemm("attention_context", i64(q_len), i64(v_dim), m.seq_len, batch);
     context.attention_core = true;
+    context.fp8 = false;
     ops.push_back(context);
   }
   ops.push_back(gemm("out_proj", i64(d.tokens), m.hidden, i64(heads * (m.mla ? m.mla->v_head_dim : m.head_dim))));
@@ -180,7 +182,9 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     // Megatron's MoE with TP needs sequence parallelism: each TP rank routes its own tokens, and
     // experts are not split over TP (expert tensor parallelism 1).
     const double routed = d.tp_comm ? d.tokens / tp : d.tokens;
-    ops.push_back(gemm("router", i64(routed), e.experts, m.hidden));
+    Op router = gemm("router", i64(routed), e.experts, m.hidden);
+    router.fp8 = false;  // Megatron's router is a plain linear layer, outside Transformer Engine
+    ops.push_back(router);
     ops.push_back(memory("permute", 2.0 * routed * e.top_k * h * kActivationBytes));
     if (s.ep > 1) ops.push_back(comm("ep_dispatch", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
     const double local_experts = double(e.experts) / s.ep;
@@ -279,7 +283,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
         const auto [m, n, k, batch] = op.shape;
         const double scale = op.count / double(batch);
         const bool in_fp8 = fp8 && op.fp8;
-        const hardware::Dtype gd = in_fp8 || !fp8 ? dtype : hardware::Dtype::bf16;
+        const hardware::Dtype gd = fp8 && !op.fp8 ? hardware::Dtype::bf16 : dtype;
         const double one = gemm_seconds(hw, op.shape, gd);
         const double dgrad = gemm_seconds(hw, {m, k, n, batch}, gd);
         const double wgrad = op.weight_grad ? gemm_seconds(hw, {k, n, m, batch}, gd) : 0.0;

@@ -10,6 +10,11 @@
 
 namespace cs::models {
 
+std::vector<std::pair<std::string, double>> breakdown_parts(const StepBreakdown& b) {
+  return {{"compute", b.compute}, {"tp_comm", b.tp_comm}, {"cp_comm", b.cp_comm}, {"ep_comm", b.ep_comm},
+          {"dp_comm", b.dp_comm}, {"pp_comm", b.pp_comm}, {"pipeline_bubble", b.bubble}, {"optimizer", b.optimizer}};
+}
+
 std::string_view to_string(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";
@@ -252,7 +257,9 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
   const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
   const double dense_shards = double(p.dp) * p.cp;
   const double expert_shards = dense_shards / p.ep;
-  const double weight_bytes = 2.0 + (job.precision == hardware::Dtype::fp8 ? 1.0 : 0.0);  // + Transformer Engine's fp8 copy
+  // Transformer Engine keeps an fp8 copy of the transformer layers' weights (not of the embedding
+  // and the output layer, which run in 16 bits).
+  const double fp8_copy_bytes = job.precision == hardware::Dtype::fp8 ? 1.0 : 0.0;
   const double grad_bytes = job.gradient_bytes();
   int communicators = 0;
   for (int size : {p.tp, p.pp, p.dp * p.cp, p.cp, p.ep}) communicators += size > 1 ? 1 : 0;
@@ -267,7 +274,14 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     sm.parameters = params.dense + params.expert;
     const double sharded = params.dense / dense_shards + params.expert / expert_shards;
     const double whole = sm.parameters;
-    sm.weights = Bytes(weight_bytes * (p.zero_stage >= 3 ? sharded : whole));
+    StageParameters in_layers;
+    for (int v = 0; v < p.vpp; ++v) {
+      const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
+      for (int l = r.first; l < r.first + r.count; ++l) in_layers += layer_parameters(m, p, l);
+    }
+    const double layers_sharded = in_layers.dense / dense_shards + in_layers.expert / expert_shards;
+    const double layers_whole = in_layers.dense + in_layers.expert;
+    sm.weights = Bytes(2.0 * (p.zero_stage >= 3 ? sharded : whole) + fp8_copy_bytes * (p.zero_stage >= 3 ? layers_sharded : layers_whole));
     if (p.zero_stage >= 3) {
       // FSDP gathers one layer at a time and prefetches the next: two of the stage's largest
       // layers in 16-bit.

@@ -234,7 +234,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     if (p.pp == 1) return false;
     return pass.forward ? !(s == 0 && pass.chunk == 0) : !(s == p.pp - 1 && pass.chunk == chunks - 1);
   };
-  std::map<TaskId, TaskId> next_compute;  // each compute task's successor on its stream
+  // Each compute task's successor on its stream, for blocking pipeline sends.
+  const bool blocking_sends = p.pp > 1 && !p.p2p_overlapped();
+  std::map<TaskId, TaskId> next_compute;
   for (std::size_t r = 0; r < replicas.size(); ++r) {
     const Replica& rep = replicas[r];
     for (int s = 0; s < p.pp; ++s) {
@@ -252,7 +254,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
           const TaskId id = graph.add_compute(gpu, kComputeStream, Time::seconds(parts.total()), name, pass.forward ? "forward" : "backward");
           if (prev) {
             graph.depend(*prev, id);
-            next_compute[*prev] = id;
+            if (blocking_sends) next_compute[*prev] = id;
           }
           prev = id;
           if (r == 0) timeline[static_cast<std::size_t>(s)].push_back({id, parts, false, {}});
@@ -307,7 +309,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       graph.depend(after, ids.first);
       graph.depend(ids.second, before);
       wait_on(r, s_to, before, {ids.first, ids.second, WaitKind::pipeline});
-      if (!p.p2p_overlapped()) {
+      if (blocking_sends) {
         // Blocking: the sender's next pass starts once its send has finished.
         if (auto n = next_compute.find(after); n != next_compute.end()) {
           graph.depend(ids.second, n->second);

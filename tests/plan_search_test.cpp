@@ -212,6 +212,39 @@ TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap: sett
   }
 }
 
+TEST_CASE("plan search: under FSDP the data-parallel bound holds for an MoE model with a dense first layer") {
+  // A dense first layer and MoE layers after it gather different weights: the bound's per-pass
+  // gathers must follow each pass's own order of layers (forward first to last, backward last to
+  // first) and never exceed the simulated step.
+  test::TempDir dir;
+  const auto file = dir.write("moe.yaml", R"(scenario:
+  name: moe-fsdp
+  kind: training
+  model: {name: small-moe, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, head_dim: 128, ffn_hidden: 16384,
+          activation: swiglu, vocab: 32000, seq_len: 4096,
+          moe: {experts: 8, top_k: 2, expert_ffn_hidden: 2048, dense_layers: 1}}
+  topology: {name: two, node: dgx-h100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 64}, {radix: 64}]}}
+  parallelism: {tp: 1, pp: 2, dp: 8, ep: 2, zero_stage: 3}
+  batch: {micro: 1, global: 32}
+  search: {tp: [1, 2], pp: [1, 2], vpp: all, micro: [1], ep: [1, 2], zero_stage: [3], recompute: [none]}
+)");
+  const TrainingScenario sc = load_training_scenario(file);
+  SearchOptions bb;
+  bb.threads = 2;
+  bb.bound = true;
+  bb.keep = 3;
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, bb);
+  int simulated = 0;
+  for (const auto& o : r.outcomes) {
+    if (o.status != PlanOutcome::Status::simulated) continue;
+    ++simulated;
+    INFO(r.text(o));
+    CHECK(o.step_s >= o.lower_bound_s);
+    CHECK(o.lower_bound_s > 0);
+  }
+  CHECK(simulated >= 3);
+}
+
 TEST_CASE("plan search over GPU types: each topology at its own price, its own top K under the bound, and fp8 only where the GPU has it") {
   test::TempDir dir;
   const auto file = dir.write("types.yaml", R"(scenario:

@@ -221,14 +221,15 @@ void software_defaults(const Case& c, models::TrainingJob& job, CaseResult& r, c
   const SoftwareChoice overlap = tp_overlap(c, job.plan.sequence_parallel && job.plan.tp > 1, options);
   job.plan.tp_overlap = overlap.value;
   if (!overlap.note.empty()) r.defaults_applied.push_back(overlap.note);
-  if (job.plan.pp > 1) {
-    // Megatron-Core overlaps pipeline sends with compute for the interleaved schedule since 2023;
-    // before, and for plain 1F1B still, a stage waits for its sends (batch_isend_irecv + wait).
+  {
+    // Megatron-Core overlaps pipeline sends with compute for the interleaved schedule since 2023
+    // (unset: its behaviour for whichever schedule a searched plan has); before, a stage waited for
+    // its sends (batch_isend_irecv + wait), and for plain 1F1B it still does.
     const bool interleaved = job.plan.schedule == models::PipelineSchedule::interleaved;
     const SoftwareChoice p2p = by_date(std::nullopt, earliest_year(c.source), 2023, "pipeline send overlap", interleaved ? "on" : "off (1F1B)", "off",
                                        "Megatron-Core's --overlap-p2p-communication");
-    job.plan.overlap_p2p = p2p.value && interleaved;  // explicit: the search keeps it for every schedule
-    r.defaults_applied.push_back(p2p.note);
+    job.plan.overlap_p2p = p2p.value ? std::nullopt : std::optional<bool>(false);
+    if (job.plan.pp > 1) r.defaults_applied.push_back(p2p.note);
   }
   if (names_deepspeed(c.source)) {
     // DeepSpeed's engines add each micro-batch's 16-bit weight gradients into fp32 buffers in a pass
@@ -275,9 +276,7 @@ void run_training(const Case& c, CaseResult& r, const RunOptions& options) {
   r.predicted["tokens_per_s_per_gpu"] = result.tokens_per_s / result.gpus;
   r.predicted["tflops_per_gpu"] = result.tflops_per_gpu;
   r.predicted["mfu"] = result.mfu;
-  const models::StepBreakdown& b = result.breakdown;
-  r.breakdown = {{"compute", b.compute}, {"tp_comm", b.tp_comm}, {"cp_comm", b.cp_comm}, {"ep_comm", b.ep_comm},
-                 {"dp_comm", b.dp_comm}, {"pp_comm", b.pp_comm}, {"bubble", b.bubble}, {"optimizer", b.optimizer}};
+  r.breakdown = models::breakdown_parts(result.breakdown);
 }
 
 void run_collective(const Case& c, CaseResult& r, const RunOptions& options) {

@@ -25,9 +25,10 @@ struct CpuProbeOptions {
 Measurements probe_cpu(const CpuProbeOptions& options = {});
 
 hardware::HardwareProfile cpu_base_profile();
-// The same, with its fp32 peak raised to the fastest GEMM measured when the clock the kernel
-// reports is below the one the cores ran at (a virtual machine without cpufreq reports the base
-// clock while the cores boost): the fit needs a peak that no measurement exceeds.
+// The same, with its fp32 peak raised when a measured GEMM runs faster than the GEMM model allows at
+// an efficiency ceiling of 1 (the clock the kernel reports is below the one the cores ran at: a
+// virtual machine without cpufreq reports the base clock while the cores boost), so that the fit
+// has a ceiling of at most 1 that reproduces every sample.
 hardware::HardwareProfile cpu_base_profile(const Measurements& measured);
 
 }  // namespace cs::calibrate

@@ -114,9 +114,11 @@ struct SearchResult {
 // the TP, CP and EP collectives it cannot hide, timed as the simulation times them), plus the first
 // micro-batch's forward and the last one's backward through the first model chunk of every stage
 // before it; the bound is the largest over the stages. For the plans this keeps, a refined bound adds
-// what the stage's data-parallel traffic forces (ZeRO-3's gathers and reduce-scatters, a reduction
-// or gather that is not overlapped, each timed alone on the topology) and the optimizer step.
-// Pipeline sends are left out.
+// what the stage's data-parallel traffic forces (ZeRO-3's gathers and reduce-scatters on the DP
+// stream, the gathers inside each pass that its units wait for, a reduction or gather that is not
+// overlapped, each timed alone on the topology) and the optimizer step. Pipeline sends, blocking
+// waits for them and unfused gradient accumulation are left out. The first four rounds are ordered
+// by the refined bound (no plan can be pruned before K are simulated).
 // Deterministic: the same space gives the same outcomes in the same order, whatever the thread count
 // and whatever part came from the results file. Throws std::invalid_argument for an empty space.
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options);

@@ -198,6 +198,9 @@ struct StepBreakdown {
   double bubble = 0;
   double optimizer = 0;
 };
+// The parts by the names summary.json uses (compute, tp_comm, cp_comm, ep_comm, dp_comm, pp_comm,
+// pipeline_bubble, optimizer), in that order.
+std::vector<std::pair<std::string, double>> breakdown_parts(const StepBreakdown& b);
 
 struct TrainingOptions {
   bool fold = true;      // simulate one representative rank per pipeline stage (see docs/training.md)
