@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <deque>
 #include <map>
 #include <memory>
@@ -1045,7 +1046,11 @@ int LengthDistribution::sample(std::uint64_t& state) const {
       v = values[static_cast<std::size_t>(uniform01(state) * static_cast<double>(values.size()))];
       break;
   }
-  return std::max(1, static_cast<int>(v));
+  // A heavy tail (a lognormal's large sigma) can draw lengths past an int: keep them representable;
+  // a request that long is then refused for not fitting the KV pool, with its size.
+  if (!(v >= 1.0)) return 1;
+  if (v >= static_cast<double>(std::numeric_limits<int>::max())) return std::numeric_limits<int>::max();
+  return static_cast<int>(v);
 }
 
 std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& arrivals, const LengthDistribution& prompt,

@@ -2,6 +2,7 @@
 // pool, workloads and metrics.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <fstream>
 
 #include <catch2/catch.hpp>
@@ -181,6 +182,15 @@ TEST_CASE("serving: workloads are seeded and follow their distributions") {
   var /= static_cast<double>(gaps.size());
   CHECK(mean == Approx(0.1).epsilon(0.05));
   CHECK(std::sqrt(var) / mean == Approx(2.0).epsilon(0.1));
+  // A lognormal tail far past an int (median 800, sigma 5.5: e^(5.5 x 4) x 800 ~ 3e12) stays a
+  // representable length of at least 1 (a fuzzer found the overflow).
+  const LengthDistribution heavy{LengthDistribution::Kind::lognormal, 800, 5.5, {}};
+  int longest = 0;
+  for (const auto& r : generate_requests(20000, p, heavy, heavy, 4)) {
+    CHECK(r.prompt_tokens >= 1);
+    longest = std::max(longest, r.prompt_tokens);
+  }
+  CHECK(longest == std::numeric_limits<int>::max());
 }
 
 TEST_CASE("serving: closed-loop clients keep at most their concurrency in the system") {
