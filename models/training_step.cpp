@@ -76,6 +76,10 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   // ---- collective times of the representative groups (TP, CP and EP groups are alike)
   GroupCollectives groups(p, topo, cm);
   if (groups.tp_spans_nodes()) result.notes.push_back(fmt::format("the TP group of {} GPUs spans nodes: its collectives are timed alone on the topology", p.tp));
+  if (hw.gemm.sustained_fraction < 1.0) {
+    result.notes.push_back(fmt::format("compute-bound kernels run at {:.3g} of their burst rate, the {}'s sustained clock under load (gemm.sustained_fraction)",
+                                       hw.gemm.sustained_fraction, hw.name));
+  }
   const CommTime comm = [&](CommGroup g, CollectiveOp op, double bytes) { return groups(g, op, bytes); };
 
   // ---- per-layer times
