@@ -116,7 +116,7 @@ TEST_CASE("the software a published run used is read from its source's date", "[
   CHECK_THAT(validate::attention_kernel(c, asked).note, Contains("as asked"));
 }
 
-TEST_CASE("DeepSpeed named in a source, and the date, decide gradient accumulation fusion and pipeline send overlap", "[validate]") {
+TEST_CASE("DeepSpeed named in a source, and the date, decide gradient accumulation fusion, sequence parallelism and pipeline send overlap", "[validate]") {
   CHECK(validate::names_deepspeed("Smith et al., 'Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B', 2022"));
   CHECK(validate::names_deepspeed("BigScience BLOOM-176B training, Megatron-DeepSpeed, 2022"));
   CHECK_FALSE(validate::names_deepspeed("Narayanan et al., 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'"));
@@ -142,5 +142,11 @@ TEST_CASE("DeepSpeed named in a source, and the date, decide gradient accumulati
   // Megatron-Core 2024, plain 1F1B: its sends still block.
   CHECK(says(defaults_of("megatron-core-2024-h100-weak-70B"), "pipeline send overlap unknown: off (1F1B)"));
   // DeepSpeed never fuses the accumulation, whatever the date.
-  CHECK(says(defaults_of("mtnlg-530b-2240gpu"), "gradient accumulation fusion unknown: off (the source names DeepSpeed"));
+  const auto mtnlg = defaults_of("mtnlg-530b-2240gpu");
+  CHECK(says(mtnlg, "gradient accumulation fusion unknown: off (the source names DeepSpeed"));
+  // Its pipeline engine ran without Megatron's sequence parallelism (before 2024); Megatron's own
+  // runs with TP have it when the source does not say.
+  CHECK(says(mtnlg, "sequence_parallel unknown: off (the source names DeepSpeed"));
+  CHECK_FALSE(says(mtnlg, "sequence_parallel unknown: on"));
+  CHECK(says(defaults_of("dgxc-grok1-314b-moe-h100-bf16-512gpu"), "sequence_parallel unknown: on"));
 }
