@@ -192,7 +192,7 @@ class BoundModel {
     StageParameters all;
     for (int l : layers) all += layer_parameters(m, p, l);
     double end = compute_end;
-    if (!p.overlap_grad_reduce) end += both(p.zero_stage >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, all, grad);
+    if (!p.overlap_grad_reduce) end += both(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, all, grad);
     end += optimizer;
     if (p.zero_stage >= 1 && !p.overlap_param_gather) end += both(CollectiveOp::all_gather, all, 2.0);
     return end;
@@ -355,6 +355,7 @@ std::string plan_key(const TrainingJob& j) {
   if (!p.flash_attention) s += " attention=unfused";
   if (p.overlap_p2p) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);
   if (!p.grad_accumulation_fusion) s += " grad_fusion=0";
+  if (p.all_reduce_gradients && p.zero_stage == 1) s += " grad_all_reduce=1";
   return s;
 }
 
@@ -371,6 +372,7 @@ std::string plan_text(const TrainingJob& j) {
   if (!p.flash_attention) s += " unfused-attention";
   if (p.pp > 1 && !p.p2p_overlapped()) s += " blocking-sends";
   if (!p.grad_accumulation_fusion && p.zero_stage < 3) s += " unfused-accumulation";
+  if (p.all_reduce_gradients && p.zero_stage == 1) s += " all-reduced-gradients";
   return s;
 }
 

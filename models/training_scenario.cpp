@@ -61,6 +61,11 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
   if (m.find("overlap_p2p")) p.overlap_p2p = m.get<bool>("overlap_p2p");
   p.bucket_parameters = m.get_or<double>("bucket_parameters", 0.0, yaml::non_negative<double>());
   p.grad_accumulation_fusion = m.get_or<bool>("grad_accumulation_fusion", true);
+  p.all_reduce_gradients = m.get_or<bool>("all_reduce_gradients", false);
+  if (p.all_reduce_gradients && p.zero_stage >= 2) {
+    m.at("all_reduce_gradients", "").fail(fmt::format("false with zero_stage {} (stages 2 and 3 shard the gradients, so they reduce-scatter them)", p.zero_stage),
+                                          "true");
+  }
   m.finish();
 }
 

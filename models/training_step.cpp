@@ -402,7 +402,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
             const std::size_t n = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)].size();
             after.push_back(p.overlap_grad_reduce ? pt.units[n - 1 - lastm.unit] : last_compute[r][static_cast<std::size_t>(s)]);
           }
-          add_dp(distributed ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.dense, b.expert, grad_bytes, s, after, nullptr, {t});
+          add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.dense, b.expert, grad_bytes, s, after, nullptr, {t});
         }
       }
       if (gather_at_start) {

@@ -445,6 +445,43 @@ TEST_CASE("impossible plans in a scenario name the file, the line and the clash"
   batch: {global: 8}
 )");
   CHECK_THAT(test::input_error([&] { load_training_scenario(typo); }), Catch::Contains("sequence_parallel"));
+  const auto sharded = dir.write("sharded.yaml", R"(scenario:
+  name: bad
+  kind: training
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  parallelism: {dp: 8, zero_stage: 2, all_reduce_gradients: true}
+  batch: {global: 8}
+)");
+  CHECK_THAT(test::input_error([&] { load_training_scenario(sharded); }),
+             Catch::Contains("sharded.yaml:6:") && Catch::Contains("all_reduce_gradients") && Catch::Contains("zero_stage 2"));
+}
+
+TEST_CASE("ZeRO-1 that all-reduces whole gradients (DeepSpeed's BF16_Optimizer) moves more than the reduce-scatter") {
+  // Two single-GPU hosts on one slow link, no overlap: the gradient reduction is on the step's path.
+  const topology::Topology topo = from_text(
+      "topology:\n  name: t\n  node: single-gpu-host\n  nodes: 2\n"
+      "  fabric: {kind: fat-tree, link_bandwidth: 10Gbps, tiers: [{radix: 8}]}\n");
+  TrainingJob job;
+  job.model = gpt(4, 2048, 16, 2048, 512);
+  job.plan.dp = 2;
+  job.plan.zero_stage = 1;
+  job.plan.overlap_grad_reduce = false;
+  job.plan.overlap_param_gather = false;
+  job.micro_batch = 1;
+  job.global_batch = 2;
+  const TrainingResult scattered = simulate_training(job, topo);
+  job.plan.all_reduce_gradients = true;
+  const TrainingResult reduced = simulate_training(job, topo);
+  // Expectation from ring arithmetic: the reduce-scatter path is an fp32 reduce-scatter (R) and a
+  // bf16 weight all-gather (R / 2); the all-reduce path is R + R (the all-reduce is a reduce-scatter
+  // and an all-gather of the same bytes) + R / 2. So the DP part grows by two thirds, within the
+  // collectives' latencies.
+  CHECK(reduced.breakdown.dp_comm > scattered.breakdown.dp_comm);
+  CHECK(reduced.breakdown.dp_comm - scattered.breakdown.dp_comm == Approx(scattered.breakdown.dp_comm * 2.0 / 3.0).epsilon(0.05));
+  CHECK(reduced.step_time.value() > scattered.step_time.value());
+  // Memory is ZeRO-1's either way.
+  CHECK(reduced.memory.worst().total().value() == Approx(scattered.memory.worst().total().value()));
 }
 
 TEST_CASE("the step's Perfetto trace has every GPU's passes and the links' loads") {

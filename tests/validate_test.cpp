@@ -149,4 +149,8 @@ TEST_CASE("DeepSpeed named in a source, and the date, decide gradient accumulati
   CHECK(says(mtnlg, "sequence_parallel unknown: off (the source names DeepSpeed"));
   CHECK_FALSE(says(mtnlg, "sequence_parallel unknown: on"));
   CHECK(says(defaults_of("dgxc-grok1-314b-moe-h100-bf16-512gpu"), "sequence_parallel unknown: on"));
+  // bf16 on DeepSpeed's pipeline engine from 2022 runs BF16_Optimizer, which all-reduces whole
+  // gradients; Megatron's distributed optimizer reduce-scatters them.
+  CHECK(says(defaults_of("bloom-176b-384xa100"), "gradient reduction: all-reduce of the whole fp32 gradients"));
+  CHECK_FALSE(says(defaults_of("korthikanti2022-175B-selective-sp"), "gradient reduction"));
 }

@@ -242,6 +242,15 @@ void software_defaults(const Case& c, models::TrainingJob& job, CaseResult& r, c
     // of their own (BF16_Optimizer's update_hp_grads; the fp16 engine's hooks): never fused.
     job.plan.grad_accumulation_fusion = false;
     r.defaults_applied.push_back("gradient accumulation fusion unknown: off (the source names DeepSpeed, whose optimizers accumulate gradients in a pass of their own)");
+    const int year = earliest_year(c.source);
+    if (job.plan.pp > 1 && job.plan.zero_stage == 1 && job.plan.dp * job.plan.cp > 1 && job.precision == hardware::Dtype::bf16 && year >= 2022) {
+      // bf16 with pipeline parallelism runs DeepSpeed's BF16_Optimizer (DeepSpeed PR 1801, 2022,
+      // written for BLOOM): the engine all-reduces its whole fp32 gradients
+      // (allreduce_gradients over get_grads_for_reduction), then each rank updates its shard.
+      job.plan.all_reduce_gradients = true;
+      r.defaults_applied.push_back(fmt::format(
+          "gradient reduction: all-reduce of the whole fp32 gradients (the source, {}, names DeepSpeed, whose bf16 pipeline engine runs BF16_Optimizer)", year));
+    }
   } else {
     const SoftwareChoice fusion = by_date(std::nullopt, earliest_year(c.source), 2022, "gradient accumulation fusion", "on", "off",
                                           "fused weight-gradient accumulation in Apex and Megatron-LM");

@@ -58,6 +58,13 @@ struct ParallelismPlan {
   // --gradient-accumulation-fusion, Transformer Engine). Off: every micro-batch's backward adds each
   // 16-bit weight gradient into the main gradients in a separate pass over them.
   bool grad_accumulation_fusion = true;
+  // ZeRO-1 that all-reduces the whole gradient before each rank updates its shard of the optimizer
+  // (DeepSpeed's BF16_Optimizer, its only path for bf16 with pipeline parallelism), instead of the
+  // distributed optimizer's reduce-scatter. Twice the gradient traffic; the weights are all-gathered
+  // after the update either way.
+  bool all_reduce_gradients = false;
+  // Whether the data-parallel gradient reduction is a reduce-scatter (else an all-reduce).
+  [[nodiscard]] bool reduce_scatters_gradients() const { return zero_stage >= 2 || (zero_stage == 1 && !all_reduce_gradients); }
   [[nodiscard]] int gpus() const { return tp * pp * dp * cp; }
 };
 
