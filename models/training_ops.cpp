@@ -346,9 +346,22 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     if (op.group == CommGroup::cp) b += f;
     double fe = f, be = b;
     if (op.group == CommGroup::tp && tp_overlap) {
+      // Each collective hides behind the GEMM of its own linear layer, in both passes (Transformer
+      // Engine's userbuffer overlaps). Entering the TP region (an all-gather before a
+      // column-parallel GEMM): the backward all-gathers the saved sequence-split input again for the
+      // weight gradient and reduce-scatters the input gradient, behind that GEMM's data- and
+      // weight-gradient products. Leaving it (a reduce-scatter after a row-parallel GEMM): the
+      // backward all-gathers the output gradient, which the data-gradient product (half the
+      // GEMM's backward) consumes chunk by chunk.
       const bool gather = op.comm_op == CollectiveOp::all_gather;
-      fe = std::max(f - neighbour_gemm(i, gather, fwd), f / kTpOverlapChunks);
-      be = std::max(b - neighbour_gemm(i, !gather, bwd), b / kTpOverlapChunks);
+      const double own_fwd = neighbour_gemm(i, gather, fwd), own_bwd = neighbour_gemm(i, gather, bwd);
+      fe = std::max(f - own_fwd, f / kTpOverlapChunks);
+      if (gather) {
+        const double both = b + comm_time(op.group, CollectiveOp::all_gather, op.bytes).value();
+        be = std::max(both - own_bwd, both / kTpOverlapChunks);
+      } else {
+        be = std::max(b - own_bwd / 2.0, b / kTpOverlapChunks);
+      }
     }
     if (op.group == CommGroup::cp) {
       // Ring attention overlaps each exchange with the attention on the chunk already there.

@@ -286,6 +286,31 @@ TEST_CASE("per-operation times add up to the layer's pass times") {
   CHECK(ce->bytes == Approx(8192.0 * (128256.0 / 2) * 38));
 }
 
+TEST_CASE("TP overlap hides each collective behind its own linear layer's GEMMs, in both passes") {
+  const topology::Topology topo = h100_nodes(1);
+  Shard shard;
+  shard.tp = 8;
+  shard.sequence_parallel = true;
+  const double c = 20e-6;  // every TP collective takes 20 us: far less than any GEMM below
+  const CommTime fixed = [&](CommGroup, CollectiveOp, double) { return Seconds(c); };
+  const TransformerSpec m = gpt(4, 8192, 64, 4096);
+  const auto tp_of = [&](bool overlap) { return time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::bf16, fixed, Recompute::none, overlap); };
+  const OpsTime plain = tp_of(false);
+  // Without overlap: two all-gathers and two reduce-scatters forward, their mirrors backward.
+  CHECK(plain.forward.tp == Approx(4 * c));
+  CHECK(plain.backward.tp == Approx(4 * c));
+  const OpsTime hidden = tp_of(true);
+  // Expectation: only the first of 4 chunks shows. Forward: c / 4 each. Backward: an all-gather's
+  // linear re-gathers its input and reduce-scatters the input gradient (2c, a quarter showing);
+  // a reduce-scatter's linear all-gathers the output gradient (c, a quarter showing).
+  CHECK(hidden.forward.tp == Approx(4 * c / 4));
+  CHECK(hidden.backward.tp == Approx(2 * (2 * c / 4) + 2 * (c / 4)));
+  for (const auto& op : hidden.ops) {
+    if (op.name == "tp_allgather_attn") CHECK(op.backward == Approx(2 * c / 4));  // behind qkv, though no GEMM precedes it
+    if (op.name == "tp_reduce_ffn") CHECK(op.backward == Approx(c / 4));          // behind fc2, though no GEMM follows it
+  }
+}
+
 TEST_CASE("full recompute re-runs the transformer layers, never the output head or the embedding") {
   const topology::Topology topo = h100_nodes(1);
   Shard shard;
