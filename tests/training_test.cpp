@@ -25,6 +25,13 @@ topology::Topology h100_nodes(int n) {
       "topology:\n  name: t\n  node: dgx-h100\n  nodes: {}\n  fabric: {{kind: rail-optimized, scalable_unit: 32, tiers: [{{radix: 64}}, {{radix: 64}}]}}\n", n));
 }
 
+// Two single-GPU hosts joined by one 10 Gb/s link: any traffic between them is on the step's path.
+topology::Topology two_hosts_on_a_slow_link() {
+  return from_text(
+      "topology:\n  name: t\n  node: single-gpu-host\n  nodes: 2\n"
+      "  fabric: {kind: fat-tree, link_bandwidth: 10Gbps, tiers: [{radix: 8}]}\n");
+}
+
 TransformerSpec preset(const std::string& name) {
   IncludeStack includes;
   return load_transformer_file(resolve_part(name, "models"), includes);
@@ -367,9 +374,7 @@ TEST_CASE("unfused gradient accumulation adds a pass over the main gradients to 
 TEST_CASE("blocking pipeline sends keep each stage waiting for its own sends") {
   // Two stages on two nodes joined by one slow link: each send of a micro-batch's activations
   // takes a visible share of a pass.
-  const topology::Topology topo = from_text(
-      "topology:\n  name: t\n  node: single-gpu-host\n  nodes: 2\n"
-      "  fabric: {kind: fat-tree, link_bandwidth: 10Gbps, tiers: [{radix: 8}]}\n");
+  const topology::Topology topo = two_hosts_on_a_slow_link();
   TrainingJob job;
   job.model = gpt(4, 4096, 32, 4096, 512);
   job.plan.pp = 2;
@@ -484,9 +489,7 @@ TEST_CASE("impossible plans in a scenario name the file, the line and the clash"
 
 TEST_CASE("ZeRO-1 that all-reduces whole gradients (DeepSpeed's BF16_Optimizer) moves more than the reduce-scatter") {
   // Two single-GPU hosts on one slow link, no overlap: the gradient reduction is on the step's path.
-  const topology::Topology topo = from_text(
-      "topology:\n  name: t\n  node: single-gpu-host\n  nodes: 2\n"
-      "  fabric: {kind: fat-tree, link_bandwidth: 10Gbps, tiers: [{radix: 8}]}\n");
+  const topology::Topology topo = two_hosts_on_a_slow_link();
   TrainingJob job;
   job.model = gpt(4, 2048, 16, 2048, 512);
   job.plan.dp = 2;
