@@ -19,7 +19,8 @@ for corpus in "$root"/fuzz/corpus/*/; do
   target="$build/bin/fuzz_$name"
   [ -x "$target" ] || { echo "fuzz.sh: $target is not built (configure and build the sanitize preset)"; exit 1; }
   mkdir -p "$scratch/$name" "$scratch/artifacts-$name"
-  if ! "$target" "$scratch/$name" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  # The targets write each input to a file in $TMPDIR (fuzz/fuzz_common.hpp): keep those in scratch too.
+  if ! TMPDIR="$scratch" "$target" "$scratch/$name" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
        -artifact_prefix="$scratch/artifacts-$name/" -print_final_stats=1 >"$scratch/$name.log" 2>&1; then
     echo "fuzz_$name: FAILED"
     tail -n 40 "$scratch/$name.log"
