@@ -42,7 +42,7 @@ std::string plan_summary(const models::TrainingJob& job) {
   }
   if (p.tp > 1) s += p.sequence_parallel ? ", sequence parallel" : ", no sequence parallel";
   if (p.tp_overlap) s += ", TP overlap";
-  s += fmt::format(", ZeRO-{}{}", p.zero_stage, p.all_reduce_gradients && p.zero_stage == 1 ? " (gradients all-reduced)" : "");
+  s += fmt::format(", ZeRO-{}{}", p.zero_stage, p.whole_gradient_all_reduce() ? " (gradients all-reduced)" : "");
   if (!p.grad_accumulation_fusion && p.zero_stage < 3) s += ", unfused gradient accumulation";
   s += fmt::format(", {} recompute, {}", to_string(job.recompute), hardware::to_string(job.precision));
   return s;

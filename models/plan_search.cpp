@@ -355,7 +355,7 @@ std::string plan_key(const TrainingJob& j) {
   if (!p.flash_attention) s += " attention=unfused";
   if (p.overlap_p2p) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);
   if (!p.grad_accumulation_fusion) s += " grad_fusion=0";
-  if (p.all_reduce_gradients && p.zero_stage == 1) s += " grad_all_reduce=1";
+  if (p.whole_gradient_all_reduce()) s += " grad_all_reduce=1";
   return s;
 }
 
@@ -372,7 +372,7 @@ std::string plan_text(const TrainingJob& j) {
   if (!p.flash_attention) s += " unfused-attention";
   if (p.pp > 1 && !p.p2p_overlapped()) s += " blocking-sends";
   if (!p.grad_accumulation_fusion && p.zero_stage < 3) s += " unfused-accumulation";
-  if (p.all_reduce_gradients && p.zero_stage == 1) s += " all-reduced-gradients";
+  if (p.whole_gradient_all_reduce()) s += " all-reduced-gradients";
   return s;
 }
 

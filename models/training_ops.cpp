@@ -357,7 +357,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
       const double own_fwd = neighbour_gemm(i, gather, fwd), own_bwd = neighbour_gemm(i, gather, bwd);
       fe = std::max(f - own_fwd, f / kTpOverlapChunks);
       if (gather) {
-        const double both = b + comm_time(op.group, CollectiveOp::all_gather, op.bytes).value();
+        const double both = b + f;  // the re-gather is the forward's all-gather again
         be = std::max(both - own_bwd, both / kTpOverlapChunks);
       } else {
         be = std::max(b - own_bwd / 2.0, b / kTpOverlapChunks);

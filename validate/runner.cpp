@@ -140,7 +140,7 @@ models::TrainingJob training_job(const Case& c, CaseResult& r) {
     p.sequence_parallel = true;
   } else if (t.sequence_parallel == "false") {
     p.sequence_parallel = false;
-  } else if (t.tp > 1 && names_deepspeed(c.source) && earliest_year(c.source) != 0 && earliest_year(c.source) < 2024) {
+  } else if (const int year = earliest_year(c.source); t.tp > 1 && names_deepspeed(c.source) && year != 0 && year < 2024) {
     // Megatron-DeepSpeed had no Megatron sequence parallelism until its 2023 rebase, and DeepSpeed's
     // pipeline engine, which splits a stage's activations over TP before sending them, could not
     // carry sequence-split ones (Megatron-DeepSpeed issues #148 and #170, 2023).

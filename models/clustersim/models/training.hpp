@@ -63,8 +63,10 @@ struct ParallelismPlan {
   // distributed optimizer's reduce-scatter. Twice the gradient traffic; the weights are all-gathered
   // after the update either way.
   bool all_reduce_gradients = false;
+  // all_reduce_gradients where it applies (ZeRO-1; stage 0 always all-reduces, 2 and 3 shard the gradients).
+  [[nodiscard]] bool whole_gradient_all_reduce() const { return zero_stage == 1 && all_reduce_gradients; }
   // Whether the data-parallel gradient reduction is a reduce-scatter (else an all-reduce).
-  [[nodiscard]] bool reduce_scatters_gradients() const { return zero_stage >= 2 || (zero_stage == 1 && !all_reduce_gradients); }
+  [[nodiscard]] bool reduce_scatters_gradients() const { return zero_stage >= 1 && !whole_gradient_all_reduce(); }
   [[nodiscard]] int gpus() const { return tp * pp * dp * cp; }
 };
 
