@@ -27,6 +27,7 @@ struct Options {
   std::string tp_overlap;  // empty: by each source's date
   std::vector<std::string> hardware;
   std::string plans;  // search plans for the training cases whose id starts with this
+  bool unknowns = false;  // each training case's step under the other values of its unknown settings
 };
 
 std::string number(double v) { return fmt::format("{:.4g}", v); }
@@ -57,6 +58,63 @@ nlohmann::json to_json(const CaseResult& r) {
     j["breakdown_s"] = parts;
   }
   return j;
+}
+
+std::string seconds_and_error(double s, double measured) { return fmt::format("{} ({:+.1f}%)", number(s), 100.0 * (s - measured) / measured); }
+
+// Each training case's step under the other values its unknown settings could have had, one at a time.
+void print_unknowns(const std::vector<validate::Case>& cases, const validate::RunOptions& run_options, bool json) {
+  nlohmann::json list = nlohmann::json::array();
+  TextTable t({"id", "measured", "default", "lowest", "lowest at", "highest", "highest at", "measured inside"},
+              {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::left,
+               TextTable::Align::right, TextTable::Align::left, TextTable::Align::left});
+  int ran = 0, with_unknowns = 0, inside = 0;
+  std::vector<std::string> outside;
+  for (const auto& c : cases) {
+    if (c.kind != "training") continue;
+    const validate::Sensitivity s = validate::sensitivity(c, run_options);
+    nlohmann::json k{{"id", s.id}, {"status", s.status}};
+    if (s.status != "ok") {
+      k["reason"] = s.reason;
+      t.add_row({s.id, s.status, "-", "-", "-", "-", "-", s.reason});
+      list.push_back(k);
+      continue;
+    }
+    ++ran;
+    with_unknowns += s.has_unknowns() ? 1 : 0;
+    inside += s.has_unknowns() && s.measured_inside() ? 1 : 0;
+    if (s.has_unknowns() && !s.measured_inside()) outside.push_back(fmt::format("{} ({:+.1f}%)", s.id, 100.0 * ((s.measured_s > s.high_s ? s.high_s : s.low_s) - s.measured_s) / s.measured_s));
+    nlohmann::json alternatives = nlohmann::json::array();
+    for (const auto& a : s.alternatives) {
+      nlohmann::json x{{"setting", a.setting}, {"value", a.value}, {"status", a.status}};
+      if (a.status == "ok") {
+        x["step_time_s"] = a.step_s;
+        x["error_pct"] = std::round(a.error_pct * 100) / 100;
+      } else {
+        x["reason"] = a.reason;
+      }
+      alternatives.push_back(x);
+    }
+    k.update({{"measured_step_time_s", s.measured_s}, {"default_step_time_s", s.default_s}, {"default_error_pct", std::round(s.default_error_pct * 100) / 100},
+              {"low_step_time_s", s.low_s}, {"low_at", s.low_at}, {"high_step_time_s", s.high_s}, {"high_at", s.high_at},
+              {"measured_inside", s.has_unknowns() ? nlohmann::json(s.measured_inside()) : nlohmann::json(nullptr)}, {"alternatives", alternatives}});
+    list.push_back(k);
+    t.add_row({s.id, number(s.measured_s), seconds_and_error(s.default_s, s.measured_s), seconds_and_error(s.low_s, s.measured_s), s.low_at,
+               seconds_and_error(s.high_s, s.measured_s), s.high_at, !s.has_unknowns() ? "(no unknown setting)" : s.measured_inside() ? "yes" : "no"});
+  }
+  if (json) {
+    std::cout << nlohmann::json{{"unknowns", list}, {"cases", ran}, {"cases_with_unknowns", with_unknowns}, {"measured_inside", inside}}.dump(2) << "\n";
+    return;
+  }
+  std::cout << "training step time (s) under the other values of the plan settings each case leaves unknown, one at a time, the others at their defaults\n";
+  std::cout << t.render("  ");
+  std::cout << fmt::format("  {} cases, {} with unknown plan settings; the measured step lies inside their range in {}", ran, with_unknowns, inside);
+  if (!outside.empty()) {
+    std::string names;
+    for (const auto& n : outside) names += (names.empty() ? "" : ", ") + n;
+    std::cout << fmt::format("; outside it (nearest end's error): {}", names);
+  }
+  std::cout << "\n";
 }
 
 void run(const Options& o) {
@@ -113,6 +171,10 @@ void run(const Options& o) {
       std::cout << t.render("  ");
       std::cout << fmt::format("  {} cases compared; the best plan found is at least as fast as the published one in {}\n", compared, at_least_as_fast);
     }
+    return;
+  }
+  if (o.unknowns) {
+    print_unknowns(cases, run_options, o.json);
     return;
   }
   std::vector<CaseResult> results;
@@ -174,6 +236,9 @@ void add_validate_command(CLI::App& app) {
                   "Hardware profile (file or shipped name) that replaces the shipped profile of the same name, e.g. a calibrated one; repeatable");
   cmd->add_option("--plans", o->plans,
                   "Search the plan space of the training cases whose id starts with this, and compare the best plan found with the published one");
+  cmd->add_flag("--unknowns", o->unknowns,
+                "For each training case, the step time under every other value of each plan setting it leaves unknown (micro batch up to 8, vpp up to 8, "
+                "ZeRO 0 or 1, sequence parallelism, recompute), one at a time, and whether the measurement lies inside that range");
   cmd->callback([o] { run(*o); });
 }
 

@@ -154,3 +154,49 @@ TEST_CASE("DeepSpeed named in a source, and the date, decide gradient accumulati
   CHECK(says(defaults_of("bloom-176b-384xa100"), "gradient reduction: all-reduce of the whole fp32 gradients"));
   CHECK_FALSE(says(defaults_of("korthikanti2022-175B-selective-sp"), "gradient reduction"));
 }
+
+TEST_CASE("a case's unknown plan settings are tried one at a time, each as if the source had stated it", "[validate]") {
+  const auto cases = validate::read_cases(kShared / "validation/training.yaml");
+  auto find = [&](const std::string& id) {
+    const auto it = std::find_if(cases.begin(), cases.end(), [&](const validate::Case& c) { return c.id == id; });
+    REQUIRE(it != cases.end());
+    return *it;
+  };
+  // Micro batch, ZeRO stage and recompute unknown; 192 sequences over 48 replicas: 4 each.
+  const validate::Case c = find("megatron-core-2024-h100-weak-32B");
+  REQUIRE_FALSE(c.training->micro_batch);
+  const validate::Sensitivity s = validate::sensitivity(c);
+  REQUIRE(s.status == "ok");
+  CHECK(s.default_s == validate::run_case(c).predicted.at("step_time_s"));
+  std::vector<std::string> micro;
+  for (const auto& a : s.alternatives) {
+    INFO(a.setting << " " << a.value);
+    // Only the plan settings the case leaves unknown; the software read from the date stays.
+    CHECK((a.setting == "micro batch" || a.setting == "zero_stage" || a.setting == "recompute"));
+    if (a.setting == "micro batch") micro.push_back(a.value);
+    if (a.status != "ok") {
+      CHECK_THAT(a.reason, Contains("OOM"));
+      continue;
+    }
+    CHECK(a.step_s >= s.low_s);
+    CHECK(a.step_s <= s.high_s);
+    if (a.setting == "micro batch") {
+      // The same prediction as the case with that micro batch written in.
+      validate::Case stated = c;
+      stated.training->micro_batch = std::stoi(a.value);
+      CHECK(a.step_s == validate::run_case(stated).predicted.at("step_time_s"));
+    }
+  }
+  CHECK(micro == std::vector<std::string>{"2", "4"});
+  CHECK(s.low_s <= s.default_s);
+  CHECK(s.high_s >= s.default_s);
+  CHECK(s.low_at != "default");
+  CHECK(s.measured_inside() == (s.measured_s >= s.low_s && s.measured_s <= s.high_s));
+  // A case that states its whole plan has nothing to try.
+  const validate::Sensitivity full = validate::sensitivity(find("korthikanti2022-175B-selective-sp"));
+  REQUIRE(full.status == "ok");
+  CHECK_FALSE(full.has_unknowns());
+  CHECK(full.low_s == full.default_s);
+  CHECK(full.high_s == full.default_s);
+  CHECK(full.low_at == "default");
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -217,6 +218,17 @@ SoftwareChoice tp_overlap(const Case& c, bool sequence_parallel, const RunOption
 
 namespace {
 
+// Megatron-Core overlaps pipeline sends with compute for the interleaved schedule since 2023 (unset:
+// its behaviour for whichever schedule a searched plan has); before, a stage waited for its sends
+// (batch_isend_irecv + wait), and for plain 1F1B it still does. Sets the plan's overlap_p2p.
+SoftwareChoice pipeline_send_overlap(const Case& c, models::ParallelismPlan& plan) {
+  const bool interleaved = plan.schedule == models::PipelineSchedule::interleaved;
+  SoftwareChoice p2p = by_date(std::nullopt, earliest_year(c.source), 2023, "pipeline send overlap", interleaved ? "on" : "off (1F1B)", "off",
+                               "Megatron-Core's --overlap-p2p-communication");
+  plan.overlap_p2p = p2p.value ? std::nullopt : std::optional<bool>(false);
+  return p2p;
+}
+
 // What the validation format does not carry about the software that ran a case: the attention
 // kernel, TP communication overlap and DP communication overlap, from the source's date
 // (docs/training.md, "Defaults for unknown settings").
@@ -228,13 +240,7 @@ void software_defaults(const Case& c, models::TrainingJob& job, CaseResult& r, c
   job.plan.tp_overlap = overlap.value;
   if (!overlap.note.empty()) r.defaults_applied.push_back(overlap.note);
   {
-    // Megatron-Core overlaps pipeline sends with compute for the interleaved schedule since 2023
-    // (unset: its behaviour for whichever schedule a searched plan has); before, a stage waited for
-    // its sends (batch_isend_irecv + wait), and for plain 1F1B it still does.
-    const bool interleaved = job.plan.schedule == models::PipelineSchedule::interleaved;
-    const SoftwareChoice p2p = by_date(std::nullopt, earliest_year(c.source), 2023, "pipeline send overlap", interleaved ? "on" : "off (1F1B)", "off",
-                                       "Megatron-Core's --overlap-p2p-communication");
-    job.plan.overlap_p2p = p2p.value ? std::nullopt : std::optional<bool>(false);
+    const SoftwareChoice p2p = pipeline_send_overlap(c, job.plan);
     if (job.plan.pp > 1) r.defaults_applied.push_back(p2p.note);
   }
   if (names_deepspeed(c.source)) {
@@ -268,24 +274,40 @@ void software_defaults(const Case& c, models::TrainingJob& job, CaseResult& r, c
   }
 }
 
-void run_training(const Case& c, CaseResult& r, const RunOptions& options) {
-  const topology::Topology topo = build_cluster(c, r, options);
-  models::TrainingJob job = training_job(c, r);
-  software_defaults(c, job, r, options);
+// An unknown recompute mode: the published run fitted in memory, so the least recompute with which
+// the job does (full when none fits: the memory check then reports the overflow).
+void least_recompute_that_fits(models::TrainingJob& job, const topology::Topology& topo) {
+  for (models::Recompute mode : {models::Recompute::none, models::Recompute::selective, models::Recompute::full}) {
+    job.recompute = mode;
+    if (models::estimate_memory(job, *topo.gpu).fits()) break;
+  }
+}
+
+// A training case's cluster and its job with every default applied.
+struct PreparedTraining {
+  topology::Topology topo;
+  models::TrainingJob job;
+};
+
+PreparedTraining prepare_training(const Case& c, CaseResult& r, const RunOptions& options) {
+  PreparedTraining p{build_cluster(c, r, options), training_job(c, r)};
+  software_defaults(c, p.job, r, options);
   try {
-    models::check_job(job, static_cast<int>(topo.gpus().size()));
+    models::check_job(p.job, static_cast<int>(p.topo.gpus().size()));
   } catch (const std::invalid_argument& e) {
     throw Unsupported(e.what());
   }
   if (c.training->recompute == "unknown") {
-    // The published run fitted in memory: take the least recompute with which it does.
-    for (models::Recompute mode : {models::Recompute::none, models::Recompute::selective, models::Recompute::full}) {
-      job.recompute = mode;
-      if (models::estimate_memory(job, *topo.gpu).fits()) break;
-    }
-    r.defaults_applied.push_back(fmt::format("recompute unknown: {} (the least that fits in memory)", models::to_string(job.recompute)));
+    least_recompute_that_fits(p.job, p.topo);
+    r.defaults_applied.push_back(fmt::format("recompute unknown: {} (the least that fits in memory)", models::to_string(p.job.recompute)));
   }
-  const models::TrainingResult result = models::simulate_training(job, topo);
+  return p;
+}
+
+void run_training(const Case& c, CaseResult& r, const RunOptions& options) {
+  const PreparedTraining prepared = prepare_training(c, r, options);
+  const models::TrainingJob& job = prepared.job;
+  const models::TrainingResult result = models::simulate_training(job, prepared.topo);
   if (!result.memory.fits()) throw std::runtime_error(result.memory.verdict());
   r.predicted["step_time_s"] = result.step_time.value();
   r.predicted["tokens_per_s_per_gpu"] = result.tokens_per_s / result.gpus;
@@ -392,15 +414,9 @@ PlanComparison compare_plans(const Case& c, const RunOptions& options) {
   try {
     if (c.kind != "training") throw Unsupported("not a training case");
     CaseResult r;
-    const topology::Topology topo = build_cluster(c, r, options);
-    models::TrainingJob job = training_job(c, r);
-    software_defaults(c, job, r, options);
-    if (c.training->recompute == "unknown") {
-      for (models::Recompute mode : {models::Recompute::none, models::Recompute::selective, models::Recompute::full}) {
-        job.recompute = mode;
-        if (models::estimate_memory(job, *topo.gpu).fits()) break;
-      }
-    }
+    const PreparedTraining prepared = prepare_training(c, r, options);
+    const topology::Topology& topo = prepared.topo;
+    const models::TrainingJob& job = prepared.job;
     models::SearchSpace space = models::default_space(job, topo);
     space.uneven_layers = true;  // the published plans split layers as the code allowed
     if (std::find(space.recompute.begin(), space.recompute.end(), job.recompute) == space.recompute.end()) space.recompute.push_back(job.recompute);
@@ -436,6 +452,120 @@ PlanComparison compare_plans(const Case& c, const RunOptions& options) {
         if (std::abs(d) >= 0.01 * published->step_s) why += fmt::format("{}{} {:+.3g} s", why.empty() ? "" : ", ", part, d);
       }
       out.why = why.empty() ? "differences under 1% of the step in every part" : why;
+    }
+    out.status = "ok";
+  } catch (const Unsupported& e) {
+    out.status = "unsupported";
+    out.reason = e.what();
+  } catch (const std::exception& e) {
+    out.status = "failed";
+    out.reason = e.what();
+  }
+  return out;
+}
+
+namespace {
+
+// The values a plan setting the case leaves unknown could have had, besides its default, as job edits.
+// The software settings validate reads from the source's date (attention kernel, TP, DP and
+// pipeline-send overlap, gradient accumulation fusion) are not varied: each follows from what the
+// software could do at the time, and --attention and --tp-overlap flip them for every case.
+struct Edit {
+  std::string setting;
+  std::string value;
+  std::function<void(models::TrainingJob&)> apply;
+  bool keeps_recompute = false;  // the edit sets the recompute mode itself
+};
+
+std::vector<Edit> unknown_settings(const Case& c, const models::TrainingJob& job, const RunOptions& options) {
+  const TrainingSpec& t = *c.training;
+  const models::ParallelismPlan& p = job.plan;
+  std::vector<Edit> out;
+  if (!t.micro_batch) {
+    // Micro-batches of up to 8 sequences that divide a replica's share of the batch.
+    const int per_replica = t.global_batch / std::max(1, t.dp);
+    for (int m = 2; m <= std::min(8, per_replica); ++m) {
+      if (per_replica % m == 0) out.push_back({"micro batch", std::to_string(m), [m](models::TrainingJob& j) { j.micro_batch = m; }});
+    }
+  }
+  if (!t.vpp && t.pp > 1) {
+    // Interleaving depths of up to 8 chunks that split the layers evenly (check_job drops the rest).
+    for (int v = 2; v <= 8; ++v) {
+      if (t.model.layers % (t.pp * v) != 0) continue;
+      out.push_back({"vpp", std::to_string(v), [v, &c](models::TrainingJob& j) {
+                       j.plan.vpp = v;
+                       j.plan.schedule = models::PipelineSchedule::interleaved;
+                       pipeline_send_overlap(c, j.plan);
+                     }});
+    }
+  }
+  if (!t.zero_stage && p.dp * p.cp > 1) {
+    out.push_back({"zero_stage", "0", [](models::TrainingJob& j) {
+                     j.plan.zero_stage = 0;
+                     j.plan.all_reduce_gradients = false;
+                   }});
+  }
+  if (t.sequence_parallel == "unknown" && t.tp > 1) {
+    const bool sp = !p.sequence_parallel;
+    out.push_back({"sequence_parallel", sp ? "on" : "off", [sp, &c, &options](models::TrainingJob& j) {
+                     j.plan.sequence_parallel = sp;
+                     j.plan.tp_overlap = tp_overlap(c, sp, options).value;
+                   }});
+  }
+  if (t.recompute == "unknown") {
+    for (models::Recompute mode : {models::Recompute::none, models::Recompute::selective, models::Recompute::full}) {
+      if (mode != job.recompute) out.push_back({"recompute", std::string(models::to_string(mode)), [mode](models::TrainingJob& j) { j.recompute = mode; }, true});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Sensitivity sensitivity(const Case& c, const RunOptions& options) {
+  Sensitivity out;
+  out.id = c.id;
+  try {
+    if (c.kind != "training") throw Unsupported("not a training case");
+    const auto measured = c.measured.find("step_time_s");
+    if (measured == c.measured.end()) throw std::runtime_error("the case has no measured step_time_s");
+    out.measured_s = measured->second;
+    CaseResult r;
+    const PreparedTraining prepared = prepare_training(c, r, options);
+    const int gpus = static_cast<int>(prepared.topo.gpus().size());
+    const models::TrainingResult base = models::simulate_training(prepared.job, prepared.topo);
+    if (!base.memory.fits()) throw std::runtime_error(base.memory.verdict());
+    out.default_s = out.low_s = out.high_s = base.step_time.value();
+    out.default_error_pct = error_pct(out.default_s, out.measured_s);
+    for (const Edit& e : unknown_settings(c, prepared.job, options)) {
+      models::TrainingJob job = prepared.job;
+      e.apply(job);
+      try {
+        models::check_job(job, gpus);
+      } catch (const std::invalid_argument&) {
+        continue;  // not a plan the software could have run (an uneven split, a batch that does not divide)
+      }
+      Alternative a{e.setting, e.value, "ok", "", 0, 0};
+      // With the recompute mode unknown, each alternative takes the least that fits, as the default does.
+      if (c.training->recompute == "unknown" && !e.keeps_recompute) least_recompute_that_fits(job, prepared.topo);
+      const models::MemoryReport memory = models::estimate_memory(job, *prepared.topo.gpu);
+      if (!memory.fits()) {
+        a.status = "does not fit";
+        a.reason = memory.verdict();
+      } else {
+        a.step_s = models::simulate_training(job, prepared.topo).step_time.value();
+        a.error_pct = error_pct(a.step_s, out.measured_s);
+        const std::string label = a.setting + " " + a.value;
+        if (a.step_s < out.low_s) {
+          out.low_s = a.step_s;
+          out.low_at = label;
+        }
+        if (a.step_s > out.high_s) {
+          out.high_s = a.step_s;
+          out.high_at = label;
+        }
+      }
+      out.alternatives.push_back(std::move(a));
     }
     out.status = "ok";
   } catch (const Unsupported& e) {

@@ -84,6 +84,36 @@ std::map<std::string, KindSummary> summarize(const std::vector<CaseResult>& resu
 // The primary metric of a kind.
 std::string primary_metric(const std::string& kind);
 
+// How much a training case's prediction depends on the plan settings it leaves unknown (micro batch,
+// vpp, ZeRO stage, sequence parallelism, recompute): the step under each other value such a setting
+// could have had, one setting at a time with the others at their defaults (docs/training.md, "How
+// much the unknown settings matter"). A measurement outside the range of every alternative points at
+// the model; one inside it may be a setting the source left out.
+struct Alternative {
+  std::string setting;  // as defaults_applied names it: "micro batch", "vpp", ...
+  std::string value;    // the value tried
+  std::string status;   // ok | does not fit (the memory verdict in reason)
+  std::string reason;
+  double step_s = 0;
+  double error_pct = 0;
+};
+struct Sensitivity {
+  std::string id;
+  std::string status;  // ok | unsupported | failed
+  std::string reason;
+  double measured_s = 0;
+  double default_s = 0;
+  double default_error_pct = 0;
+  std::vector<Alternative> alternatives;
+  // Over the default and every alternative that ran, and the alternatives that reach them
+  // ("default" when no alternative goes further).
+  double low_s = 0, high_s = 0;
+  std::string low_at = "default", high_at = "default";
+  [[nodiscard]] bool measured_inside() const { return measured_s >= low_s && measured_s <= high_s; }
+  [[nodiscard]] bool has_unknowns() const { return !alternatives.empty(); }
+};
+Sensitivity sensitivity(const Case& c, const RunOptions& options = {});
+
 // A training case's published plan against the best plan a search finds on the same cluster
 // (the default space of models/plan_search.hpp with the published plan in it).
 struct PlanComparison {
