@@ -494,8 +494,12 @@ struct GemmShape {
 //   FFN up                    4h / t    h        a 4h MLP; a SwiGLU MLP's up+gate of 8/3 h lies inside the range
 //   FFN down                  h         4h / t
 //
-// The backward pass multiplies the same operands transposed (dgrad: n and k swapped; wgrad: m = n,
-// k = T), which the power-of-two grid covers.
+// The backward pass multiplies the same operands transposed (dgrad: m = T, n and k swapped; wgrad:
+// m = k, n = n, k = T, as models/training_ops.cpp times them). The power-of-two grid brackets them.
+// For hidden sizes up to 6144 at T = 4096 (one 4k sequence, the usual micro-batch) they are measured
+// as well: small layers' short kernels are where the model is least sure (docs/training.md), and
+// their non-power-of-two widths (3h/t, 6144) where the interpolated residual is. Larger sizes would
+// lengthen the sweep past the device script's budget.
 struct LayerGemm {
   std::string_view name;
   int n_per_h;   // n = n_per_h * h, divided by t when `n_split`
@@ -505,9 +509,10 @@ struct LayerGemm {
 };
 constexpr std::array kLayerGemms{LayerGemm{"qkv", 3, true, 1, false}, LayerGemm{"attn_out", 1, false, 1, true},
                                  LayerGemm{"ffn_up", 4, true, 1, false}, LayerGemm{"ffn_down", 1, false, 4, true}};
-// Hidden sizes of common models: 4096 (Llama 2/3 7B-8B), 5120 (Llama 2 13B), 8192 (Llama 2/3 70B),
-// 12288 (GPT-3 175B), 16384 (Llama 3 405B).
-constexpr std::array<std::int64_t, 5> kHidden{4096, 5120, 8192, 12288, 16384};
+// Hidden sizes of common models: 2048 (Megatron-Core's 1.7B, Llama 3.2 1B), 4096 (Llama 2/3 7B-8B),
+// 5120 (Llama 2 13B), 6144 (Megatron-Core's 16B), 8192 (Llama 2/3 70B), 12288 (GPT-3 175B), 16384
+// (Llama 3 405B).
+constexpr std::array<std::int64_t, 7> kHidden{2048, 4096, 5120, 6144, 8192, 12288, 16384};
 constexpr std::array<std::int64_t, 4> kTensorParallel{1, 2, 4, 8};
 constexpr std::array<std::int64_t, 2> kTokens{4096, 8192};
 
@@ -530,6 +535,10 @@ std::vector<GemmShape> gemm_shapes(bool quick) {
           const std::int64_t n = g.n_per_h * h / (g.n_split ? t : 1);
           const std::int64_t k = g.k_per_h * h / (g.k_split ? t : 1);
           shapes.insert({t_tokens, n, k});
+          if (t_tokens == 4096 && h <= 6144 && !quick) {
+            shapes.insert({t_tokens, k, n});  // dgrad
+            shapes.insert({k, n, t_tokens});  // wgrad
+          }
         }
       }
     }
