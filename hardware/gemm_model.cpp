@@ -25,12 +25,23 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 namespace {
 
 struct ShapeFactors {
-  double factor = 0.0;  // q_tile * q_wave * tile_eff of the best tile
+  double factor = 0.0;  // q_tile * q_wave * tile_eff * k_eff of the best tile and split
   int tile_m = 0;
   int tile_n = 0;
+  int split_k = 1;      // K slices computed by separate thread blocks and summed afterwards
 };
 
-// The candidate tile that loses least to quantisation and small-tile inefficiency.
+// Split-K keeps slices of at least this many K elements (four 64-deep mainloop stages), in at most 16.
+constexpr std::int64_t kMinSliceK = 256;
+constexpr int kMaxSplitK = 16;
+
+double k_eff(const HardwareProfile& hw, double k, Dtype dtype) { return k / (k + hw.gemm.k_half_for(dtype)); }
+
+// The candidate tile and split-K that lose least to quantisation, small-tile inefficiency and short
+// K loops. A GEMM with fewer output tiles than SMs leaves SMs idle unless its K loop is split over
+// more thread blocks whose partial sums are then added (cuBLASLt's split-K reduction schemes, CUTLASS's
+// split-K and stream-K decompositions: Osama et al., "Stream-K", PPoPP 2023); a split is only taken
+// while the blocks still fit in one wave, and each slice's shorter K loop pays its own k_eff.
 ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
   ShapeFactors best;
@@ -38,12 +49,18 @@ ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
     const std::int64_t tiles_m = ceil_div(s.m, t.m), tiles_n = ceil_div(s.n, t.n);
     const double q_tile = (m * n) / (static_cast<double>(tiles_m * t.m) * static_cast<double>(tiles_n * t.n));
     const std::int64_t tiles = tiles_m * tiles_n * s.batch;
-    const std::int64_t waves = ceil_div(tiles, hw.sm_count);
-    const double q_wave = static_cast<double>(tiles) / static_cast<double>(waves * hw.sm_count);
     const double intensity = static_cast<double>(t.m) * t.n / (t.m + t.n);
     const double tile_eff = std::min(1.0, intensity / hw.gemm.ridge_for(dtype));
-    const double factor = q_tile * q_wave * tile_eff;
-    if (factor > best.factor) best = {factor, t.m, t.n};
+    for (int split = 1; split <= kMaxSplitK; ++split) {
+      if (split > 1 && (tiles * split > hw.sm_count || s.k / split < kMinSliceK)) break;
+      const std::int64_t blocks = tiles * split;
+      const std::int64_t waves = ceil_div(blocks, hw.sm_count);
+      const double q_wave = static_cast<double>(blocks) / static_cast<double>(waves * hw.sm_count);
+      const double slice = static_cast<double>(ceil_div(s.k, split));
+      // Work of the longest slice against the whole K loop's.
+      const double factor = q_tile * q_wave * tile_eff * k_eff(hw, slice, dtype) * (static_cast<double>(s.k) / (slice * split));
+      if (factor > best.factor) best = {factor, t.m, t.n, split};
+    }
   }
   return best;
 }
@@ -58,10 +75,6 @@ void check_arguments(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
 }
 
 double flops_of(GemmShape s) { return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
-double k_factor(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
-  const double k = static_cast<double>(s.k);
-  return k / (k + hw.gemm.k_half_for(dtype));
-}
 double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
   return static_cast<double>(s.batch) * (m * k + k * n + m * n) * bytes_per_element(dtype) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
@@ -97,7 +110,11 @@ GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, 
   check_arguments(hw, s, dtype);
   const ShapeFactors tile = best_tile(hw, s, dtype);
   const double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype) * load_factor(hw, load);
-  const double t_compute = flops_of(s) / (ceiling * tile.factor * k_factor(hw, s, dtype));
+  const double t_compute = flops_of(s) / (ceiling * tile.factor);
+  // A split K loop writes its fp32 partial sums and a reduction reads them back.
+  const double partials = tile.split_k > 1 ? 2.0 * tile.split_k * static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n) * 4.0 /
+                                                 (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency)
+                                           : 0.0;
   const double t_memory = memory_time(hw, s, dtype);
   GemmEstimate e;
   e.tile_m = tile.tile_m;
@@ -107,7 +124,8 @@ GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, 
   if (auto r = hw.gemm.residuals.find(dtype); r != hw.gemm.residuals.end()) {
     correction = r->second.factor(static_cast<double>(s.m), static_cast<double>(s.n), static_cast<double>(s.k));
   }
-  e.time = Seconds((std::max(t_compute, t_memory) + hw.kernel_launch_overhead.value()) * correction);
+  e.split_k = tile.split_k;
+  e.time = Seconds((std::max(t_compute, t_memory) + partials + hw.kernel_launch_overhead.value()) * correction);
   e.achieved = FlopsPerSec(flops_of(s) / e.time.value());
   e.efficiency = e.achieved / hw.peak(dtype);
   return e;
@@ -120,7 +138,7 @@ double fit_max_efficiency(const HardwareProfile& hw, GemmShape s, Dtype dtype, F
     throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} is memory-bound or faster than launch overhead allows: it cannot fit a compute ceiling",
                                             s.m, s.n, s.k, to_string(dtype), to_string(measured)));
   }
-  const double ceiling = flops_of(s) / (t_kernel * best_tile(hw, s, dtype).factor * k_factor(hw, s, dtype)) / hw.peak(dtype).value();
+  const double ceiling = flops_of(s) / (t_kernel * best_tile(hw, s, dtype).factor) / hw.peak(dtype).value();
   if (ceiling > 1.0) {
     throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} needs an efficiency ceiling of {:.3f} > 1 in this model",
                                             s.m, s.n, s.k, to_string(dtype), to_string(measured), ceiling));

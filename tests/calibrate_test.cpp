@@ -75,6 +75,7 @@ TEST_CASE("calibrate: the GEMM fit recovers known parameters from synthetic data
   truth.gemm.max_efficiency[Dtype::fp8] = 0.66;
   truth.gemm.tile_ridge_intensity = 75;
   truth.gemm.k_half = 300;
+  truth.gemm.k_half_by_dtype.clear();  // the shipped profile's per-dtype k_half would override the shared one
   truth.gemm.memory_efficiency = 0.8;
   truth.kernel_launch_overhead = Seconds(6e-6);
   const auto samples = synthetic_gemms(truth, {Dtype::bf16, Dtype::fp8});
@@ -88,8 +89,8 @@ TEST_CASE("calibrate: the GEMM fit recovers known parameters from synthetic data
     CHECK(fit.params.k_half_for(d) == Approx(300).epsilon(0.01));
   }
   // A dtype without samples keeps the shared shape terms of the start.
-  CHECK(fit.params.ridge_for(Dtype::fp16) == start.gemm.tile_ridge_intensity);
-  CHECK(fit.params.k_half_for(Dtype::fp16) == start.gemm.k_half);
+  CHECK(fit.params.ridge_for(Dtype::fp16) == start.gemm.ridge_for(Dtype::fp16));
+  CHECK(fit.params.k_half_for(Dtype::fp16) == start.gemm.k_half_for(Dtype::fp16));
   CHECK(fit.params.memory_efficiency == Approx(0.8).epsilon(0.01));
   CHECK(fit.kernel_launch_overhead.value() == Approx(6e-6).epsilon(0.01));
   // Dtypes without samples keep the start's efficiency.
@@ -372,4 +373,35 @@ TEST_CASE("calibrate: a fabric fit sets each NIC's share of the measured bus ban
     CHECK(model.capacities()[l.id] == Approx(20e9));
   }
   CHECK(nic_links > 0);
+}
+
+TEST_CASE("calibrate: the shipped Hopper 16-bit GEMM constants are the fit of the published measurements") {
+  // tests/data/calibrate/hopper-16bit-gemm-published.json: cuBLAS squares on H100 SXM5, a TileLang K
+  // sweep on H800 SXM, cuBLAS bf16 at 8192^3. Hopper's dense fp16 and bf16 tensor peaks are equal, so
+  // the fp16 samples count as bf16 and the profiles take one fit for both. Started from the model's
+  // old defaults (0.847, k_half 128), least squares must land on the shipped constants.
+  const Measurements m = load_measurements(std::string(CLUSTERSIM_SOURCE_DIR) + "/tests/data/calibrate/hopper-16bit-gemm-published.json");
+  REQUIRE(m.gemm.size() == 11);
+  std::vector<GemmSample> samples = m.gemm;
+  for (GemmSample& s : samples) {
+    REQUIRE((s.dtype == Dtype::fp16 || s.dtype == Dtype::bf16));
+    s.dtype = Dtype::bf16;
+  }
+  HardwareProfile start = shipped("h100-sxm5-80gb");
+  start.gemm.max_efficiency[Dtype::bf16] = 0.847;
+  start.gemm.k_half_by_dtype[Dtype::bf16] = 128;
+  GemmFitOptions opt;
+  opt.residual_table = false;
+  const GemmFit fit = fit_gemm(start, samples, opt);
+  CHECK(fit.model_overall.mean_relative < 0.03);
+  CHECK(fit.model_overall.mean_relative < fit.base_overall.mean_relative);
+  for (const char* name : {"h100-sxm5-80gb", "h800-sxm5-80gb", "h200-sxm-141gb"}) {
+    INFO(name);
+    const HardwareProfile hw = shipped(name);
+    for (Dtype d : {Dtype::bf16, Dtype::fp16}) {
+      CHECK(hw.gemm.max_efficiency.at(d) == Approx(fit.params.max_efficiency.at(Dtype::bf16)).margin(0.001));
+      CHECK(hw.gemm.k_half_for(d) == Approx(fit.params.k_half_for(Dtype::bf16)).epsilon(0.01));
+      CHECK(hw.gemm.ridge_for(d) == Approx(fit.params.ridge_for(Dtype::bf16)).epsilon(0.01));
+    }
+  }
 }

@@ -37,6 +37,7 @@ struct GemmEstimate {
   double efficiency = 0.0;  // achieved / dense peak
   int tile_m = 0;
   int tile_n = 0;
+  int split_k = 1;  // K loop split over this many thread blocks per output tile (fewer tiles than SMs)
   bool memory_bound = false;
 };
 
