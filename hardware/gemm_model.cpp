@@ -24,27 +24,38 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 namespace {
 
-struct ShapeFactors {
-  double factor = 0.0;  // q_tile * q_wave * tile_eff * k_eff of the best tile and split
+// A way to run a GEMM: a tile shape and a split of the K loop.
+struct Candidate {
+  double factor = 0.0;     // q_tile * q_wave * tile_eff * k_eff
   int tile_m = 0;
   int tile_n = 0;
-  int split_k = 1;      // K slices computed by separate thread blocks and summed afterwards
+  int split_k = 1;         // K slices computed by separate thread blocks and summed afterwards
+  double reduction = 0.0;  // seconds of the pass that adds the slices' fp32 partial sums (split_k > 1)
 };
 
-// Split-K keeps slices of at least this many K elements (four 64-deep mainloop stages), in at most 16.
+// Split-K slices hold at least this many K elements (four 64-deep mainloop stages); at most 16 slices.
 constexpr std::int64_t kMinSliceK = 256;
 constexpr int kMaxSplitK = 16;
 
 double k_eff(const HardwareProfile& hw, double k, Dtype dtype) { return k / (k + hw.gemm.k_half_for(dtype)); }
 
-// The candidate tile and split-K that lose least to quantisation, small-tile inefficiency and short
-// K loops. A GEMM with fewer output tiles than SMs leaves SMs idle unless its K loop is split over
-// more thread blocks whose partial sums are then added (cuBLASLt's split-K reduction schemes, CUTLASS's
-// split-K and stream-K decompositions: Osama et al., "Stream-K", PPoPP 2023); a split is only taken
-// while the blocks still fit in one wave, and each slice's shorter K loop pays its own k_eff.
-ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
+double flops_of(GemmShape s) { return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
+double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
+  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
+  return static_cast<double>(s.batch) * (m * k + k * n + m * n) * bytes_per_element(dtype) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+}
+
+// Every tile of the guide's list, unsplit and split. A GEMM with fewer output tiles than SMs leaves
+// SMs idle unless its K loop is split over more thread blocks whose partial sums are then added
+// (cuBLASLt's split-K reduction schemes, CUTLASS's split-K and stream-K decompositions: Osama et al.,
+// "Stream-K", PPoPP 2023). A split is tried while the blocks still fit in one wave; each slice's
+// shorter K loop pays its own k_eff (its epilogue writes the partial tile), and a reduction pass
+// reads the slices' fp32 partials and writes the result.
+std::vector<Candidate> candidates(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
-  ShapeFactors best;
+  const double elements = static_cast<double>(s.batch) * m * n;
+  const double bandwidth = hw.memory_bandwidth.value() * hw.gemm.memory_efficiency;
+  std::vector<Candidate> out;
   for (const Tile& t : kTiles) {
     const std::int64_t tiles_m = ceil_div(s.m, t.m), tiles_n = ceil_div(s.n, t.n);
     const double q_tile = (m * n) / (static_cast<double>(tiles_m * t.m) * static_cast<double>(tiles_n * t.n));
@@ -52,14 +63,32 @@ ShapeFactors best_tile(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
     const double intensity = static_cast<double>(t.m) * t.n / (t.m + t.n);
     const double tile_eff = std::min(1.0, intensity / hw.gemm.ridge_for(dtype));
     for (int split = 1; split <= kMaxSplitK; ++split) {
-      if (split > 1 && (tiles * split > hw.sm_count || s.k / split < kMinSliceK)) break;
+      if (split > 1 && (tiles * split > hw.sm_count || s.k < kMinSliceK * split)) break;
       const std::int64_t blocks = tiles * split;
       const std::int64_t waves = ceil_div(blocks, hw.sm_count);
       const double q_wave = static_cast<double>(blocks) / static_cast<double>(waves * hw.sm_count);
       const double slice = static_cast<double>(ceil_div(s.k, split));
-      // Work of the longest slice against the whole K loop's.
+      // The whole K loop's work against that of `split` slices as long as the longest.
       const double factor = q_tile * q_wave * tile_eff * k_eff(hw, slice, dtype) * (static_cast<double>(s.k) / (slice * split));
-      if (factor > best.factor) best = {factor, t.m, t.n, split};
+      const double reduction = split > 1 ? elements * (4.0 * split + bytes_per_element(dtype)) / bandwidth : 0.0;
+      out.push_back({factor, t.m, t.n, split, reduction});
+    }
+  }
+  return out;
+}
+
+// The candidate with the shortest time at this compute ceiling (FLOP/s), as cuBLAS's heuristics aim
+// for; on a tie (memory-bound shapes) the one that loses least to the shape.
+Candidate best_candidate(const HardwareProfile& hw, GemmShape s, Dtype dtype, double ceiling) {
+  const double t_memory = memory_time(hw, s, dtype);
+  const double flops = flops_of(s);
+  Candidate best;
+  double best_time = 0;
+  for (const Candidate& c : candidates(hw, s, dtype)) {
+    const double t = std::max(flops / (ceiling * c.factor), t_memory) + c.reduction;
+    if (best.factor == 0.0 || t < best_time || (t == best_time && c.factor > best.factor)) {
+      best = c;
+      best_time = t;
     }
   }
   return best;
@@ -72,12 +101,6 @@ void check_arguments(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   if (!hw.supports(dtype)) {
     throw std::invalid_argument(fmt::format("{} has no {} peak in its profile", hw.name, to_string(dtype)));
   }
-}
-
-double flops_of(GemmShape s) { return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
-double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
-  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
-  return static_cast<double>(s.batch) * (m * k + k * n + m * n) * bytes_per_element(dtype) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
 }  // namespace
@@ -108,13 +131,9 @@ double load_factor(const HardwareProfile& hw, Load load) { return load == Load::
 
 GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, Load load) {
   check_arguments(hw, s, dtype);
-  const ShapeFactors tile = best_tile(hw, s, dtype);
   const double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype) * load_factor(hw, load);
+  const Candidate tile = best_candidate(hw, s, dtype, ceiling);
   const double t_compute = flops_of(s) / (ceiling * tile.factor);
-  // A split K loop writes its fp32 partial sums and a reduction reads them back.
-  const double partials = tile.split_k > 1 ? 2.0 * tile.split_k * static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n) * 4.0 /
-                                                 (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency)
-                                           : 0.0;
   const double t_memory = memory_time(hw, s, dtype);
   GemmEstimate e;
   e.tile_m = tile.tile_m;
@@ -125,7 +144,7 @@ GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, 
     correction = r->second.factor(static_cast<double>(s.m), static_cast<double>(s.n), static_cast<double>(s.k));
   }
   e.split_k = tile.split_k;
-  e.time = Seconds((std::max(t_compute, t_memory) + partials + hw.kernel_launch_overhead.value()) * correction);
+  e.time = Seconds((std::max(t_compute, t_memory) + tile.reduction + hw.kernel_launch_overhead.value()) * correction);
   e.achieved = FlopsPerSec(flops_of(s) / e.time.value());
   e.efficiency = e.achieved / hw.peak(dtype);
   return e;
@@ -134,11 +153,22 @@ GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, 
 double fit_max_efficiency(const HardwareProfile& hw, GemmShape s, Dtype dtype, FlopsPerSec measured) {
   check_arguments(hw, s, dtype);
   const double t_kernel = flops_of(s) / measured.value() - hw.kernel_launch_overhead.value();
-  if (t_kernel <= memory_time(hw, s, dtype)) {
-    throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} is memory-bound or faster than launch overhead allows: it cannot fit a compute ceiling",
-                                            s.m, s.n, s.k, to_string(dtype), to_string(measured)));
+  // The candidate the model would pick depends on the ceiling: iterate from the profile's own until
+  // the pick settles (a split's reduction pass is not compute).
+  double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype);
+  for (int i = 0; i < 20; ++i) {
+    const Candidate c = best_candidate(hw, s, dtype, ceiling);
+    const double t_compute = t_kernel - c.reduction;
+    if (t_compute <= memory_time(hw, s, dtype)) {
+      throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} is memory-bound or faster than launch overhead allows: it cannot fit a compute ceiling",
+                                              s.m, s.n, s.k, to_string(dtype), to_string(measured)));
+    }
+    const double next = flops_of(s) / (t_compute * c.factor);
+    const bool settled = std::abs(next - ceiling) <= 1e-12 * next;
+    ceiling = next;
+    if (settled) break;
   }
-  const double ceiling = flops_of(s) / (t_kernel * best_tile(hw, s, dtype).factor) / hw.peak(dtype).value();
+  ceiling /= hw.peak(dtype).value();
   if (ceiling > 1.0) {
     throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} needs an efficiency ceiling of {:.3f} > 1 in this model",
                                             s.m, s.n, s.k, to_string(dtype), to_string(measured), ceiling));

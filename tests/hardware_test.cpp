@@ -163,17 +163,23 @@ TEST_CASE("GEMM model: a GEMM with fewer output tiles than SMs splits its K loop
   const double bandwidth = h100.memory_bandwidth.value() * h100.gemm.memory_efficiency;
   const auto k_eff = [&](double k) { return k / (k + h100.gemm.k_half_for(Dtype::bf16)); };
   // 1024 x 1024 x 4096: 64 tiles of 128x128 fill half of the 132 SMs. Two K slices of 2048 make 128
-  // blocks (one wave, 97% full) at the shorter loop's k_eff, then the fp32 partial sums are written and
-  // read back: better than 128x64 tiles at tile efficiency 2/3.
+  // blocks (one wave, 97% full) at the shorter loop's k_eff, then a reduction pass reads the two fp32
+  // partial sums and writes the bf16 result: shorter than 128x64 tiles at tile efficiency 2/3.
   const auto e = estimate_gemm(h100, {1024, 1024, 4096}, Dtype::bf16);
   CHECK(e.split_k == 2);
   CHECK(e.tile_m * e.tile_n == 128 * 128);
   const double flops = 2.0 * 1024 * 1024 * 4096;
-  const double partials = 2.0 * 2 * 1024 * 1024 * 4.0 / bandwidth;
-  CHECK(e.time.value() == Approx(flops / (ceiling * (128.0 / 132) * k_eff(2048)) + partials + launch).epsilon(1e-9));
-  // Enough tiles to fill the SMs: no split.
+  const double reduction = 1024.0 * 1024 * (2 * 4.0 + 2.0) / bandwidth;
+  CHECK(e.time.value() == Approx(flops / (ceiling * (128.0 / 132) * k_eff(2048)) + reduction + launch).epsilon(1e-9));
+  const double unsplit = flops / (ceiling * (128.0 / 132) * (2.0 / 3) * k_eff(4096)) + launch;
+  CHECK(e.time.value() < unsplit);
+  // Enough tiles to fill the SMs: no split. Memory-bound with fewer tiles: a split only adds its
+  // reduction pass, so none is taken.
   CHECK(estimate_gemm(h100, {8192, 8192, 4096}, Dtype::bf16).split_k == 1);
-  // A decode GEMV (one row, 4096 x 4096 weights: 64 tiles of 64x64) stays bound by reading its weights.
+  const auto skinny = estimate_gemm(h100, {1024, 1024, 512}, Dtype::bf16);
+  CHECK(skinny.time.value() <= estimate_gemm(h100, {1024, 1024, 1024}, Dtype::bf16).time.value());
+  // A decode GEMV (one row, 4096 x 4096 weights) stays bound by reading its weights: splitting its K
+  // loop fills the SMs that its 64 tiles of 64x64 would leave idle.
   const auto gemv = estimate_gemm(h100, {1, 4096, 4096}, Dtype::bf16);
   CHECK(gemv.memory_bound);
   CHECK(gemv.split_k > 1);

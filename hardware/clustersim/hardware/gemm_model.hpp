@@ -1,20 +1,23 @@
 // GEMM time from a hardware profile.
 //
-//   time = (max(t_compute, t_memory) + kernel_launch_overhead) x correction
-//   t_compute = 2BMNK / (peak[dtype] * max_efficiency[dtype] * load * q_tile * q_wave * tile_eff * k_eff)
+//   time = (max(t_compute, t_memory) + t_reduction + kernel_launch_overhead) x correction
+//   t_compute = 2BMNK / (peak[dtype] * max_efficiency[dtype] * load * q_tile * q_wave * tile_eff * k_eff * K / (s ceil(K/s)))
 //   t_memory  = B (MK + KN + MN) * bytes(dtype) / (HBM bandwidth * memory_efficiency)
+//   t_reduction = s > 1 ? B MN (4 s + bytes(dtype)) / (HBM bandwidth * memory_efficiency) : 0
 //
 // load is 1 for a burst and gemm.sustained_fraction under sustained load (see Load below).
 // B is the batch of a strided-batched GEMM (one kernel over B independent products, as
 // cublasGemmStridedBatched and grouped GEMMs run them): its tiles share the waves and it pays one
-// launch. q_tile = MN / (ceil(M/tm) tm * ceil(N/tn) tn) is tile quantisation, q_wave = T / (ceil(T/SMs) SMs)
+// launch. q_tile = MN / (ceil(M/tm) tm * ceil(N/tn) tn) is tile quantisation, q_wave = sT / (ceil(sT/SMs) SMs)
 // with T = B ceil(M/tm) ceil(N/tn) tiles is wave quantisation (NVIDIA, "Matrix Multiplication
 // Background User's Guide"), tile_eff = min(1, (tm tn / (tm + tn)) / tile_ridge_intensity) is the
-// lower data reuse of small tiles, and k_eff = K / (K + k_half) the fixed cost of each tile's
-// prologue and epilogue spread over its K loop. The tile is the candidate of that guide's list
-// (256x128, 128x256, 128x128, 128x64, 64x128, 64x64) that gives the shortest time, as cuBLAS's
-// heuristics aim to. max_efficiency, tile_ridge_intensity, k_half and memory_efficiency are the
-// profile's parameters, which calibration fits; `correction` is the calibrated residual table
+// lower data reuse of small tiles, and k_eff = ceil(K/s) / (ceil(K/s) + k_half) the fixed cost of each
+// tile's prologue and epilogue spread over its K loop. s is split-K: with fewer tiles than SMs the K
+// loop may be split over s blocks per tile (sT <= SMs, K >= 256 s, s <= 16), whose fp32 partial sums a
+// reduction pass then adds. The tile (from that guide's list: 256x128, 128x256, 128x128, 128x64,
+// 64x128, 64x64) and split are the candidate that gives the shortest time, as cuBLAS's heuristics
+// aim to. max_efficiency, tile_ridge_intensity, k_half and memory_efficiency are the profile's
+// parameters, which calibration fits; `correction` is the calibrated residual table
 // (GemmResidualTable: measured over modelled time on a log2 grid of M, N, K), 1 without one.
 #pragma once
 
