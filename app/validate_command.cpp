@@ -100,7 +100,7 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
               {"measured_inside", s.has_unknowns() ? nlohmann::json(s.measured_inside()) : nlohmann::json(nullptr)}, {"alternatives", alternatives}});
     list.push_back(k);
     t.add_row({s.id, number(s.measured_s), seconds_and_error(s.default_s, s.measured_s), seconds_and_error(s.low_s, s.measured_s), s.low_at,
-               seconds_and_error(s.high_s, s.measured_s), s.high_at, !s.has_unknowns() ? "(no unknown setting)" : s.measured_inside() ? "yes" : "no"});
+               seconds_and_error(s.high_s, s.measured_s), s.high_at, !s.has_unknowns() ? (s.alternatives.empty() ? "(no unknown setting)" : "(no alternative fits)") : s.measured_inside() ? "yes" : "no"});
   }
   if (json) {
     std::cout << nlohmann::json{{"unknowns", list}, {"cases", ran}, {"cases_with_unknowns", with_unknowns}, {"measured_inside", inside}}.dump(2) << "\n";
@@ -234,11 +234,12 @@ void add_validate_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--hardware", o->hardware,
                   "Hardware profile (file or shipped name) that replaces the shipped profile of the same name, e.g. a calibrated one; repeatable");
-  cmd->add_option("--plans", o->plans,
+  auto* plans = cmd->add_option("--plans", o->plans,
                   "Search the plan space of the training cases whose id starts with this, and compare the best plan found with the published one");
-  cmd->add_flag("--unknowns", o->unknowns,
+  auto* unknowns = cmd->add_flag("--unknowns", o->unknowns,
                 "For each training case, the step time under every other value of each plan setting it leaves unknown (micro batch up to 8, vpp up to 8, "
-                "ZeRO 0 or 1, sequence parallelism, recompute), one at a time, and whether the measurement lies inside that range");
+                "ZeRO 0 instead of 1, sequence parallelism, recompute), one at a time, and whether the measurement lies inside that range");
+  unknowns->excludes(plans);
   cmd->callback([o] { run(*o); });
 }
 

@@ -192,6 +192,11 @@ TEST_CASE("a case's unknown plan settings are tried one at a time, each as if th
   CHECK(s.high_s >= s.default_s);
   CHECK(s.low_at != "default");
   CHECK(s.measured_inside() == (s.measured_s >= s.low_s && s.measured_s <= s.high_s));
+  // DeepSpeed's pipeline engine before 2024 could not run sequence parallelism: not tried for MT-NLG.
+  const validate::Sensitivity mtnlg = validate::sensitivity(find("mtnlg-530b-2240gpu"));
+  REQUIRE(mtnlg.status == "ok");
+  CHECK(mtnlg.has_unknowns());
+  for (const auto& a : mtnlg.alternatives) CHECK(a.setting != "sequence_parallel");
   // A case that states its whole plan has nothing to try.
   const validate::Sensitivity full = validate::sensitivity(find("korthikanti2022-175B-selective-sp"));
   REQUIRE(full.status == "ok");

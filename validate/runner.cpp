@@ -113,6 +113,15 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
   return topology::build_topology(spec);
 }
 
+// Megatron-DeepSpeed had no Megatron sequence parallelism until its 2023 rebase, and DeepSpeed's
+// pipeline engine, which splits a stage's activations over TP before sending them, could not carry
+// sequence-split ones (Megatron-DeepSpeed issues #148 and #170, 2023): a source naming DeepSpeed and
+// dated before 2024 ran without it.
+bool deepspeed_without_sp(const Case& c) {
+  const int year = earliest_year(c.source);
+  return names_deepspeed(c.source) && year != 0 && year < 2024;
+}
+
 // Megatron-LM's and NeMo's usual settings stand in for what a source does not state
 // (docs/training.md, "Defaults for unknown settings").
 models::TrainingJob training_job(const Case& c, CaseResult& r) {
@@ -141,10 +150,7 @@ models::TrainingJob training_job(const Case& c, CaseResult& r) {
     p.sequence_parallel = true;
   } else if (t.sequence_parallel == "false") {
     p.sequence_parallel = false;
-  } else if (const int year = earliest_year(c.source); t.tp > 1 && names_deepspeed(c.source) && year != 0 && year < 2024) {
-    // Megatron-DeepSpeed had no Megatron sequence parallelism until its 2023 rebase, and DeepSpeed's
-    // pipeline engine, which splits a stage's activations over TP before sending them, could not
-    // carry sequence-split ones (Megatron-DeepSpeed issues #148 and #170, 2023).
+  } else if (t.tp > 1 && deepspeed_without_sp(c)) {
     p.sequence_parallel = false;
     r.defaults_applied.push_back("sequence_parallel unknown: off (the source names DeepSpeed, whose pipeline engine ran without Megatron's sequence parallelism before 2024)");
   } else {
@@ -505,7 +511,8 @@ std::vector<Edit> unknown_settings(const Case& c, const models::TrainingJob& job
                      j.plan.all_reduce_gradients = false;
                    }});
   }
-  if (t.sequence_parallel == "unknown" && t.tp > 1) {
+  // Not for DeepSpeed before 2024, whose pipeline engine could not run it (the default's reason).
+  if (t.sequence_parallel == "unknown" && t.tp > 1 && !deepspeed_without_sp(c)) {
     const bool sp = !p.sequence_parallel;
     out.push_back({"sequence_parallel", sp ? "on" : "off", [sp, &c, &options](models::TrainingJob& j) {
                      j.plan.sequence_parallel = sp;

@@ -10,6 +10,7 @@
 // error_pct = 100 (predicted - measured) / measured on the kind's primary metric.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -110,7 +111,10 @@ struct Sensitivity {
   double low_s = 0, high_s = 0;
   std::string low_at = "default", high_at = "default";
   [[nodiscard]] bool measured_inside() const { return measured_s >= low_s && measured_s <= high_s; }
-  [[nodiscard]] bool has_unknowns() const { return !alternatives.empty(); }
+  // Whether any alternative ran (one that does not fit in memory gives no range).
+  [[nodiscard]] bool has_unknowns() const {
+    return std::any_of(alternatives.begin(), alternatives.end(), [](const Alternative& a) { return a.status == "ok"; });
+  }
 };
 Sensitivity sensitivity(const Case& c, const RunOptions& options = {});
 
