@@ -113,6 +113,22 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
   return topology::build_topology(spec);
 }
 
+// Runs `body` for a result with status and reason: ok when it returns, unsupported or failed (with
+// the message) when it throws.
+template <class Result, class Body>
+void guarded(Result& out, Body&& body) {
+  try {
+    body();
+    out.status = "ok";
+  } catch (const Unsupported& e) {
+    out.status = "unsupported";
+    out.reason = e.what();
+  } catch (const std::exception& e) {
+    out.status = "failed";
+    out.reason = e.what();
+  }
+}
+
 // Megatron-DeepSpeed had no Megatron sequence parallelism until its 2023 rebase, and DeepSpeed's
 // pipeline engine, which splits a stage's activations over TP before sending them, could not carry
 // sequence-split ones (Megatron-DeepSpeed issues #148 and #170, 2023): a source naming DeepSpeed and
@@ -417,7 +433,7 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
 PlanComparison compare_plans(const Case& c, const RunOptions& options) {
   PlanComparison out;
   out.id = c.id;
-  try {
+  guarded(out, [&] {
     if (c.kind != "training") throw Unsupported("not a training case");
     CaseResult r;
     const PreparedTraining prepared = prepare_training(c, r, options);
@@ -459,14 +475,7 @@ PlanComparison compare_plans(const Case& c, const RunOptions& options) {
       }
       out.why = why.empty() ? "differences under 1% of the step in every part" : why;
     }
-    out.status = "ok";
-  } catch (const Unsupported& e) {
-    out.status = "unsupported";
-    out.reason = e.what();
-  } catch (const std::exception& e) {
-    out.status = "failed";
-    out.reason = e.what();
-  }
+  });
   return out;
 }
 
@@ -532,7 +541,7 @@ std::vector<Edit> unknown_settings(const Case& c, const models::TrainingJob& job
 Sensitivity sensitivity(const Case& c, const RunOptions& options) {
   Sensitivity out;
   out.id = c.id;
-  try {
+  guarded(out, [&] {
     if (c.kind != "training") throw Unsupported("not a training case");
     const auto measured = c.measured.find("step_time_s");
     if (measured == c.measured.end()) throw std::runtime_error("the case has no measured step_time_s");
@@ -574,14 +583,7 @@ Sensitivity sensitivity(const Case& c, const RunOptions& options) {
       }
       out.alternatives.push_back(std::move(a));
     }
-    out.status = "ok";
-  } catch (const Unsupported& e) {
-    out.status = "unsupported";
-    out.reason = e.what();
-  } catch (const std::exception& e) {
-    out.status = "failed";
-    out.reason = e.what();
-  }
+  });
   return out;
 }
 
