@@ -37,8 +37,6 @@ struct Candidate {
 constexpr std::int64_t kMinSliceK = 256;
 constexpr int kMaxSplitK = 16;
 
-double k_eff(const HardwareProfile& hw, double k, Dtype dtype) { return k / (k + hw.gemm.k_half_for(dtype)); }
-
 double flops_of(GemmShape s) { return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
 double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
@@ -48,33 +46,37 @@ double memory_time(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
 // Every tile of the guide's list, unsplit and split. A GEMM with fewer output tiles than SMs leaves
 // SMs idle unless its K loop is split over more thread blocks whose partial sums are then added
 // (cuBLASLt's split-K reduction schemes, CUTLASS's split-K and stream-K decompositions: Osama et al.,
-// "Stream-K", PPoPP 2023). A split is tried while the blocks still fit in one wave; each slice's
+// "Stream-K", PPoPP 2023). The split tried is the one whose blocks fill one wave; each slice's
 // shorter K loop pays its own k_eff (its epilogue writes the partial tile), and a reduction pass
 // reads the slices' fp32 partials and writes the result.
-std::vector<Candidate> candidates(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
+template <class Visit>
+void for_each_candidate(const HardwareProfile& hw, GemmShape s, Dtype dtype, Visit&& visit) {
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
   const double elements = static_cast<double>(s.batch) * m * n;
   const double bandwidth = hw.memory_bandwidth.value() * hw.gemm.memory_efficiency;
-  std::vector<Candidate> out;
+  const double ridge = hw.gemm.ridge_for(dtype);
+  const double k_half = hw.gemm.k_half_for(dtype);
+  const double out_bytes = bytes_per_element(dtype);
   for (const Tile& t : kTiles) {
     const std::int64_t tiles_m = ceil_div(s.m, t.m), tiles_n = ceil_div(s.n, t.n);
     const double q_tile = (m * n) / (static_cast<double>(tiles_m * t.m) * static_cast<double>(tiles_n * t.n));
     const std::int64_t tiles = tiles_m * tiles_n * s.batch;
     const double intensity = static_cast<double>(t.m) * t.n / (t.m + t.n);
-    const double tile_eff = std::min(1.0, intensity / hw.gemm.ridge_for(dtype));
-    for (int split = 1; split <= kMaxSplitK; ++split) {
-      if (split > 1 && (tiles * split > hw.sm_count || s.k < kMinSliceK * split)) break;
+    const double tile_eff = std::min(1.0, intensity / ridge);
+    // Unsplit, and split into as many slices as one wave holds (the split that fills the SMs).
+    const std::int64_t fill = std::min<std::int64_t>({kMaxSplitK, hw.sm_count / tiles, s.k / kMinSliceK});
+    for (int option = 0; option < (fill >= 2 ? 2 : 1); ++option) {
+      const std::int64_t split = option == 0 ? 1 : fill;
       const std::int64_t blocks = tiles * split;
       const std::int64_t waves = ceil_div(blocks, hw.sm_count);
       const double q_wave = static_cast<double>(blocks) / static_cast<double>(waves * hw.sm_count);
       const double slice = static_cast<double>(ceil_div(s.k, split));
       // The whole K loop's work against that of `split` slices as long as the longest.
-      const double factor = q_tile * q_wave * tile_eff * k_eff(hw, slice, dtype) * (static_cast<double>(s.k) / (slice * split));
-      const double reduction = split > 1 ? elements * (4.0 * split + bytes_per_element(dtype)) / bandwidth : 0.0;
-      out.push_back({factor, t.m, t.n, split, reduction});
+      const double factor = q_tile * q_wave * tile_eff * (slice / (slice + k_half)) * (static_cast<double>(s.k) / (slice * split));
+      const double reduction = split > 1 ? elements * (4.0 * split + out_bytes) / bandwidth : 0.0;
+      visit(Candidate{factor, t.m, t.n, static_cast<int>(split), reduction});
     }
   }
-  return out;
 }
 
 // The candidate with the shortest time at this compute ceiling (FLOP/s), as cuBLAS's heuristics aim
@@ -84,13 +86,13 @@ Candidate best_candidate(const HardwareProfile& hw, GemmShape s, Dtype dtype, do
   const double flops = flops_of(s);
   Candidate best;
   double best_time = 0;
-  for (const Candidate& c : candidates(hw, s, dtype)) {
+  for_each_candidate(hw, s, dtype, [&](const Candidate& c) {
     const double t = std::max(flops / (ceiling * c.factor), t_memory) + c.reduction;
     if (best.factor == 0.0 || t < best_time || (t == best_time && c.factor > best.factor)) {
       best = c;
       best_time = t;
     }
-  }
+  });
   return best;
 }
 

@@ -83,7 +83,7 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
   return static_cast<std::int64_t>((usable - weights_per_gpu) / block_bytes);
 }
 
-IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
+IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw, GemmTimeCache* cache) {
   IterationCost cost;
   if (batch.empty()) return cost;
   const TransformerSpec& m = c.model;
@@ -102,7 +102,9 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
   const std::int64_t T = static_cast<std::int64_t>(tokens), h = m.hidden, tp = c.tp;
   const auto gemm = [&](double M, double N, double K) {
     const auto i = [](double v) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(v))); };
-    return hardware::estimate_gemm(hw, {i(M), i(N), i(K)}, compute, hardware::Load::sustained).time.value();
+    const hardware::GemmShape shape{i(M), i(N), i(K)};
+    const auto time = [&] { return hardware::estimate_gemm(hw, shape, compute, hardware::Load::sustained).time.value(); };
+    return cache ? cache->get(shape.m, shape.n, shape.k, time) : time();
   };
   // Int4 weight-only: the GEMM model streamed 16-bit weights; a quarter of those bytes are read.
   const bool int4 = c.weight_bytes_per_parameter > 0 && c.weight_bytes_per_parameter < hardware::bytes_per_element(compute);
@@ -273,6 +275,7 @@ class Replica final : public sim::EventHandler {
   Role role_;
   const ReplicaConfig& c_;
   const hardware::HardwareProfile& hw_;
+  GemmTimeCache gemm_times_;  // for c_ and hw_ only
   std::deque<int> waiting_;
   std::deque<int> swapped_;
   std::deque<int> incoming_;     // decode: prefilled requests waiting for blocks to copy into
@@ -778,7 +781,7 @@ void Replica::step() {
     seq(i).in_flight = true;
   }
   // Through the stages in order: each starts the batch when the batch arrives and the stage is free.
-  const IterationCost cost = iteration_cost(entries, c_, hw_);
+  const IterationCost cost = iteration_cost(entries, c_, hw_, &gemm_times_);
   const int layers = c_.model.layers, base = layers / c_.pp, extra = layers % c_.pp;
   double ready = now() + cost.fixed + swap_seconds_;
   swap_seconds_ = 0;

@@ -582,3 +582,20 @@ TEST_CASE("serving: an MoE decode step reads the experts its tokens touch, and e
   c.ep = 3;
   CHECK_THROWS_WITH(kv_block_capacity(c, hw), Catch::Contains("ep must equal tp"));
 }
+
+TEST_CASE("serving: a replica's memo of GEMM times gives the same iteration costs as timing every GEMM") {
+  const auto hw = h100();
+  const ReplicaConfig c = llama8b();
+  GemmTimeCache cache;
+  // Prefill, decode and mixed batches, each twice: the second time every GEMM comes from the memo.
+  const std::vector<std::vector<BatchEntry>> batches{{{2000, 0}}, {{1, 2000}}, {{1, 10}, {1, 500}, {300, 0}}, {{8192, 0}}};
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& b : batches) {
+      const IterationCost plain = iteration_cost(b, c, hw);
+      const IterationCost memo = iteration_cost(b, c, hw, &cache);
+      CHECK(memo.dense_layer == plain.dense_layer);
+      CHECK(memo.head == plain.head);
+      CHECK(memo.fixed == plain.fixed);
+    }
+  }
+}

@@ -13,8 +13,8 @@
 // Background User's Guide"), tile_eff = min(1, (tm tn / (tm + tn)) / tile_ridge_intensity) is the
 // lower data reuse of small tiles, and k_eff = ceil(K/s) / (ceil(K/s) + k_half) the fixed cost of each
 // tile's prologue and epilogue spread over its K loop. s is split-K: with fewer tiles than SMs the K
-// loop may be split over s blocks per tile (sT <= SMs, K >= 256 s, s <= 16), whose fp32 partial sums a
-// reduction pass then adds. The tile (from that guide's list: 256x128, 128x256, 128x128, 128x64,
+// loop may be split over the most blocks per tile that one wave holds (sT <= SMs, K >= 256 s, s <= 16),
+// whose fp32 partial sums a reduction pass then adds. The tile (from that guide's list: 256x128, 128x256, 128x128, 128x64,
 // 64x128, 64x64) and split are the candidate that gives the shortest time, as cuBLAS's heuristics
 // aim to. max_efficiency, tile_ridge_intensity, k_half and memory_efficiency are the profile's
 // parameters, which calibration fits; `correction` is the calibrated residual table

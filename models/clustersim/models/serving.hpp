@@ -40,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "clustersim/common/units.hpp"
@@ -119,7 +120,37 @@ struct IterationCost {
   double stage_send = 0;   // one pipeline send of the batch's hidden states
   [[nodiscard]] double stage(const TransformerSpec& m, int first_layer, int layers, bool last) const;
 };
-IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
+// Memo of the GEMM times one replica asks for: its iterations repeat a few shapes (the weights' N and
+// K, the batch's token count as M) millions of times in an hour of traffic. Valid for one profile.
+class GemmTimeCache {
+ public:
+  template <class Compute>
+  double get(std::int64_t m, std::int64_t n, std::int64_t k, Compute&& compute) {
+    const Key key{m, n, k};
+    if (auto it = times_.find(key); it != times_.end()) return it->second;
+    const double t = compute();
+    times_.emplace(key, t);
+    return t;
+  }
+
+ private:
+  struct Key {
+    std::int64_t m, n, k;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    std::size_t operator()(const Key& x) const noexcept {
+      std::uint64_t h = static_cast<std::uint64_t>(x.m) * 0x9E3779B97F4A7C15ULL;
+      h ^= static_cast<std::uint64_t>(x.n) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+      h ^= static_cast<std::uint64_t>(x.k) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+      return static_cast<std::size_t>(h);
+    }
+  };
+  std::unordered_map<Key, double, Hash> times_;
+};
+// `cache` (optional) must only ever see this replica config and profile.
+IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw,
+                             GemmTimeCache* cache = nullptr);
 // The iteration's duration on an idle replica: fixed + every layer + head + (pp - 1) sends.
 double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
 
