@@ -79,17 +79,26 @@ void for_each_candidate(const HardwareProfile& hw, GemmShape s, Dtype dtype, Vis
   }
 }
 
+// The candidate chosen and its times.
+struct Choice {
+  Candidate candidate;
+  double t_compute = 0;
+  double t_memory = 0;
+};
+
 // The candidate with the shortest time at this compute ceiling (FLOP/s), as cuBLAS's heuristics aim
 // for; on a tie (memory-bound shapes) the one that loses least to the shape.
-Candidate best_candidate(const HardwareProfile& hw, GemmShape s, Dtype dtype, double ceiling) {
-  const double t_memory = memory_time(hw, s, dtype);
+Choice best_candidate(const HardwareProfile& hw, GemmShape s, Dtype dtype, double ceiling) {
+  Choice best;
+  best.t_memory = memory_time(hw, s, dtype);
   const double flops = flops_of(s);
-  Candidate best;
   double best_time = 0;
   for_each_candidate(hw, s, dtype, [&](const Candidate& c) {
-    const double t = std::max(flops / (ceiling * c.factor), t_memory) + c.reduction;
-    if (best.factor == 0.0 || t < best_time || (t == best_time && c.factor > best.factor)) {
-      best = c;
+    const double t_compute = flops / (ceiling * c.factor);
+    const double t = std::max(t_compute, best.t_memory) + c.reduction;
+    if (best.candidate.factor == 0.0 || t < best_time || (t == best_time && c.factor > best.candidate.factor)) {
+      best.candidate = c;
+      best.t_compute = t_compute;
       best_time = t;
     }
   });
@@ -134,9 +143,9 @@ double load_factor(const HardwareProfile& hw, Load load) { return load == Load::
 GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, Load load) {
   check_arguments(hw, s, dtype);
   const double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype) * load_factor(hw, load);
-  const Candidate tile = best_candidate(hw, s, dtype, ceiling);
-  const double t_compute = flops_of(s) / (ceiling * tile.factor);
-  const double t_memory = memory_time(hw, s, dtype);
+  const Choice choice = best_candidate(hw, s, dtype, ceiling);
+  const Candidate& tile = choice.candidate;
+  const double t_compute = choice.t_compute, t_memory = choice.t_memory;
   GemmEstimate e;
   e.tile_m = tile.tile_m;
   e.tile_n = tile.tile_n;
@@ -159,9 +168,10 @@ double fit_max_efficiency(const HardwareProfile& hw, GemmShape s, Dtype dtype, F
   // the pick settles (a split's reduction pass is not compute).
   double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype);
   for (int i = 0; i < 20; ++i) {
-    const Candidate c = best_candidate(hw, s, dtype, ceiling);
+    const Choice choice = best_candidate(hw, s, dtype, ceiling);
+    const Candidate& c = choice.candidate;
     const double t_compute = t_kernel - c.reduction;
-    if (t_compute <= memory_time(hw, s, dtype)) {
+    if (t_compute <= choice.t_memory) {
       throw std::invalid_argument(fmt::format("{}x{}x{} {} at {} is memory-bound or faster than launch overhead allows: it cannot fit a compute ceiling",
                                               s.m, s.n, s.k, to_string(dtype), to_string(measured)));
     }
