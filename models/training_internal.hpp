@@ -59,6 +59,14 @@ double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwarePr
 // fused, and under FSDP, which reduce-scatters each micro-batch's gradients and accumulates only its
 // 1/dp shard.
 double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters);
+// Seconds one micro-batch's backward spends on the weight gradient of the embedding table slice
+// `table` (one GPU), beyond the lookup's scatter of the tokens' rows. No fused weight-gradient GEMM
+// covers a lookup: PyTorch's embedding backward (ATen embedding_backward_cuda_kernel) first fills a
+// dense 16-bit gradient of the whole slice with zeros, and Megatron's DDP hook then adds it into the
+// main gradient (param.main_grad.add_(param.grad)): read 2 bytes, read and write gradient_bytes.
+// The add is left to grad_accumulation_seconds when that counts it (unfused accumulation), and to
+// FSDP's per-micro-batch reduce-scatter under ZeRO-3.
+double embedding_gradient_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& table);
 
 // The shard of work each rank of the job does per micro-batch.
 Shard shard_of(const TrainingJob& job);

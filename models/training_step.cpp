@@ -117,7 +117,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       }
       if (s == 0 && v == 0) {
         list.front().forward += embedding.forward;
-        list.front().backward += with_accumulation(backward_of(embedding), embedding_parameters(m, p));
+        PassTime embedding_backward = with_accumulation(backward_of(embedding), embedding_parameters(m, p));
+        embedding_backward.compute += embedding_gradient_seconds(job, hw, embedding_parameters(m, p));
+        list.front().backward += embedding_backward;
         list.front().dense += embedding_parameters(m, p).dense;
         list.front().name = "embedding + " + list.front().name;
       }
@@ -629,6 +631,12 @@ double grad_accumulation_seconds(const TrainingJob& job, const hardware::Hardwar
   if (job.plan.grad_accumulation_fusion || job.plan.zero_stage >= 3) return 0.0;
   const double bytes_per_parameter = 2.0 + 2.0 * job.gradient_bytes();
   return (parameters.dense + parameters.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+}
+
+double embedding_gradient_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& table) {
+  double bytes_per_parameter = 2.0;  // the zero fill of the 16-bit dense gradient
+  if (job.plan.grad_accumulation_fusion && job.plan.zero_stage < 3) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
+  return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
 GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm) : topo_(topo), cm_(cm) {
