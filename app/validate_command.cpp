@@ -1,7 +1,9 @@
 #include "validate_command.hpp"
 
 #include <cmath>
+#include <map>
 #include <set>
+#include <string_view>
 #include <iostream>
 #include <memory>
 
@@ -37,6 +39,56 @@ std::string join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
   return s;
 }
+
+// `text` broken at spaces into lines of at most `width` characters (a longer word stays whole), the
+// first after `first`, the rest after as many spaces.
+std::string wrap(const std::string& first, const std::string& text, std::size_t width) {
+  const std::string indent(first.size(), ' ');
+  std::string out = first;
+  std::size_t column = first.size();
+  bool fresh = true;  // nothing on this line yet
+  std::size_t from = 0;
+  while (from < text.size()) {
+    std::size_t to = text.find(' ', from);
+    if (to == std::string::npos) to = text.size();
+    const std::string_view word(text.data() + from, to - from);
+    from = to + 1;
+    if (word.empty()) continue;
+    if (!fresh && column + 1 + word.size() > width) {
+      out += "\n" + indent;
+      column = indent.size();
+      fresh = true;
+    }
+    if (!fresh) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+    fresh = false;
+  }
+  return out + "\n";
+}
+
+// Numbered notes under a table: each distinct text once, shared by every row that cites it.
+class Notes {
+ public:
+  std::string cite(const std::string& text) {
+    if (text.empty()) return "";
+    const auto [it, fresh] = index_.emplace(text, texts_.size() + 1);
+    if (fresh) texts_.push_back(text);
+    return fmt::format("[{}]", it->second);
+  }
+  std::string render(const std::string& indent, std::size_t width) const {
+    std::string out;
+    for (std::size_t i = 0; i < texts_.size(); ++i) out += wrap(fmt::format("{}[{}] ", indent, i + 1), texts_[i], width);
+    return out;
+  }
+
+ private:
+  std::map<std::string, std::size_t> index_;
+  std::vector<std::string> texts_;
+};
 
 nlohmann::json to_json(const CaseResult& r) {
   nlohmann::json j{{"id", r.id}, {"kind", r.kind}, {"status", r.status}};
@@ -200,23 +252,27 @@ void run(const Options& o) {
     auto it = summary.find(kind);
     if (it == summary.end()) continue;
     std::cout << fmt::format("{} ({}, {})\n", kind, validate::primary_metric(kind), it->second.cases == 1 ? "1 case" : fmt::format("{} cases", it->second.cases));
-    TextTable table({"id", "predicted", "measured", "error %", "defaults applied / reason"},
+    // The defaults a case took (or why it did not run) are long and shared by many cases: numbered
+    // notes under the table keep it narrow.
+    TextTable table({"id", "predicted", "measured", "error %", "defaults / reason"},
                     {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::left});
+    Notes notes;
     for (const auto& r : results) {
       if (r.kind != kind) continue;
       const auto m = r.measured.find(r.primary_metric);
       const std::string measured = m == r.measured.end() ? "-" : number(m->second);
       if (r.status == "ok") {
-        table.add_row({r.id, number(r.predicted.at(r.primary_metric)), measured, fmt::format("{:+.1f}", r.error_pct), join(r.defaults_applied)});
+        table.add_row({r.id, number(r.predicted.at(r.primary_metric)), measured, fmt::format("{:+.1f}", r.error_pct), notes.cite(join(r.defaults_applied))});
       } else {
-        table.add_row({r.id, r.status, measured, "-", r.reason});
+        table.add_row({r.id, r.status, measured, "-", notes.cite(r.reason)});
       }
     }
     std::cout << table.render("  ");
     const auto& s = it->second;
-    std::cout << fmt::format("  summary: {} cases, {} ok, {} unsupported, {} failed; {}\n\n", s.cases, s.ok, s.unsupported, s.failed,
+    std::cout << fmt::format("  summary: {} cases, {} ok, {} unsupported, {} failed; {}\n", s.cases, s.ok, s.unsupported, s.failed,
                              s.ok > 0 ? fmt::format("MAPE {:.1f}%, max |error| {:.1f}%", s.mape_pct, s.max_abs_error_pct)
                                       : std::string("no case ran, so no error to report"));
+    std::cout << notes.render("  ", 100) << "\n";
   }
 }
 
