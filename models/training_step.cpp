@@ -469,6 +469,32 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     }
   }
 
+  // ---- tied embeddings held by two stages: the first stage's embedding and the last stage's output
+  // projection are one weight, so once each has its data-parallel reduction the pair all-reduces
+  // that weight's main gradient (Megatron's _allreduce_embedding_grads, DeepSpeed's ReduceTiedGrads).
+  if (m.tied_embeddings && p.pp > 1) {
+    const double bytes = embedding_parameters(m, p).dense * grad_bytes;
+    std::vector<TaskId> ends;
+    for (std::size_t r = 0; r < replicas.size(); ++r) {
+      const Replica& rep = replicas[r];
+      Collective c;
+      c.op = CollectiveOp::all_reduce;
+      c.ranks = {gpus[static_cast<std::size_t>(gpu_of(rep.tp, rep.cp, rep.dp, 0))], gpus[static_cast<std::size_t>(gpu_of(rep.tp, rep.cp, rep.dp, p.pp - 1))]};
+      c.bytes = Bytes(bytes);
+      const auto ids = cm.add_to(graph, cm.plan(c), kDpStream);
+      for (int s : {0, p.pp - 1}) {
+        graph.depend(last_compute[r][static_cast<std::size_t>(s)], ids.first);
+        for (TaskId t : stage_dp[static_cast<std::size_t>(s)]) graph.depend(t, ids.first);
+      }
+      ends.push_back(ids.second);
+    }
+    for (TaskId t : ends) {
+      dp_lasts.push_back(t);
+      stage_dp.front().push_back(t);
+      stage_dp.back().push_back(t);
+    }
+  }
+
   // ---- optimizer: after every gradient is reduced everywhere (the global gradient-norm clip)
   const TaskId barrier = graph.add_delay(Time(), "gradients reduced");
   for (TaskId t : dp_lasts) graph.depend(t, barrier);

@@ -25,11 +25,13 @@ topology::Topology h100_nodes(int n) {
       "topology:\n  name: t\n  node: dgx-h100\n  nodes: {}\n  fabric: {{kind: rail-optimized, scalable_unit: 32, tiers: [{{radix: 64}}, {{radix: 64}}]}}\n", n));
 }
 
-// Two single-GPU hosts joined by one 10 Gb/s link: any traffic between them is on the step's path.
+// Two single-GPU hosts, each on a leaf of its own, the leaves joined through a spine by 10 Gb/s
+// links (fabric.link_bandwidth sets switch-to-switch cables only): any traffic between the hosts
+// crosses them.
 topology::Topology two_hosts_on_a_slow_link() {
   return from_text(
       "topology:\n  name: t\n  node: single-gpu-host\n  nodes: 2\n"
-      "  fabric: {kind: fat-tree, link_bandwidth: 10Gbps, tiers: [{radix: 8}]}\n");
+      "  fabric: {kind: fat-tree, link_bandwidth: 10Gbps, tiers: [{radix: 2}, {radix: 2}]}\n");
 }
 
 TransformerSpec preset(const std::string& name) {
@@ -417,6 +419,33 @@ TEST_CASE("blocking pipeline sends keep each stage waiting for its own sends") {
         Approx(blocking.step_time.value()).epsilon(1e-6));
   // Folding changes nothing: every rank of a stage blocks alike.
   CHECK(simulate_training(job, topo, {.fold = false}).step_time.value() == Approx(blocking.step_time.value()).epsilon(0.01));
+}
+
+TEST_CASE("a tied embedding held by two pipeline stages all-reduces its gradient between them once a step") {
+  // Two stages on two hosts joined by one 10 Gb/s link, one data-parallel rank: the only difference
+  // tying makes is the all-reduce of the embedding's fp32 main gradient between the stages.
+  const topology::Topology topo = two_hosts_on_a_slow_link();
+  TrainingJob job;
+  job.model = gpt(4, 4096, 32, 4096, 4096);
+  job.plan.pp = 2;
+  job.micro_batch = 1;
+  job.global_batch = 4;
+  job.recompute = Recompute::none;
+  job.precision = hardware::Dtype::bf16;
+  const TrainingResult untied = simulate_training(job, topo);
+  job.model.tied_embeddings = true;
+  const TrainingResult tied = simulate_training(job, topo);
+  // A two-rank all-reduce moves the whole buffer over the link once: 4,096 x 4,096 x 4 bytes at
+  // 1.25 GB/s.
+  const double bytes = 4096.0 * 4096.0 * 4.0;
+  CHECK(tied.step_time.value() - untied.step_time.value() == Approx(bytes / 1.25e9).epsilon(0.02));
+  CHECK(tied.breakdown.dp_comm > untied.breakdown.dp_comm);
+  CHECK(simulate_training(job, topo, {.fold = false}).step_time.value() == Approx(tied.step_time.value()).epsilon(1e-9));
+  // One stage holds the weight once: nothing to synchronise.
+  job.plan.pp = 1;
+  const TrainingResult one_stage_tied = simulate_training(job, topo);
+  job.model.tied_embeddings = false;
+  CHECK(one_stage_tied.breakdown.dp_comm == simulate_training(job, topo).breakdown.dp_comm);
 }
 
 TEST_CASE("folded and unfolded simulations agree") {
