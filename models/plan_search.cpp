@@ -329,7 +329,10 @@ std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
 
 std::string order_text(const std::vector<ParallelDim>& order) {
   std::string s;
-  for (ParallelDim d : order) s += (s.empty() ? "" : "-") + std::string(to_string(d));
+  for (ParallelDim d : order) {
+    if (!s.empty()) s += '-';
+    s += to_string(d);
+  }
   return s;
 }
 

@@ -51,7 +51,8 @@ StageParameters embedding_parameters(const TransformerSpec& m, const Parallelism
 StageParameters head_parameters(const TransformerSpec& m, const ParallelismPlan& p);
 StageParameters stage_parameters(const TransformerSpec& m, const ParallelismPlan& p, int stage);
 
-// Seconds of one stage's optimizer step (ZeRO >= 1: on its shard of the stage's parameters).
+// Seconds of one stage's optimizer step (ZeRO >= 1: on its shard of the stage's parameters), with
+// the zeroing of the stage's main-gradient buffer for the next step (its shard under FSDP).
 double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& stage);
 // Seconds one micro-batch's backward spends adding the weight gradients of `parameters` (on one GPU)
 // into the main gradients when that is not fused into the weight-gradient GEMMs: read the 16-bit

@@ -648,9 +648,13 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
 double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& stage) {
   const ParallelismPlan& p = job.plan;
   const double dense_shards = double(p.dp) * p.cp;
-  const double local = p.zero_stage >= 1 ? stage.dense / dense_shards + stage.expert / (dense_shards / p.ep) : stage.dense + stage.expert;
+  const double shard = stage.dense / dense_shards + stage.expert / (dense_shards / p.ep);
+  const double local = p.zero_stage >= 1 ? shard : stage.dense + stage.expert;
   const double adam_bytes_per_parameter = 2.0 * job.gradient_bytes() + 3.0 * 8.0 + 2.0;
-  return local * adam_bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+  // The main-gradient buffer is zeroed for the next step's accumulation (Megatron's
+  // zero_grad_buffer, DeepSpeed's clear_hp_grads): all of the stage's gradients, a shard under FSDP.
+  const double gradient_buffer = p.zero_stage >= 3 ? shard : stage.dense + stage.expert;
+  return (local * adam_bytes_per_parameter + gradient_buffer * job.gradient_bytes()) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
 double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters) {
