@@ -323,7 +323,6 @@ nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& o
     if (d < 1 || (!points.empty() && points.back()["dp"].get<int>() >= d)) continue;
     models::TrainingJob job = sc.job;
     job.plan.dp = d;
-    if (sc.job.plan.ep > 1 && d % sc.job.plan.ep != 0) continue;
     double step = own.step_time.value(), mfu = own.mfu, days = own.time_to_train.value() / 86400.0;
     if (d != dp) {
       try {

@@ -207,12 +207,9 @@ class BoundModel {
     DataParallelGroups g;
     const auto& gpus = topo_.gpus();
     for (int d = 0; d < p.dp; ++d) {
-      for (int c = 0; c < p.cp; ++c) {
-        const auto v = gpus[static_cast<std::size_t>(rank_of(p, RankCoord{0, c, d, s}))];
-        g.dense.push_back(v);
-        if (d % p.ep == 0) g.expert.push_back(v);
-      }
+      for (int c = 0; c < p.cp; ++c) g.dense.push_back(gpus[static_cast<std::size_t>(rank_of(p, RankCoord{0, c, d, s}))]);
     }
+    for (int r : expert_data_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, s}))) g.expert.push_back(gpus[static_cast<std::size_t>(r)]);
     return g;
   }
 
@@ -316,12 +313,14 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
 
 namespace {
 
-// The dimensions of a rank order that have more than one rank: orders that agree on these place
+// The dimensions of a rank order that have more than one rank in the attention's mapping or the
+// experts' (where dp stands for the expert-data-parallel rest): orders that agree on these place
 // every rank alike.
 std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
   std::vector<ParallelDim> out;
+  const int expert_dp = p.ep > 1 ? expert_data_parallel_size(p) : 1;
   for (ParallelDim d : p.order) {
-    const int size = d == ParallelDim::tp ? p.tp : d == ParallelDim::cp ? p.cp : d == ParallelDim::ep ? p.ep : d == ParallelDim::dp ? p.dp / std::max(1, p.ep) : p.pp;
+    const int size = d == ParallelDim::tp ? p.tp : d == ParallelDim::cp ? p.cp : d == ParallelDim::ep ? p.ep : d == ParallelDim::dp ? std::max(p.dp, expert_dp) : p.pp;
     if (size > 1) out.push_back(d);
   }
   return out;

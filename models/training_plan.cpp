@@ -84,7 +84,10 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
   }
   if (p.ep > 1) {
     if (!m.moe) fail(fmt::format("ep = {} but the model {} has no experts", p.ep, m.name));
-    if (p.dp % p.ep != 0) fail(fmt::format("ep = {} must divide dp = {} (experts are split over data-parallel ranks)", p.ep, p.dp));
+    if ((p.tp * p.cp * p.dp) % p.ep != 0) {
+      fail(fmt::format("ep = {} must divide tp x cp x dp = {} (the ranks of a pipeline stage, which the experts' mapping splits into ep x the rest)", p.ep,
+                       p.tp * p.cp * p.dp));
+    }
     if (m.moe->experts % p.ep != 0) fail(fmt::format("ep = {} must divide the {} experts", p.ep, m.moe->experts));
   }
   if (p.zero_stage < 0 || p.zero_stage > 3) fail(fmt::format("zero_stage must be 0, 1, 2 or 3, found {}", p.zero_stage));
@@ -100,8 +103,8 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
     switch (d) {
       case ParallelDim::tp: size = plan.tp; index = c.tp; break;
       case ParallelDim::cp: size = plan.cp; index = c.cp; break;
-      case ParallelDim::ep: size = plan.ep; index = c.dp % plan.ep; break;
-      case ParallelDim::dp: size = plan.dp / plan.ep; index = c.dp / plan.ep; break;
+      case ParallelDim::ep: break;  // the attention's mapping has no expert dimension (expert_parallel_ranks)
+      case ParallelDim::dp: size = plan.dp; index = c.dp; break;
       case ParallelDim::pp: size = plan.pp; index = c.pp; break;
     }
     rank += index * stride;
@@ -109,6 +112,51 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
   }
   return rank;
 }
+
+int expert_data_parallel_size(const ParallelismPlan& plan) { return plan.tp * plan.cp * plan.dp / plan.ep; }
+
+namespace {
+
+// One dimension of the experts' decomposition of the ranks: its stride and size.
+struct ExpertDim {
+  int stride = 1, size = 1;
+};
+
+// Where ep and the expert-data-parallel dimension sit in the plan's order, with expert tensor and
+// context parallelism 1.
+std::pair<ExpertDim, ExpertDim> expert_dims(const ParallelismPlan& plan) {
+  ExpertDim ep, edp;
+  int stride = 1;
+  for (ParallelDim d : plan.order) {
+    int size = 1;
+    if (d == ParallelDim::ep) {
+      ep = {stride, plan.ep};
+      size = plan.ep;
+    } else if (d == ParallelDim::dp) {
+      edp = {stride, expert_data_parallel_size(plan)};
+      size = edp.size;
+    } else if (d == ParallelDim::pp) {
+      size = plan.pp;
+    }
+    stride *= size;
+  }
+  return {ep, edp};
+}
+
+// The ranks that differ from `rank` in dimension `dim` only.
+std::vector<int> along(int rank, ExpertDim dim) {
+  const int base = rank - (rank / dim.stride % dim.size) * dim.stride;
+  std::vector<int> out;
+  out.reserve(static_cast<std::size_t>(dim.size));
+  for (int i = 0; i < dim.size; ++i) out.push_back(base + i * dim.stride);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).first); }
+
+std::vector<int> expert_data_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).second); }
 
 std::vector<int> chunk_layers(int layers, int pp, int vpp) {
   const int chunks = pp * vpp;
@@ -256,7 +304,7 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
   const Shard shard = shard_of(job);
   const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
   const double dense_shards = double(p.dp) * p.cp;
-  const double expert_shards = dense_shards / p.ep;
+  const double expert_shards = expert_data_parallel_size(p);
   // Transformer Engine keeps an fp8 copy of the transformer layers' weights (not of the embedding
   // and the output layer, which run in 16 bits).
   const double fp8_copy_bytes = job.precision == hardware::Dtype::fp8 ? 1.0 : 0.0;

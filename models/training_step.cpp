@@ -175,12 +175,33 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     }
     return g;
   };
-  auto edp_group = [&](int t, int s) {
-    std::vector<topology::Vertex> g;
-    for (int d = 0; d < p.dp; d += p.ep) {
-      for (int c = 0; c < p.cp; ++c) g.push_back(gpus[static_cast<std::size_t>(gpu_of(t, c, d, s))]);
+  // The expert-data-parallel groups (the ranks holding the same experts, expert_data_parallel_ranks)
+  // whose reductions are simulated under TP rank t: folded, the group of rank (t, 0, 0); unfolded,
+  // every group of stage s whose lowest rank has TP rank t, so that each is simulated once.
+  std::vector<int> tp_of_rank(gpus.size(), 0);
+  for (int s = 0; s < p.pp; ++s) {
+    for (int d = 0; d < p.dp; ++d) {
+      for (int c = 0; c < p.cp; ++c) {
+        for (int t = 0; t < p.tp; ++t) tp_of_rank[static_cast<std::size_t>(gpu_of(t, c, d, s))] = t;
+      }
     }
-    return g;
+  }
+  auto edp_groups = [&](int t, int s) {
+    std::vector<std::vector<int>> out;
+    auto consider = [&](int rank) {
+      std::vector<int> g = expert_data_parallel_ranks(p, rank);
+      std::sort(g.begin(), g.end());
+      if (tp_of_rank[static_cast<std::size_t>(g.front())] != t && !options.fold) return;
+      if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(std::move(g));
+    };
+    if (options.fold) {
+      consider(gpu_of(t, 0, 0, s));
+    } else {
+      for (int d = 0; d < p.dp; ++d) {
+        for (int c = 0; c < p.cp; ++c) consider(gpu_of(t, c, d, s));
+      }
+    }
+    return out;
   };
   // The tp ranks whose data-parallel traffic is simulated.
   std::vector<int> dp_tps;
@@ -200,21 +221,35 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     for (int t : tps) {
       for (int part = 0; part < 2; ++part) {
         const double params = part == 0 ? dense : expert;
-        if (params <= 0 || p.dp * p.cp / (part == 0 ? 1 : p.ep) < 2) continue;
-        const auto key = std::make_tuple(static_cast<int>(op), t, s, part, params * bytes_per);
-        auto it = dp_plans.find(key);
-        if (it == dp_plans.end()) {
-          Collective c;
-          c.op = op;
-          c.ranks = part == 0 ? dp_group(t, s) : edp_group(t, s);
-          c.bytes = Bytes(params * bytes_per);
-          it = dp_plans.emplace(key, cm.plan(c)).first;
+        if (params <= 0 || (part == 0 ? p.dp * p.cp : expert_data_parallel_size(p)) < 2) continue;
+        // A group's collective of one size is planned once: dense groups by TP rank, expert groups
+        // by their lowest rank.
+        std::vector<std::pair<int, std::vector<topology::Vertex>>> groups;
+        if (part == 0) {
+          groups.emplace_back(t, dp_group(t, s));
+        } else {
+          for (const auto& ranks : edp_groups(t, s)) {
+            std::vector<topology::Vertex> g;
+            for (int r : ranks) g.push_back(gpus[static_cast<std::size_t>(r)]);
+            groups.emplace_back(ranks.front(), std::move(g));
+          }
         }
-        const auto ids = cm.add_to(graph, it->second, kDpStream);
-        for (TaskId a : after) graph.depend(a, ids.first);
-        dp_lasts.push_back(ids.second);
-        stage_dp[static_cast<std::size_t>(s)].push_back(ids.second);
-        if (out) out->push_back(ids);
+        for (auto& [id, members] : groups) {
+          const auto key = std::make_tuple(static_cast<int>(op), id, s, part, params * bytes_per);
+          auto it = dp_plans.find(key);
+          if (it == dp_plans.end()) {
+            Collective c;
+            c.op = op;
+            c.ranks = std::move(members);
+            c.bytes = Bytes(params * bytes_per);
+            it = dp_plans.emplace(key, cm.plan(c)).first;
+          }
+          const auto ids = cm.add_to(graph, it->second, kDpStream);
+          for (TaskId a : after) graph.depend(a, ids.first);
+          dp_lasts.push_back(ids.second);
+          stage_dp[static_cast<std::size_t>(s)].push_back(ids.second);
+          if (out) out->push_back(ids);
+        }
       }
     }
   };
@@ -648,7 +683,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
 double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& stage) {
   const ParallelismPlan& p = job.plan;
   const double dense_shards = double(p.dp) * p.cp;
-  const double shard = stage.dense / dense_shards + stage.expert / (dense_shards / p.ep);
+  const double shard = stage.dense / dense_shards + stage.expert / expert_data_parallel_size(p);
   const double local = p.zero_stage >= 1 ? shard : stage.dense + stage.expert;
   const double adam_bytes_per_parameter = 2.0 * job.gradient_bytes() + 3.0 * 8.0 + 2.0;
   // The main-gradient buffer is zeroed for the next step's accumulation (Megatron's
@@ -674,7 +709,7 @@ GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Top
   const auto gpu = [&](int tp, int cp, int dp) { return gpus[static_cast<std::size_t>(rank_of(p, RankCoord{tp, cp, dp, 0}))]; };
   for (int t = 0; t < p.tp; ++t) tp_.push_back(gpu(t, 0, 0));
   for (int c = 0; c < p.cp; ++c) cp_.push_back(gpu(0, c, 0));
-  for (int e = 0; e < p.ep; ++e) ep_.push_back(gpu(0, 0, e));
+  for (int r : expert_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, 0}))) ep_.push_back(gpus[static_cast<std::size_t>(r)]);
 }
 
 bool GroupCollectives::tp_spans_nodes() const {

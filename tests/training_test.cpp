@@ -487,6 +487,54 @@ TEST_CASE("MoE with expert parallelism and context parallelism run and count the
   CHECK_THROWS_AS(simulate_training(job, topo), std::invalid_argument);
 }
 
+TEST_CASE("the experts' mapping folds ep after expert tensor parallelism 1, as Megatron-Core's second RankGenerator does") {
+  // Grok-1's DGX Cloud plan: TP 4, CP 2, DP 8, EP 8, PP 8 on 512 GPUs.
+  ParallelismPlan p;
+  p.tp = 4, p.cp = 2, p.dp = 8, p.ep = 8, p.pp = 8;
+  CHECK(expert_data_parallel_size(p) == 8);  // 4 x 2 x 8 ranks a stage over ep 8
+  // tp-cp-ep-dp-pp: an EP group is eight consecutive ranks (one DGX node), whatever tp and cp are.
+  CHECK(expert_parallel_ranks(p, 0) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(expert_parallel_ranks(p, 13) == std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15});
+  CHECK(expert_data_parallel_ranks(p, 13) == std::vector<int>{5, 13, 21, 29, 37, 45, 53, 61});
+  // The next stage's groups are the same shape, 64 ranks on.
+  CHECK(expert_parallel_ranks(p, 64 + 13) == std::vector<int>{72, 73, 74, 75, 76, 77, 78, 79});
+  // With ep after dp in the order, the expert-data-parallel rest varies fastest instead.
+  p.order = {ParallelDim::tp, ParallelDim::cp, ParallelDim::dp, ParallelDim::ep, ParallelDim::pp};
+  CHECK(expert_parallel_ranks(p, 0) == std::vector<int>{0, 8, 16, 24, 32, 40, 48, 56});
+  CHECK(expert_data_parallel_ranks(p, 0) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  // The attention's mapping ignores ep: both orders place every (tp, cp, dp, pp) rank alike.
+  ParallelismPlan q = p;
+  q.order = ParallelismPlan().order;
+  for (int d = 0; d < p.dp; ++d) CHECK(rank_of(p, RankCoord{1, 1, d, 2}) == rank_of(q, RankCoord{1, 1, d, 2}));
+}
+
+TEST_CASE("an EP group of eight stays on one node's NVLink, and the experts' optimizer shards over every rank holding them") {
+  const topology::Topology topo = h100_nodes(8);
+  TrainingJob job;
+  job.model = preset("mixtral-8x7b");
+  job.model.seq_len = 4096;
+  job.plan.tp = 2;
+  job.plan.dp = 32;
+  job.plan.ep = 8;
+  job.plan.sequence_parallel = true;
+  job.recompute = Recompute::full;
+  job.global_batch = 64;
+  const TrainingResult folded = simulate_training(job, topo);
+  // The same EP group spread over eight nodes (a rank every eighth GPU): the all-to-alls cross the
+  // fabric, slower than NVLink.
+  job.plan.order = {ParallelDim::tp, ParallelDim::dp, ParallelDim::ep, ParallelDim::cp, ParallelDim::pp};
+  const TrainingResult spread = simulate_training(job, topo);
+  CHECK(spread.breakdown.ep_comm > 2.0 * folded.breakdown.ep_comm);
+  // 64 ranks a stage over ep 8: eight ranks hold each expert, so its optimizer states are an eighth.
+  job.plan.order = ParallelismPlan().order;
+  const MemoryReport m = estimate_memory(job, *topo.gpu);
+  const StageParameters params = stage_parameters(job.model, job.plan, 0);
+  CHECK(m.stages[0].optimizer.value() == Approx(12.0 * (params.dense / 32.0 + params.expert / 8.0)));
+  // Folding agrees with the unfolded simulation, which reduces every expert-data-parallel group.
+  job.global_batch = 32;
+  CHECK(simulate_training(job, topo, {.fold = false}).step_time.value() == Approx(simulate_training(job, topo).step_time.value()).epsilon(0.01));
+}
+
 TEST_CASE("an OOM verdict names what overflows and by how much") {
   TrainingJob job;
   job.model = preset("llama3-70b");

@@ -150,6 +150,10 @@ models::TrainingJob training_job(const Case& c, CaseResult& r) {
   p.dp = t.dp;
   p.cp = t.cp;
   p.ep = t.ep;
+  if (p.ep > 1) {
+    // The format does not say how experts sit on the ranks; the one layout modelled is named.
+    r.defaults_applied.push_back("experts: MoE parallel folding (expert TP 1, EP groups of consecutive ranks; Megatron-Core 0.10 on)");
+  }
   if (t.vpp) {
     p.vpp = *t.vpp;
   } else if (t.pp > 1) {

@@ -38,7 +38,7 @@ struct ParallelismPlan {
   int pp = 1;
   int dp = 1;  // data-parallel replicas of the dense weights
   int cp = 1;
-  int ep = 1;  // experts split over ep ranks carved from dp (Megatron's expert-data-parallel layout)
+  int ep = 1;  // experts split over ep ranks (MoE parallel folding: expert_parallel_ranks)
   int vpp = 1;  // model chunks per pipeline rank (interleaved 1F1B when > 1)
   bool sequence_parallel = false;
   bool tp_overlap = false;  // tensor-parallel collectives pipelined with their GEMMs
@@ -243,10 +243,23 @@ struct TrainingResult {
 // Simulates one step on the first plan.gpus() GPUs of the topology, in topology order.
 TrainingResult simulate_training(const TrainingJob& job, const topology::Topology& topo, TrainingOptions options = {});
 
-// GPU (index into topo.gpus()) of each rank coordinate under the plan's order.
+// GPU (index into topo.gpus()) of each rank coordinate under the plan's order: the attention's
+// mapping, in which ep has no place (Megatron-Core's decoder RankGenerator has ep = 1).
 struct RankCoord {
   int tp = 0, cp = 0, dp = 0, pp = 0;
 };
 int rank_of(const ParallelismPlan& plan, const RankCoord& c);
+
+// The expert layers' mapping of the same ranks: Megatron-Core's MoE parallel folding (Liu et al.
+// 2025, arXiv 2504.14960; parallel_state.py builds a second RankGenerator for the experts with the
+// plan's order, expert tensor parallelism 1 and context parallelism 1). Each GPU holds experts / ep
+// whole experts; in the order, ep takes its own place and the expert-data-parallel rest, tp x cp x
+// dp / ep ranks, takes dp's, so with Megatron's tp-cp-ep-dp-pp an EP group is ep consecutive ranks
+// (one node's GPUs for ep 8) whatever tp and cp are. Ranks are GPU indices, as from rank_of.
+int expert_data_parallel_size(const ParallelismPlan& plan);
+// The ranks of the expert-parallel group that holds `rank`, in ep order.
+std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank);
+// The ranks holding the same experts as `rank` (its expert-data-parallel group), in order.
+std::vector<int> expert_data_parallel_ranks(const ParallelismPlan& plan, int rank);
 
 }  // namespace cs::models
