@@ -108,6 +108,13 @@ class BoundModel {
     const double micro = j.micro_batches();
     double bound = 0, before = 0;  // before: chunk 0's forward and backward on the stages so far
     const bool fsdp = data_parallel && p.zero_stage >= 3 && p.dp * p.cp > 1;
+    // Per micro-batch work outside the ops: the embedding table's gradient, and unfused gradient
+    // accumulation (as the simulation adds them to the units' backward passes).
+    const hardware::HardwareProfile& hw = *topo_.gpu;
+    const StageParameters table = embedding_parameters(m, p);
+    const double embedding_b = t.embedding_b + embedding_gradient_seconds(j, hw, table) + grad_accumulation_seconds(j, hw, table);
+    const double head_b = t.head_b + grad_accumulation_seconds(j, hw, head_parameters(m, p));
+    const bool unfused = grad_accumulation_seconds(j, hw, StageParameters{1.0, 0.0}) > 0;
     for (int s = 0; s < p.pp; ++s) {
       double work = 0, first_chunk = 0, gathered_work = 0;
       const DataParallelGroups groups = fsdp ? data_parallel_groups(p, s) : DataParallelGroups{};
@@ -115,15 +122,17 @@ class BoundModel {
         const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
         const bool first = s == 0 && v == 0, last = s == p.pp - 1 && v == p.vpp - 1;
         const auto forward_of = [&](int l) { return m.is_moe_layer(l) ? t.moe_f : t.dense_f; };
-        const auto backward_of = [&](int l) { return m.is_moe_layer(l) ? t.moe_b : t.dense_b; };
-        double forward = first ? t.embedding_f : 0.0, backward = first ? t.embedding_b : 0.0;
+        const auto backward_of = [&](int l) {
+          return (m.is_moe_layer(l) ? t.moe_b : t.dense_b) + (unfused ? grad_accumulation_seconds(j, hw, layer_parameters(m, p, l)) : 0.0);
+        };
+        double forward = first ? t.embedding_f : 0.0, backward = first ? embedding_b : 0.0;
         for (int l = r.first; l < r.first + r.count; ++l) {
           forward += forward_of(l);
           backward += backward_of(l);
         }
         if (last) {
           forward += t.head_f;
-          backward += t.head_b;
+          backward += head_b;
         }
         const double chunk = forward + backward;
         work += chunk;
@@ -136,7 +145,7 @@ class BoundModel {
           for (int l = r.first + 2; l < r.first + r.count; ++l) forward_gathers += fsdp_gather(j, groups, l);
           for (int l = r.first; l < r.first + r.count - 2; ++l) backward_gathers += fsdp_gather(j, groups, l);
           const double last_forward = forward_of(r.first + r.count - 1) + (last ? t.head_f : 0.0);
-          const double last_backward = backward_of(r.first) + (first ? t.embedding_b : 0.0);
+          const double last_backward = backward_of(r.first) + (first ? embedding_b : 0.0);
           gathered_work += std::max(forward, forward_gathers + last_forward) + std::max(backward, backward_gathers + last_backward);
         } else {
           gathered_work += chunk;
@@ -209,7 +218,9 @@ class BoundModel {
     for (int d = 0; d < p.dp; ++d) {
       for (int c = 0; c < p.cp; ++c) g.dense.push_back(gpus[static_cast<std::size_t>(rank_of(p, RankCoord{0, c, d, s}))]);
     }
-    for (int r : expert_data_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, s}))) g.expert.push_back(gpus[static_cast<std::size_t>(r)]);
+    if (p.ep > 1) {
+      for (int r : expert_data_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, s}))) g.expert.push_back(gpus[static_cast<std::size_t>(r)]);
+    }
     return g;
   }
 

@@ -143,6 +143,15 @@ TEST_CASE("plan search: branch and bound finds the same best plans as the exhaus
     // The bound holds: no simulated step beats its plan's lower bound.
     if (o.status == PlanOutcome::Status::simulated) CHECK(o.step_s >= o.lower_bound_s);
   }
+  {
+    // Likewise with unfused gradient accumulation, which the bound counts in every backward pass.
+    TrainingScenario unfused = sc;
+    unfused.job.plan.grad_accumulation_fusion = false;
+    const SearchResult u = search_plans(unfused.job, *unfused.topology, unfused.search, all);
+    for (const auto& o : u.outcomes) {
+      if (o.status == PlanOutcome::Status::simulated) CHECK(o.step_s >= o.lower_bound_s);
+    }
+  }
   REQUIRE(pruned1.outcomes.size() == pruned.outcomes.size());
   for (std::size_t i = 0; i < pruned.outcomes.size(); ++i) CHECK(pruned1.outcomes[i].status == pruned.outcomes[i].status);
   SearchOptions sharded = bb;

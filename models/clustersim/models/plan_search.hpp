@@ -117,7 +117,7 @@ struct SearchResult {
 // what the stage's data-parallel traffic forces (ZeRO-3's gathers and reduce-scatters on the DP
 // stream, the gathers inside each pass that its units wait for, a reduction or gather that is not
 // overlapped, each timed alone on the topology) and the optimizer step. Pipeline sends, blocking
-// waits for them and unfused gradient accumulation are left out. The first four rounds are ordered
+// waits for them and the tied embeddings' all-reduce are left out. The first four rounds are ordered
 // by the refined bound (no plan can be pruned before K are simulated).
 // Deterministic: the same space gives the same outcomes in the same order, whatever the thread count
 // and whatever part came from the results file. Throws std::invalid_argument for an empty space.
