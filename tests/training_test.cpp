@@ -397,16 +397,27 @@ TEST_CASE("the embedding table's gradient is zero-filled and added into the main
   CHECK(embedding_gradient_seconds(job, *topo.gpu, table) == Approx(1e9 * 8.0 / rate));
 }
 
+namespace {
+
+// A 4-layer, 4,096-wide model in two pipeline stages of one GPU each, micro-batches of 1.
+TrainingJob two_stage_job(int vocab, int global_batch) {
+  TrainingJob job;
+  job.model = gpt(4, 4096, 32, 4096, vocab);
+  job.plan.pp = 2;
+  job.micro_batch = 1;
+  job.global_batch = global_batch;
+  job.recompute = Recompute::none;
+  job.precision = hardware::Dtype::bf16;
+  return job;
+}
+
+}  // namespace
+
 TEST_CASE("blocking pipeline sends keep each stage waiting for its own sends") {
   // Two stages on two nodes joined by one slow link: each send of a micro-batch's activations
   // takes a visible share of a pass.
   const topology::Topology topo = two_hosts_on_a_slow_link();
-  TrainingJob job;
-  job.model = gpt(4, 4096, 32, 4096, 512);
-  job.plan.pp = 2;
-  job.micro_batch = 1;
-  job.global_batch = 8;
-  job.recompute = Recompute::none;
+  TrainingJob job = two_stage_job(512, 8);
   job.plan.overlap_p2p = true;
   const TrainingResult overlapped = simulate_training(job, topo);
   job.plan.overlap_p2p = false;
@@ -425,13 +436,7 @@ TEST_CASE("a tied embedding held by two pipeline stages all-reduces its gradient
   // Two stages on two hosts joined by one 10 Gb/s link, one data-parallel rank: the only difference
   // tying makes is the all-reduce of the embedding's fp32 main gradient between the stages.
   const topology::Topology topo = two_hosts_on_a_slow_link();
-  TrainingJob job;
-  job.model = gpt(4, 4096, 32, 4096, 4096);
-  job.plan.pp = 2;
-  job.micro_batch = 1;
-  job.global_batch = 4;
-  job.recompute = Recompute::none;
-  job.precision = hardware::Dtype::bf16;
+  TrainingJob job = two_stage_job(4096, 4);
   const TrainingResult untied = simulate_training(job, topo);
   job.model.tied_embeddings = true;
   const TrainingResult tied = simulate_training(job, topo);
@@ -468,18 +473,28 @@ TEST_CASE("folded and unfolded simulations agree") {
   }
 }
 
-TEST_CASE("MoE with expert parallelism and context parallelism run and count their communication") {
-  const topology::Topology topo = h100_nodes(8);
+namespace {
+
+// Mixtral 8x7B at 4K tokens with sequence parallelism and full recompute, 64 sequences a step.
+TrainingJob mixtral_job(int tp, int cp, int dp, int ep) {
   TrainingJob job;
   job.model = preset("mixtral-8x7b");
   job.model.seq_len = 4096;
-  job.plan.tp = 2;
-  job.plan.cp = 2;
-  job.plan.dp = 16;
-  job.plan.ep = 8;
+  job.plan.tp = tp;
+  job.plan.cp = cp;
+  job.plan.dp = dp;
+  job.plan.ep = ep;
   job.plan.sequence_parallel = true;
   job.recompute = Recompute::full;
   job.global_batch = 64;
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("MoE with expert parallelism and context parallelism run and count their communication") {
+  const topology::Topology topo = h100_nodes(8);
+  TrainingJob job = mixtral_job(2, 2, 16, 8);
   const TrainingResult r = simulate_training(job, topo);
   CHECK(r.breakdown.ep_comm > 0);
   CHECK(r.step_time.value() > 0);
@@ -510,15 +525,7 @@ TEST_CASE("the experts' mapping folds ep after expert tensor parallelism 1, as M
 
 TEST_CASE("an EP group of eight stays on one node's NVLink, and the experts' optimizer shards over every rank holding them") {
   const topology::Topology topo = h100_nodes(8);
-  TrainingJob job;
-  job.model = preset("mixtral-8x7b");
-  job.model.seq_len = 4096;
-  job.plan.tp = 2;
-  job.plan.dp = 32;
-  job.plan.ep = 8;
-  job.plan.sequence_parallel = true;
-  job.recompute = Recompute::full;
-  job.global_batch = 64;
+  TrainingJob job = mixtral_job(2, 1, 32, 8);
   const TrainingResult folded = simulate_training(job, topo);
   // The same EP group spread over eight nodes (a rank every eighth GPU): the all-to-alls cross the
   // fabric, slower than NVLink.
