@@ -36,6 +36,7 @@ double gib(Bytes b) { return b.value() / double(1ull << 30); }
 std::string plan_summary(const models::TrainingJob& job) {
   const auto& p = job.plan;
   std::string s = fmt::format("TP{} PP{} DP{} CP{} EP{}", p.tp, p.pp, p.dp, p.cp, p.ep);
+  if (p.etp > 1) s += fmt::format(" ETP{}", p.etp);
   if (p.pp > 1) {
     s += fmt::format(", {}{}", to_string(p.schedule), p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "");
     s += p.p2p_overlapped() ? ", overlapped pipeline sends" : ", blocking pipeline sends";

@@ -247,9 +247,9 @@ class BoundModel {
   const LayerTimes& layer_times(const TrainingJob& j) {
     const ParallelismPlan& p = j.plan;
     GroupCollectives groups(p, topo_, cm_);
-    std::string key = fmt::format("{} {} {} {} {} {} {} {} |", j.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel ? 1 : 0, static_cast<int>(j.recompute),
-                                  p.tp_overlap ? 1 : 0, p.flash_attention ? 1 : 0);
-    for (CommGroup g : {CommGroup::tp, CommGroup::cp, CommGroup::ep}) {
+    std::string key = fmt::format("{} {} {} {} {} {} {} {} {} |", j.micro_batch, p.tp, p.cp, p.ep, p.etp, p.sequence_parallel ? 1 : 0,
+                                  static_cast<int>(j.recompute), p.tp_overlap ? 1 : 0, p.flash_attention ? 1 : 0);
+    for (CommGroup g : {CommGroup::tp, CommGroup::cp, CommGroup::ep, CommGroup::etp}) {
       for (auto v : groups.group(g)) key += fmt::format(" {}", v);
       key += " |";
     }
@@ -331,7 +331,11 @@ std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
   std::vector<ParallelDim> out;
   const int expert_dp = p.ep > 1 ? expert_data_parallel_size(p) : 1;
   for (ParallelDim d : p.order) {
-    const int size = d == ParallelDim::tp ? p.tp : d == ParallelDim::cp ? p.cp : d == ParallelDim::ep ? p.ep : d == ParallelDim::dp ? std::max(p.dp, expert_dp) : p.pp;
+    const int size = d == ParallelDim::tp   ? std::max(p.tp, p.etp)
+                     : d == ParallelDim::cp ? p.cp
+                     : d == ParallelDim::ep ? p.ep
+                     : d == ParallelDim::dp ? std::max(p.dp, expert_dp)
+                                            : p.pp;
     if (size > 1) out.push_back(d);
   }
   return out;
@@ -369,6 +373,7 @@ std::string plan_key(const TrainingJob& j) {
   if (p.overlap_p2p) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);
   if (!p.grad_accumulation_fusion) s += " grad_fusion=0";
   if (p.whole_gradient_all_reduce()) s += " grad_all_reduce=1";
+  if (p.etp > 1) s += fmt::format(" etp={}", p.etp);
   return s;
 }
 
@@ -378,6 +383,7 @@ std::string plan_text(const TrainingJob& j) {
   if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
   if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
   if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
+  if (p.etp > 1) s += fmt::format(" ETP{}", p.etp);
   s += fmt::format(" DP{} mb{} Z{} {}{}", p.dp, j.micro_batch, p.zero_stage, to_string(j.recompute), p.sequence_parallel && p.tp > 1 ? " SP" : "");
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " TP-overlap";
   if (!p.overlap_grad_reduce || !p.overlap_param_gather) s += " no-DP-overlap";

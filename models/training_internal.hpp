@@ -82,13 +82,15 @@ class GroupCollectives {
  public:
   GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm);
   Seconds operator()(CommGroup g, CollectiveOp op, double bytes);
-  [[nodiscard]] const std::vector<topology::Vertex>& group(CommGroup g) const { return g == CommGroup::tp ? tp_ : g == CommGroup::cp ? cp_ : ep_; }
+  [[nodiscard]] const std::vector<topology::Vertex>& group(CommGroup g) const {
+    return g == CommGroup::tp ? tp_ : g == CommGroup::cp ? cp_ : g == CommGroup::ep ? ep_ : etp_;
+  }
   [[nodiscard]] bool tp_spans_nodes() const;
 
  private:
   const topology::Topology& topo_;
   const CollectiveModel& cm_;
-  std::vector<topology::Vertex> tp_, cp_, ep_;
+  std::vector<topology::Vertex> tp_, cp_, ep_, etp_;
   std::map<std::tuple<int, int, double>, double> cache_;
 };
 

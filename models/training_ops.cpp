@@ -187,9 +187,15 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     ops.push_back(router);
     ops.push_back(memory("permute", 2.0 * routed * e.top_k * h * kActivationBytes));
     if (s.ep > 1) ops.push_back(comm("ep_dispatch", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
+    // Expert tensor parallelism (Megatron-Core's alltoall dispatcher): the tokens an EP rank
+    // received are all-gathered over its expert-tensor-parallel group, each rank runs 1/etp of its
+    // experts' FFN on all of them, and the outputs are reduce-scattered back before the combine.
+    const double gathered = routed * e.top_k * e.capacity_factor * s.etp;
+    if (s.etp > 1) ops.push_back(comm("etp_allgather", CommGroup::etp, CollectiveOp::all_gather, gathered * h * kActivationBytes));
     const double local_experts = double(e.experts) / s.ep;
-    const double per_expert = routed * e.top_k * e.capacity_factor * s.ep / e.experts;
-    ffn_ops(ops, m, per_expert, e.expert_ffn_hidden, "expert_", local_experts);
+    const double per_expert = gathered * s.ep / e.experts;
+    ffn_ops(ops, m, per_expert, e.expert_ffn_hidden / s.etp, "expert_", local_experts);
+    if (s.etp > 1) ops.push_back(comm("etp_reducescatter", CommGroup::etp, CollectiveOp::reduce_scatter, gathered * h * kActivationBytes));
     if (s.ep > 1) ops.push_back(comm("ep_combine", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
     ops.push_back(memory("unpermute", 2.0 * routed * e.top_k * h * kActivationBytes));
     if (e.shared_experts > 0) {

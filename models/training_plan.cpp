@@ -82,11 +82,13 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
   if (p.sequence_parallel && p.tp > 1 && (m.seq_len / p.cp) % p.tp != 0) {
     fail(fmt::format("sequence parallelism: the {} tokens of a CP rank do not split over tp = {}", m.seq_len / p.cp, p.tp));
   }
-  if (p.ep > 1) {
-    if (!m.moe) fail(fmt::format("ep = {} but the model {} has no experts", p.ep, m.name));
-    if ((p.tp * p.cp * p.dp) % p.ep != 0) {
-      fail(fmt::format("ep = {} must divide tp x cp x dp = {} (the ranks of a pipeline stage, which the experts' mapping splits into ep x the rest)", p.ep,
-                       p.tp * p.cp * p.dp));
+  if (p.ep > 1 || p.etp > 1) {
+    if (!m.moe) fail(fmt::format("ep = {} and etp = {} but the model {} has no experts", p.ep, p.etp, m.name));
+    if (m.moe->expert_ffn_hidden % p.etp != 0) fail(fmt::format("etp = {} must divide the experts' FFN width {}", p.etp, m.moe->expert_ffn_hidden));
+    if ((p.tp * p.cp * p.dp) % (p.etp * p.ep) != 0) {
+      fail(fmt::format("etp x ep = {} x {} must divide tp x cp x dp = {} (the ranks of a pipeline stage, which the experts' mapping splits into etp x ep x "
+                       "the rest)",
+                       p.etp, p.ep, p.tp * p.cp * p.dp));
     }
     if (m.moe->experts % p.ep != 0) fail(fmt::format("ep = {} must divide the {} experts", p.ep, m.moe->experts));
   }
@@ -113,7 +115,7 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
   return rank;
 }
 
-int expert_data_parallel_size(const ParallelismPlan& plan) { return plan.tp * plan.cp * plan.dp / plan.ep; }
+int expert_data_parallel_size(const ParallelismPlan& plan) { return plan.tp * plan.cp * plan.dp / (plan.etp * plan.ep); }
 
 namespace {
 
@@ -122,14 +124,21 @@ struct ExpertDim {
   int stride = 1, size = 1;
 };
 
-// Where ep and the expert-data-parallel dimension sit in the plan's order, with expert tensor and
-// context parallelism 1.
-std::pair<ExpertDim, ExpertDim> expert_dims(const ParallelismPlan& plan) {
-  ExpertDim ep, edp;
+struct ExpertDims {
+  ExpertDim etp, ep, edp;
+};
+
+// Where etp (in tp's place), ep and the expert-data-parallel dimension (in dp's) sit in the plan's
+// order, with context parallelism 1.
+ExpertDims expert_dims(const ParallelismPlan& plan) {
+  ExpertDim etp, ep, edp;
   int stride = 1;
   for (ParallelDim d : plan.order) {
     int size = 1;
-    if (d == ParallelDim::ep) {
+    if (d == ParallelDim::tp) {
+      etp = {stride, plan.etp};
+      size = plan.etp;
+    } else if (d == ParallelDim::ep) {
       ep = {stride, plan.ep};
       size = plan.ep;
     } else if (d == ParallelDim::dp) {
@@ -140,7 +149,7 @@ std::pair<ExpertDim, ExpertDim> expert_dims(const ParallelismPlan& plan) {
     }
     stride *= size;
   }
-  return {ep, edp};
+  return {etp, ep, edp};
 }
 
 // The ranks that differ from `rank` in dimension `dim` only.
@@ -154,9 +163,11 @@ std::vector<int> along(int rank, ExpertDim dim) {
 
 }  // namespace
 
-std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).first); }
+std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).ep); }
 
-std::vector<int> expert_data_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).second); }
+std::vector<int> expert_data_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).edp); }
+
+std::vector<int> expert_tensor_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).etp); }
 
 std::vector<int> chunk_layers(int layers, int pp, int vpp) {
   const int chunks = pp * vpp;
@@ -235,9 +246,11 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
   } else {
     const MoeSpec& x = *m.moe;
     const double routed = s.tp > 1 ? tokens / t : tokens;
-    const double expert_tokens = routed * x.top_k * x.capacity_factor;
+    // Tokens the rank's experts see: its share of the routed ones, gathered over its
+    // expert-tensor-parallel group, each through 1/etp of the FFN.
+    const double expert_tokens = routed * x.top_k * x.capacity_factor * s.etp;
     bytes += e * expert_tokens * h * 2;  // permuted tokens in, expert outputs back
-    bytes += ffn(expert_tokens, x.expert_ffn_hidden);
+    bytes += ffn(expert_tokens, x.expert_ffn_hidden / s.etp);
     if (x.shared_experts > 0) bytes += ffn(tokens, double(x.shared_experts) * x.shared_expert_ffn_hidden / t);
   }
   bytes += tokens * h * split;  // FFN dropout mask
@@ -265,7 +278,7 @@ StageParameters layer_parameters(const TransformerSpec& m, const ParallelismPlan
   const MoeSpec& x = *m.moe;
   out.dense += double(m.hidden) * x.experts;  // router
   out.dense += double(x.shared_experts) * (is_gated(m.activation) ? 3.0 : 2.0) * m.hidden * x.shared_expert_ffn_hidden / t;
-  out.expert = double(x.experts) / p.ep * expert_parameters(m);
+  out.expert = double(x.experts) / p.ep * expert_parameters(m) / p.etp;
   return out;
 }
 
@@ -293,7 +306,7 @@ StageParameters stage_parameters(const TransformerSpec& m, const ParallelismPlan
 
 Shard shard_of(const TrainingJob& job) {
   const ParallelismPlan& p = job.plan;
-  return {job.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel, job.precision, p.flash_attention};
+  return {job.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel, job.precision, p.flash_attention, p.etp};
 }
 
 MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwareProfile& hw) {
@@ -310,7 +323,7 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
   const double fp8_copy_bytes = job.precision == hardware::Dtype::fp8 ? 1.0 : 0.0;
   const double grad_bytes = job.gradient_bytes();
   int communicators = 0;
-  for (int size : {p.tp, p.pp, p.dp * p.cp, p.cp, p.ep}) communicators += size > 1 ? 1 : 0;
+  for (int size : {p.tp, p.pp, p.dp * p.cp, p.cp, p.ep, p.etp}) communicators += size > 1 ? 1 : 0;
   const int micro = job.micro_batches();
   // Every dense layer stores alike, and every MoE layer.
   const double dense_activations = layer_activation_bytes(m, 0, shard, job.recompute);

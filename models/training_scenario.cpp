@@ -42,6 +42,7 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
   p.dp = m.get_or<int>("dp", 1, positive);
   p.cp = m.get_or<int>("cp", 1, positive);
   p.ep = m.get_or<int>("ep", 1, positive);
+  p.etp = m.get_or<int>("etp", 1, positive);
   p.vpp = m.get_or<int>("vpp", 1, positive);
   p.sequence_parallel = m.get_or<bool>("sequence_parallel", p.tp > 1);
   p.tp_overlap = m.get_or<bool>("tp_overlap", false);

@@ -710,6 +710,7 @@ GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Top
   for (int t = 0; t < p.tp; ++t) tp_.push_back(gpu(t, 0, 0));
   for (int c = 0; c < p.cp; ++c) cp_.push_back(gpu(0, c, 0));
   for (int r : expert_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, 0}))) ep_.push_back(gpus[static_cast<std::size_t>(r)]);
+  for (int r : expert_tensor_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, 0}))) etp_.push_back(gpus[static_cast<std::size_t>(r)]);
 }
 
 bool GroupCollectives::tp_spans_nodes() const {

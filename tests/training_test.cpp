@@ -523,6 +523,39 @@ TEST_CASE("the experts' mapping folds ep after expert tensor parallelism 1, as M
   for (int d = 0; d < p.dp; ++d) CHECK(rank_of(p, RankCoord{1, 1, d, 2}) == rank_of(q, RankCoord{1, 1, d, 2}));
 }
 
+TEST_CASE("expert tensor parallelism splits each expert over etp ranks, which gather the tokens their EP rank received") {
+  // 16 ranks a stage, TP 4, EP 2, ETP 2: the experts' mapping is etp (2) x ep (2) x the rest (4).
+  ParallelismPlan p;
+  p.tp = 4, p.dp = 4, p.ep = 2, p.etp = 2;
+  CHECK(expert_data_parallel_size(p) == 4);
+  CHECK(expert_tensor_parallel_ranks(p, 0) == std::vector<int>{0, 1});
+  CHECK(expert_parallel_ranks(p, 0) == std::vector<int>{0, 2});
+  CHECK(expert_data_parallel_ranks(p, 0) == std::vector<int>{0, 4, 8, 12});
+  TrainingJob job = mixtral_job(4, 1, 4, 2);
+  job.plan.etp = 2;
+  // Each GPU holds 8 / 2 experts, each split in two.
+  ParallelismPlan whole_experts = job.plan;
+  whole_experts.etp = 1;
+  CHECK(layer_parameters(job.model, job.plan, 0).expert == Approx(layer_parameters(job.model, whole_experts, 0).expert / 2));
+  // The layer gathers the 1,024 tokens each rank routes (4,096 / TP 4) x top 2 over the ETP pair and
+  // runs 1/2 of the 16,384-wide FFN on them: 4,096 tokens an EP rank, 1,024 an expert.
+  const Shard shard = shard_of(job);
+  const auto ops = layer_forward_ops(job.model, 0, shard);
+  auto find = [&](const std::string& name) { return *std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == name; }); };
+  CHECK(find("etp_allgather").bytes == Approx(1024.0 * 2 * 2 * 4096 * 2));
+  CHECK(find("etp_reducescatter").bytes == Approx(find("etp_allgather").bytes));
+  CHECK(find("expert_fc1").shape.m == 1024);
+  CHECK(find("expert_fc1").shape.n == 2 * 14336 / 2);
+  // It runs, its gathers count as expert communication, and folding agrees with every rank simulated.
+  const topology::Topology topo = h100_nodes(2);
+  job.global_batch = 16;
+  const TrainingResult folded = simulate_training(job, topo);
+  CHECK(folded.breakdown.ep_comm > 0);
+  CHECK(simulate_training(job, topo, {.fold = false}).step_time.value() == Approx(folded.step_time.value()).epsilon(0.01));
+  job.plan.etp = 3;
+  CHECK_THROWS_AS(simulate_training(job, topo), std::invalid_argument);
+}
+
 TEST_CASE("an EP group of eight stays on one node's NVLink, and the experts' optimizer shards over every rank holding them") {
   const topology::Topology topo = h100_nodes(8);
   TrainingJob job = mixtral_job(2, 1, 32, 8);

@@ -39,6 +39,10 @@ struct ParallelismPlan {
   int dp = 1;  // data-parallel replicas of the dense weights
   int cp = 1;
   int ep = 1;  // experts split over ep ranks (MoE parallel folding: expert_parallel_ranks)
+  // Expert tensor parallelism: each expert's FFN split over etp ranks (Megatron's
+  // --expert-tensor-parallel-size; Megatron-Core's default when unset is tp, recipes for large MoE
+  // models set 1). 1: whole experts.
+  int etp = 1;
   int vpp = 1;  // model chunks per pipeline rank (interleaved 1F1B when > 1)
   bool sequence_parallel = false;
   bool tp_overlap = false;  // tensor-parallel collectives pipelined with their GEMMs
@@ -91,7 +95,7 @@ void check_job(const TrainingJob& job, int cluster_gpus);
 // ------------------------------------------------------------------ operations of one layer
 
 enum class OpKind { gemm, attention, memory, comm };
-enum class CommGroup { tp, cp, ep };
+enum class CommGroup { tp, cp, ep, etp };
 
 struct Op {
   std::string name;
@@ -122,6 +126,7 @@ struct Shard {
   bool sequence_parallel = false;
   hardware::Dtype dtype = hardware::Dtype::bf16;
   bool flash_attention = true;
+  int etp = 1;  // expert tensor parallelism
 };
 
 // Forward operations of transformer layer `layer` (0-based), in execution order.
@@ -252,13 +257,16 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c);
 
 // The expert layers' mapping of the same ranks: Megatron-Core's MoE parallel folding (Liu et al.
 // 2025, arXiv 2504.14960; parallel_state.py builds a second RankGenerator for the experts with the
-// plan's order, expert tensor parallelism 1 and context parallelism 1). Each GPU holds experts / ep
-// whole experts; in the order, ep takes its own place and the expert-data-parallel rest, tp x cp x
-// dp / ep ranks, takes dp's, so with Megatron's tp-cp-ep-dp-pp an EP group is ep consecutive ranks
-// (one node's GPUs for ep 8) whatever tp and cp are. Ranks are GPU indices, as from rank_of.
+// plan's order, tp = expert tensor parallelism and context parallelism 1). Each GPU holds experts /
+// ep experts, each split over etp ranks; in the order, etp takes tp's place, ep its own, and the
+// expert-data-parallel rest, tp x cp x dp / (etp x ep) ranks, takes dp's. With Megatron's
+// tp-cp-ep-dp-pp and etp 1 an EP group is ep consecutive ranks (one node's GPUs for ep 8) whatever
+// tp and cp are. Ranks are GPU indices, as from rank_of.
 int expert_data_parallel_size(const ParallelismPlan& plan);
 // The ranks of the expert-parallel group that holds `rank`, in ep order.
 std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank);
+// The ranks that split the same experts with `rank` (its expert-tensor-parallel group), in order.
+std::vector<int> expert_tensor_parallel_ranks(const ParallelismPlan& plan, int rank);
 // The ranks holding the same experts as `rank` (its expert-data-parallel group), in order.
 std::vector<int> expert_data_parallel_ranks(const ParallelismPlan& plan, int rank);
 
