@@ -114,10 +114,10 @@ class BoundModel {
     const StageParameters table = embedding_parameters(m, p);
     const double embedding_b = t.embedding_b + embedding_gradient_seconds(j, hw, table) + grad_accumulation_seconds(j, hw, table);
     const double head_b = t.head_b + grad_accumulation_seconds(j, hw, head_parameters(m, p));
-    const bool unfused = grad_accumulation_seconds(j, hw, StageParameters{1.0, 0.0}) > 0;
+    const bool unfused = unfused_accumulation(j);
     for (int s = 0; s < p.pp; ++s) {
       double work = 0, first_chunk = 0, gathered_work = 0;
-      const DataParallelGroups groups = fsdp ? data_parallel_groups(p, s) : DataParallelGroups{};
+      const DataParallelGroups groups = fsdp ? data_parallel_groups(j, s) : DataParallelGroups{};
       for (int v = 0; v < p.vpp; ++v) {
         const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
         const bool first = s == 0 && v == 0, last = s == p.pp - 1 && v == p.vpp - 1;
@@ -183,7 +183,7 @@ class BoundModel {
       const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
       for (int l = r.first; l < r.first + r.count; ++l) layers.push_back(l);
     }
-    const DataParallelGroups groups = data_parallel_groups(p, s);
+    const DataParallelGroups groups = data_parallel_groups(j, s);
     // Both parts of a unit's parameters: the dense ones over every data-parallel rank, the experts'
     // over the ranks that hold the same experts.
     const auto both = [&](CollectiveOp op, const StageParameters& params, double bytes_per) {
@@ -212,13 +212,14 @@ class BoundModel {
   struct DataParallelGroups {
     std::vector<topology::Vertex> dense, expert;
   };
-  DataParallelGroups data_parallel_groups(const ParallelismPlan& p, int s) const {
+  DataParallelGroups data_parallel_groups(const TrainingJob& j, int s) const {
+    const ParallelismPlan& p = j.plan;
     DataParallelGroups g;
     const auto& gpus = topo_.gpus();
     for (int d = 0; d < p.dp; ++d) {
       for (int c = 0; c < p.cp; ++c) g.dense.push_back(gpus[static_cast<std::size_t>(rank_of(p, RankCoord{0, c, d, s}))]);
     }
-    if (p.ep > 1) {
+    if (j.model.moe) {
       for (int r : expert_data_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, s}))) g.expert.push_back(gpus[static_cast<std::size_t>(r)]);
     }
     return g;
@@ -329,7 +330,7 @@ namespace {
 // every rank alike.
 std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
   std::vector<ParallelDim> out;
-  const int expert_dp = p.ep > 1 ? expert_data_parallel_size(p) : 1;
+  const int expert_dp = p.ep > 1 || p.etp > 1 ? expert_data_parallel_size(p) : 1;
   for (ParallelDim d : p.order) {
     const int size = d == ParallelDim::tp   ? std::max(p.tp, p.etp)
                      : d == ParallelDim::cp ? p.cp

@@ -177,12 +177,16 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   };
   // The expert-data-parallel groups (the ranks holding the same experts, expert_data_parallel_ranks)
   // whose reductions are simulated under TP rank t: folded, the group of rank (t, 0, 0); unfolded,
-  // every group of stage s whose lowest rank has TP rank t, so that each is simulated once.
-  std::vector<int> tp_of_rank(gpus.size(), 0);
-  for (int s = 0; s < p.pp; ++s) {
-    for (int d = 0; d < p.dp; ++d) {
-      for (int c = 0; c < p.cp; ++c) {
-        for (int t = 0; t < p.tp; ++t) tp_of_rank[static_cast<std::size_t>(gpu_of(t, c, d, s))] = t;
+  // every group of stage s whose lowest rank has TP rank t, so that each is simulated once (the TP
+  // rank of each rank, for that, only when there are experts to reduce unfolded).
+  std::vector<int> tp_of_rank;
+  if (!options.fold && m.moe) {
+    tp_of_rank.assign(gpus.size(), 0);
+    for (int s = 0; s < p.pp; ++s) {
+      for (int d = 0; d < p.dp; ++d) {
+        for (int c = 0; c < p.cp; ++c) {
+          for (int t = 0; t < p.tp; ++t) tp_of_rank[static_cast<std::size_t>(gpu_of(t, c, d, s))] = t;
+        }
       }
     }
   }
@@ -191,7 +195,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     auto consider = [&](int rank) {
       std::vector<int> g = expert_data_parallel_ranks(p, rank);
       std::sort(g.begin(), g.end());
-      if (tp_of_rank[static_cast<std::size_t>(g.front())] != t && !options.fold) return;
+      if (!options.fold && tp_of_rank[static_cast<std::size_t>(g.front())] != t) return;
       if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(std::move(g));
     };
     if (options.fold) {
@@ -692,15 +696,17 @@ double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwarePr
   return (local * adam_bytes_per_parameter + gradient_buffer * job.gradient_bytes()) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
+bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && job.plan.zero_stage < 3; }
+
 double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters) {
-  if (job.plan.grad_accumulation_fusion || job.plan.zero_stage >= 3) return 0.0;
+  if (!unfused_accumulation(job)) return 0.0;
   const double bytes_per_parameter = 2.0 + 2.0 * job.gradient_bytes();
   return (parameters.dense + parameters.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
 double embedding_gradient_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& table) {
   double bytes_per_parameter = 2.0;  // the zero fill of the 16-bit dense gradient
-  if (job.plan.grad_accumulation_fusion && job.plan.zero_stage < 3) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
+  if (job.plan.zero_stage < 3 && !unfused_accumulation(job)) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
   return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
