@@ -4,13 +4,16 @@
 # fails), keeps the measurements, nvidia-smi's report and the log in $OUT, and fits a profile with
 # `clustersim calibrate` where that command exists.
 #
-#   scripts/device-calibrate.sh [--quick] [--base PROFILE] [--budget SECONDS]
+#   scripts/device-calibrate.sh [--quick] [--base PROFILE] [--budget SECONDS] [--prebuilt DIR]
 #   scripts/device-calibrate.sh --fetch-debs [DIR]
 #
 #   --quick          run only the probe's quick sweep
 #   --base PROFILE   the hardware profile the fit starts from (default: picked from the GPU's name,
 #                    h200-sxm-141gb when nothing matches)
 #   --budget S       wall-clock seconds the whole script keeps within (default 570)
+#   --prebuilt DIR   skip the dependencies and the build: run DIR/clustersim-probe-cuda (and fit with
+#                    DIR/clustersim where it is there and runs), e.g. binaries built on the development
+#                    machine and carried, which saves the GPU machine's minutes
 #   --fetch-debs     on a machine WITH network and Debian 12 (the development machine): download the
 #                    build dependencies' Debian packages into DIR (default .deps/debs) for a GPU
 #                    machine that has no network; see "Dependencies" below
@@ -46,6 +49,7 @@ cd "$root" || exit 1
 quick_only=0
 base=""
 budget=570
+prebuilt=""
 fetch_dir=""
 fetch=0
 while [ $# -gt 0 ]; do
@@ -55,6 +59,8 @@ while [ $# -gt 0 ]; do
     --base=*) base=${1#--base=} ;;
     --budget) budget=${2:?--budget needs seconds}; shift ;;
     --budget=*) budget=${1#--budget=} ;;
+    --prebuilt) prebuilt=${2:?--prebuilt needs a folder}; shift ;;
+    --prebuilt=*) prebuilt=${1#--prebuilt=} ;;
     --fetch-debs)
       fetch=1
       if [ $# -gt 1 ] && [ "${2#-}" = "$2" ]; then fetch_dir=$2; shift; fi ;;
@@ -118,6 +124,17 @@ if [ -z "$base" ]; then
   esac
 fi
 
+if [ -n "$prebuilt" ]; then
+  probe=$(cd "$prebuilt" 2>/dev/null && pwd)/clustersim-probe-cuda
+  cs=$(cd "$prebuilt" 2>/dev/null && pwd)/clustersim
+  [ -x "$probe" ] || { say "--prebuilt: $prebuilt/clustersim-probe-cuda is not an executable"; exit 1; }
+  if ! "$probe" --help >/dev/null 2>>"$log"; then
+    say "--prebuilt: $probe does not run here (see $log; ldd follows)"
+    ldd "$probe" >>"$log" 2>&1
+    exit 1
+  fi
+  say "using the prebuilt $probe"
+else
 # ---- toolchain and dependencies -----------------------------------------------------------------
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 export CMAKE_POLICY_VERSION_MINIMUM=3.5  # CMake 4 refuses package files written for older policies otherwise
@@ -198,6 +215,8 @@ if [ ! -x "$probe" ]; then
 fi
 [ -x "$cs" ] || say "clustersim did not build; the measurements are kept without a fit"
 say "built in $((SECONDS - start)) s"
+
+fi
 
 # ---- probe ---------------------------------------------------------------------------------------
 # run_probe NAME LIMIT [ARGS...]: the probe's measurements in $work/NAME; returns its status.

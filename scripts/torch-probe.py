@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Times, on one CUDA GPU through PyTorch, the parts of a transformer layer that the CUDA probe
+(clustersim-probe-cuda: cuBLASLt GEMMs, copies, NCCL) does not measure, for checking the training
+model's attention efficiencies and memory-bound op times against a real GPU:
+
+  attention   fused causal attention (scaled_dot_product_attention) forward and backward, per
+              backend (cuDNN, as Transformer Engine uses on Hopper; FlashAttention-2), bf16
+  ops         the memory-bound ops of a GPT layer at one micro-batch: layer norm, GeLU, bias-free
+              residual add, the logits' cross-entropy over a whole vocabulary, an embedding's
+              backward, a fused AdamW step over a given number of parameters
+  layer       one whole GPT layer (pre-norm, MHA, GeLU MLP, no dropout), forward and backward, in
+              eager PyTorch with the cuDNN attention backend
+
+  python3 scripts/torch-probe.py --out FILE.json [--quick]
+
+Needs PyTorch with CUDA (not a clustersim dependency; the GPU machines' image has it). Writes one
+JSON file ("clustersim-torch-probe/1"): the GPU, library versions, and a list of samples, each with
+a section, a name, its dimensions, the FLOPs or bytes the model counts for it, and the median
+seconds over timed repetitions (CUDA events, after warm-up). A section that fails is recorded with
+its error and the others still run. Timing method: median of `reps` calls, each between two CUDA
+events, after `warmup` calls; the clocks are brought up by a second of matrix products first.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="the JSON file to write")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+    args = ap.parse_args()
+
+    import torch
+    import torch.nn.functional as F
+
+    if not torch.cuda.is_available():
+        sys.exit("torch-probe: PyTorch sees no CUDA GPU")
+    dev = torch.device("cuda")
+    prop = torch.cuda.get_device_properties(dev)
+    result = {
+        "format": "clustersim-torch-probe/1",
+        "gpu": prop.name,
+        "sm_count": prop.multi_processor_count,
+        "memory_bytes": prop.total_memory,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": None,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "errors": {},
+        "samples": [],
+    }
+    try:
+        result["cudnn"] = torch.backends.cudnn.version()
+    except RuntimeError as e:  # a cuDNN on LD_LIBRARY_PATH that does not match PyTorch's
+        result["errors"]["cudnn"] = str(e)
+    reps = 10 if args.quick else 30
+    bf16 = torch.bfloat16
+
+    def write():
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(tmp, args.out)
+
+    def timed(fn, n=reps, warmup=3):
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for s, e in events:
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        ms = sorted(s.elapsed_time(e) for s, e in events)
+        return ms[len(ms) // 2] / 1e3
+
+    def sample(section, name, seconds, **fields):
+        d = {"section": section, "name": name, "seconds": seconds}
+        d.update(fields)
+        result["samples"].append(d)
+        rate = ""
+        if "flops" in fields:
+            rate = " %.1f TFLOP/s" % (fields["flops"] / seconds / 1e12)
+        elif "bytes" in fields:
+            rate = " %.0f GB/s" % (fields["bytes"] / seconds / 1e9)
+        print("torch-probe: %s %s %s: %.3f ms%s" % (section, name, {k: v for k, v in fields.items() if k not in ("flops", "bytes")},
+                                                   seconds * 1e3, rate), flush=True)
+
+    def section(name, fn):
+        t = time.time()
+        try:
+            fn()
+        except Exception as e:  # one section's failure must not lose the others
+            result["errors"][name] = "%s: %s" % (type(e).__name__, e)
+            traceback.print_exc()
+        torch.cuda.empty_cache()
+        print("torch-probe: section %s took %.1f s" % (name, time.time() - t), flush=True)
+        write()
+
+    # Clocks up: a second of 8192^3 bf16 products.
+    a = torch.randn(8192, 8192, device=dev, dtype=bf16)
+    t = time.time()
+    while time.time() - t < 1.0:
+        a @ a
+    torch.cuda.synchronize()
+    square = timed(lambda: a @ a, n=10)
+    sample("warmup", "matmul_8192", square, flops=2.0 * 8192 ** 3)
+    del a
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    # (batch, heads, seq, head_dim): one sequence of Megatron-Core's 1.7B / 7.1B (4k), GPT-3 and the
+    # Llama shapes a TP rank holds (heads / tp), and a FlashAttention-3 benchmark point (16k tokens).
+    att_shapes = [(1, 16, 4096, 128), (1, 32, 4096, 128), (1, 8, 4096, 128), (1, 12, 2048, 128), (4, 16, 4096, 128),
+                  (1, 16, 8192, 128), (2, 16, 2048, 128), (1, 24, 2048, 96), (1, 16, 4096, 64)]
+    if args.quick:
+        att_shapes = att_shapes[:3]
+
+    def attention():
+        backends = [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)]
+        for b, h, s, d in att_shapes:
+            # Causal: half the s x s scores; forward 2 products (QK^T, PV), backward 5 (2.5 x forward).
+            fwd_flops = 2.0 * 2.0 * b * h * s * s * d / 2.0
+            for bname, backend in backends:
+                q, k, v = (torch.randn(b, h, s, d, device=dev, dtype=bf16, requires_grad=True) for _ in range(3))
+                g = torch.randn(b, h, s, d, device=dev, dtype=bf16)
+                try:
+                    with sdpa_kernel([backend]):
+                        def fwd():
+                            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+                        def fwd_bwd():
+                            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                            q.grad = k.grad = v.grad = None
+                            o.backward(g)
+
+                        tf = timed(fwd)
+                        tfb = timed(fwd_bwd)
+                except Exception as e:
+                    result["errors"]["attention_%s_%dx%dx%dx%d" % (bname, b, h, s, d)] = "%s: %s" % (type(e).__name__, e)
+                    continue
+                dims = dict(backend=bname, batch=b, heads=h, seq=s, head_dim=d)
+                sample("attention", "forward", tf, flops=fwd_flops, **dims)
+                sample("attention", "backward", tfb - tf, flops=2.5 * fwd_flops, **dims)
+                del q, k, v, g
+
+    # (hidden, ffn, heads, vocab, tokens): Megatron-Core's 1.7B and 7.1B at one 4k sequence.
+    layers = [(2048, 8192, 16, 131072, 4096), (4096, 16384, 32, 131072, 4096)]
+    if args.quick:
+        layers = layers[:1]
+
+    def ops():
+        for hid, ffn, heads, vocab, tokens in layers:
+            dims = dict(hidden=hid, tokens=tokens)
+            x = torch.randn(tokens, hid, device=dev, dtype=bf16, requires_grad=True)
+            gx = torch.randn(tokens, hid, device=dev, dtype=bf16)
+            w = torch.ones(hid, device=dev, dtype=bf16, requires_grad=True)
+            bias = torch.zeros(hid, device=dev, dtype=bf16, requires_grad=True)
+            act = tokens * hid * 2.0
+            sample("ops", "layer_norm_forward", timed(lambda: F.layer_norm(x, (hid,), w, bias)), bytes=2 * act, **dims)
+
+            def ln_fb():
+                x.grad = w.grad = bias.grad = None
+                F.layer_norm(x, (hid,), w, bias).backward(gx)
+            sample("ops", "layer_norm_forward_backward", timed(ln_fb), bytes=5 * act, **dims)
+            y = torch.randn(tokens, hid, device=dev, dtype=bf16)
+            sample("ops", "residual_add", timed(lambda: x.detach() + y), bytes=3 * act, **dims)
+            u = torch.randn(tokens, ffn, device=dev, dtype=bf16, requires_grad=True)
+            gu = torch.randn(tokens, ffn, device=dev, dtype=bf16)
+            wide = tokens * ffn * 2.0
+            sample("ops", "gelu_forward", timed(lambda: F.gelu(u)), bytes=2 * wide, ffn=ffn, **dims)
+
+            def gelu_fb():
+                u.grad = None
+                F.gelu(u).backward(gu)
+            sample("ops", "gelu_forward_backward", timed(gelu_fb), bytes=5 * wide, ffn=ffn, **dims)
+            del u, gu
+            # Logits and their cross-entropy: the product is the CUDA probe's; here the loss alone.
+            logits = torch.randn(tokens, vocab, device=dev, dtype=bf16, requires_grad=True)
+            target = torch.randint(0, vocab, (tokens,), device=dev)
+            lbytes = tokens * vocab * 2.0
+            sample("ops", "cross_entropy_forward", timed(lambda: F.cross_entropy(logits.float(), target)), bytes=lbytes, vocab=vocab, **dims)
+
+            def ce_fb():
+                logits.grad = None
+                F.cross_entropy(logits.float(), target).backward()
+            sample("ops", "cross_entropy_forward_backward", timed(ce_fb), bytes=3 * lbytes, vocab=vocab, **dims)
+            del logits
+            emb = torch.nn.Embedding(vocab, hid, device=dev, dtype=bf16)
+            ids = torch.randint(0, vocab, (tokens,), device=dev)
+            gy = torch.randn(tokens, hid, device=dev, dtype=bf16)
+
+            def emb_fb():
+                emb.weight.grad = None
+                emb(ids).backward(gy)
+            sample("ops", "embedding_forward_backward", timed(emb_fb), bytes=vocab * hid * 2.0, vocab=vocab, **dims)
+            del emb
+            torch.cuda.empty_cache()
+        # Fused AdamW over fp32 parameters (Megatron's distributed optimizer steps fp32 main
+        # parameters): 100 M parameters, 16 bytes read and 12 written per parameter plus the gradient.
+        n = 100_000_000
+        p = torch.zeros(n, device=dev, dtype=torch.float32, requires_grad=True)
+        p.grad = torch.randn(n, device=dev, dtype=torch.float32)
+        opt = torch.optim.AdamW([p], lr=1e-4, fused=True)
+        sample("ops", "adamw_fused_fp32", timed(opt.step, n=10), bytes=n * (4 * 4 + 3 * 4.0), params=n)
+        del p, opt
+
+    def layer():
+        for hid, ffn, heads, vocab, tokens in layers:
+            d = hid // heads
+            lin = lambda i, o: torch.nn.Linear(i, o, device=dev, dtype=bf16)
+            ln1, ln2 = (torch.nn.LayerNorm(hid, device=dev, dtype=bf16) for _ in range(2))
+            qkv, proj, fc1, fc2 = lin(hid, 3 * hid), lin(hid, hid), lin(hid, ffn), lin(ffn, hid)
+            x = torch.randn(1, tokens, hid, device=dev, dtype=bf16, requires_grad=True)
+            g = torch.randn(1, tokens, hid, device=dev, dtype=bf16)
+
+            def forward():
+                a = qkv(ln1(x)).view(1, tokens, 3, heads, d).permute(2, 0, 3, 1, 4)
+                q, k, v = (a[i].contiguous() for i in range(3))
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                h1 = x + proj(o.transpose(1, 2).reshape(1, tokens, hid))
+                return h1 + fc2(F.gelu(fc1(ln2(h1))))
+
+            def fwd_bwd():
+                forward().backward(g)
+
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                tf = timed(forward)
+                tfb = timed(fwd_bwd)
+            gemm_flops = 2.0 * tokens * hid * (3 * hid + hid + 2 * ffn)
+            att_flops = 2.0 * tokens * tokens * hid  # causal, forward
+            dims = dict(hidden=hid, ffn=ffn, heads=heads, tokens=tokens)
+            sample("layer", "forward", tf, flops=gemm_flops + att_flops, **dims)
+            sample("layer", "forward_backward", tfb, flops=3 * gemm_flops + 3.5 * att_flops, **dims)
+            del qkv, proj, fc1, fc2, x, g
+            torch.cuda.empty_cache()
+
+    section("attention", attention)
+    section("ops", ops)
+    section("layer", layer)
+    result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write()
+    print("torch-probe: %d samples, %d errors, written to %s" % (len(result["samples"]), len(result["errors"]), args.out))
+    return 0 if not result["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
