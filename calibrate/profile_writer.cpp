@@ -92,6 +92,7 @@ std::string profile_yaml(const CalibrationResult& r) {
   if (hw.attention.forward_efficiency > 0) {
     y += fmt::format("  attention:\n    forward_efficiency: {}\n    backward_efficiency: {}\n", g9(hw.attention.forward_efficiency),
                      g9(hw.attention.backward_efficiency));
+    if (hw.attention.tail_blocks > 0) y += fmt::format("    tail_blocks: {}\n", g9(hw.attention.tail_blocks));
   }
   if (hw.host_to_device || hw.device_to_host) {
     y += "  host_transfers:\n";

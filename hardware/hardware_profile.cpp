@@ -191,6 +191,9 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     const auto fraction = yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }};
     hw.attention.forward_efficiency = a.get<double>("forward_efficiency", fraction);
     hw.attention.backward_efficiency = a.get<double>("backward_efficiency", fraction);
+    hw.attention.tail_blocks = a.get_or<double>("tail_blocks", 0.0, yaml::Check<double>{"a number of blocks in [0, 64]", [](double v) {
+                                                  return v >= 0 && v <= 64;
+                                                }});
     a.finish();
   }
   if (auto cn = m.find("collectives")) {

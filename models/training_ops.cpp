@@ -18,6 +18,10 @@ constexpr double kTpOverlapChunks = 4.0;
 // FlashAttention's backward pass does 5 matrix products to the forward's 2, recomputing the
 // scores (Dao 2023, FlashAttention-2, section 3.1.2 counts backward FLOPs as 2.5 x forward).
 constexpr double kAttentionBackwardFactor = 2.5;
+// Queries per thread block in fused attention kernels on Hopper and Ampere at head dims up to 128
+// (FlashAttention-2, Dao 2023, section 3.3: blocks of 64 or 128 rows; FlashAttention-3, Shah et al.
+// 2024, section 4: 128 x 128 tiles for head dim 128). The attention tail is counted in such blocks.
+constexpr double kAttentionBlockRows = 128;
 
 Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, double count = 1, bool weight_grad = true) {
   Op op;
@@ -145,6 +149,9 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     // attention efficiency.
     att.shape = {i64(d.tokens), i64(keys), m.qk_head_dim(), std::max<std::int64_t>(i64(heads), 1)};
     att.count = heads * (m.qk_head_dim() + v_dim) / m.qk_head_dim();
+    // The longest walk in the kernel: the last block of queries against every key of the sequence
+    // (with context parallelism the ring's steps together still walk the whole sequence).
+    att.row_flops = 2.0 * kAttentionBlockRows * m.seq_len * (m.qk_head_dim() + v_dim);
     ops.push_back(att);
   } else {
     // Megatron's unfused path: batched score GEMMs over the whole s x s matrix (the causal mask is
@@ -262,7 +269,7 @@ double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hard
   const hardware::Dtype ad = attention_dtype(dtype);
   const double factor = backward ? kAttentionBackwardFactor : 1.0;
   const double eff = backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
-  if (eff > 0) return factor * op.flops / (hw.peak(ad).value() * eff * hardware::load_factor(hw, hardware::Load::sustained)) + hw.kernel_launch_overhead.value();
+  if (eff > 0) return hardware::fused_attention_seconds(hw, factor * op.flops, factor * op.row_flops, ad, backward, hardware::Load::sustained);
   // No measured efficiency: the GEMM model at the attention's matrix-product shape.
   const auto e = hardware::estimate_gemm(hw, op.shape, ad, hardware::Load::sustained);
   const double per_flop = e.time.value() / (2.0 * double(op.shape.batch) * double(op.shape.m) * double(op.shape.n) * double(op.shape.k));

@@ -405,3 +405,32 @@ TEST_CASE("calibrate: the shipped Hopper 16-bit GEMM constants are the fit of th
     }
   }
 }
+
+TEST_CASE("calibrate: the full probe sweep of an H200 fits within a few percent") {
+  // tests/data/calibrate/h200-device-2026-12-04/README.md: clustersim-probe-cuda's full sweep on one
+  // H200 SXM, 511 shapes in each of five dtypes and 33 copies. The fitted model must beat the shipped
+  // profile on them and its residual table must take the worst case far lower.
+  const Measurements m = load_measurements(std::string(CLUSTERSIM_SOURCE_DIR) + "/tests/data/calibrate/h200-device-2026-12-04/measurements.json");
+  REQUIRE(m.gemm.size() == 2555);
+  REQUIRE(m.memory.size() == 33);
+  const HardwareProfile base = shipped("h200-sxm-141gb");
+  const CalibrationResult r = calibrate::calibrate(base, m, {});
+  REQUIRE(r.gemm);
+  CHECK(r.gemm->model_overall.mean_relative < 0.08);
+  CHECK(r.gemm->model_overall.mean_relative < r.gemm->base_overall.mean_relative);
+  CHECK(r.gemm->model_quality.at(Dtype::bf16).r2 > 0.9);
+  CHECK(r.gemm->table_overall.worst_relative < 0.5 * r.gemm->model_overall.worst_relative);
+  // bf16 ran at 814 TFLOP/s at best, 82% of the dense peak: the fitted ceiling lies near it.
+  const double bf16 = r.profile.gemm.max_efficiency.at(Dtype::bf16);
+  CHECK(bf16 > 0.65);
+  CHECK(bf16 < 0.9);
+  // Host copies over PCIe Gen5 x16: about 55 GB/s each way.
+  int host = 0;
+  for (const auto& c : r.copies) {
+    if (c.kind == MemoryKind::d2d) continue;
+    CHECK(c.transfer.bandwidth.value() == Approx(55.4e9).epsilon(0.03));
+    CHECK(c.worst_relative < 0.02);
+    ++host;
+  }
+  CHECK(host == 2);
+}

@@ -2,8 +2,10 @@
 #include "clustersim/hardware/hardware_profile.hpp"
 
 #include <cmath>
+#include <fstream>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "clustersim/common/parts.hpp"
 #include "support.hpp"
@@ -224,4 +226,67 @@ TEST_CASE("fitting the GEMM ceiling recovers it from a measurement", "[hardware]
   // weights at 0.9 x 3.35 TB/s (44 us): no compute ceiling explains it. A rate above peak needs one > 1.
   CHECK_THROWS_WITH(fit_max_efficiency(h100, {1, 8192, 8192}, Dtype::bf16, FlopsPerSec(5e12)), Contains("memory-bound"));
   CHECK_THROWS_WITH(fit_max_efficiency(h100, {8192, 8192, 8192}, Dtype::bf16, FlopsPerSec(1.2e15)), Contains("> 1"));
+}
+
+TEST_CASE("fused attention: the causal tail makes a kernel with less work slower per FLOP", "[hardware][attention]") {
+  HardwareProfile hw = shipped("h100-sxm5-80gb");
+  REQUIRE(hw.attention.tail_blocks > 0);
+  // One 4k sequence, head dim 128: 8 heads (a TP rank of Llama 2 70B at TP 8) against 32.
+  const double row = 2.0 * 128 * 4096 * (128 + 128);
+  const auto flops = [](double heads) { return 2.0 * 4096 * 2048 * heads * (128 + 128); };
+  const double few = fused_attention_seconds(hw, flops(8), row, Dtype::bf16, false);
+  const double many = fused_attention_seconds(hw, flops(32), row, Dtype::bf16, false);
+  CHECK(many / few < 3.5);  // four times the work, well under four times the time
+  CHECK(many / few > 2.0);
+  // The backward pass has its own, lower rate.
+  CHECK(fused_attention_seconds(hw, 2.5 * flops(8), 2.5 * row, Dtype::bf16, true) > 2.5 * few);
+  // Without a tail the time is the FLOPs at the rate: proportional to the work.
+  hw.attention.tail_blocks = 0;
+  const double launch = hw.kernel_launch_overhead.value();
+  CHECK((fused_attention_seconds(hw, flops(32), row, Dtype::bf16, false) - launch) /
+            (fused_attention_seconds(hw, flops(8), row, Dtype::bf16, false) - launch) ==
+        Approx(4.0));
+  // Sustained load runs at the sustained fraction of the burst rate.
+  CHECK(fused_attention_seconds(hw, flops(8), row, Dtype::bf16, false, Load::sustained) - launch ==
+        Approx((fused_attention_seconds(hw, flops(8), row, Dtype::bf16, false) - launch) / hw.gemm.sustained_fraction));
+  hw.attention.forward_efficiency = 0;
+  CHECK_THROWS_WITH(fused_attention_seconds(hw, flops(8), row, Dtype::bf16, false), Contains("no measured attention efficiency"));
+}
+
+TEST_CASE("fused attention: the shipped H200 profile reproduces cuDNN's kernels measured on an H200", "[hardware][attention][calibrate]") {
+  // tests/data/calibrate/h200-device-2026-12-04/README.md: scripts/torch-probe.py on one H200 SXM,
+  // cuDNN 9.19 through PyTorch 2.11, bf16 causal; short timings, so the burst rate.
+  std::ifstream in(std::string(CLUSTERSIM_SOURCE_DIR) + "/tests/data/calibrate/h200-device-2026-12-04/torch-probe.json");
+  REQUIRE(in);
+  const auto probe = nlohmann::json::parse(in);
+  REQUIRE(probe.at("format") == "clustersim-torch-probe/1");
+  const HardwareProfile hw = shipped("h200-sxm-141gb");
+  int n = 0;
+  double sum = 0, worst = 0;
+  for (const auto& s : probe.at("samples")) {
+    if (s.at("section") != "attention" || s.at("backend") != "cudnn" || s.at("head_dim") != 128) continue;
+    const bool backward = s.at("name") == "backward";
+    const double seq = s.at("seq"), d = s.at("head_dim");
+    const double row = (backward ? 2.5 : 1.0) * 2.0 * 128 * seq * (d + d);
+    const double predicted = fused_attention_seconds(hw, s.at("flops").get<double>(), row, Dtype::bf16, backward);
+    const double err = std::abs(predicted / s.at("seconds").get<double>() - 1.0);
+    INFO(s.dump());
+    CHECK(err < 0.16);
+    sum += err;
+    worst = std::max(worst, err);
+    ++n;
+  }
+  REQUIRE(n == 14);  // 7 shapes, forward and backward
+  CHECK(sum / n < 0.06);
+  // A constant efficiency (no tail) cannot: the measured rates span a factor of two.
+  HardwareProfile flat = hw;
+  flat.attention.tail_blocks = 0;
+  double flat_worst = 0;
+  for (const auto& s : probe.at("samples")) {
+    if (s.at("section") != "attention" || s.at("backend") != "cudnn" || s.at("head_dim") != 128) continue;
+    const bool backward = s.at("name") == "backward";
+    const double predicted = fused_attention_seconds(flat, s.at("flops").get<double>(), 0, Dtype::bf16, backward);
+    flat_worst = std::max(flat_worst, std::abs(predicted / s.at("seconds").get<double>() - 1.0));
+  }
+  CHECK(flat_worst > 2 * worst);
 }

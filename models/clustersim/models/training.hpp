@@ -105,6 +105,7 @@ struct Op {
   double flops = 0;            // executed in the forward pass (attention: causal)
   double bytes = 0;            // memory: bytes read and written; comm: the collective's nccl-tests size
   double backward_bytes = 0;   // memory: bytes of its backward pass when known (0: 1.5 x bytes)
+  double row_flops = 0;        // attention: forward FLOPs of one 128-query block over the whole sequence
   CollectiveOp comm_op = CollectiveOp::all_reduce;
   CommGroup group = CommGroup::tp;
   bool attention_core = false;  // recomputed by selective recompute
