@@ -10,8 +10,12 @@ model's attention efficiencies and memory-bound op times against a real GPU:
               backward, a fused AdamW step over a given number of parameters
   layer       one whole GPT layer (pre-norm, MHA, GeLU MLP, no dropout), forward and backward, in
               eager PyTorch with the cuDNN attention backend
+  step        a whole training step of Megatron-Core's 1.7B model on this one GPU: 4 micro-batches
+              of one 4k sequence, bf16 weights and gradients, then Megatron's mixed-precision
+              optimizer (gradients cast to fp32 main gradients, fused AdamW on fp32 main
+              weights, copied back to bf16); not run with --quick
 
-  python3 scripts/torch-probe.py --out FILE.json [--quick]
+  python3 scripts/torch-probe.py --out FILE.json [--quick] [--only SECTION,...]
 
 Needs PyTorch with CUDA (not a clustersim dependency; the GPU machines' image has it). Writes one
 JSON file ("clustersim-torch-probe/1"): the GPU, library versions, and a list of samples, each with
@@ -32,7 +36,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="the JSON file to write")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+    ap.add_argument("--only", default="attention,ops,layer,step", help="comma-separated sections to run")
     args = ap.parse_args()
+    wanted = set(args.only.split(","))
+    unknown = wanted - {"attention", "ops", "layer", "step"}
+    if unknown:
+        sys.exit("torch-probe: unknown section(s) %s (expected attention, ops, layer, step)" % ", ".join(sorted(unknown)))
 
     import torch
     import torch.nn.functional as F
@@ -240,9 +249,71 @@ def main():
             del qkv, proj, fc1, fc2, x, g
             torch.cuda.empty_cache()
 
-    section("attention", attention)
-    section("ops", ops)
-    section("layer", layer)
+    class Layer(torch.nn.Module):
+        def __init__(self, hid, ffn, heads):
+            super().__init__()
+            lin = lambda i, o: torch.nn.Linear(i, o, device=dev, dtype=bf16)
+            self.hid, self.heads = hid, heads
+            self.ln1 = torch.nn.LayerNorm(hid, device=dev, dtype=bf16)
+            self.ln2 = torch.nn.LayerNorm(hid, device=dev, dtype=bf16)
+            self.qkv, self.proj, self.fc1, self.fc2 = lin(hid, 3 * hid), lin(hid, hid), lin(hid, ffn), lin(ffn, hid)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            a = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, self.hid // self.heads).permute(2, 0, 3, 1, 4)
+            q, k, v = (a[i].contiguous() for i in range(3))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            h1 = x + self.proj(o.transpose(1, 2).reshape(b, t, self.hid))
+            return h1 + self.fc2(F.gelu(self.fc1(self.ln2(h1))))
+
+    def step():
+        # Megatron-Core's 1.7B (training.yaml's megatron-core-2024-h100-weak-1.7B): 24 layers, h 2048,
+        # 16 heads, ffn 8192, vocab 131072, untied output layer, 4k sequences; 4 micro-batches of 1.
+        layers_n, hid, ffn, heads, vocab, seq, micro = 24, 2048, 8192, 16, 131072, 4096, 4
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(vocab, hid, device=dev, dtype=bf16)
+        blocks = torch.nn.ModuleList(Layer(hid, ffn, heads) for _ in range(layers_n))
+        lnf = torch.nn.LayerNorm(hid, device=dev, dtype=bf16)
+        head = torch.nn.Linear(hid, vocab, bias=False, device=dev, dtype=bf16)
+        params = list(emb.parameters()) + list(blocks.parameters()) + list(lnf.parameters()) + list(head.parameters())
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        mains = [p.detach().float() for p in params]
+        for m in mains:
+            m.grad = torch.zeros_like(m)
+        opt = torch.optim.AdamW(mains, lr=1e-5, fused=True)
+        ids = torch.randint(0, vocab, (micro, 1, seq), device=dev)
+        targets = torch.randint(0, vocab, (micro, 1, seq), device=dev)
+        n_params = sum(p.numel() for p in params)
+
+        def optimizer():
+            for p, m in zip(params, mains):
+                m.grad.copy_(p.grad)
+            opt.step()
+            for p, m in zip(params, mains):
+                p.data.copy_(m.data)
+
+        def train_step():
+            for p in params:
+                p.grad.zero_()
+            for i in range(micro):
+                h = emb(ids[i])
+                for blk in blocks:
+                    h = blk(h)
+                logits = head(lnf(h))
+                F.cross_entropy(logits.float().view(-1, vocab), targets[i].view(-1)).backward()
+            optimizer()
+
+        dims = dict(layers=layers_n, hidden=hid, ffn=ffn, heads=heads, vocab=vocab, seq=seq, micro_batches=micro, params=n_params)
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            sample("step", "train_step", timed(train_step, n=5, warmup=2), **dims)
+        sample("step", "optimizer", timed(optimizer, n=5, warmup=1), **dims)
+        print("torch-probe: peak memory %.1f GiB" % (torch.cuda.max_memory_allocated() / 2**30), flush=True)
+        del emb, blocks, lnf, head, params, mains, opt
+
+    for name, fn in (("attention", attention), ("ops", ops), ("layer", layer), ("step", step)):
+        if name in wanted and not (name == "step" and args.quick):
+            section(name, fn)
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     write()
     print("torch-probe: %d samples, %d errors, written to %s" % (len(result["samples"]), len(result["errors"]), args.out))
