@@ -31,6 +31,7 @@ struct Options {
   bool quick = false;
   std::vector<std::string> from;           // recorded measurement JSON files
   std::vector<std::string> nccl_tests;     // nccl-tests outputs
+  std::vector<std::string> torch_probe;    // scripts/torch-probe.py outputs
   std::string op;                          // for nccl-tests files that do not say
   std::string link;
   std::string algorithm;                   // the NCCL_ALGO the nccl-tests runs forced
@@ -41,6 +42,8 @@ struct Options {
   std::string profile;                     // an already fitted profile (for --compare without new data)
   std::string compare;
   std::string scenario;
+  std::string attention_backend;           // the attention kernels to fit (default cudnn)
+  int attention_head_dim = 0;              // and their head dim (default 128)
   bool no_table = false;
 };
 
@@ -112,9 +115,11 @@ std::string scenario_effect(const std::string& file, const std::vector<std::pair
 }
 
 void run(const Options& o) {
-  const bool has_data = !o.device.empty() || !o.from.empty() || !o.nccl_tests.empty();
+  const bool has_data = !o.device.empty() || !o.from.empty() || !o.nccl_tests.empty() || !o.torch_probe.empty();
   if (!has_data && o.profile.empty()) {
-    throw InputError("calibrate: nothing to fit: give --device cpu|cuda, --from MEASUREMENTS.json or --from-nccl-tests FILE (or --profile with --compare)");
+    throw InputError(
+        "calibrate: nothing to fit: give --device cpu|cuda, --from MEASUREMENTS.json, --from-nccl-tests FILE or --from-torch-probe FILE (or --profile "
+        "with --compare)");
   }
   if (has_data && !o.profile.empty()) throw InputError("calibrate: --profile names an already fitted profile; it cannot be combined with new measurements");
   if (!o.scenario.empty() && o.compare.empty()) throw InputError("calibrate: --scenario shows the effect of --compare; give --compare PROFILE too");
@@ -175,14 +180,22 @@ void run(const Options& o) {
       m.append(run);
       copt.sources.push_back("nccl-tests " + fs::path(f).filename().string());
     }
+    for (const auto& f : o.torch_probe) {
+      m.append(calibrate::read_torch_probe(f));
+      copt.sources.push_back("torch-probe " + fs::path(f).filename().string());
+    }
+    if (!o.attention_backend.empty()) copt.attention.backend = o.attention_backend;
+    if (o.attention_head_dim > 0) copt.attention.head_dim = o.attention_head_dim;
     const calibrate::CalibrationResult r = calibrate::calibrate(base, m, copt);
     std::cout << calibrate::summary_text(r);
     if (!o.out.empty()) {
       const fs::path dir(o.out);
       reports::write_file_atomically(dir / "profile.yaml", calibrate::profile_yaml(r));
       reports::write_file_atomically(dir / "measurements.json", calibrate::to_json(m));
-      calibrate::write_csv(m, dir);
-      std::cout << fmt::format("wrote {0}/profile.yaml, {0}/measurements.json and {0}/gemm.csv, memory.csv, collectives.csv\n", o.out);
+      const std::vector<std::string> csv = calibrate::write_csv(m, dir);
+      std::string names;
+      for (const auto& n : csv) names += (names.empty() ? "" : ", ") + n;
+      std::cout << fmt::format("wrote {0}/profile.yaml, {0}/measurements.json and {0}/{1}\n", o.out, names);
     }
     fitted = r.profile;
   } else {
@@ -205,6 +218,11 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--quick", o->quick, "Smaller probe sweeps (seconds instead of minutes)");
   cmd->add_option("--from", o->from, "Recorded measurements (clustersim-measurements/1 JSON) to fit")->check(CLI::ExistingFile);
   cmd->add_option("--from-nccl-tests", o->nccl_tests, "nccl-tests output files (text or -J JSON) to fit the fabric from")->check(CLI::ExistingFile);
+  cmd->add_option("--from-torch-probe", o->torch_probe,
+                  "scripts/torch-probe.py output (clustersim-torch-probe/1) whose fused attention kernels set the profile's attention constants")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--attention-backend", o->attention_backend, "The attention backend of --from-torch-probe to fit (default cudnn; flash: FlashAttention-2)");
+  cmd->add_option("--attention-head-dim", o->attention_head_dim, "The head dim of the attention kernels to fit (default 128)")->check(CLI::Range(1, 1024));
   cmd->add_option("--op", o->op, "The collective of nccl-tests files that do not name it (all_reduce, all_gather, ...)");
   cmd->add_option("--link", o->link, "The link class of nccl-tests files: nvlink, pcie or network (default: network across nodes, else nvlink)");
   cmd->add_option("--algorithm", o->algorithm, "The algorithm nccl-tests runs were forced to (NCCL_ALGO: ring, tree, nvls, ...); default: NCCL chose");

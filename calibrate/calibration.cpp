@@ -9,7 +9,7 @@
 namespace cs::calibrate {
 
 CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measurements& m, const CalibrationOptions& options) {
-  if (m.gemm.empty() && m.memory.empty() && m.collectives.empty()) throw InputError("calibrate: the measurements are empty: nothing to fit");
+  if (m.gemm.empty() && m.memory.empty() && m.collectives.empty() && m.attention.empty()) throw InputError("calibrate: the measurements are empty: nothing to fit");
   CalibrationResult r;
   r.base = base;
   r.profile = base;
@@ -53,6 +53,16 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
     for (const auto& n : r.gemm->notes) r.notes.push_back(n);
   }
 
+  if (!m.attention.empty()) {
+    // After the GEMM fit: the attention model adds the (fitted) launch overhead.
+    r.attention = fit_attention(hw, m.attention, options.attention);
+    hw.attention = r.attention->params;
+    if (r.attention->skipped > 0) {
+      r.notes.push_back(fmt::format("{} attention kernels of another backend or head dim than {} / {} were not fitted", r.attention->skipped,
+                                    r.attention->backend, r.attention->head_dim));
+    }
+  }
+
   r.links = fit_collectives(m.collectives);
   // New fits replace the base's fits of the same group; the base's other fits stay.
   for (const LinkFit& l : r.links) {
@@ -78,10 +88,15 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   if (!sources.empty()) cal["sources"] = sources;
   for (const auto& [k, v] : m.meta) cal["meta_" + k] = v;
   cal["samples"] = fmt::format("{} GEMM, {} copy, {} collective", m.gemm.size(), m.memory.size(), m.collectives.size());
+  if (!m.attention.empty()) cal["samples"] += fmt::format(", {} attention", m.attention.size());
   if (r.gemm) {
     cal["gemm_fit"] = fmt::format("model R2 {:.4f}, worst {:.1f}%, mean {:.1f}%; with residual tables R2 {:.4f}, worst {:.1f}%",
                                   r.gemm->model_overall.r2, 100 * r.gemm->model_overall.worst_relative, 100 * r.gemm->model_overall.mean_relative,
                                   r.gemm->table_overall.r2, 100 * r.gemm->table_overall.worst_relative);
+  }
+  if (r.attention) {
+    cal["attention_fit"] = fmt::format("{} {} kernels of head dim {}, worst {:.1f}%, mean {:.1f}%", r.attention->samples, r.attention->backend,
+                                       r.attention->head_dim, 100 * r.attention->worst, 100 * r.attention->mean);
   }
   for (const LinkFit& l : r.links) {
     cal[fmt::format("fit_{}{}_{}_{}x{}", l.result.op, l.result.algorithm.empty() ? "" : "_" + l.result.algorithm, l.result.link, l.result.nodes, l.result.ranks)] =

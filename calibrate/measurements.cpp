@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 
 namespace cs::calibrate {
@@ -69,6 +70,21 @@ class Reader {
       }
     }
   }
+  // An attention record with its pass under `pass_key` ("pass" here, "name" in torch-probe's file).
+  AttentionSample attention(const Json& g, const std::string& path, const char* pass_key) const {
+    AttentionSample s;
+    s.backend = text(g, path, "backend");
+    if (s.backend.empty()) fail(path + ".backend", "a backend name", "an empty string");
+    const std::string pass = text(g, path, pass_key);
+    if (pass != "forward" && pass != "backward") fail(path + "." + pass_key, "forward or backward", "'" + pass + "'");
+    s.backward = pass == "backward";
+    s.batch = static_cast<int>(positive_int(g, path, "batch", kMaxRanks));
+    s.heads = static_cast<int>(positive_int(g, path, "heads", kMaxRanks));
+    s.seq = static_cast<int>(positive_int(g, path, "seq", kMaxDimension));
+    s.head_dim = static_cast<int>(positive_int(g, path, "head_dim", 1024));
+    s.seconds = positive(g, path, "seconds");
+    return s;
+  }
   const Json* array(const Json& doc, const char* key) const {
     auto it = doc.find(key);
     if (it == doc.end()) return nullptr;
@@ -121,11 +137,22 @@ std::string_view to_string(LinkClass c) {
   return "?";
 }
 
+double AttentionSample::flops() const {
+  const double forward = 2.0 * batch * double(heads) * double(seq) * double(seq) * head_dim;
+  return backward ? hardware::kAttentionBackwardFlops * forward : forward;
+}
+
+double AttentionSample::row_flops() const {
+  const double forward = 2.0 * hardware::kAttentionBlockRows * double(seq) * (2.0 * head_dim);
+  return backward ? hardware::kAttentionBackwardFlops * forward : forward;
+}
+
 void Measurements::append(const Measurements& other) {
   for (const auto& [k, v] : other.meta) meta.emplace(k, v);
   gemm.insert(gemm.end(), other.gemm.begin(), other.gemm.end());
   memory.insert(memory.end(), other.memory.begin(), other.memory.end());
   collectives.insert(collectives.end(), other.collectives.begin(), other.collectives.end());
+  attention.insert(attention.end(), other.attention.begin(), other.attention.end());
 }
 
 std::string to_json(const Measurements& m) {
@@ -145,6 +172,13 @@ std::string to_json(const Measurements& m) {
                                   {"ranks", c.ranks}, {"nodes", c.nodes}, {"bytes", c.bytes}, {"seconds", c.seconds}});
     if (!c.algorithm.empty()) doc["collectives"].back()["algorithm"] = c.algorithm;
   }
+  if (!m.attention.empty()) {
+    doc["attention"] = Json::array();
+    for (const auto& a : m.attention) {
+      doc["attention"].push_back({{"backend", a.backend}, {"pass", a.backward ? "backward" : "forward"}, {"batch", a.batch}, {"heads", a.heads},
+                                  {"seq", a.seq}, {"head_dim", a.head_dim}, {"seconds", a.seconds}});
+    }
+  }
   return doc.dump(1) + "\n";
 }
 
@@ -157,7 +191,7 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
     throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())},
                      fmt::format("not valid JSON at byte {}: {}", e.byte, e.what()));
   }
-  r.only(doc, "<document>", {"format", "meta", "gemm", "memory", "collectives"});
+  r.only(doc, "<document>", {"format", "meta", "gemm", "memory", "collectives", "attention"});
   if (r.text(doc, "<document>", "format") != kFormat) {
     r.fail("format", std::string("'") + kFormat + "'", "'" + doc["format"].get<std::string>() + "'");
   }
@@ -221,6 +255,13 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
       m.collectives.push_back(s);
     }
   }
+  if (const Json* a = r.array(doc, "attention")) {
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const std::string path = fmt::format("attention[{}]", i);
+      r.only((*a)[i], path, {"backend", "pass", "batch", "heads", "seq", "head_dim", "seconds"});
+      m.attention.push_back(r.attention(a->at(i), path, "pass"));
+    }
+  }
   return m;
 }
 
@@ -232,7 +273,7 @@ Measurements load_measurements(const std::filesystem::path& file) {
   return from_json(text.str(), file);
 }
 
-void write_csv(const Measurements& m, const std::filesystem::path& dir) {
+std::vector<std::string> write_csv(const Measurements& m, const std::filesystem::path& dir) {
   std::string gemm = "dtype,m,n,k,seconds,tflops\n";
   for (const auto& g : m.gemm) {
     gemm += fmt::format("{},{},{},{},{:.9g},{:.6g}\n", hardware::to_string(g.dtype), g.m, g.n, g.k, g.seconds, g.flops() / g.seconds / 1e12);
@@ -247,6 +288,52 @@ void write_csv(const Measurements& m, const std::filesystem::path& dir) {
   reports::write_file_atomically(dir / "gemm.csv", gemm);
   reports::write_file_atomically(dir / "memory.csv", memory);
   reports::write_file_atomically(dir / "collectives.csv", coll);
+  std::vector<std::string> written{"gemm.csv", "memory.csv", "collectives.csv"};
+  if (!m.attention.empty()) {
+    std::string att = "backend,pass,batch,heads,seq,head_dim,seconds,tflops\n";
+    for (const auto& a : m.attention) {
+      att += fmt::format("{},{},{},{},{},{},{:.9g},{:.6g}\n", a.backend, a.backward ? "backward" : "forward", a.batch, a.heads, a.seq, a.head_dim,
+                         a.seconds, a.flops() / a.seconds / 1e12);
+    }
+    reports::write_file_atomically(dir / "attention.csv", att);
+    written.push_back("attention.csv");
+  }
+  return written;
+}
+
+Measurements read_torch_probe(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open the torch-probe file", file.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  const Reader r(file);
+  Json doc;
+  try {
+    doc = Json::parse(text.str());
+  } catch (const Json::parse_error& e) {
+    throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())},
+                     fmt::format("not valid JSON at byte {}: {}", e.byte, e.what()));
+  }
+  if (!doc.is_object()) r.fail("<document>", "an object", std::string(json_type(doc)));
+  constexpr const char* kTorchProbe = "clustersim-torch-probe/1";
+  if (r.text(doc, "<document>", "format") != kTorchProbe) r.fail("format", std::string("'") + kTorchProbe + "'", "'" + doc["format"].get<std::string>() + "'");
+  Measurements m;
+  m.meta["source"] = "scripts/torch-probe.py";
+  for (const char* key : {"gpu", "torch", "cuda", "started"}) {
+    if (auto it = doc.find(key); it != doc.end() && it->is_string()) m.meta[std::string("torch_probe_") + key] = it->get<std::string>();
+  }
+  if (auto it = doc.find("cudnn"); it != doc.end() && it->is_number_integer()) m.meta["torch_probe_cudnn"] = std::to_string(it->get<long long>());
+  const Json& samples = r.member(doc, "<document>", "samples");
+  if (!samples.is_array()) r.fail("samples", "an array of samples", std::string(json_type(samples)));
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const std::string path = fmt::format("samples[{}]", i);
+    const Json& s = samples[i];
+    if (!s.is_object()) r.fail(path, "an object", std::string(json_type(s)));
+    if (r.text(s, path, "section") != "attention") continue;
+    m.attention.push_back(r.attention(s, path, "name"));
+  }
+  if (m.attention.empty()) r.fail("samples", "attention samples (the attention section)", "none");
+  return m;
 }
 
 }  // namespace cs::calibrate

@@ -169,6 +169,20 @@ std::string summary_text(const CalibrationResult& r) {
     out += t.render("  ");
     out += fmt::format("  memory bandwidth {} x efficiency {:.4f}\n", to_string(hw.memory_bandwidth), hw.gemm.memory_efficiency);
   }
+  if (r.attention) {
+    const AttentionFit& a = *r.attention;
+    out += fmt::format("\nfused attention fit ({} {} kernels of head dim {}; t = (FLOPs + tail_blocks x one 128-query block's walk x {} SMs) / "
+                       "(bf16 peak x efficiency) + launch)\n",
+                       a.samples, a.backend, a.head_dim, hw.sm_count);
+    TextTable t({"parameter", "base", "fitted"}, {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right});
+    const auto base_value = [&](double v) { return a.base_has_attention ? fmt::format("{:.4f}", v) : std::string("-"); };
+    t.add_row({"forward_efficiency", base_value(r.base.attention.forward_efficiency), fmt::format("{:.4f}", a.params.forward_efficiency)});
+    t.add_row({"backward_efficiency", base_value(r.base.attention.backward_efficiency), fmt::format("{:.4f}", a.params.backward_efficiency)});
+    t.add_row({"tail_blocks", base_value(r.base.attention.tail_blocks), fmt::format("{:.4f}", a.params.tail_blocks)});
+    t.add_row({"mean error", a.base_has_attention ? pct(a.base_mean) : "-", pct(a.mean)});
+    t.add_row({"worst error", a.base_has_attention ? pct(a.base_worst) : "-", pct(a.worst)});
+    out += t.render("  ");
+  }
   if (!r.links.empty()) {
     out += "\ncollectives (t = latency + bytes x f(n) / busbw; 'worst' is the line alone; with the size table every measured size is within 1%)\n";
     TextTable t({"op", "algorithm", "link", "nodes x ranks", "sizes", "latency", "busbw", "worst", "mean", "table rows"},
@@ -207,6 +221,14 @@ std::string compare_text(const HardwareProfile& fitted, const HardwareProfile& s
       to_string(shipped.memory_bandwidth * shipped.gemm.memory_efficiency), to_string(fitted.memory_bandwidth * fitted.gemm.memory_efficiency));
   row("kernel_launch_overhead", shipped.kernel_launch_overhead.value(), fitted.kernel_launch_overhead.value(), to_string(shipped.kernel_launch_overhead),
       to_string(fitted.kernel_launch_overhead));
+  if (fitted.attention.forward_efficiency > 0 && shipped.attention.forward_efficiency > 0) {
+    const auto& a = shipped.attention;
+    const auto& b = fitted.attention;
+    row("attention forward_efficiency", a.forward_efficiency, b.forward_efficiency, fmt::format("{:.4f}", a.forward_efficiency), fmt::format("{:.4f}", b.forward_efficiency));
+    row("attention backward_efficiency", a.backward_efficiency, b.backward_efficiency, fmt::format("{:.4f}", a.backward_efficiency),
+        fmt::format("{:.4f}", b.backward_efficiency));
+    row("attention tail_blocks", a.tail_blocks, b.tail_blocks, fmt::format("{:.4g}", a.tail_blocks), fmt::format("{:.4g}", b.tail_blocks));
+  }
   t.add_row({"residual tables", std::to_string(shipped.gemm.residuals.size()), std::to_string(fitted.gemm.residuals.size()), "-"});
   t.add_row({"fitted collectives", std::to_string(shipped.collectives.size()), std::to_string(fitted.collectives.size()), "-"});
   return t.render("  ");

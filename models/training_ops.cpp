@@ -15,13 +15,7 @@ constexpr double kActivationBytes = 2.0;  // activations are kept in 16-bit floa
 // Megatron/Transformer Engine pipeline a TP collective with its GEMM in chunks; the first chunk's
 // communication cannot hide. Assumption: 4 chunks (no published default found; to be calibrated).
 constexpr double kTpOverlapChunks = 4.0;
-// FlashAttention's backward pass does 5 matrix products to the forward's 2, recomputing the
-// scores (Dao 2023, FlashAttention-2, section 3.1.2 counts backward FLOPs as 2.5 x forward).
-constexpr double kAttentionBackwardFactor = 2.5;
-// Queries per thread block in fused attention kernels on Hopper and Ampere at head dims up to 128
-// (FlashAttention-2, Dao 2023, section 3.3: blocks of 64 or 128 rows; FlashAttention-3, Shah et al.
-// 2024, section 4: 128 x 128 tiles for head dim 128). The attention tail is counted in such blocks.
-constexpr double kAttentionBlockRows = 128;
+constexpr double kAttentionBackwardFactor = hardware::kAttentionBackwardFlops;
 
 Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, double count = 1, bool weight_grad = true) {
   Op op;
@@ -151,7 +145,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     att.count = heads * (m.qk_head_dim() + v_dim) / m.qk_head_dim();
     // The longest walk in the kernel: the last block of queries against every key of the sequence
     // (with context parallelism the ring's steps together still walk the whole sequence).
-    att.row_flops = 2.0 * kAttentionBlockRows * m.seq_len * (m.qk_head_dim() + v_dim);
+    att.row_flops = 2.0 * hardware::kAttentionBlockRows * m.seq_len * (m.qk_head_dim() + v_dim);
     ops.push_back(att);
   } else {
     // Megatron's unfused path: batched score GEMMs over the whole s x s matrix (the causal mask is

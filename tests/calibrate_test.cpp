@@ -434,3 +434,72 @@ TEST_CASE("calibrate: the full probe sweep of an H200 fits within a few percent"
   }
   CHECK(host == 2);
 }
+
+TEST_CASE("calibrate: the attention fit of the H200's cuDNN kernels gives the shipped Hopper constants") {
+  // tests/data/calibrate/h200-device-2026-12-04/torch-probe.json (scripts/torch-probe.py): 36 attention
+  // kernels, of which 14 are cuDNN at head dim 128. The shipped H100, H800 and H200 profiles carry this
+  // fit, rounded to four places.
+  const Measurements m = read_torch_probe(std::string(CLUSTERSIM_SOURCE_DIR) + "/tests/data/calibrate/h200-device-2026-12-04/torch-probe.json");
+  REQUIRE(m.attention.size() == 36);
+  CHECK(m.gemm.empty());
+  CHECK(m.meta.at("torch_probe_gpu") == "NVIDIA H200");
+  CHECK(m.meta.at("torch_probe_cudnn") == "91900");
+  const HardwareProfile h200 = shipped("h200-sxm-141gb");
+  const CalibrationResult r = calibrate::calibrate(h200, m, {});
+  REQUIRE(r.attention);
+  CHECK(r.attention->samples == 14);
+  CHECK(r.attention->skipped == 22);
+  for (const char* name : {"h100-sxm5-80gb", "h800-sxm5-80gb", "h200-sxm-141gb"}) {
+    INFO(name);
+    const HardwareProfile hw = shipped(name);
+    CHECK(hw.attention.forward_efficiency == Approx(r.profile.attention.forward_efficiency).margin(5e-5));
+    CHECK(hw.attention.backward_efficiency == Approx(r.profile.attention.backward_efficiency).margin(5e-5));
+    CHECK(hw.attention.tail_blocks == Approx(r.profile.attention.tail_blocks).margin(5e-4));
+  }
+  CHECK(r.attention->mean < 0.05);
+  CHECK(r.attention->worst < 0.15);
+  // Without a tail the best constant rate is far worse: the tail is what the data ask for.
+  CHECK(r.profile.attention.tail_blocks > 0.5);
+  // The fitted profile writes and reads back.
+  const std::string yaml = profile_yaml(r);
+  CHECK_THAT(yaml, Catch::Contains("tail_blocks: 0.785"));
+  // FlashAttention-2's kernels are another fit, slower at every shape.
+  CalibrationOptions flash;
+  flash.attention.backend = "flash";
+  const CalibrationResult f = calibrate::calibrate(h200, m, flash);
+  REQUIRE(f.attention);
+  CHECK(f.attention->samples == 14);
+  CHECK(f.profile.attention.forward_efficiency < r.profile.attention.forward_efficiency);
+  // A head dim with one shape cannot separate the rate from the tail.
+  CalibrationOptions d64;
+  d64.attention.head_dim = 64;
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h200, m, d64); }),
+             Catch::Contains("at least 3 forward and 3 backward cudnn kernels of head dim 64") && Catch::Contains("found 1 and 1"));
+}
+
+TEST_CASE("calibrate: attention records round-trip through the measurement format, and bad torch-probe files are named") {
+  Measurements m;
+  m.attention.push_back({"cudnn", true, 2, 16, 2048, 128, 2.5e-4});
+  const Measurements back = from_json(to_json(m), "m.json");
+  REQUIRE(back.attention.size() == 1);
+  CHECK(back.attention[0].backward);
+  CHECK(back.attention[0].heads == 16);
+  CHECK(back.attention[0].flops() == Approx(2.5 * 2.0 * 2 * 16 * 2048.0 * 2048 * 128));
+  CHECK_THAT(test::input_error([] { (void)from_json(R"({"format": "clustersim-measurements/1", "attention": [{"backend": "cudnn", "pass": "sideways",
+     "batch": 1, "heads": 1, "seq": 64, "head_dim": 64, "seconds": 1e-6}]})", "a.json"); }),
+             Catch::Contains("a.json") && Catch::Contains("attention[0].pass") && Catch::Contains("forward or backward"));
+  const test::TempDir dir;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.path() / name) << text;
+    return (dir.path() / name).string();
+  };
+  CHECK_THAT(test::input_error([&] { (void)read_torch_probe(write("f.json", R"({"format": "clustersim-measurements/1", "samples": []})")); }),
+             Catch::Contains("f.json") && Catch::Contains("'clustersim-torch-probe/1'"));
+  CHECK_THAT(test::input_error([&] { (void)read_torch_probe(write("e.json", R"({"format": "clustersim-torch-probe/1", "samples": [
+     {"section": "ops", "name": "gelu_forward", "seconds": 1e-5}]})")); }),
+             Catch::Contains("attention samples") && Catch::Contains("none"));
+  CHECK_THAT(test::input_error([&] { (void)read_torch_probe(write("s.json", R"({"format": "clustersim-torch-probe/1", "samples": [
+     {"section": "attention", "name": "forward", "backend": "cudnn", "batch": 1, "heads": 8, "seq": 4096, "head_dim": 128, "seconds": -1}]})")); }),
+             Catch::Contains("samples[0].seconds") && Catch::Contains("a positive number"));
+  CHECK_THAT(test::input_error([&] { (void)read_torch_probe(write("j.json", "{not json")); }), Catch::Contains("not valid JSON"));
+}

@@ -5,7 +5,8 @@
 #     scenario's GPU profile (--scenario).
 #  2. Refitting the written measurements.json gives a byte-identical profile twice (the fit is
 #     deterministic given its input).
-#  3. Bad input exits with status 2 and names what is wrong.
+#  3. A torch-probe file fits the attention block.
+#  4. Bad input exits with status 2 and names what is wrong.
 set -euo pipefail
 cli=$1
 data=$2
@@ -27,6 +28,12 @@ grep -q "fitted / shipped" "$dir/compare.txt"
 cmp "$dir/a/profile.yaml" "$dir/b/profile.yaml"
 grep -q "effect on llama3-8b-1-node-h100" "$dir/effect.txt"
 
+# The H200's attention kernels (scripts/torch-probe.py): the attention block and attention.csv.
+"$cli" calibrate --from-torch-probe "$data/h200-device-2026-12-04/torch-probe.json" --base h200-sxm-141gb --out "$dir/att" >"$dir/att.txt"
+grep -q "fused attention fit (14 cudnn kernels of head dim 128" "$dir/att.txt"
+grep -q "tail_blocks: 0.785" "$dir/att/profile.yaml"
+test -s "$dir/att/attention.csv"
+
 expect_bad() {  # expect_bad TEXT ARGS...: exit status 2 and TEXT on stderr
   local text=$1
   shift
@@ -46,6 +53,8 @@ expect_bad "--base PROFILE is needed" --from "$data/h100-cublas-waynehacking8.js
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "fp4", "m": 64, "n": 64, "k": 64, "seconds": 1e-6}]}' >"$dir/fp4.json"
 expect_bad "no fp4 peak" --from "$dir/fp4.json" --base h100-sxm5-80gb
 expect_bad "GPU profile" --device cpu --base h100-sxm5-80gb
+expect_bad "'clustersim-torch-probe/1'" --from-torch-probe "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb
+expect_bad "found 0 and 0" --from-torch-probe "$data/h200-device-2026-12-04/torch-probe.json" --base h200-sxm-141gb --attention-backend triton
 touch "$dir/a-file"
 expect_bad "expected a directory to write into" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/a-file"
 # validate --hardware with a profile no case uses is an error, not a silent no-op.

@@ -9,7 +9,8 @@
 //   - pinned host transfers -> host_transfers;
 //   - collective samples -> one fitted collective per (op, link, ranks, nodes, algorithm) (link_fit.hpp),
 //     replacing the base's fit of the same group; fits whose largest size is latency-bound are left
-//     out (with a note). The base's other fits, and residual tables of dtypes not measured, stay.
+//     out (with a note). The base's other fits, and residual tables of dtypes not measured, stay;
+//   - fused attention kernels -> the attention block (attention_fit.hpp).
 // The result carries the fit quality and the provenance of the raw data, which the profile file
 // records in its `calibration:` block.
 #pragma once
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "clustersim/calibrate/attention_fit.hpp"
 #include "clustersim/calibrate/gemm_fit.hpp"
 #include "clustersim/calibrate/link_fit.hpp"
 #include "clustersim/calibrate/measurements.hpp"
@@ -31,11 +33,13 @@ struct CalibrationResult {
   std::optional<GemmFit> gemm;
   std::vector<CopyFit> copies;
   std::vector<LinkFit> links;
+  std::optional<AttentionFit> attention;
   std::vector<std::string> notes;
 };
 
 struct CalibrationOptions {
   GemmFitOptions gemm;
+  AttentionFitOptions attention;
   std::vector<std::string> sources;  // where the measurements came from (files, probe), for provenance
 };
 

@@ -8,14 +8,19 @@
 //    "gemm": [{"dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "seconds": 1.8e-4}, ...],
 //    "memory": [{"kind": "d2d", "bytes": 1073741824, "seconds": 5.1e-4}, ...],
 //    "collectives": [{"op": "all_reduce", "link": "nvlink", "ranks": 8, "nodes": 1,
-//                     "bytes": 1048576, "seconds": 2.2e-5, "algorithm": "ring"}, ...]}
+//                     "bytes": 1048576, "seconds": 2.2e-5, "algorithm": "ring"}, ...],
+//    "attention": [{"backend": "cudnn", "pass": "forward", "batch": 1, "heads": 16, "seq": 4096,
+//                   "head_dim": 128, "seconds": 1.5e-4}, ...]}
+//
+// "attention" (optional) holds fused causal attention kernels, 16-bit, as scripts/torch-probe.py
+// measures them (read_torch_probe turns its file into these records).
 //
 // A collective's "algorithm" is optional: the algorithm the run forced (NCCL_ALGO), absent when NCCL
 // chose.
 //
 // Times are the median seconds of one call. Collective sizes follow nccl-tests (see
 // models/collective.hpp); algbw and busbw are derived, never stored. `write_csv` writes the same
-// records as three CSV files for spreadsheets.
+// records as CSV files for spreadsheets.
 #pragma once
 
 #include <filesystem>
@@ -64,11 +69,27 @@ struct CollectiveSample {
   [[nodiscard]] double busbw() const { return algbw() * models::bus_factor(op, ranks); }
 };
 
+// One fused causal attention kernel (FlashAttention-style), forward or backward: `batch` sequences
+// of `seq` tokens, `heads` heads of `head_dim` (queries, keys and values alike), in 16 bits, by
+// `backend` (cudnn, flash, ...: a name, kept as measured).
+struct AttentionSample {
+  std::string backend = "cudnn";
+  bool backward = false;
+  int batch = 1, heads = 1, seq = 1, head_dim = 128;
+  double seconds = 0;
+  // The pass's FLOPs: forward 2 x batch x heads x seq^2 x head_dim (QK^T and PV over the causal
+  // half), backward 2.5 x that (hardware::kAttentionBackwardFlops).
+  [[nodiscard]] double flops() const;
+  // One block of hardware::kAttentionBlockRows queries walking the whole sequence, in the same pass.
+  [[nodiscard]] double row_flops() const;
+};
+
 struct Measurements {
   std::map<std::string, std::string> meta;
   std::vector<GemmSample> gemm;
   std::vector<MemorySample> memory;
   std::vector<CollectiveSample> collectives;
+  std::vector<AttentionSample> attention;
 
   // Appends another set (meta keys of `other` are kept under "<key>" unless already present).
   void append(const Measurements& other);
@@ -82,7 +103,13 @@ Measurements load_measurements(const std::filesystem::path& file);
 // The current time as ISO 8601 UTC ("2026-12-02T20:27:25Z"), for the `time` of a probe's meta.
 std::string utc_timestamp();
 
-// Writes gemm.csv, memory.csv and collectives.csv into `dir` (atomically, each).
-void write_csv(const Measurements& m, const std::filesystem::path& dir);
+// Writes gemm.csv, memory.csv and collectives.csv into `dir` (atomically, each), and attention.csv
+// when there are attention samples. Returns the names written.
+std::vector<std::string> write_csv(const Measurements& m, const std::filesystem::path& dir);
+
+// Reads scripts/torch-probe.py's output ("clustersim-torch-probe/1"): its attention samples, and
+// the GPU and library versions as meta. The other sections (ops, layer, step) are not fitted and
+// are skipped. Throws InputError naming the file and the field at fault.
+Measurements read_torch_probe(const std::filesystem::path& file);
 
 }  // namespace cs::calibrate
