@@ -115,6 +115,26 @@ std::optional<LinkClass> parse_link_class(std::string_view s) {
   return std::nullopt;
 }
 
+// The whole of `file`; `what` names it in the error when it cannot be opened.
+std::string read_text(const std::filesystem::path& file, const char* what) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open the {} file", file.string(), what));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Json parse_json(const std::string& text, const std::filesystem::path& file) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())},
+                     fmt::format("not valid JSON at byte {}: {}", e.byte, e.what()));
+  } catch (const Json::exception& e) {  // a number out of range
+    throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())}, fmt::format("not valid JSON: {}", e.what()));
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(MemoryKind k) {
@@ -184,13 +204,7 @@ std::string to_json(const Measurements& m) {
 
 Measurements from_json(const std::string& text, const std::filesystem::path& file) {
   const Reader r(file);
-  Json doc;
-  try {
-    doc = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())},
-                     fmt::format("not valid JSON at byte {}: {}", e.byte, e.what()));
-  }
+  const Json doc = parse_json(text, file);
   r.only(doc, "<document>", {"format", "meta", "gemm", "memory", "collectives", "attention"});
   if (r.text(doc, "<document>", "format") != kFormat) {
     r.fail("format", std::string("'") + kFormat + "'", "'" + doc["format"].get<std::string>() + "'");
@@ -265,13 +279,7 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
   return m;
 }
 
-Measurements load_measurements(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the measurements file", file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return from_json(text.str(), file);
-}
+Measurements load_measurements(const std::filesystem::path& file) { return from_json(read_text(file, "measurements"), file); }
 
 std::vector<std::string> write_csv(const Measurements& m, const std::filesystem::path& dir) {
   std::string gemm = "dtype,m,n,k,seconds,tflops\n";
@@ -302,18 +310,8 @@ std::vector<std::string> write_csv(const Measurements& m, const std::filesystem:
 }
 
 Measurements read_torch_probe(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the torch-probe file", file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
   const Reader r(file);
-  Json doc;
-  try {
-    doc = Json::parse(text.str());
-  } catch (const Json::parse_error& e) {
-    throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())},
-                     fmt::format("not valid JSON at byte {}: {}", e.byte, e.what()));
-  }
+  const Json doc = parse_json(read_text(file, "torch-probe"), file);
   if (!doc.is_object()) r.fail("<document>", "an object", std::string(json_type(doc)));
   constexpr const char* kTorchProbe = "clustersim-torch-probe/1";
   if (r.text(doc, "<document>", "format") != kTorchProbe) r.fail("format", std::string("'") + kTorchProbe + "'", "'" + doc["format"].get<std::string>() + "'");

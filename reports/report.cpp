@@ -85,6 +85,8 @@ ReportSource read_one(const fs::path& file) {
     s.data = json::parse(in, keep);
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format("{}: not JSON (byte {}): {}", file.string(), e.byte, e.what()));
+  } catch (const json::exception& e) {  // a number out of range
+    throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }
   const json& d = s.data;
   const auto has = [&](const char* k) { return d.is_object() && d.contains(k); };
