@@ -83,6 +83,11 @@ class Reader {
     s.seq = static_cast<int>(positive_int(g, path, "seq", kMaxDimension));
     s.head_dim = static_cast<int>(positive_int(g, path, "head_dim", 1024));
     s.seconds = positive(g, path, "seconds");
+    if (g.contains("kv_heads")) {
+      s.kv_heads = static_cast<int>(positive_int(g, path, "kv_heads", kMaxRanks));
+      if (s.heads % s.kv_heads != 0) fail(path + ".kv_heads", fmt::format("a divisor of heads ({})", s.heads), std::to_string(s.kv_heads));
+      if (s.kv_heads == s.heads) s.kv_heads = 0;
+    }
     return s;
   }
   const Json* array(const Json& doc, const char* key) const {
@@ -197,6 +202,7 @@ std::string to_json(const Measurements& m) {
     for (const auto& a : m.attention) {
       doc["attention"].push_back({{"backend", a.backend}, {"pass", a.backward ? "backward" : "forward"}, {"batch", a.batch}, {"heads", a.heads},
                                   {"seq", a.seq}, {"head_dim", a.head_dim}, {"seconds", a.seconds}});
+      if (a.kv_heads > 0) doc["attention"].back()["kv_heads"] = a.kv_heads;
     }
   }
   return doc.dump(1) + "\n";
@@ -272,7 +278,7 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
   if (const Json* a = r.array(doc, "attention")) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const std::string path = fmt::format("attention[{}]", i);
-      r.only((*a)[i], path, {"backend", "pass", "batch", "heads", "seq", "head_dim", "seconds"});
+      r.only((*a)[i], path, {"backend", "pass", "batch", "heads", "kv_heads", "seq", "head_dim", "seconds"});
       m.attention.push_back(r.attention(a->at(i), path, "pass"));
     }
   }
@@ -298,10 +304,10 @@ std::vector<std::string> write_csv(const Measurements& m, const std::filesystem:
   reports::write_file_atomically(dir / "collectives.csv", coll);
   std::vector<std::string> written{"gemm.csv", "memory.csv", "collectives.csv"};
   if (!m.attention.empty()) {
-    std::string att = "backend,pass,batch,heads,seq,head_dim,seconds,tflops\n";
+    std::string att = "backend,pass,batch,heads,kv_heads,seq,head_dim,seconds,tflops\n";
     for (const auto& a : m.attention) {
-      att += fmt::format("{},{},{},{},{},{},{:.9g},{:.6g}\n", a.backend, a.backward ? "backward" : "forward", a.batch, a.heads, a.seq, a.head_dim,
-                         a.seconds, a.flops() / a.seconds / 1e12);
+      att += fmt::format("{},{},{},{},{},{},{},{:.9g},{:.6g}\n", a.backend, a.backward ? "backward" : "forward", a.batch, a.heads,
+                         a.kv_heads > 0 ? a.kv_heads : a.heads, a.seq, a.head_dim, a.seconds, a.flops() / a.seconds / 1e12);
     }
     reports::write_file_atomically(dir / "attention.csv", att);
     written.push_back("attention.csv");

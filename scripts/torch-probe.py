@@ -4,7 +4,8 @@
 model's attention efficiencies and memory-bound op times against a real GPU:
 
   attention   fused causal attention (scaled_dot_product_attention) forward and backward, per
-              backend (cuDNN, as Transformer Engine uses on Hopper; FlashAttention-2), bf16
+              backend (cuDNN, as Transformer Engine uses on Hopper; FlashAttention-2), bf16, 17
+              shapes with grouped-query attention among them (kv_heads recorded)
   ops         the memory-bound ops of a GPT layer at one micro-batch: layer norm, GeLU, bias-free
               residual add, the logits' cross-entropy over a whole vocabulary, an embedding's
               backward, a fused AdamW step over a given number of parameters
@@ -123,37 +124,43 @@ def main():
 
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    # (batch, heads, seq, head_dim): one sequence of Megatron-Core's 1.7B / 7.1B (4k), GPT-3 and the
-    # Llama shapes a TP rank holds (heads / tp), and a FlashAttention-3 benchmark point (16k tokens).
-    att_shapes = [(1, 16, 4096, 128), (1, 32, 4096, 128), (1, 8, 4096, 128), (1, 12, 2048, 128), (4, 16, 4096, 128),
-                  (1, 16, 8192, 128), (2, 16, 2048, 128), (1, 24, 2048, 96), (1, 16, 4096, 64)]
+    # (batch, heads, kv_heads, seq, head_dim): one sequence of Megatron-Core's 1.7B / 7.1B (4k), GPT-3
+    # and the Llama shapes a TP rank holds (heads / tp), a FlashAttention-3 benchmark point (16k
+    # tokens); then grouped-query attention as a TP rank of Llama 3 holds it at 8k (8B at TP 1 and 2,
+    # 70B and 405B at TP 8) and longer sequences of few heads.
+    att_shapes = [(1, 16, 16, 4096, 128), (1, 32, 32, 4096, 128), (1, 8, 8, 4096, 128), (1, 12, 12, 2048, 128), (4, 16, 16, 4096, 128),
+                  (1, 16, 16, 8192, 128), (2, 16, 16, 2048, 128), (1, 24, 24, 2048, 96), (1, 16, 16, 4096, 64),
+                  (1, 32, 8, 8192, 128), (1, 16, 4, 8192, 128), (1, 8, 1, 8192, 128), (1, 16, 2, 8192, 128), (1, 8, 8, 8192, 128),
+                  (1, 8, 8, 16384, 128), (1, 4, 4, 8192, 128), (2, 8, 1, 4096, 128)]
     if args.quick:
         att_shapes = att_shapes[:3]
 
     def attention():
         backends = [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)]
-        for b, h, s, d in att_shapes:
+        for b, h, kvh, s, d in att_shapes:
             # Causal: half the s x s scores; forward 2 products (QK^T, PV), backward 5 (2.5 x forward).
             fwd_flops = 2.0 * 2.0 * b * h * s * s * d / 2.0
+            gqa = dict(enable_gqa=True) if kvh != h else {}
             for bname, backend in backends:
-                q, k, v = (torch.randn(b, h, s, d, device=dev, dtype=bf16, requires_grad=True) for _ in range(3))
+                q = torch.randn(b, h, s, d, device=dev, dtype=bf16, requires_grad=True)
+                k, v = (torch.randn(b, kvh, s, d, device=dev, dtype=bf16, requires_grad=True) for _ in range(2))
                 g = torch.randn(b, h, s, d, device=dev, dtype=bf16)
                 try:
                     with sdpa_kernel([backend]):
                         def fwd():
-                            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                            return F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
 
                         def fwd_bwd():
-                            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
                             q.grad = k.grad = v.grad = None
                             o.backward(g)
 
                         tf = timed(fwd)
                         tfb = timed(fwd_bwd)
                 except Exception as e:
-                    result["errors"]["attention_%s_%dx%dx%dx%d" % (bname, b, h, s, d)] = "%s: %s" % (type(e).__name__, e)
+                    result["errors"]["attention_%s_%dx%dx%dx%dx%d" % (bname, b, h, kvh, s, d)] = "%s: %s" % (type(e).__name__, e)
                     continue
-                dims = dict(backend=bname, batch=b, heads=h, seq=s, head_dim=d)
+                dims = dict(backend=bname, batch=b, heads=h, kv_heads=kvh, seq=s, head_dim=d)
                 sample("attention", "forward", tf, flops=fwd_flops, **dims)
                 sample("attention", "backward", tfb - tf, flops=2.5 * fwd_flops, **dims)
                 del q, k, v, g

@@ -9,11 +9,12 @@
 //    "memory": [{"kind": "d2d", "bytes": 1073741824, "seconds": 5.1e-4}, ...],
 //    "collectives": [{"op": "all_reduce", "link": "nvlink", "ranks": 8, "nodes": 1,
 //                     "bytes": 1048576, "seconds": 2.2e-5, "algorithm": "ring"}, ...],
-//    "attention": [{"backend": "cudnn", "pass": "forward", "batch": 1, "heads": 16, "seq": 4096,
-//                   "head_dim": 128, "seconds": 1.5e-4}, ...]}
+//    "attention": [{"backend": "cudnn", "pass": "forward", "batch": 1, "heads": 16, "kv_heads": 16,
+//                   "seq": 4096, "head_dim": 128, "seconds": 1.5e-4}, ...]}
 //
 // "attention" (optional) holds fused causal attention kernels, 16-bit, as scripts/torch-probe.py
-// measures them (read_torch_probe turns its file into these records).
+// measures them (read_torch_probe turns its file into these records); "kv_heads" is optional (the
+// same as heads when absent; fewer for grouped-query attention).
 //
 // A collective's "algorithm" is optional: the algorithm the run forced (NCCL_ALGO), absent when NCCL
 // chose.
@@ -70,13 +71,14 @@ struct CollectiveSample {
 };
 
 // One fused causal attention kernel (FlashAttention-style), forward or backward: `batch` sequences
-// of `seq` tokens, `heads` heads of `head_dim` (queries, keys and values alike), in 16 bits, by
-// `backend` (cudnn, flash, ...: a name, kept as measured).
+// of `seq` tokens, `heads` query heads of `head_dim` sharing `kv_heads` key/value heads, in 16 bits,
+// by `backend` (cudnn, flash, ...: a name, kept as measured). The FLOPs do not depend on kv_heads.
 struct AttentionSample {
   std::string backend = "cudnn";
   bool backward = false;
   int batch = 1, heads = 1, seq = 1, head_dim = 128;
   double seconds = 0;
+  int kv_heads = 0;  // 0: heads (multi-head attention)
   // The pass's FLOPs: forward 2 x batch x heads x seq^2 x head_dim (QK^T and PV over the causal
   // half), backward 2.5 x that (hardware::kAttentionBackwardFlops).
   [[nodiscard]] double flops() const;
