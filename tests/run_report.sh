@@ -82,6 +82,8 @@ echo '{"hello": 1}' >"$dir/other.json"
 refused "$dir/other.json" "not a clustersim result" "a non-result"
 printf '{"plans": [' >"$dir/torn.json"
 refused "$dir/torn.json" "not JSON" "torn JSON"
+echo '{"step_time_s": 1e99999}' >"$dir/overflow.json"
+refused "$dir/overflow.json" "not valid JSON" "a number beyond double range"
 # A result with a field of the wrong type is refused naming its file, not with a bare JSON error.
 mkdir -p "$dir/wrong-type"
 sed 's|"memory": {|"memory": null, "memory_was": {|' "$dir/train/summary.json" >"$dir/wrong-type/summary.json"
