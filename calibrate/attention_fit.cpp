@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
-#include "clustersim/hardware/gemm_model.hpp"
+#include "clustersim/hardware/attention_model.hpp"
 
 namespace cs::calibrate {
 
@@ -22,7 +24,7 @@ struct Errors {
 Errors errors_of(const hardware::HardwareProfile& hw, const std::vector<AttentionSample>& s) {
   Errors e;
   for (const auto& a : s) {
-    const double t = hardware::fused_attention_seconds(hw, a.flops(), a.row_flops(), hardware::Dtype::bf16, a.backward);
+    const double t = hardware::fused_attention_time(hw, Flops(a.flops()), Flops(a.row_flops()), hardware::Dtype::bf16, a.backward).value();
     const double err = std::abs(t / a.seconds - 1.0);
     e.mean += err / double(s.size());
     e.worst = std::max(e.worst, err);
@@ -37,46 +39,84 @@ AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vec
   AttentionFit fit;
   fit.backend = options.backend;
   fit.head_dim = options.head_dim;
+  const double launch = base.kernel_launch_overhead.value();
   std::vector<AttentionSample> forward, backward;
+  int too_short = 0;
   for (const auto& a : samples) {
     if (a.backend != options.backend || a.head_dim != options.head_dim) {
       ++fit.skipped;
       continue;
     }
+    // A kernel no longer than the launch overhead says nothing about the rate (and would weigh
+    // a thousandfold in a relative fit of the time less the launch).
+    if (a.seconds <= 2 * launch) {
+      ++too_short;
+      continue;
+    }
     (a.backward ? backward : forward).push_back(a);
+  }
+  if (too_short > 0) {
+    fit.notes.push_back(fmt::format("{} attention kernels no longer than twice the launch overhead ({}) were not fitted", too_short,
+                                    to_string(base.kernel_launch_overhead)));
   }
   if (forward.size() < 3 || backward.size() < 3) {
     throw InputError(fmt::format("calibrate: the attention fit needs at least 3 forward and 3 backward {} kernels of head dim {} (their rate and tail "
                                  "need shapes of different work); found {} and {}",
                                  options.backend, options.head_dim, forward.size(), backward.size()));
   }
+  // The tail's share of a kernel's time is tail x R x SMs / F = tail x 2 x 128 x SMs / (batch x
+  // heads x seq): kernels of one batch x heads x seq cannot tell the tail from the rate.
+  std::set<double> works;
+  for (const auto* set : {&forward, &backward}) {
+    for (const auto& a : *set) works.insert(double(a.batch) * a.heads * a.seq);
+  }
+  if (works.size() < 2) {
+    throw InputError(fmt::format("calibrate: the attention fit needs {} kernels of at least two different batch x heads x seq (the tail's share "
+                                 "of the time depends on it alone); all have {}",
+                                 options.backend, *works.begin()));
+  }
   const double peak = base.peak(hardware::Dtype::bf16).value();
   const double sms = std::max(base.sm_count, 1);
-  const double launch = base.kernel_launch_overhead.value();
-  // For a tail c, the rate x = 1/R minimising sum (a_i x - 1)^2 with a_i = (F_i + c R_i SMs) / t_i
-  // is sum a / sum a^2, and the error left is n - (sum a)^2 / sum a^2.
+  // Least squares on the relative error of the time less the launch overhead. For a tail c the
+  // rate R minimising sum (v_i / R - 1)^2, v_i = (F_i + c R_i SMs) / (t_i - launch), is
+  // sum v^2 / sum v, leaving n - (sum v)^2 / sum v^2; the grid over c keeps the least total,
+  // the smaller c on a tie.
   const auto best_rate = [&](const std::vector<AttentionSample>& s, double c, double& residual) {
-    double sa = 0, saa = 0;
+    double sv = 0, svv = 0;
     for (const auto& a : s) {
-      const double time = std::max(a.seconds - launch, 1e-3 * a.seconds);
-      const double v = (a.flops() + c * a.row_flops() * sms) / time;
-      sa += v;
-      saa += v * v;
+      const double v = (a.flops() + c * a.row_flops() * sms) / (a.seconds - launch);
+      sv += v;
+      svv += v * v;
     }
-    residual += double(s.size()) - sa * sa / saa;
-    return saa / sa;  // the rate R
+    residual += double(s.size()) - sv * sv / svv;
+    return svv / sv;
   };
-  double best = INFINITY;
+  double best = INFINITY, rate_f = 0, rate_b = 0;
   for (int i = 0; i * kTailStep <= kTailMax + 1e-12; ++i) {
     const double c = i * kTailStep;
     double residual = 0;
     const double rf = best_rate(forward, c, residual);
     const double rb = best_rate(backward, c, residual);
-    if (residual < best) {
+    if (std::isfinite(residual) && std::isfinite(rf) && std::isfinite(rb) && residual < best * (1 - 1e-12)) {
       best = residual;
       fit.params.tail_blocks = c;
-      fit.params.forward_efficiency = std::min(rf / peak, 1.0);
-      fit.params.backward_efficiency = std::min(rb / peak, 1.0);
+      rate_f = rf;
+      rate_b = rb;
+    }
+  }
+  if (!std::isfinite(best)) throw InputError("calibrate: the attention kernels' times give no finite fit (check their seconds and shapes)");
+  if (fit.params.tail_blocks >= kTailMax - 1e-9) {
+    fit.notes.push_back(fmt::format("the attention tail reached the end of its range ({} blocks): the kernels' times fall off with work faster "
+                                    "than the model allows",
+                                    kTailMax));
+  }
+  for (auto [rate, eff, pass] : {std::tuple{rate_f, &fit.params.forward_efficiency, "forward"}, std::tuple{rate_b, &fit.params.backward_efficiency, "backward"}}) {
+    *eff = rate / peak;
+    if (*eff > 1.0) {
+      fit.notes.push_back(fmt::format("the fitted {} attention rate is {:.0f} TFLOP/s, above the {} bf16 peak: efficiency capped at 1 (are the "
+                                      "kernels' FLOPs counted as the model counts them?)",
+                                      pass, rate / 1e12, base.name));
+      *eff = 1.0;
     }
   }
   std::vector<AttentionSample> used = forward;

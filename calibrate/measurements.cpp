@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
-#include "clustersim/hardware/gemm_model.hpp"
+#include "clustersim/hardware/attention_model.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 
 namespace cs::calibrate {
@@ -327,6 +327,16 @@ Measurements read_torch_probe(const std::filesystem::path& file) {
     if (auto it = doc.find(key); it != doc.end() && it->is_string()) m.meta[std::string("torch_probe_") + key] = it->get<std::string>();
   }
   if (auto it = doc.find("cudnn"); it != doc.end() && it->is_number_integer()) m.meta["torch_probe_cudnn"] = std::to_string(it->get<long long>());
+  if (auto it = doc.find("sm_count"); it != doc.end()) {
+    if (!it->is_number_integer() || it->get<long long>() <= 0) r.fail("sm_count", "a positive integer", it->dump());
+    m.meta["torch_probe_sm_count"] = std::to_string(it->get<long long>());
+  }
+  // What the probe could not measure (a backend refused a shape): kept in the provenance.
+  if (auto it = doc.find("errors"); it != doc.end() && it->is_object() && !it->empty()) {
+    std::string failed;
+    for (const auto& [k, v] : it->items()) failed += (failed.empty() ? "" : ", ") + k;
+    m.meta["torch_probe_errors"] = failed;
+  }
   const Json& samples = r.member(doc, "<document>", "samples");
   if (!samples.is_array()) r.fail("samples", "an array of samples", std::string(json_type(samples)));
   for (std::size_t i = 0; i < samples.size(); ++i) {

@@ -140,17 +140,6 @@ double GemmResidualTable::factor(double m, double n, double k) const {
 
 double load_factor(const HardwareProfile& hw, Load load) { return load == Load::sustained ? hw.gemm.sustained_fraction : 1.0; }
 
-double fused_attention_seconds(const HardwareProfile& hw, double flops, double row_flops, Dtype dtype, bool backward, Load load) {
-  const double eff = backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
-  if (eff <= 0) throw std::invalid_argument(fmt::format("the {} profile has no measured attention efficiency", hw.name));
-  if (!hw.supports(dtype)) throw std::invalid_argument(fmt::format("the {} profile has no {} peak", hw.name, to_string(dtype)));
-  const double rate = hw.peak(dtype).value() * eff * load_factor(hw, load);
-  // The causal tail: the blocks of queries at the end of the sequence walk every key, each on one
-  // SM at its share of the rate, after the others have finished.
-  const double tail = hw.attention.tail_blocks * row_flops * std::max(hw.sm_count, 1);
-  return (flops + tail) / rate + hw.kernel_launch_overhead.value();
-}
-
 GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, Load load) {
   check_arguments(hw, s, dtype);
   const double ceiling = hw.peak(dtype).value() * hw.gemm.max_efficiency.at(dtype) * load_factor(hw, load);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "clustersim/hardware/attention_model.hpp"
 #include "clustersim/models/training.hpp"
 
 namespace cs::models {
@@ -263,7 +264,9 @@ double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hard
   const hardware::Dtype ad = attention_dtype(dtype);
   const double factor = backward ? kAttentionBackwardFactor : 1.0;
   const double eff = backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
-  if (eff > 0) return hardware::fused_attention_seconds(hw, factor * op.flops, factor * op.row_flops, ad, backward, hardware::Load::sustained);
+  if (eff > 0) {
+    return hardware::fused_attention_time(hw, Flops(factor * op.flops), Flops(factor * op.row_flops), ad, backward, hardware::Load::sustained).value();
+  }
   // No measured efficiency: the GEMM model at the attention's matrix-product shape.
   const auto e = hardware::estimate_gemm(hw, op.shape, ad, hardware::Load::sustained);
   const double per_flop = e.time.value() / (2.0 * double(op.shape.batch) * double(op.shape.m) * double(op.shape.n) * double(op.shape.k));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <tuple>
 
 #include <catch2/catch.hpp>
 
@@ -14,6 +15,7 @@
 #include "clustersim/calibrate/nccl_tests.hpp"
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/parts.hpp"
+#include "clustersim/hardware/attention_model.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/models/collective_model.hpp"
 #include "support.hpp"
@@ -463,7 +465,7 @@ TEST_CASE("calibrate: the attention fit of the H200's cuDNN kernels gives the sh
   }
   CHECK(r.attention->mean < 0.07);
   CHECK(r.attention->worst < 0.30);
-  // Without a tail the best constant rate is far worse: the tail is what the data ask for.
+  // The data ask for a tail of most of a block (hardware_test.cpp shows a constant rate doing far worse).
   CHECK(r.profile.attention.tail_blocks > 0.5);
   // The fitted profile writes and reads back.
   const std::string yaml = profile_yaml(r);
@@ -516,4 +518,52 @@ TEST_CASE("calibrate: attention records round-trip through the measurement forma
   // A number too large for a double is bad JSON too, not a crash (found by fuzz_measurements).
   CHECK_THAT(test::input_error([&] { (void)load_measurements(write("o.json", R"({"format": "clustersim-measurements/1", "gemm": [{"seconds": 1e99999}]})")); }),
              Catch::Contains("o.json") && Catch::Contains("not valid JSON"));
+}
+
+TEST_CASE("calibrate: the attention fit recovers known constants and refuses data that cannot pin the tail") {
+  // Kernels made with the model itself at forward 0.6, backward 0.5, tail 1.2 on the shipped H200
+  // (132 SMs, 989.4 TFLOP/s bf16, 3.3 us launch): t = (F + 1.2 x R x 132) / (989.4e12 x eff) + 3.3e-6.
+  HardwareProfile truth = shipped("h200-sxm-141gb");
+  truth.attention = {0.6, 0.5, 1.2};
+  std::vector<AttentionSample> s;
+  for (auto [b, h, seq] : {std::tuple{1, 8, 4096}, std::tuple{1, 32, 4096}, std::tuple{4, 16, 4096}, std::tuple{1, 16, 8192}, std::tuple{2, 12, 2048}}) {
+    for (bool backward : {false, true}) {
+      AttentionSample a{"cudnn", backward, b, h, seq, 128, 0, 0};
+      a.seconds = hardware::fused_attention_time(truth, Flops(a.flops()), Flops(a.row_flops()), Dtype::bf16, backward).value();
+      s.push_back(a);
+    }
+  }
+  HardwareProfile base = shipped("h200-sxm-141gb");
+  const AttentionFit fit = fit_attention(base, s);
+  CHECK(fit.params.forward_efficiency == Approx(0.6).epsilon(1e-6));
+  CHECK(fit.params.backward_efficiency == Approx(0.5).epsilon(1e-6));
+  CHECK(fit.params.tail_blocks == Approx(1.2).margin(1e-9));
+  CHECK(fit.worst < 1e-9);
+  CHECK(fit.notes.empty());
+  // One batch x heads x seq (1 x 16 x 8192 = 1 x 32 x 4096 = 131072 tokens x heads): the tail's share
+  // of the time is the same for every kernel, so the rate and the tail cannot be told apart.
+  std::vector<AttentionSample> same;
+  for (auto [h, seq] : {std::pair{16, 8192}, std::pair{32, 4096}, std::pair{16, 8192}}) {
+    for (bool backward : {false, true}) same.push_back({"cudnn", backward, 1, h, seq, 128, 1e-3, 0});
+  }
+  CHECK_THAT(test::input_error([&] { (void)fit_attention(base, same); }),
+             Catch::Contains("at least two different batch x heads x seq") && Catch::Contains("all have 131072"));
+  // Kernels no longer than twice the launch overhead are left out, with a note.
+  std::vector<AttentionSample> with_short = s;
+  with_short.push_back({"cudnn", false, 1, 1, 128, 128, 5e-6, 0});
+  const AttentionFit f2 = fit_attention(base, with_short);
+  CHECK(f2.samples == 10);
+  REQUIRE(f2.notes.size() == 1);
+  CHECK_THAT(f2.notes[0], Catch::Contains("1 attention kernels no longer than twice the launch overhead"));
+  // Times too short for any rate under the peak: the efficiency is capped at 1, with a note.
+  std::vector<AttentionSample> fast = s;
+  for (auto& a : fast) a.seconds = 3.3e-6 + (a.seconds - 3.3e-6) / 3;
+  const AttentionFit f3 = fit_attention(base, fast);
+  CHECK(f3.params.forward_efficiency == 1.0);
+  CHECK_THAT(f3.notes.back(), Catch::Contains("capped at 1"));
+  // Kernels measured on a GPU of another SM count are refused against this base.
+  Measurements m;
+  m.attention = s;
+  m.meta["torch_probe_sm_count"] = "114";
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(base, m, {}); }), Catch::Contains("114 SMs") && Catch::Contains("has 132"));
 }

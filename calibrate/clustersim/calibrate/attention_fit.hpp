@@ -1,12 +1,14 @@
 // Fused causal attention: the profile's attention constants fitted to measured kernels.
 //
-// Model (hardware::fused_attention_seconds, docs/training.md "Operations of a layer"):
+// Model (hardware::fused_attention_time, hardware/attention_model.hpp; docs/training.md "Operations of a layer"):
 //   t = (F + tail_blocks x R x SMs) / (peak x efficiency) + launch
 // with F the pass's FLOPs and R one 128-query block's walk over the whole sequence. For each
 // candidate tail (a grid from 0 to 8 blocks in steps of 0.005), the forward and the backward
-// efficiencies that minimise the squared relative time error have a closed form; the tail with the
-// least total error wins. One backend and one head dim are fitted (default cudnn, 128): the model
-// has no head-dim term, and another backend is another kernel.
+// efficiencies that minimise the squared relative error of the time less the launch overhead have
+// a closed form; the tail with the least total error wins. One backend and one head dim are fitted
+// (default cudnn, 128): the model has no head-dim term, and another backend is another kernel.
+// Kernels no longer than twice the launch overhead are left out (with a note); an efficiency above
+// 1 is capped (with a note).
 #pragma once
 
 #include <string>
@@ -31,10 +33,12 @@ struct AttentionFit {
   bool base_has_attention = false;
   double base_mean = 0, base_worst = 0;  // the base profile's relative time errors on the fitted samples
   double mean = 0, worst = 0;            // the fit's
+  std::vector<std::string> notes;        // kernels left out, a rate capped, the tail at its range's end
 };
 
 // Throws InputError when fewer than 3 forward or 3 backward samples of the backend and head dim
-// are given (the tail and the rate need shapes of different work), or the base lacks the dtype.
+// are given, when they all have one batch x heads x seq (which cannot tell the tail from the rate),
+// or when the base lacks bf16.
 AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vector<AttentionSample>& samples, const AttentionFitOptions& options = {});
 
 }  // namespace cs::calibrate

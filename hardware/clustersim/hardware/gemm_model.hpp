@@ -54,21 +54,6 @@ GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape shape, Dtype dty
 // The factor compute-bound rates are multiplied by under `load`.
 double load_factor(const HardwareProfile& hw, Load load);
 
-// Queries per thread block in fused attention kernels on Hopper and Ampere at head dims up to 128
-// (FlashAttention-2, Dao 2023, section 3.3: blocks of 64 or 128 rows; FlashAttention-3, Shah et al.
-// 2024, section 4: 128 x 128 tiles for head dim 128). The attention tail is counted in such blocks.
-inline constexpr double kAttentionBlockRows = 128;
-// FlashAttention's backward pass does 5 matrix products to the forward's 2, recomputing the
-// scores (Dao 2023, FlashAttention-2, section 3.1.2 counts backward FLOPs as 2.5 x forward).
-inline constexpr double kAttentionBackwardFlops = 2.5;
-
-// Fused causal attention on a profile with measured attention efficiencies (hw.attention): `flops`
-// of the whole kernel and `row_flops` of one 128-query block's walk over the whole sequence, both
-// for the pass timed (the caller multiplies the backward's by 2.5). Seconds, launch included:
-//   (flops + tail_blocks x row_flops x sm_count) / (peak[dtype] x efficiency x load) + launch
-// Throws std::invalid_argument when the profile has no attention efficiency or lacks the dtype.
-double fused_attention_seconds(const HardwareProfile& hw, double flops, double row_flops, Dtype dtype, bool backward, Load load = Load::burst);
-
 // The max_efficiency[dtype] with which estimate_gemm reproduces a measured compute-bound GEMM:
 // the measured time less the launch overhead, divided back through the shape's quantisation and
 // K factors. Throws std::invalid_argument when the shape is memory-bound or the measurement is
