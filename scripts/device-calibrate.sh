@@ -127,6 +127,8 @@ fi
 if [ -n "$prebuilt" ]; then
   probe=$(cd "$prebuilt" 2>/dev/null && pwd)/clustersim-probe-cuda
   cs=$(cd "$prebuilt" 2>/dev/null && pwd)/clustersim
+  # Libraries carried beside the binaries (libfmt, yaml-cpp, ...) are found there.
+  export LD_LIBRARY_PATH="$(cd "$prebuilt" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   [ -x "$probe" ] || { say "--prebuilt: $prebuilt/clustersim-probe-cuda is not an executable"; exit 1; }
   if ! "$probe" --help >/dev/null 2>>"$log"; then
     say "--prebuilt: $probe does not run here (see $log; ldd follows)"
@@ -134,6 +136,10 @@ if [ -n "$prebuilt" ]; then
     exit 1
   fi
   say "using the prebuilt $probe"
+  if [ -x "$cs" ] && ! "$cs" --help >/dev/null 2>>"$log"; then
+    say "--prebuilt: $cs does not run here, so no fit (see $log; ldd follows)"
+    ldd "$cs" >>"$log" 2>&1
+  fi
 else
 # ---- toolchain and dependencies -----------------------------------------------------------------
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi

@@ -21,9 +21,11 @@ model's attention efficiencies and memory-bound op times against a real GPU:
 Needs PyTorch with CUDA (not a clustersim dependency; the GPU machines' image has it). Writes one
 JSON file ("clustersim-torch-probe/1"): the GPU, library versions, and a list of samples, each with
 a section, a name, its dimensions, the FLOPs or bytes the model counts for it, and the median
-seconds over timed repetitions (CUDA events, after warm-up). A section that fails is recorded with
-its error and the others still run. Timing method: median of `reps` calls, each between two CUDA
-events, after `warmup` calls; the clocks are brought up by a second of matrix products first.
+seconds over timed repetitions (CUDA events around batches of back-to-back calls of about 2 ms,
+after warm-up; the attention backward timed alone, on a retained graph). A section that fails is recorded with
+its error and the others still run. The clocks are brought up by a second of matrix products first.
+Files written before 2026-12-05 timed each call between its own two events and took the backward
+as forward-and-backward less forward (tests/data/calibrate/h200-device-2026-12-04/README.md).
 """
 import argparse
 import json
@@ -77,16 +79,24 @@ def main():
         os.replace(tmp, args.out)
 
     def timed(fn, n=reps, warmup=3):
+        # Median over n timings, each of a batch of back-to-back calls between two CUDA events, the
+        # batch sized to span about 2 ms so that the host's dispatch between calls stays hidden
+        # behind the GPU's work (a lone short kernel would be timed with the gap before it).
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        batch = max(1, min(100, int(2e-3 / max(time.perf_counter() - t0, 1e-6))))
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
         for s, e in events:
             s.record()
-            fn()
+            for _ in range(batch):
+                fn()
             e.record()
         torch.cuda.synchronize()
-        ms = sorted(s.elapsed_time(e) for s, e in events)
+        ms = sorted(s.elapsed_time(e) / batch for s, e in events)
         return ms[len(ms) // 2] / 1e3
 
     def sample(section, name, seconds, **fields):
@@ -150,20 +160,22 @@ def main():
                         def fwd():
                             return F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
 
-                        def fwd_bwd():
-                            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
+                        # The backward alone: one forward's graph kept and run backward again.
+                        o = fwd()
+
+                        def bwd():
                             q.grad = k.grad = v.grad = None
-                            o.backward(g)
+                            o.backward(g, retain_graph=True)
 
                         tf = timed(fwd)
-                        tfb = timed(fwd_bwd)
+                        tb = timed(bwd)
                 except Exception as e:
                     result["errors"]["attention_%s_%dx%dx%dx%dx%d" % (bname, b, h, kvh, s, d)] = "%s: %s" % (type(e).__name__, e)
                     continue
                 dims = dict(backend=bname, batch=b, heads=h, kv_heads=kvh, seq=s, head_dim=d)
                 sample("attention", "forward", tf, flops=fwd_flops, **dims)
-                sample("attention", "backward", tfb - tf, flops=2.5 * fwd_flops, **dims)
-                del q, k, v, g
+                sample("attention", "backward", tb, flops=2.5 * fwd_flops, **dims)
+                del q, k, v, g, o
 
     # (hidden, ffn, heads, vocab, tokens): Megatron-Core's 1.7B and 7.1B at one 4k sequence.
     layers = [(2048, 8192, 16, 131072, 4096), (4096, 16384, 32, 131072, 4096)]
@@ -218,7 +230,7 @@ def main():
             del emb
             torch.cuda.empty_cache()
         # Fused AdamW over fp32 parameters (Megatron's distributed optimizer steps fp32 main
-        # parameters): 100 M parameters, 16 bytes read and 12 written per parameter plus the gradient.
+        # parameters): 100 M parameters, 16 bytes read (parameter, gradient, two moments) and 12 written.
         n = 100_000_000
         p = torch.zeros(n, device=dev, dtype=torch.float32, requires_grad=True)
         p.grad = torch.randn(n, device=dev, dtype=torch.float32)
@@ -242,7 +254,12 @@ def main():
                 h1 = x + proj(o.transpose(1, 2).reshape(1, tokens, hid))
                 return h1 + fc2(F.gelu(fc1(ln2(h1))))
 
+            params = [p for mod in (ln1, ln2, qkv, proj, fc1, fc2) for p in mod.parameters()]
+
             def fwd_bwd():
+                for p in params:
+                    p.grad = None
+                x.grad = None
                 forward().backward(g)
 
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
