@@ -123,6 +123,10 @@ void run(const Options& o) {
   }
   if (has_data && !o.profile.empty()) throw InputError("calibrate: --profile names an already fitted profile; it cannot be combined with new measurements");
   if (!o.scenario.empty() && o.compare.empty()) throw InputError("calibrate: --scenario shows the effect of --compare; give --compare PROFILE too");
+  if (!has_data && (!o.attention_backend.empty() || o.attention_head_dim > 0)) {
+    throw InputError("calibrate: --attention-backend and --attention-head-dim choose the attention kernels of --from-torch-probe to fit; no "
+                     "measurements were given");
+  }
 
   hardware::HardwareProfile fitted;
   if (has_data) {
@@ -183,6 +187,11 @@ void run(const Options& o) {
     for (const auto& f : o.torch_probe) {
       m.append(calibrate::read_torch_probe(f));
       copt.sources.push_back("torch-probe " + fs::path(f).filename().string());
+    }
+    const bool attention_options = !o.attention_backend.empty() || o.attention_head_dim > 0;
+    if (attention_options && m.attention.empty()) {
+      throw InputError("calibrate: --attention-backend and --attention-head-dim choose the attention kernels to fit, and the measurements hold none "
+                       "(give --from-torch-probe FILE)");
     }
     if (!o.attention_backend.empty()) copt.attention.backend = o.attention_backend;
     if (o.attention_head_dim > 0) copt.attention.head_dim = o.attention_head_dim;

@@ -33,6 +33,11 @@ grep -q "effect on llama3-8b-1-node-h100" "$dir/effect.txt"
 grep -q "fused attention fit (14 cudnn kernels of head dim 128" "$dir/att.txt"
 grep -q "tail_blocks: 0.785" "$dir/att/profile.yaml"
 test -s "$dir/att/attention.csv"
+# Refitting the attention records it wrote gives the same constants, and the same input twice the same file.
+"$cli" calibrate --from "$dir/att/measurements.json" --base h200-sxm-141gb --out "$dir/att2" >/dev/null
+diff <(grep -A3 "^  attention:" "$dir/att/profile.yaml") <(grep -A3 "^  attention:" "$dir/att2/profile.yaml")
+"$cli" calibrate --from-torch-probe "$data/h200-device-2026-12-04/torch-probe.json" --base h200-sxm-141gb --out "$dir/att3" >/dev/null
+cmp "$dir/att/profile.yaml" "$dir/att3/profile.yaml"
 
 expect_bad() {  # expect_bad TEXT ARGS...: exit status 2 and TEXT on stderr
   local text=$1
@@ -54,6 +59,7 @@ echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "fp4", "m": 64,
 expect_bad "no fp4 peak" --from "$dir/fp4.json" --base h100-sxm5-80gb
 expect_bad "GPU profile" --device cpu --base h100-sxm5-80gb
 expect_bad "'clustersim-torch-probe/1'" --from-torch-probe "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb
+expect_bad "the measurements hold none" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --attention-head-dim 64
 expect_bad "found 0 and 0" --from-torch-probe "$data/h200-device-2026-12-04/torch-probe.json" --base h200-sxm-141gb --attention-backend triton
 touch "$dir/a-file"
 expect_bad "expected a directory to write into" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/a-file"

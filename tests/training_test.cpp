@@ -707,3 +707,30 @@ TEST_CASE("a Megatron-Core 1.7B step on one H200: a little faster than eager PyT
   CHECK(r.step_time.value() < measured);
   CHECK(r.step_time.value() > 0.85 * measured);
 }
+
+TEST_CASE("the attention op's causal-tail FLOPs: one 128-query block over the whole sequence, MLA and CP alike") {
+  // row_flops = 2 x 128 x s x (d_qk + d_v): QK^T and PV of one query block against all s keys.
+  // DeepSeek-V3's MLA: d_qk = 128 + 64 = 192, d_v = 128, s = 4096.
+  const TransformerSpec ds = preset("deepseek-v3");
+  Shard shard;
+  const auto att = [](const std::vector<Op>& ops) {
+    for (const auto& op : ops) {
+      if (op.kind == OpKind::attention) return op;
+    }
+    FAIL("no attention op");
+    return Op{};
+  };
+  const Op mla = att(layer_forward_ops(ds, 0, shard));
+  CHECK(mla.row_flops == Approx(2.0 * 128 * 4096 * (192 + 128)));
+  // Its FLOPs: 2 x tokens x (s/2) x heads x (d_qk + d_v), the causal half.
+  CHECK(mla.flops == Approx(2.0 * 4096 * 2048 * 128 * (192 + 128)));
+  // With context parallelism a rank holds s/cp queries but its ring steps still walk all s keys: the
+  // FLOPs split by cp, the tail does not (docs/training.md, Limitations).
+  const TransformerSpec m = gpt(4, 4096, 32, 8192);
+  const Op whole = att(layer_forward_ops(m, 0, shard));
+  shard.cp = 2;
+  const Op split = att(layer_forward_ops(m, 0, shard));
+  CHECK(split.flops == Approx(whole.flops / 2));
+  CHECK(split.row_flops == Approx(whole.row_flops));
+  CHECK(whole.row_flops == Approx(2.0 * 128 * 8192 * 256));
+}
