@@ -123,10 +123,14 @@ void run(const Options& o) {
   }
   if (has_data && !o.profile.empty()) throw InputError("calibrate: --profile names an already fitted profile; it cannot be combined with new measurements");
   if (!o.scenario.empty() && o.compare.empty()) throw InputError("calibrate: --scenario shows the effect of --compare; give --compare PROFILE too");
-  if (!has_data && (!o.attention_backend.empty() || o.attention_head_dim > 0)) {
-    throw InputError("calibrate: --attention-backend and --attention-head-dim choose the attention kernels of --from-torch-probe to fit; no "
-                     "measurements were given");
-  }
+  // --attention-backend and --attention-head-dim pick among attention kernels: without any they are a mistake.
+  const auto check_attention_options = [&](bool have_attention) {
+    if ((!o.attention_backend.empty() || o.attention_head_dim > 0) && !have_attention) {
+      throw InputError("calibrate: --attention-backend and --attention-head-dim choose the attention kernels to fit, and the measurements hold "
+                       "none (give --from-torch-probe FILE)");
+    }
+  };
+  if (!has_data) check_attention_options(false);
 
   hardware::HardwareProfile fitted;
   if (has_data) {
@@ -188,11 +192,7 @@ void run(const Options& o) {
       m.append(calibrate::read_torch_probe(f));
       copt.sources.push_back("torch-probe " + fs::path(f).filename().string());
     }
-    const bool attention_options = !o.attention_backend.empty() || o.attention_head_dim > 0;
-    if (attention_options && m.attention.empty()) {
-      throw InputError("calibrate: --attention-backend and --attention-head-dim choose the attention kernels to fit, and the measurements hold none "
-                       "(give --from-torch-probe FILE)");
-    }
+    check_attention_options(!m.attention.empty());
     if (!o.attention_backend.empty()) copt.attention.backend = o.attention_backend;
     if (o.attention_head_dim > 0) copt.attention.head_dim = o.attention_head_dim;
     const calibrate::CalibrationResult r = calibrate::calibrate(base, m, copt);

@@ -17,12 +17,9 @@ namespace {
 constexpr double kTailStep = 0.005;
 constexpr double kTailMax = 8.0;
 
-struct Errors {
-  double mean = 0, worst = 0;
-};
-
-Errors errors_of(const hardware::HardwareProfile& hw, const std::vector<AttentionSample>& s) {
-  Errors e;
+AttentionErrors errors_of(const hardware::HardwareProfile& hw, const std::vector<AttentionSample>& s) {
+  AttentionErrors e;
+  e.samples = static_cast<int>(s.size());
   for (const auto& a : s) {
     const double t = hardware::fused_attention_time(hw, Flops(a.flops()), Flops(a.row_flops()), hardware::Dtype::bf16, a.backward).value();
     const double err = std::abs(t / a.seconds - 1.0);
@@ -33,6 +30,14 @@ Errors errors_of(const hardware::HardwareProfile& hw, const std::vector<Attentio
 }
 
 }  // namespace
+
+AttentionErrors attention_errors(const hardware::HardwareProfile& hw, const std::vector<AttentionSample>& samples, const AttentionFitOptions& options) {
+  std::vector<AttentionSample> chosen;
+  for (const auto& a : samples) {
+    if (a.backend == options.backend && a.head_dim == options.head_dim) chosen.push_back(a);
+  }
+  return errors_of(hw, chosen);
+}
 
 AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vector<AttentionSample>& samples, const AttentionFitOptions& options) {
   if (!base.supports(hardware::Dtype::bf16)) throw InputError(fmt::format("calibrate: attention is timed at the bf16 peak, and the {} profile has none", base.name));
@@ -124,13 +129,13 @@ AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vec
   fit.samples = static_cast<int>(used.size());
   fit.base_has_attention = base.attention.forward_efficiency > 0 && base.attention.backward_efficiency > 0;
   if (fit.base_has_attention) {
-    const Errors b = errors_of(base, used);
+    const AttentionErrors b = errors_of(base, used);
     fit.base_mean = b.mean;
     fit.base_worst = b.worst;
   }
   hardware::HardwareProfile fitted = base;
   fitted.attention = fit.params;
-  const Errors f = errors_of(fitted, used);
+  const AttentionErrors f = errors_of(fitted, used);
   fit.mean = f.mean;
   fit.worst = f.worst;
   return fit;

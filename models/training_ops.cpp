@@ -16,7 +16,6 @@ constexpr double kActivationBytes = 2.0;  // activations are kept in 16-bit floa
 // Megatron/Transformer Engine pipeline a TP collective with its GEMM in chunks; the first chunk's
 // communication cannot hide. Assumption: 4 chunks (no published default found; to be calibrated).
 constexpr double kTpOverlapChunks = 4.0;
-constexpr double kAttentionBackwardFactor = hardware::kAttentionBackwardFlops;
 
 Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, double count = 1, bool weight_grad = true) {
   Op op;
@@ -262,7 +261,7 @@ hardware::Dtype attention_dtype(hardware::Dtype d) { return d == hardware::Dtype
 
 double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hardware::Dtype dtype, bool backward) {
   const hardware::Dtype ad = attention_dtype(dtype);
-  const double factor = backward ? kAttentionBackwardFactor : 1.0;
+  const double factor = backward ? hardware::kAttentionBackwardFlops : 1.0;
   const double eff = backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
   if (eff > 0) {
     return hardware::fused_attention_time(hw, Flops(factor * op.flops), Flops(factor * op.row_flops), ad, backward, hardware::Load::sustained).value();
@@ -313,7 +312,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
         fwd[i] = attention_seconds(hw, op, dtype, false);
         bwd[i] = attention_seconds(hw, op, dtype, true);
         out.forward.flops += op.flops;
-        out.backward.flops += op.flops * kAttentionBackwardFactor;
+        out.backward.flops += op.flops * hardware::kAttentionBackwardFlops;
         break;
       case OpKind::memory:
         fwd[i] = memory_seconds(hw, op.bytes);

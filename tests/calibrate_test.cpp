@@ -567,3 +567,26 @@ TEST_CASE("calibrate: the attention fit recovers known constants and refuses dat
   m.meta["torch_probe_sm_count"] = "114";
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(base, m, {}); }), Catch::Contains("114 SMs") && Catch::Contains("has 132"));
 }
+
+TEST_CASE("calibrate: the shipped H200 profile reproduces the cuDNN kernels measured on an H200, the unfitted run too") {
+  // tests/data/calibrate/h200-device-2026-12-04/README.md: scripts/torch-probe.py on one H200 SXM,
+  // cuDNN 9.19 through PyTorch 2.11, bf16 causal; short timings, so the burst rate. The second
+  // run's file repeats the first's shapes and adds grouped-query and longer ones; the fourth,
+  // timed better (batches of back-to-back calls; the backward alone), was not fitted.
+  const std::string dir = std::string(CLUSTERSIM_SOURCE_DIR) + "/tests/data/calibrate/h200-device-2026-12-04/";
+  Measurements fitted = read_torch_probe(dir + "torch-probe.json");
+  fitted.append(read_torch_probe(dir + "torch-probe-gqa.json"));
+  const HardwareProfile hw = shipped("h200-sxm-141gb");
+  const AttentionErrors e = attention_errors(hw, fitted.attention);
+  REQUIRE(e.samples == 44);  // 7 + 15 shapes, forward and backward
+  CHECK(e.mean < 0.07);
+  CHECK(e.worst < 0.3);
+  // Without the tail the same rates miss far more: the measured rates span a factor of three.
+  HardwareProfile flat = hw;
+  flat.attention.tail_blocks = 0;
+  CHECK(attention_errors(flat, fitted.attention).worst > 2 * e.worst);
+  const AttentionErrors b = attention_errors(hw, read_torch_probe(dir + "torch-probe-batched.json").attention);
+  REQUIRE(b.samples == 30);
+  CHECK(b.mean < 0.07);
+  CHECK(b.worst < 0.25);
+}

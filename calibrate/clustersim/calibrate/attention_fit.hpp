@@ -36,6 +36,16 @@ struct AttentionFit {
   std::vector<std::string> notes;        // kernels left out, a rate capped, the tail at its range's end
 };
 
+// The relative time errors of `hw`'s attention constants on the kernels of the options' backend and
+// head dim (burst load, as kernels are measured): over `samples` of those kernels, the mean and the
+// worst of |t_model / t_measured - 1|.
+struct AttentionErrors {
+  int samples = 0;
+  double mean = 0, worst = 0;
+};
+AttentionErrors attention_errors(const hardware::HardwareProfile& hw, const std::vector<AttentionSample>& samples,
+                                 const AttentionFitOptions& options = {});
+
 // Throws InputError when fewer than 3 forward or 3 backward samples of the backend and head dim
 // are given, when they all have one batch x heads x seq (which cannot tell the tail from the rate),
 // or when the base lacks bf16.
