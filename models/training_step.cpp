@@ -580,10 +580,15 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   result.tasks = graph.size();
 
   // ---- breakdown: stage timelines of replica 0, averaged over stages
+  // The optimizer's barrier waits for every stage's compute and every gradient reduction. The part
+  // of that wait before the last backward pass anywhere ends is the pipeline draining (bubble); the
+  // rest is data-parallel traffic left exposed on the step's critical path.
+  double compute_done = 0;
+  for (const auto& per_stage : last_compute) {
+    for (TaskId t : per_stage) compute_done = std::max(compute_done, graph.record(t).end.to_seconds());
+  }
   StepBreakdown sum;
   for (int s = 0; s < p.pp; ++s) {
-    double own_dp_end = 0;
-    for (TaskId t : stage_dp[static_cast<std::size_t>(s)]) own_dp_end = std::max(own_dp_end, graph.record(t).end.to_seconds());
     double clock = 0;
     for (const ComputeTask& ct : timeline[static_cast<std::size_t>(s)]) {
       const auto& rec = graph.record(ct.id);
@@ -609,7 +614,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
             sum.pp_comm += comm_part;
             sum.bubble += gap - comm_part;
           } else {
-            const double dp_part = std::clamp(own_dp_end - clock, 0.0, gap);
+            const double dp_part = std::clamp(start - std::max(clock, compute_done), 0.0, gap);
             sum.dp_comm += dp_part;
             sum.bubble += gap - dp_part;
           }

@@ -239,6 +239,33 @@ TEST_CASE("a data-parallel all-reduce hides behind a long backward pass") {
         Approx(exposed.breakdown.dp_comm - hidden.breakdown.dp_comm).epsilon(0.02));
 }
 
+TEST_CASE("a stage that waits for the pipeline to drain counts the wait as bubble, not as its gradient reduction") {
+  // Four stages, ZeRO-1 without overlap: each stage reduce-scatters its gradients after its last
+  // backward pass and all-gathers its weights after the optimizer. The last stage ends its backward
+  // passes first and waits for the first. Two replicas against one with half the batch: the same
+  // passes, so the second step is longer by the exposed reduction and gather (and the optimizer
+  // shrinks to its shard).
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job;
+  job.model = gpt(16, 4096, 32, 2048, 128);
+  job.plan.pp = 4;
+  job.plan.zero_stage = 1;
+  job.plan.overlap_grad_reduce = false;
+  job.plan.overlap_param_gather = false;
+  job.micro_batch = 1;
+  job.global_batch = 8;
+  const TrainingResult alone = simulate_training(job, topo);
+  job.plan.dp = 2;
+  job.global_batch = 16;
+  const TrainingResult reduced = simulate_training(job, topo);
+  REQUIRE(alone.breakdown.dp_comm == 0.0);
+  CHECK(reduced.breakdown.dp_comm > 0.0);
+  const double optimizer_saved = alone.breakdown.optimizer - reduced.breakdown.optimizer;
+  CHECK(reduced.step_time.value() - alone.step_time.value() + optimizer_saved ==
+        Approx(reduced.breakdown.dp_comm).epsilon(0.05));
+  CHECK(reduced.breakdown.bubble == Approx(alone.breakdown.bubble).epsilon(0.02));
+}
+
 TEST_CASE("breakdown parts add up to the step time") {
   const topology::Topology topo = h100_nodes(4);
   TrainingJob job;
