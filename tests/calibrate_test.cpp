@@ -437,6 +437,35 @@ TEST_CASE("calibrate: the full probe sweep of an H200 fits within a few percent"
   CHECK(host == 2);
 }
 
+TEST_CASE("calibrate: the shipped Hopper fp8 constants: k_half from the H200 sweep, the ceiling from a published H100 timing") {
+  // tests/data/calibrate/h200-device-2026-12-04/measurements.json: 511 cuBLASLt GEMMs each in fp8 and
+  // bf16 in one run. fp8 needs about three times the K of bf16 to reach its ceiling; the profiles take
+  // that ratio onto their 16-bit k_half, then fit the fp8 ceiling to DeepGEMM's 1504 TFLOP/s at
+  // 7168 x 4096 x 16384 on H100 SXM (docs/hardware-profiles.md, "Hopper's fp8 constants").
+  const Measurements m = load_measurements(std::string(CLUSTERSIM_SOURCE_DIR) + "/tests/data/calibrate/h200-device-2026-12-04/measurements.json");
+  const HardwareProfile h200 = shipped("h200-sxm-141gb");
+  const CalibrationResult r = calibrate::calibrate(h200, m, {});
+  const double ratio = r.profile.gemm.k_half_for(Dtype::fp8) / r.profile.gemm.k_half_for(Dtype::bf16);
+  CHECK(ratio > 2.0);
+  for (const char* name : {"h100-sxm5-80gb", "h800-sxm5-80gb", "h200-sxm-141gb"}) {
+    INFO(name);
+    const HardwareProfile hw = shipped(name);
+    CHECK(hw.gemm.k_half_for(Dtype::fp8) == Approx(hw.gemm.k_half_for(Dtype::bf16) * ratio).epsilon(0.01));
+    CHECK(hardware::fit_max_efficiency(hw, {7168, 4096, 16384}, Dtype::fp8, FlopsPerSec(1504e12)) ==
+          Approx(hw.gemm.max_efficiency.at(Dtype::fp8)).margin(0.001));
+  }
+  // The shipped profile describes the H200's own fp8 GEMMs about as well as its bf16 ones (with the
+  // default k_half of 128 its fp8 mean error was 19%).
+  std::vector<GemmSample> fp8, bf16;
+  for (const GemmSample& g : m.gemm) {
+    if (g.dtype == Dtype::fp8) fp8.push_back(g);
+    if (g.dtype == Dtype::bf16) bf16.push_back(g);
+  }
+  REQUIRE(fp8.size() == 511);
+  CHECK(quality_of(h200, fp8).mean_relative < 0.12);
+  CHECK(quality_of(h200, fp8).mean_relative < 1.25 * quality_of(h200, bf16).mean_relative);
+}
+
 TEST_CASE("calibrate: the attention fit of the H200's cuDNN kernels gives the shipped Hopper constants") {
   // tests/data/calibrate/h200-device-2026-12-04/torch-probe.json and torch-probe-gqa.json
   // (scripts/torch-probe.py, two runs): 36 + 68 attention kernels, of which 14 + 30 are cuDNN at
