@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/hardware/attention_model.hpp"
@@ -14,8 +17,12 @@ namespace cs::calibrate {
 
 namespace {
 
+// The tail's grid: steps of 0.005 blocks, finer than the 1-2% the tail moves the measured kernels'
+// times by per 0.1 block; up to hardware::kAttentionMaxTailBlocks.
 constexpr double kTailStep = 0.005;
-constexpr double kTailMax = 8.0;
+constexpr double kTailMax = hardware::kAttentionMaxTailBlocks;
+
+bool chosen(const AttentionSample& a, const AttentionFitOptions& options) { return a.backend == options.backend && a.head_dim == options.head_dim; }
 
 AttentionErrors errors_of(const hardware::HardwareProfile& hw, const std::vector<AttentionSample>& s) {
   AttentionErrors e;
@@ -32,11 +39,9 @@ AttentionErrors errors_of(const hardware::HardwareProfile& hw, const std::vector
 }  // namespace
 
 AttentionErrors attention_errors(const hardware::HardwareProfile& hw, const std::vector<AttentionSample>& samples, const AttentionFitOptions& options) {
-  std::vector<AttentionSample> chosen;
-  for (const auto& a : samples) {
-    if (a.backend == options.backend && a.head_dim == options.head_dim) chosen.push_back(a);
-  }
-  return errors_of(hw, chosen);
+  std::vector<AttentionSample> of_options;
+  std::copy_if(samples.begin(), samples.end(), std::back_inserter(of_options), [&](const AttentionSample& a) { return chosen(a, options); });
+  return errors_of(hw, of_options);
 }
 
 AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vector<AttentionSample>& samples, const AttentionFitOptions& options) {
@@ -46,10 +51,12 @@ AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vec
   fit.head_dim = options.head_dim;
   const double launch = base.kernel_launch_overhead.value();
   std::vector<AttentionSample> forward, backward;
+  std::set<std::pair<std::string, int>> others;  // the backends and head dims not fitted
   int too_short = 0;
   for (const auto& a : samples) {
-    if (a.backend != options.backend || a.head_dim != options.head_dim) {
+    if (!chosen(a, options)) {
       ++fit.skipped;
+      others.insert({a.backend, a.head_dim});
       continue;
     }
     // A kernel no longer than the launch overhead says nothing about the rate (and would weigh
@@ -60,14 +67,22 @@ AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vec
     }
     (a.backward ? backward : forward).push_back(a);
   }
+  std::string left_out;
   if (too_short > 0) {
-    fit.notes.push_back(fmt::format("{} attention kernels no longer than twice the launch overhead ({}) were not fitted", too_short,
-                                    to_string(base.kernel_launch_overhead)));
+    left_out += fmt::format("{} attention kernels no longer than twice the launch overhead ({}) were not fitted", too_short, to_string(base.kernel_launch_overhead));
+    fit.notes.push_back(left_out);
+  }
+  if (fit.skipped > 0) {
+    std::vector<std::string> kinds;
+    for (const auto& [backend, head_dim] : others) kinds.push_back(fmt::format("{} / {}", backend, head_dim));
+    fit.notes.push_back(fmt::format("{} attention kernels of another backend / head dim than {} / {} were not fitted ({})", fit.skipped, options.backend,
+                                    options.head_dim, fmt::join(kinds, ", ")));
+    left_out += (left_out.empty() ? "" : "; ") + fit.notes.back();
   }
   if (forward.size() < 3 || backward.size() < 3) {
     throw InputError(fmt::format("calibrate: the attention fit needs at least 3 forward and 3 backward {} kernels of head dim {} (their rate and tail "
-                                 "need shapes of different work); found {} and {}",
-                                 options.backend, options.head_dim, forward.size(), backward.size()));
+                                 "need shapes of different work); found {} and {}{}",
+                                 options.backend, options.head_dim, forward.size(), backward.size(), left_out.empty() ? "" : " (" + left_out + ")"));
   }
   // The tail's share of a kernel's time is tail x R x SMs / F = tail x 2 x 128 x SMs / (batch x
   // heads x seq): kernels of one batch x heads x seq cannot tell the tail from the rate.
@@ -127,8 +142,7 @@ AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vec
   std::vector<AttentionSample> used = forward;
   used.insert(used.end(), backward.begin(), backward.end());
   fit.samples = static_cast<int>(used.size());
-  fit.base_has_attention = base.attention.forward_efficiency > 0 && base.attention.backward_efficiency > 0;
-  if (fit.base_has_attention) {
+  if (base.attention.measured()) {
     const AttentionErrors b = errors_of(base, used);
     fit.base_mean = b.mean;
     fit.base_worst = b.worst;

@@ -55,19 +55,17 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
 
   if (!m.attention.empty()) {
     // The tail is counted in SMs: kernels measured on a GPU of another SM count belong to another profile.
-    if (auto it = m.meta.find("torch_probe_sm_count"); it != m.meta.end() && it->second != std::to_string(base.sm_count)) {
-      throw InputError(fmt::format("calibrate: the attention kernels were measured on a GPU with {} SMs ({}), but --base {} has {}: give the "
-                                   "profile of the GPU measured",
-                                   it->second, m.meta.count("torch_probe_gpu") ? m.meta.at("torch_probe_gpu") : "unnamed", base.name, base.sm_count));
+    for (const AttentionSample& a : m.attention) {
+      if (a.sm_count > 0 && a.sm_count != base.sm_count) {
+        throw InputError(fmt::format("calibrate: attention kernels were measured on a GPU with {} SMs ({}), but --base {} has {}: give the "
+                                     "profile of the GPU measured",
+                                     a.sm_count, m.meta.count("torch_probe_gpu") ? m.meta.at("torch_probe_gpu") : "unnamed", base.name, base.sm_count));
+      }
     }
     // After the GEMM fit: the attention model adds the (fitted) launch overhead.
     r.attention = fit_attention(hw, m.attention, options.attention);
     hw.attention = r.attention->params;
     for (const auto& n : r.attention->notes) r.notes.push_back(n);
-    if (r.attention->skipped > 0) {
-      r.notes.push_back(fmt::format("{} attention kernels of another backend or head dim than {} / {} were not fitted", r.attention->skipped,
-                                    r.attention->backend, r.attention->head_dim));
-    }
   }
 
   r.links = fit_collectives(m.collectives);

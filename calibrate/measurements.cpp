@@ -4,8 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +11,7 @@
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/hardware/attention_model.hpp"
 #include "clustersim/reports/atomic_file.hpp"
+#include "json_input.hpp"
 
 namespace cs::calibrate {
 
@@ -88,6 +87,7 @@ class Reader {
       if (s.heads % s.kv_heads != 0) fail(path + ".kv_heads", fmt::format("a divisor of heads ({})", s.heads), std::to_string(s.kv_heads));
       if (s.kv_heads == s.heads) s.kv_heads = 0;
     }
+    if (g.contains("sm_count")) s.sm_count = static_cast<int>(positive_int(g, path, "sm_count", kMaxRanks));
     return s;
   }
   const Json* array(const Json& doc, const char* key) const {
@@ -120,26 +120,6 @@ std::optional<LinkClass> parse_link_class(std::string_view s) {
   return std::nullopt;
 }
 
-// The whole of `file`; `what` names it in the error when it cannot be opened.
-std::string read_text(const std::filesystem::path& file, const char* what) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the {} file", file.string(), what));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Json parse_json(const std::string& text, const std::filesystem::path& file) {
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())},
-                     fmt::format("not valid JSON at byte {}: {}", e.byte, e.what()));
-  } catch (const Json::exception& e) {  // a number out of range
-    throw InputError(SourceLocation{std::make_shared<const std::string>(file.string())}, fmt::format("not valid JSON: {}", e.what()));
-  }
-}
-
 }  // namespace
 
 std::string_view to_string(MemoryKind k) {
@@ -163,14 +143,10 @@ std::string_view to_string(LinkClass c) {
 }
 
 double AttentionSample::flops() const {
-  const double forward = 2.0 * batch * double(heads) * double(seq) * double(seq) * head_dim;
-  return backward ? hardware::kAttentionBackwardFlops * forward : forward;
+  return hardware::attention_pass_flops(2.0 * batch * double(heads) * double(seq) * double(seq) * head_dim, backward);
 }
 
-double AttentionSample::row_flops() const {
-  const double forward = 2.0 * hardware::kAttentionBlockRows * double(seq) * (2.0 * head_dim);
-  return backward ? hardware::kAttentionBackwardFlops * forward : forward;
-}
+double AttentionSample::row_flops() const { return hardware::attention_pass_flops(hardware::attention_row_flops(seq, head_dim, head_dim), backward); }
 
 void Measurements::append(const Measurements& other) {
   for (const auto& [k, v] : other.meta) meta.emplace(k, v);
@@ -203,6 +179,7 @@ std::string to_json(const Measurements& m) {
       doc["attention"].push_back({{"backend", a.backend}, {"pass", a.backward ? "backward" : "forward"}, {"batch", a.batch}, {"heads", a.heads},
                                   {"seq", a.seq}, {"head_dim", a.head_dim}, {"seconds", a.seconds}});
       if (a.kv_heads > 0) doc["attention"].back()["kv_heads"] = a.kv_heads;
+      if (a.sm_count > 0) doc["attention"].back()["sm_count"] = a.sm_count;
     }
   }
   return doc.dump(1) + "\n";
@@ -278,14 +255,14 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
   if (const Json* a = r.array(doc, "attention")) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const std::string path = fmt::format("attention[{}]", i);
-      r.only((*a)[i], path, {"backend", "pass", "batch", "heads", "kv_heads", "seq", "head_dim", "seconds"});
+      r.only((*a)[i], path, {"backend", "pass", "batch", "heads", "kv_heads", "seq", "head_dim", "seconds", "sm_count"});
       m.attention.push_back(r.attention(a->at(i), path, "pass"));
     }
   }
   return m;
 }
 
-Measurements load_measurements(const std::filesystem::path& file) { return from_json(read_text(file, "measurements"), file); }
+Measurements load_measurements(const std::filesystem::path& file) { return from_json(read_text(file, "measurements file"), file); }
 
 std::vector<std::string> write_csv(const Measurements& m, const std::filesystem::path& dir) {
   std::string gemm = "dtype,m,n,k,seconds,tflops\n";
@@ -317,7 +294,7 @@ std::vector<std::string> write_csv(const Measurements& m, const std::filesystem:
 
 Measurements read_torch_probe(const std::filesystem::path& file) {
   const Reader r(file);
-  const Json doc = parse_json(read_text(file, "torch-probe"), file);
+  const Json doc = parse_json(read_text(file, "torch-probe file"), file);
   if (!doc.is_object()) r.fail("<document>", "an object", std::string(json_type(doc)));
   constexpr const char* kTorchProbe = "clustersim-torch-probe/1";
   if (r.text(doc, "<document>", "format") != kTorchProbe) r.fail("format", std::string("'") + kTorchProbe + "'", "'" + doc["format"].get<std::string>() + "'");
@@ -327,9 +304,11 @@ Measurements read_torch_probe(const std::filesystem::path& file) {
     if (auto it = doc.find(key); it != doc.end() && it->is_string()) m.meta[std::string("torch_probe_") + key] = it->get<std::string>();
   }
   if (auto it = doc.find("cudnn"); it != doc.end() && it->is_number_integer()) m.meta["torch_probe_cudnn"] = std::to_string(it->get<long long>());
+  int sm_count = 0;
   if (auto it = doc.find("sm_count"); it != doc.end()) {
-    if (!it->is_number_integer() || it->get<long long>() <= 0) r.fail("sm_count", "a positive integer", it->dump());
-    m.meta["torch_probe_sm_count"] = std::to_string(it->get<long long>());
+    if (!it->is_number_integer() || it->get<long long>() <= 0 || it->get<long long>() > kMaxRanks) r.fail("sm_count", "a positive integer", it->dump());
+    sm_count = static_cast<int>(it->get<long long>());
+    m.meta["torch_probe_sm_count"] = std::to_string(sm_count);
   }
   // What the probe could not measure (a backend refused a shape): kept in the provenance.
   if (auto it = doc.find("errors"); it != doc.end() && it->is_object() && !it->empty()) {
@@ -345,6 +324,7 @@ Measurements read_torch_probe(const std::filesystem::path& file) {
     if (!s.is_object()) r.fail(path, "an object", std::string(json_type(s)));
     if (r.text(s, path, "section") != "attention") continue;
     m.attention.push_back(r.attention(s, path, "name"));
+    m.attention.back().sm_count = sm_count;
   }
   if (m.attention.empty()) r.fail("samples", "attention samples (the attention section)", "none");
   return m;

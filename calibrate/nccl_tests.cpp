@@ -59,11 +59,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -71,6 +69,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
+#include "json_input.hpp"
 
 namespace cs::calibrate {
 
@@ -478,16 +477,7 @@ class JsonReader {
       : file_(file), where_{std::make_shared<const std::string>(file.string())}, options_(options) {}
 
   Measurements read(const std::string& text) {
-    Json doc;
-    try {
-      doc = Json::parse(text);
-    } catch (const Json::parse_error& e) {
-      throw InputError(where_, fmt::format("not valid JSON at byte {} (nccl-tests leaves the file unfinished when a run "
-                                           "aborts): {}",
-                                           e.byte, e.what()));
-    } catch (const Json::exception& e) {  // a number out of range
-      throw InputError(where_, fmt::format("not valid JSON: {}", e.what()));
-    }
+    const Json doc = parse_json(text, file_, "nccl-tests leaves the file unfinished when a run aborts");
     if (!doc.is_object()) fail("<document>", "an nccl-tests -J document (an object)", doc.type_name());
     const Json& version = member(doc, "", "version");
     if (!version.is_number_integer() || (version.get<long>() != 1 && version.get<long>() != 2)) {
@@ -619,11 +609,7 @@ Measurements parse_nccl_tests(const std::string& text, const std::filesystem::pa
 }
 
 Measurements read_nccl_tests(const std::filesystem::path& file, const NcclTestsOptions& options) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the nccl-tests output", file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_nccl_tests(text.str(), file, options);
+  return parse_nccl_tests(read_text(file, "nccl-tests output"), file, options);
 }
 
 }  // namespace cs::calibrate

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/calibrate/calibration.hpp"
+#include "clustersim/hardware/attention_model.hpp"
 #include "clustersim/reports/text_table.hpp"
 
 namespace cs::calibrate {
@@ -89,7 +90,7 @@ std::string profile_yaml(const CalibrationResult& r) {
     y += "    # measured time / model time on a log2 grid of (M, N, K), K fastest; trilinear in log2\n    residuals:\n";
     for (const auto& [d, t] : hw.gemm.residuals) y += fmt::format("      {}:\n", hardware::to_string(d)) + table_yaml(t, "        ");
   }
-  if (hw.attention.forward_efficiency > 0) {
+  if (hw.attention.measured()) {
     y += fmt::format("  attention:\n    forward_efficiency: {}\n    backward_efficiency: {}\n", g9(hw.attention.forward_efficiency),
                      g9(hw.attention.backward_efficiency));
     if (hw.attention.tail_blocks > 0) y += fmt::format("    tail_blocks: {}\n", g9(hw.attention.tail_blocks));
@@ -171,16 +172,16 @@ std::string summary_text(const CalibrationResult& r) {
   }
   if (r.attention) {
     const AttentionFit& a = *r.attention;
-    out += fmt::format("\nfused attention fit ({} {} kernels of head dim {}; t = (FLOPs + tail_blocks x one 128-query block's walk x {} SMs) / "
+    out += fmt::format("\nfused attention fit ({} {} kernels of head dim {}; t = (FLOPs + tail_blocks x one {}-query block's walk x {} SMs) / "
                        "(bf16 peak x efficiency) + launch)\n",
-                       a.samples, a.backend, a.head_dim, hw.sm_count);
+                       a.samples, a.backend, a.head_dim, hardware::kAttentionBlockRows, hw.sm_count);
     TextTable t({"parameter", "base", "fitted"}, {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right});
-    const auto base_value = [&](double v) { return a.base_has_attention ? fmt::format("{:.4f}", v) : std::string("-"); };
+    const auto base_value = [&](double v) { return r.base.attention.measured() ? fmt::format("{:.4f}", v) : std::string("-"); };
     t.add_row({"forward_efficiency", base_value(r.base.attention.forward_efficiency), fmt::format("{:.4f}", a.params.forward_efficiency)});
     t.add_row({"backward_efficiency", base_value(r.base.attention.backward_efficiency), fmt::format("{:.4f}", a.params.backward_efficiency)});
     t.add_row({"tail_blocks", base_value(r.base.attention.tail_blocks), fmt::format("{:.4f}", a.params.tail_blocks)});
-    t.add_row({"mean error", a.base_has_attention ? pct(a.base_mean) : "-", pct(a.mean)});
-    t.add_row({"worst error", a.base_has_attention ? pct(a.base_worst) : "-", pct(a.worst)});
+    t.add_row({"mean error", r.base.attention.measured() ? pct(a.base_mean) : "-", pct(a.mean)});
+    t.add_row({"worst error", r.base.attention.measured() ? pct(a.base_worst) : "-", pct(a.worst)});
     out += t.render("  ");
   }
   if (!r.links.empty()) {
@@ -221,7 +222,7 @@ std::string compare_text(const HardwareProfile& fitted, const HardwareProfile& s
       to_string(shipped.memory_bandwidth * shipped.gemm.memory_efficiency), to_string(fitted.memory_bandwidth * fitted.gemm.memory_efficiency));
   row("kernel_launch_overhead", shipped.kernel_launch_overhead.value(), fitted.kernel_launch_overhead.value(), to_string(shipped.kernel_launch_overhead),
       to_string(fitted.kernel_launch_overhead));
-  if (fitted.attention.forward_efficiency > 0 && shipped.attention.forward_efficiency > 0) {
+  if (fitted.attention.measured() && shipped.attention.measured()) {
     const auto& a = shipped.attention;
     const auto& b = fitted.attention;
     row("attention forward_efficiency", a.forward_efficiency, b.forward_efficiency, fmt::format("{:.4f}", a.forward_efficiency), fmt::format("{:.4f}", b.forward_efficiency));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/suggest.hpp"
+#include "clustersim/hardware/attention_model.hpp"
 
 namespace cs::hardware {
 
@@ -191,8 +192,8 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     const auto fraction = yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }};
     hw.attention.forward_efficiency = a.get<double>("forward_efficiency", fraction);
     hw.attention.backward_efficiency = a.get<double>("backward_efficiency", fraction);
-    hw.attention.tail_blocks = a.get_or<double>("tail_blocks", 0.0, yaml::Check<double>{"a number of blocks in [0, 64]", [](double v) {
-                                                  return v >= 0 && v <= 64;
+    hw.attention.tail_blocks = a.get_or<double>("tail_blocks", 0.0, yaml::Check<double>{"a number of blocks in [0, 8]", [](double v) {
+                                                  return v >= 0 && v <= kAttentionMaxTailBlocks;
                                                 }});
     a.finish();
   }

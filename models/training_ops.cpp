@@ -145,7 +145,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     att.count = heads * (m.qk_head_dim() + v_dim) / m.qk_head_dim();
     // The longest walk in the kernel: the last block of queries against every key of the sequence
     // (with context parallelism the ring's steps together still walk the whole sequence).
-    att.row_flops = 2.0 * hardware::kAttentionBlockRows * m.seq_len * (m.qk_head_dim() + v_dim);
+    att.row_flops = hardware::attention_row_flops(m.seq_len, m.qk_head_dim(), v_dim);
     ops.push_back(att);
   } else {
     // Megatron's unfused path: batched score GEMMs over the whole s x s matrix (the causal mask is
@@ -261,15 +261,15 @@ hardware::Dtype attention_dtype(hardware::Dtype d) { return d == hardware::Dtype
 
 double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hardware::Dtype dtype, bool backward) {
   const hardware::Dtype ad = attention_dtype(dtype);
-  const double factor = backward ? hardware::kAttentionBackwardFlops : 1.0;
-  const double eff = backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
-  if (eff > 0) {
-    return hardware::fused_attention_time(hw, Flops(factor * op.flops), Flops(factor * op.row_flops), ad, backward, hardware::Load::sustained).value();
+  const double flops = hardware::attention_pass_flops(op.flops, backward);
+  if (hw.attention.measured()) {
+    const Flops row(hardware::attention_pass_flops(op.row_flops, backward));
+    return hardware::fused_attention_time(hw, Flops(flops), row, ad, backward, hardware::Load::sustained).value();
   }
   // No measured efficiency: the GEMM model at the attention's matrix-product shape.
   const auto e = hardware::estimate_gemm(hw, op.shape, ad, hardware::Load::sustained);
   const double per_flop = e.time.value() / (2.0 * double(op.shape.batch) * double(op.shape.m) * double(op.shape.n) * double(op.shape.k));
-  return factor * op.flops * per_flop;
+  return flops * per_flop;
 }
 
 }  // namespace
@@ -312,7 +312,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
         fwd[i] = attention_seconds(hw, op, dtype, false);
         bwd[i] = attention_seconds(hw, op, dtype, true);
         out.forward.flops += op.flops;
-        out.backward.flops += op.flops * hardware::kAttentionBackwardFlops;
+        out.backward.flops += hardware::attention_pass_flops(op.flops, true);
         break;
       case OpKind::memory:
         fwd[i] = memory_seconds(hw, op.bytes);

@@ -516,13 +516,15 @@ TEST_CASE("calibrate: the attention fit of the H200's cuDNN kernels gives the sh
 TEST_CASE("calibrate: attention records round-trip through the measurement format, and bad torch-probe files are named") {
   Measurements m;
   m.attention.push_back({"cudnn", true, 2, 16, 2048, 128, 2.5e-4, 0});
-  m.attention.push_back({"cudnn", false, 1, 32, 8192, 128, 9e-4, 8});
+  m.attention.push_back({"cudnn", false, 1, 32, 8192, 128, 9e-4, 8, 132});
   const Measurements back = from_json(to_json(m), "m.json");
   REQUIRE(back.attention.size() == 2);
   CHECK(back.attention[0].backward);
   CHECK(back.attention[0].heads == 16);
   CHECK(back.attention[0].kv_heads == 0);
   CHECK(back.attention[1].kv_heads == 8);
+  CHECK(back.attention[0].sm_count == 0);
+  CHECK(back.attention[1].sm_count == 132);
   CHECK_THAT(test::input_error([] { (void)from_json(R"({"format": "clustersim-measurements/1", "attention": [{"backend": "cudnn", "pass": "forward",
      "batch": 1, "heads": 8, "kv_heads": 3, "seq": 64, "head_dim": 64, "seconds": 1e-6}]})", "k.json"); }),
              Catch::Contains("attention[0].kv_heads") && Catch::Contains("a divisor of heads (8)"));
@@ -590,11 +592,21 @@ TEST_CASE("calibrate: the attention fit recovers known constants and refuses dat
   const AttentionFit f3 = fit_attention(base, fast);
   CHECK(f3.params.forward_efficiency == 1.0);
   CHECK_THAT(f3.notes.back(), Catch::Contains("capped at 1"));
-  // Kernels measured on a GPU of another SM count are refused against this base.
+  // Kernels measured on a GPU of another SM count are refused against this base, even among
+  // kernels of the right one (two torch-probe files from two GPUs).
   Measurements m;
   m.attention = s;
-  m.meta["torch_probe_sm_count"] = "114";
+  for (auto& a : m.attention) a.sm_count = 132;
+  CHECK(calibrate::calibrate(base, m, {}).attention);
+  m.attention.back().sm_count = 114;
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(base, m, {}); }), Catch::Contains("114 SMs") && Catch::Contains("has 132"));
+  // Too few kernels left: the error says which were left out and why.
+  std::vector<AttentionSample> left = s;
+  for (auto& a : left) a.seconds = a.backward ? 1e-6 : a.seconds;
+  left.front().backend = "flash";
+  CHECK_THAT(test::input_error([&] { (void)fit_attention(base, left); }),
+             Catch::Contains("5 attention kernels no longer than twice the launch overhead") && Catch::Contains("another backend / head dim") &&
+                 Catch::Contains("flash / 128"));
 }
 
 TEST_CASE("calibrate: the shipped H200 profile reproduces the cuDNN kernels measured on an H200, the unfitted run too") {

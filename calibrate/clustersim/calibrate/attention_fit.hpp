@@ -3,12 +3,13 @@
 // Model (hardware::fused_attention_time, hardware/attention_model.hpp; docs/training.md "Operations of a layer"):
 //   t = (F + tail_blocks x R x SMs) / (peak x efficiency) + launch
 // with F the pass's FLOPs and R one 128-query block's walk over the whole sequence. For each
-// candidate tail (a grid from 0 to 8 blocks in steps of 0.005), the forward and the backward
+// candidate tail (a grid from 0 to hardware::kAttentionMaxTailBlocks in steps of 0.005), the forward and the backward
 // efficiencies that minimise the squared relative error of the time less the launch overhead have
 // a closed form; the tail with the least total error wins. One backend and one head dim are fitted
 // (default cudnn, 128): the model has no head-dim term, and another backend is another kernel.
-// Kernels no longer than twice the launch overhead are left out (with a note); an efficiency above
-// 1 is capped (with a note).
+// Kernels of another backend or head dim, and kernels no longer than twice the launch overhead, are
+// left out (with a note, which the error names when too few remain); an efficiency above 1 is
+// capped (with a note).
 #pragma once
 
 #include <string>
@@ -30,8 +31,7 @@ struct AttentionFit {
   int head_dim = 128;
   int samples = 0;          // fitted (forward and backward)
   int skipped = 0;          // of another backend or head dim
-  bool base_has_attention = false;
-  double base_mean = 0, base_worst = 0;  // the base profile's relative time errors on the fitted samples
+  double base_mean = 0, base_worst = 0;  // the base profile's relative time errors on the fitted samples (when it has attention constants)
   double mean = 0, worst = 0;            // the fit's
   std::vector<std::string> notes;        // kernels left out, a rate capped, the tail at its range's end
 };

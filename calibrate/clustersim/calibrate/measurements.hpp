@@ -10,11 +10,12 @@
 //    "collectives": [{"op": "all_reduce", "link": "nvlink", "ranks": 8, "nodes": 1,
 //                     "bytes": 1048576, "seconds": 2.2e-5, "algorithm": "ring"}, ...],
 //    "attention": [{"backend": "cudnn", "pass": "forward", "batch": 1, "heads": 16, "kv_heads": 16,
-//                   "seq": 4096, "head_dim": 128, "seconds": 1.5e-4}, ...]}
+//                   "seq": 4096, "head_dim": 128, "seconds": 1.5e-4, "sm_count": 132}, ...]}
 //
 // "attention" (optional) holds fused causal attention kernels, 16-bit, as scripts/torch-probe.py
 // measures them (read_torch_probe turns its file into these records); "kv_heads" is optional (the
-// same as heads when absent; fewer for grouped-query attention).
+// same as heads when absent; fewer for grouped-query attention), and so is "sm_count", the SMs of
+// the GPU that ran the kernel (the fit counts the causal tail in SMs).
 //
 // A collective's "algorithm" is optional: the algorithm the run forced (NCCL_ALGO), absent when NCCL
 // chose.
@@ -79,6 +80,7 @@ struct AttentionSample {
   int batch = 1, heads = 1, seq = 1, head_dim = 128;
   double seconds = 0;
   int kv_heads = 0;  // 0: heads (multi-head attention)
+  int sm_count = 0;  // the GPU's SMs; 0: not recorded
   // The pass's FLOPs: forward 2 x batch x heads x seq^2 x head_dim (QK^T and PV over the causal
   // half), backward 2.5 x that (hardware::kAttentionBackwardFlops).
   [[nodiscard]] double flops() const;

@@ -22,6 +22,17 @@ inline constexpr double kAttentionBlockRows = 128;
 // FlashAttention's backward pass does 5 matrix products to the forward's 2, recomputing the
 // scores (Dao 2023, FlashAttention-2, section 3.1.2 counts backward FLOPs as 2.5 x forward).
 inline constexpr double kAttentionBackwardFlops = 2.5;
+// The fitted tails of the measured cuDNN kernels lie below one block walk (0.75-0.81, fits of
+// tests/data/calibrate/h200-device-2026-12-04/); calibrate's grid and a profile's tail_blocks go to
+// 8 so that neither bounds a fit (calibrate notes a fit that reaches the end).
+inline constexpr double kAttentionMaxTailBlocks = 8;
+
+// A pass's FLOPs from the forward pass's.
+constexpr double attention_pass_flops(double forward_flops, bool backward) { return backward ? kAttentionBackwardFlops * forward_flops : forward_flops; }
+
+// Forward FLOPs of one block of kAttentionBlockRows queries walking `seq` keys: its QK^T (qk_dim)
+// and PV (v_dim) products.
+constexpr double attention_row_flops(double seq, double qk_dim, double v_dim) { return 2.0 * kAttentionBlockRows * seq * (qk_dim + v_dim); }
 
 // The time of one fused attention kernel whose pass does `flops`, with `row_flops` for one query
 // block's walk over the whole sequence (both already x 2.5 for a backward pass). Throws

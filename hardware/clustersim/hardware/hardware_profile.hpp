@@ -69,11 +69,12 @@ struct GemmModelParams {
 // tail_blocks: with a causal mask the blocks of queries at the end of the sequence walk every key
 // while the others stop early, so a kernel ends with a tail in which few SMs work. The model adds
 // the time of `tail_blocks` such walks, each one 128-query block over the whole sequence at one
-// SM's share of the rate above (docs/training.md, "Attention"). 0: no tail, time = FLOPs / rate.
+// SM's share of the rate above (docs/training.md, "Operations of a layer"). 0: no tail, time = FLOPs / rate.
 struct AttentionParams {
   double forward_efficiency = 0;
   double backward_efficiency = 0;
   double tail_blocks = 0;
+  [[nodiscard]] bool measured() const { return forward_efficiency > 0 && backward_efficiency > 0; }
 };
 
 // A collective measured on real hardware and fitted by `clustersim calibrate` (calibrate/link_fit.hpp):
