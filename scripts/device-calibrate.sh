@@ -124,11 +124,14 @@ if [ -z "$base" ]; then
   esac
 fi
 
-if [ -n "$prebuilt" ]; then
-  probe=$(cd "$prebuilt" 2>/dev/null && pwd)/clustersim-probe-cuda
-  cs=$(cd "$prebuilt" 2>/dev/null && pwd)/clustersim
+# use_prebuilt: the probe and clustersim in $prebuilt, checked to start on this machine.
+use_prebuilt() {
+  local dir
+  dir=$(cd "$prebuilt" 2>/dev/null && pwd) || { say "--prebuilt: $prebuilt is not a folder"; exit 1; }
+  probe=$dir/clustersim-probe-cuda
+  cs=$dir/clustersim
   # Libraries carried beside the binaries (libfmt, yaml-cpp, ...) are found there.
-  export LD_LIBRARY_PATH="$(cd "$prebuilt" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   [ -x "$probe" ] || { say "--prebuilt: $prebuilt/clustersim-probe-cuda is not an executable"; exit 1; }
   if ! "$probe" --help >/dev/null 2>>"$log"; then
     say "--prebuilt: $probe does not run here (see $log; ldd follows)"
@@ -140,88 +143,96 @@ if [ -n "$prebuilt" ]; then
     say "--prebuilt: $cs does not run here, so no fit (see $log; ldd follows)"
     ldd "$cs" >>"$log" 2>&1
   fi
-else
-# ---- toolchain and dependencies -----------------------------------------------------------------
-if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
-export CMAKE_POLICY_VERSION_MINIMUM=3.5  # CMake 4 refuses package files written for older policies otherwise
-for tool in cmake g++ nvcc; do
-  command -v "$tool" >/dev/null 2>&1 || { say "$tool is not installed: cannot build"; exit 1; }
-done
+}
 
-missing=()
-if command -v dpkg-query >/dev/null 2>&1; then
-  for p in "${dev_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+# build_from_source: install what the build lacks, then build the probe and clustersim.
+build_from_source() {
+  # ---- toolchain and dependencies -----------------------------------------------------------------
+  if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+  export CMAKE_POLICY_VERSION_MINIMUM=3.5  # CMake 4 refuses package files written for older policies otherwise
+  for tool in cmake g++ nvcc; do
+    command -v "$tool" >/dev/null 2>&1 || { say "$tool is not installed: cannot build"; exit 1; }
   done
-fi
-debs=${DEPS_DEBS:-$root/.deps/debs}
-if [ ${#missing[@]} -gt 0 ]; then
-  say "missing Debian packages: ${missing[*]}"
-  if compgen -G "$debs/*.deb" >/dev/null && command -v dpkg-deb >/dev/null 2>&1; then
-    # Carried packages first: they need no network (apt-get can wait long for a registry it cannot reach).
-    prefix=/tmp/clustersim-deps
-    rm -rf "$prefix" && mkdir -p "$prefix"
-    for f in "$debs"/*.deb; do dpkg-deb -x "$f" "$prefix" || say "could not unpack $f"; done
-    export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-    # Where the linker and the built programs find the carried libraries and the ones they need.
-    export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    say "using $(ls "$debs"/*.deb | wc -l) carried packages from $debs, unpacked in $prefix"
-  elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    if timeout 60 apt-get update -qq >>"$log" 2>&1 &&
-       DEBIAN_FRONTEND=noninteractive timeout 180 apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
-      say "installed them with apt-get"
+
+  missing=()
+  if command -v dpkg-query >/dev/null 2>&1; then
+    for p in "${dev_packages[@]}"; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+  fi
+  debs=${DEPS_DEBS:-$root/.deps/debs}
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "missing Debian packages: ${missing[*]}"
+    if compgen -G "$debs/*.deb" >/dev/null && command -v dpkg-deb >/dev/null 2>&1; then
+      # Carried packages first: they need no network (apt-get can wait long for a registry it cannot reach).
+      prefix=/tmp/clustersim-deps
+      rm -rf "$prefix" && mkdir -p "$prefix"
+      for f in "$debs"/*.deb; do dpkg-deb -x "$f" "$prefix" || say "could not unpack $f"; done
+      export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+      # Where the linker and the built programs find the carried libraries and the ones they need.
+      export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      say "using $(ls "$debs"/*.deb | wc -l) carried packages from $debs, unpacked in $prefix"
+    elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      if timeout 60 apt-get update -qq >>"$log" 2>&1 &&
+         DEBIAN_FRONTEND=noninteractive timeout 180 apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+        say "installed them with apt-get"
+      else
+        say "apt-get could not install them (no registry reachable?) and $debs holds no packages; configure will name what it misses"
+      fi
     else
-      say "apt-get could not install them (no registry reachable?) and $debs holds no packages; configure will name what it misses"
+      say "not root or no apt-get, and $debs holds no packages; configure will name what it misses"
     fi
-  else
-    say "not root or no apt-get, and $debs holds no packages; configure will name what it misses"
   fi
-fi
 
-# NCCL: the toolkit's or the system's; else the one in PyTorch's nvidia-nccl wheel (which has no
-# unversioned libnccl.so, so CMake is given the paths).
-nccl_args=()
-have_nccl=0
-for d in /usr/local/cuda /usr/local/cuda/targets/x86_64-linux /usr; do
-  [ -f "$d/include/nccl.h" ] || continue
-  for l in "$d/lib/libnccl.so" "$d/lib64/libnccl.so" "$d/lib/x86_64-linux-gnu/libnccl.so"; do
-    [ -e "$l" ] && have_nccl=1
+  # NCCL: the toolkit's or the system's; else the one in PyTorch's nvidia-nccl wheel (which has no
+  # unversioned libnccl.so, so CMake is given the paths).
+  nccl_args=()
+  have_nccl=0
+  for d in /usr/local/cuda /usr/local/cuda/targets/x86_64-linux /usr; do
+    [ -f "$d/include/nccl.h" ] || continue
+    for l in "$d/lib/libnccl.so" "$d/lib64/libnccl.so" "$d/lib/x86_64-linux-gnu/libnccl.so"; do
+      [ -e "$l" ] && have_nccl=1
+    done
+    [ "$have_nccl" -eq 1 ] && break
   done
-  [ "$have_nccl" -eq 1 ] && break
-done
-if [ "$have_nccl" -eq 0 ] && [ -z "${NCCL_HOME:-}" ] && command -v python3 >/dev/null 2>&1; then
-  wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-  lib=$(ls "$wheel"/lib/libnccl.so* 2>/dev/null | head -n1)
-  if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ] && [ -n "$lib" ]; then
-    nccl_args=(-DNCCL_INCLUDE_DIR="$wheel/include" -DNCCL_LIBRARY="$lib")
-    say "NCCL from the Python wheel: $lib"
-  else
-    say "NCCL was not found in the toolkit, the system or a Python wheel; the configure step will fail"
+  if [ "$have_nccl" -eq 0 ] && [ -z "${NCCL_HOME:-}" ] && command -v python3 >/dev/null 2>&1; then
+    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+    lib=$(ls "$wheel"/lib/libnccl.so* 2>/dev/null | head -n1)
+    if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ] && [ -n "$lib" ]; then
+      nccl_args=(-DNCCL_INCLUDE_DIR="$wheel/include" -DNCCL_LIBRARY="$lib")
+      say "NCCL from the Python wheel: $lib"
+    else
+      say "NCCL was not found in the toolkit, the system or a Python wheel; the configure step will fail"
+    fi
   fi
-fi
 
-# ---- build --------------------------------------------------------------------------------------
-build="$root/build/device-cuda"
-generator=()
-keep_going=(-- -k)
-if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); keep_going=(-- -k 0); fi
-say "configuring $build"
-if ! logged cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCLUSTERSIM_CUDA=ON \
-     -DCLUSTERSIM_BUILD_TESTS=OFF "${nccl_args[@]}" >/dev/null; then
-  say "configure failed (see $log)"
-  exit 1
-fi
-say "building clustersim-probe-cuda and clustersim on $(nproc) cores"
-logged cmake --build "$build" --target clustersim-probe-cuda clustersim -j "$(nproc)" "${keep_going[@]}" >/dev/null
-probe="$build/bin/clustersim-probe-cuda"
-cs="$build/bin/clustersim"
-if [ ! -x "$probe" ]; then
-  say "clustersim-probe-cuda did not build (see $log)"
-  exit 1
-fi
-[ -x "$cs" ] || say "clustersim did not build; the measurements are kept without a fit"
-say "built in $((SECONDS - start)) s"
+  # ---- build --------------------------------------------------------------------------------------
+  build="$root/build/device-cuda"
+  generator=()
+  keep_going=(-- -k)
+  if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); keep_going=(-- -k 0); fi
+  say "configuring $build"
+  if ! logged cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCLUSTERSIM_CUDA=ON \
+       -DCLUSTERSIM_BUILD_TESTS=OFF "${nccl_args[@]}" >/dev/null; then
+    say "configure failed (see $log)"
+    exit 1
+  fi
+  say "building clustersim-probe-cuda and clustersim on $(nproc) cores"
+  logged cmake --build "$build" --target clustersim-probe-cuda clustersim -j "$(nproc)" "${keep_going[@]}" >/dev/null
+  probe="$build/bin/clustersim-probe-cuda"
+  cs="$build/bin/clustersim"
+  if [ ! -x "$probe" ]; then
+    say "clustersim-probe-cuda did not build (see $log)"
+    exit 1
+  fi
+  [ -x "$cs" ] || say "clustersim did not build; the measurements are kept without a fit"
+  say "built in $((SECONDS - start)) s"
+}
 
+if [ -n "$prebuilt" ]; then
+  use_prebuilt
+else
+  build_from_source
 fi
 
 # ---- probe ---------------------------------------------------------------------------------------

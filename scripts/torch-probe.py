@@ -238,41 +238,6 @@ def main():
         sample("ops", "adamw_fused_fp32", timed(opt.step, n=10), bytes=n * (4 * 4 + 3 * 4.0), params=n)
         del p, opt
 
-    def layer():
-        for hid, ffn, heads, vocab, tokens in layers:
-            d = hid // heads
-            lin = lambda i, o: torch.nn.Linear(i, o, device=dev, dtype=bf16)
-            ln1, ln2 = (torch.nn.LayerNorm(hid, device=dev, dtype=bf16) for _ in range(2))
-            qkv, proj, fc1, fc2 = lin(hid, 3 * hid), lin(hid, hid), lin(hid, ffn), lin(ffn, hid)
-            x = torch.randn(1, tokens, hid, device=dev, dtype=bf16, requires_grad=True)
-            g = torch.randn(1, tokens, hid, device=dev, dtype=bf16)
-
-            def forward():
-                a = qkv(ln1(x)).view(1, tokens, 3, heads, d).permute(2, 0, 3, 1, 4)
-                q, k, v = (a[i].contiguous() for i in range(3))
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                h1 = x + proj(o.transpose(1, 2).reshape(1, tokens, hid))
-                return h1 + fc2(F.gelu(fc1(ln2(h1))))
-
-            params = [p for mod in (ln1, ln2, qkv, proj, fc1, fc2) for p in mod.parameters()]
-
-            def fwd_bwd():
-                for p in params:
-                    p.grad = None
-                x.grad = None
-                forward().backward(g)
-
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                tf = timed(forward)
-                tfb = timed(fwd_bwd)
-            gemm_flops = 2.0 * tokens * hid * (3 * hid + hid + 2 * ffn)
-            att_flops = 2.0 * tokens * tokens * hid  # causal, forward
-            dims = dict(hidden=hid, ffn=ffn, heads=heads, tokens=tokens)
-            sample("layer", "forward", tf, flops=gemm_flops + att_flops, **dims)
-            sample("layer", "forward_backward", tfb, flops=3 * gemm_flops + 3.5 * att_flops, **dims)
-            del qkv, proj, fc1, fc2, x, g
-            torch.cuda.empty_cache()
-
     class Layer(torch.nn.Module):
         def __init__(self, hid, ffn, heads):
             super().__init__()
@@ -289,6 +254,33 @@ def main():
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             h1 = x + self.proj(o.transpose(1, 2).reshape(b, t, self.hid))
             return h1 + self.fc2(F.gelu(self.fc1(self.ln2(h1))))
+
+    def layer():
+        for hid, ffn, heads, vocab, tokens in layers:
+            blk = Layer(hid, ffn, heads)
+            x = torch.randn(1, tokens, hid, device=dev, dtype=bf16, requires_grad=True)
+            g = torch.randn(1, tokens, hid, device=dev, dtype=bf16)
+            params = list(blk.parameters())
+
+            def forward():
+                return blk(x)
+
+            def fwd_bwd():
+                for p in params:
+                    p.grad = None
+                x.grad = None
+                forward().backward(g)
+
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                tf = timed(forward)
+                tfb = timed(fwd_bwd)
+            gemm_flops = 2.0 * tokens * hid * (3 * hid + hid + 2 * ffn)
+            att_flops = 2.0 * tokens * tokens * hid  # causal, forward
+            dims = dict(hidden=hid, ffn=ffn, heads=heads, tokens=tokens)
+            sample("layer", "forward", tf, flops=gemm_flops + att_flops, **dims)
+            sample("layer", "forward_backward", tfb, flops=3 * gemm_flops + 3.5 * att_flops, **dims)
+            del blk, params, x, g
+            torch.cuda.empty_cache()
 
     def step():
         # Megatron-Core's 1.7B (training.yaml's megatron-core-2024-h100-weak-1.7B): 24 layers, h 2048,
