@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -42,8 +43,8 @@ struct Options {
   std::string profile;                     // an already fitted profile (for --compare without new data)
   std::string compare;
   std::string scenario;
-  std::string attention_backend;           // the attention kernels to fit (default cudnn)
-  int attention_head_dim = 0;              // and their head dim (default 128)
+  std::optional<std::string> attention_backend;  // the attention kernels to fit (unset: cudnn)
+  std::optional<int> attention_head_dim;         // and their head dim (unset: 128)
   bool no_table = false;
 };
 
@@ -125,12 +126,16 @@ void run(const Options& o) {
   if (!o.scenario.empty() && o.compare.empty()) throw InputError("calibrate: --scenario shows the effect of --compare; give --compare PROFILE too");
   // --attention-backend and --attention-head-dim pick among attention kernels: without any they are a mistake.
   const auto check_attention_options = [&](bool have_attention) {
-    if ((!o.attention_backend.empty() || o.attention_head_dim > 0) && !have_attention) {
+    if ((o.attention_backend || o.attention_head_dim) && !have_attention) {
       throw InputError("calibrate: --attention-backend and --attention-head-dim choose the attention kernels to fit, and the measurements hold "
                        "none (give --from-torch-probe FILE)");
     }
   };
-  if (!has_data) check_attention_options(false);
+  if (o.attention_backend && o.attention_backend->empty()) {
+    throw InputError("calibrate: --attention-backend: expected a backend name (cudnn, or flash for FlashAttention-2), found an empty string");
+  }
+  // Only measurement files carry attention kernels (the probes measure none): say so before probing.
+  if (o.from.empty() && o.torch_probe.empty()) check_attention_options(false);
 
   hardware::HardwareProfile fitted;
   if (has_data) {
@@ -193,8 +198,8 @@ void run(const Options& o) {
       copt.sources.push_back("torch-probe " + fs::path(f).filename().string());
     }
     check_attention_options(!m.attention.empty());
-    if (!o.attention_backend.empty()) copt.attention.backend = o.attention_backend;
-    if (o.attention_head_dim > 0) copt.attention.head_dim = o.attention_head_dim;
+    if (o.attention_backend) copt.attention.backend = *o.attention_backend;
+    if (o.attention_head_dim) copt.attention.head_dim = *o.attention_head_dim;
     const calibrate::CalibrationResult r = calibrate::calibrate(base, m, copt);
     std::cout << calibrate::summary_text(r);
     if (!o.out.empty()) {

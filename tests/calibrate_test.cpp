@@ -492,8 +492,7 @@ TEST_CASE("calibrate: the attention fit of the H200's cuDNN kernels gives the sh
     CHECK(hw.attention.backward_efficiency == Approx(r.profile.attention.backward_efficiency).margin(5e-5));
     CHECK(hw.attention.tail_blocks == Approx(r.profile.attention.tail_blocks).margin(5e-4));
   }
-  CHECK(r.attention->mean < 0.07);
-  CHECK(r.attention->worst < 0.30);
+  // (How well these constants reproduce the 44 kernels: the test of the shipped H200 profile below.)
   // The data ask for a tail of most of a block (hardware_test.cpp shows a constant rate doing far worse).
   CHECK(r.profile.attention.tail_blocks > 0.5);
   // The fitted profile writes and reads back.

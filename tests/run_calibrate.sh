@@ -61,6 +61,9 @@ expect_bad "GPU profile" --device cpu --base h100-sxm5-80gb
 expect_bad "'clustersim-torch-probe/1'" --from-torch-probe "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb
 expect_bad "the measurements hold none" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --attention-head-dim 64
 expect_bad "found 0 and 0" --from-torch-probe "$data/h200-device-2026-12-04/torch-probe.json" --base h200-sxm-141gb --attention-backend triton
+expect_bad "found an empty string" --from-torch-probe "$data/h200-device-2026-12-04/torch-probe.json" --base h200-sxm-141gb --attention-backend ""
+# No probe measures attention kernels: the options are refused before it runs.
+expect_bad "the measurements hold none" --device cpu --attention-backend cudnn
 touch "$dir/a-file"
 expect_bad "expected a directory to write into" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/a-file"
 # validate --hardware with a profile no case uses is an error, not a silent no-op.
