@@ -168,7 +168,7 @@ class BoundModel {
   // - ZeRO-3 (FSDP): each pass gathers every layer's weights and each backward reduce-scatters its
   //   gradients, so the stream is busy for the sum of them all.
   // - Without overlapped gradient reduction: one reduction of the stage's gradients starts after its
-  //   last backward.
+  //   last backward. ZeRO-2 reduce-scatters every micro-batch's: the stream is busy for all of them.
   // - Without overlapped parameter gathers (ZeRO 1 and 2): one gather follows the optimizer step.
   // Only the layers' parameters count (the embedding's and the head's are left out: a bound can leave
   // work out, never add it).
@@ -201,7 +201,10 @@ class BoundModel {
     StageParameters all;
     for (int l : layers) all += layer_parameters(m, p, l);
     double end = compute_end;
-    if (!p.overlap_grad_reduce) end += both(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, all, grad);
+    const double reduction = both(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, all, grad);
+    if (!p.overlap_grad_reduce) end += reduction;
+    // ZeRO-2 reduce-scatters every micro-batch's gradients: the stream carries them all before the optimizer.
+    if (p.zero_stage == 2) end = std::max(end, j.micro_batches() * reduction);
     end += optimizer;
     if (p.zero_stage >= 1 && !p.overlap_param_gather) end += both(CollectiveOp::all_gather, all, 2.0);
     return end;
@@ -248,8 +251,8 @@ class BoundModel {
   const LayerTimes& layer_times(const TrainingJob& j) {
     const ParallelismPlan& p = j.plan;
     GroupCollectives groups(p, topo_, cm_);
-    std::string key = fmt::format("{} {} {} {} {} {} {} {} {} |", j.micro_batch, p.tp, p.cp, p.ep, p.etp, p.sequence_parallel ? 1 : 0,
-                                  static_cast<int>(j.recompute), p.tp_overlap ? 1 : 0, p.flash_attention ? 1 : 0);
+    std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} |", j.micro_batch, p.tp, p.cp, p.ep, p.etp, p.sequence_parallel ? 1 : 0,
+                                  static_cast<int>(j.recompute), p.tp_overlap ? 1 : 0, p.flash_attention ? 1 : 0, fp8_weight_cast_share(j));
     for (CommGroup g : {CommGroup::tp, CommGroup::cp, CommGroup::ep, CommGroup::etp}) {
       for (auto v : groups.group(g)) key += fmt::format(" {}", v);
       key += " |";
@@ -260,7 +263,7 @@ class BoundModel {
     const Shard shard = shard_of(j);
     const CommTime comm = [&](CommGroup g, CollectiveOp op, double bytes) { return groups(g, op, bytes); };
     const auto timed = [&](const std::vector<Op>& ops) {
-      const OpsTime o = time_ops(ops, *topo_.gpu, j.precision, comm, j.recompute, p.tp_overlap);
+      const OpsTime o = time_ops(ops, *topo_.gpu, j.precision, comm, j.recompute, p.tp_overlap, fp8_weight_cast_share(j));
       return std::make_pair(o.forward.total(), o.backward.total() + o.recompute.total());
     };
     LayerTimes t;
@@ -391,7 +394,7 @@ std::string plan_text(const TrainingJob& j) {
   if (const std::string o = unusual_order(p); !o.empty()) s += " order " + o;
   if (!p.flash_attention) s += " unfused-attention";
   if (p.pp > 1 && !p.p2p_overlapped()) s += " blocking-sends";
-  if (!p.grad_accumulation_fusion && p.zero_stage < 3) s += " unfused-accumulation";
+  if (unfused_accumulation(j)) s += " unfused-accumulation";
   if (p.whole_gradient_all_reduce()) s += " all-reduced-gradients";
   return s;
 }

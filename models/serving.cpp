@@ -127,7 +127,7 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
     const double qkv = static_cast<double>(m.heads) * m.head_dim / tp + 2.0 * m.kv_heads * m.head_dim / kv_shards;
     attention_gemms += gemm(T, qkv, h) + gemm(T, h, width / tp);
   }
-  attention_gemms = weight_only(attention_gemms, attention_parameters(m) / tp);
+  attention_gemms = weight_only(attention_gemms, attention_parameters_per_rank(m, static_cast<int>(tp)));
   // The attention core: its FLOPs at the 16-bit ceiling or its KV reads, whichever is longer.
   const double attention_peak =
       hw.peak(hardware::Dtype::bf16).value() * hw.gemm.max_efficiency.at(hardware::Dtype::bf16) * hardware::load_factor(hw, hardware::Load::sustained);

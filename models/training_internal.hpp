@@ -69,11 +69,15 @@ bool unfused_accumulation(const TrainingJob& job);
 // dense 16-bit gradient of the whole slice with zeros, and Megatron's DDP hook then adds it into the
 // main gradient (param.main_grad.add_(param.grad)): read 2 bytes, read and write gradient_bytes.
 // The add is left to grad_accumulation_seconds when that counts it (unfused accumulation), and to
-// FSDP's per-micro-batch reduce-scatter under ZeRO-3.
+// the per-micro-batch reduce-scatter under ZeRO-2 and 3.
 double embedding_gradient_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& table);
 
 // The shard of work each rank of the job does per micro-batch.
 Shard shard_of(const TrainingJob& job);
+// The share of an fp8 weight cast each micro-batch pays (time_ops' weight_casts): 1 / micro-batches,
+// as Transformer Engine casts once a step; 1 under ZeRO-3 with something to shard, whose passes
+// gather the 16-bit weights afresh (and whose fp8 copy estimate_memory shards too).
+double fp8_weight_cast_share(const TrainingJob& job);
 
 // Activation bytes one micro-batch leaves stored in one layer until its backward pass.
 double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& s, Recompute recompute);

@@ -275,7 +275,7 @@ double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hard
 }  // namespace
 
 OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw, hardware::Dtype dtype, const CommTime& comm_time,
-                 Recompute recompute, bool tp_overlap) {
+                 Recompute recompute, bool tp_overlap, double weight_casts) {
   const bool fp8 = dtype == hardware::Dtype::fp8;
   if (!hw.supports(dtype)) {
     throw std::invalid_argument(fmt::format("precision {}: the {} profile has no {} peak", hardware::to_string(dtype), hw.name,
@@ -299,8 +299,9 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
         fwd[i] = one * scale;
         bwd[i] = (dgrad + wgrad) * scale;
         if (in_fp8) {
-          // Transformer Engine casts each GEMM input to fp8 (read 16-bit, write 8-bit) in both passes.
-          const double cast = 3.0 * (double(m) * double(k) + double(k) * double(n)) * op.count;
+          // Transformer Engine casts each GEMM input to fp8 (read 16-bit, write 8-bit) in both passes:
+          // the activations every micro-batch, the weights once a step (weight_casts).
+          const double cast = 3.0 * (double(m) * double(k) + weight_casts * double(k) * double(n)) * op.count;
           fwd[i] += memory_seconds(hw, cast);
           bwd[i] += memory_seconds(hw, 3.0 * double(m) * double(n) * op.count);
         }

@@ -270,7 +270,7 @@ std::vector<LayerRange> chunk_ranges(int layers, int pp, int vpp) {
 StageParameters layer_parameters(const TransformerSpec& m, const ParallelismPlan& p, int layer) {
   const double t = p.tp;
   StageParameters out;
-  out.dense = attention_parameters(m) / t + 2.0 * m.hidden;  // + the two norms
+  out.dense = attention_parameters_per_rank(m, p.tp) + 2.0 * m.hidden;  // + the two norms
   if (!m.is_moe_layer(layer)) {
     out.dense += dense_ffn_parameters(m) / t;
     return out;
@@ -309,6 +309,12 @@ Shard shard_of(const TrainingJob& job) {
   return {job.micro_batch, p.tp, p.cp, p.ep, p.sequence_parallel, job.precision, p.flash_attention, p.etp};
 }
 
+double fp8_weight_cast_share(const TrainingJob& job) {
+  const ParallelismPlan& p = job.plan;
+  if (p.zero_stage >= 3 && p.dp * p.cp > 1) return 1.0;
+  return 1.0 / std::max(1, job.micro_batches());
+}
+
 MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwareProfile& hw) {
   const ParallelismPlan& p = job.plan;
   const TransformerSpec& m = job.model;
@@ -345,13 +351,14 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     sm.weights = Bytes(2.0 * (p.zero_stage >= 3 ? sharded : whole) + fp8_copy_bytes * (p.zero_stage >= 3 ? layers_sharded : layers_whole));
     if (p.zero_stage >= 3) {
       // FSDP gathers one layer at a time and prefetches the next: two of the stage's largest
-      // layers in 16-bit.
+      // layers in 16-bit, of the parts it shards (a group of one shards nothing, gathers nothing).
+      const double dense_gathered = dense_shards > 1 ? 1.0 : 0.0, expert_gathered = expert_shards > 1 ? 1.0 : 0.0;
       double layer = 0;
       for (int v = 0; v < p.vpp; ++v) {
         const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
         for (int l = r.first; l < r.first + r.count; ++l) {
           const StageParameters lp = layer_parameters(m, p, l);
-          layer = std::max(layer, lp.dense + lp.expert);
+          layer = std::max(layer, dense_gathered * lp.dense + expert_gathered * lp.expert);
         }
       }
       sm.weights += Bytes(2.0 * 2.0 * layer);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 
@@ -84,7 +85,8 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
 
   // ---- per-layer times
   const Shard shard = shard_of(job);
-  auto timed = [&](const std::vector<Op>& ops) { return time_ops(ops, hw, job.precision, comm, job.recompute, p.tp_overlap); };
+  const double weight_casts = fp8_weight_cast_share(job);
+  auto timed = [&](const std::vector<Op>& ops) { return time_ops(ops, hw, job.precision, comm, job.recompute, p.tp_overlap, weight_casts); };
   const OpsTime dense_layer = timed(layer_forward_ops(m, 0, shard));
   const OpsTime moe_layer = m.moe ? timed(layer_forward_ops(m, m.moe->dense_layers, shard)) : dense_layer;
   const OpsTime embedding = timed(embedding_forward_ops(m, shard));
@@ -271,6 +273,8 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   for (int s = 0; s < p.pp; ++s) orders[static_cast<std::size_t>(s)] = schedule_order(p, micro, s);
 
   const bool gather_at_start = distributed && !fsdp && p.overlap_param_gather && (p.dp * p.cp) > 1;
+  // ZeRO-2 reduce-scatters every micro-batch's gradients, overlapped unit by unit with its backward.
+  const bool reduce_every_micro = p.zero_stage == 2 && p.overlap_grad_reduce && (p.dp * p.cp) > 1;
   // Without sequence parallelism the TP ranks hold whole activations: Megatron's scatter-gather sends
   // 1/tp of them and the receiving stage all-gathers them over its TP group before its pass.
   const double pipeline_bytes = double(job.micro_batch) * m.seq_len / p.cp * m.hidden * 2.0;
@@ -290,7 +294,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       const auto& order = orders[static_cast<std::size_t>(s)];
       for (const Pass& pass : order) {
         const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
-        const bool split = fsdp || (!pass.forward && pass.micro == micro - 1) || (pass.forward && pass.micro == 0 && gather_at_start);
+        const bool split = fsdp || (!pass.forward && (pass.micro == micro - 1 || reduce_every_micro)) || (pass.forward && pass.micro == 0 && gather_at_start);
         PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
         bool first = true;
         auto add = [&](PassTime parts, const std::string& name) {
@@ -432,18 +436,28 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
         if (p.overlap_grad_reduce && buckets.back().dense + buckets.back().expert >= bucket) buckets.emplace_back();
       }
       if (buckets.back().members.empty()) buckets.pop_back();
-      for (int t : dp_tps) {
-        const auto reps = replicas_for_tp(t);
-        for (const Bucket& b : buckets) {
-          std::vector<TaskId> after;
-          for (std::size_t r : reps) {
-            const Ready& lastm = b.members.back();
-            const PassTasks& pt = bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)][static_cast<std::size_t>(micro - 1)];
-            // pt.units holds the chunk's units in backward order.
-            const std::size_t n = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)].size();
-            after.push_back(p.overlap_grad_reduce ? pt.units[n - 1 - lastm.unit] : last_compute[r][static_cast<std::size_t>(s)]);
+      // ZeRO-2 keeps only its shard of the gradients, so every micro-batch's backward reduce-scatters
+      // them (DeepSpeed stage 2; FSDP's SHARD_GRAD_OP outside no_sync); stages 0 and 1 accumulate
+      // whole gradients and reduce the last micro-batch's. A micro-batch's units finish in the same
+      // order (chunk by chunk, last layer first) whichever micro-batch it is.
+      for (int mb = p.zero_stage == 2 ? 0 : micro - 1; mb < micro; ++mb) {
+        for (int t : dp_tps) {
+          const auto reps = replicas_for_tp(t);
+          for (const Bucket& b : buckets) {
+            std::vector<TaskId> after;
+            for (std::size_t r : reps) {
+              const Ready& lastm = b.members.back();
+              const PassTasks& pt = bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)][static_cast<std::size_t>(mb)];
+              // pt.units holds the chunk's units in backward order.
+              const std::size_t n = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)].size();
+              if (p.overlap_grad_reduce) {
+                after.push_back(pt.units[n - 1 - lastm.unit]);
+              } else {
+                after.push_back(mb == micro - 1 ? last_compute[r][static_cast<std::size_t>(s)] : pt.last);
+              }
+            }
+            add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.dense, b.expert, grad_bytes, s, after, nullptr, {t});
           }
-          add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.dense, b.expert, grad_bytes, s, after, nullptr, {t});
         }
       }
       if (gather_at_start) {
@@ -470,13 +484,25 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   }
   if (has_dp && fsdp) {
     // FSDP: every pass gathers each unit's weights (one unit ahead) and every backward
-    // reduce-scatters its gradients.
+    // reduce-scatters its gradients. One stream (one communicator) carries both in the order they
+    // are issued: a unit's backward prefetches the next unit's gather before its own gradients are
+    // ready (FSDP's BACKWARD_PRE), so the gather of unit i + 1 goes ahead of the reduce-scatter of
+    // unit i, not behind it, where it would wait for unit i's backward to end.
     for (int s = 0; s < p.pp; ++s) {
       for (int t : dp_tps) {
         const auto reps = replicas_for_tp(t);
         for (const Pass& pass : orders[static_cast<std::size_t>(s)]) {
           const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
           const std::size_t n = list.size();
+          std::optional<std::size_t> pending;  // the unit whose reduce-scatter waits for the next gather
+          const auto reduce_scatter = [&](std::size_t i) {
+            const Unit& u = list[n - 1 - i];
+            std::vector<TaskId> done;
+            for (std::size_t r : reps) {
+              done.push_back((bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)]).units[i]);
+            }
+            add_dp(CollectiveOp::reduce_scatter, u.dense, u.expert, grad_bytes, s, done, nullptr, {t});
+          };
           for (std::size_t i = 0; i < n; ++i) {
             const std::size_t ui = pass.forward ? i : n - 1 - i;
             const Unit& u = list[ui];
@@ -496,13 +522,11 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
               }
             }
             if (!pass.forward) {
-              std::vector<TaskId> done;
-              for (std::size_t r : reps) {
-                done.push_back((bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)]).units[i]);
-              }
-              add_dp(CollectiveOp::reduce_scatter, u.dense, u.expert, grad_bytes, s, done, nullptr, {t});
+              if (pending) reduce_scatter(*pending);
+              pending = i;
             }
           }
+          if (pending) reduce_scatter(*pending);
         }
       }
     }
@@ -696,12 +720,13 @@ double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwarePr
   const double local = p.zero_stage >= 1 ? shard : stage.dense + stage.expert;
   const double adam_bytes_per_parameter = 2.0 * job.gradient_bytes() + 3.0 * 8.0 + 2.0;
   // The main-gradient buffer is zeroed for the next step's accumulation (Megatron's
-  // zero_grad_buffer, DeepSpeed's clear_hp_grads): all of the stage's gradients, a shard under FSDP.
-  const double gradient_buffer = p.zero_stage >= 3 ? shard : stage.dense + stage.expert;
+  // zero_grad_buffer, DeepSpeed's clear_hp_grads): all of the stage's gradients, a shard from ZeRO-2.
+  const double gradient_buffer = p.zero_stage >= 2 ? shard : stage.dense + stage.expert;
   return (local * adam_bytes_per_parameter + gradient_buffer * job.gradient_bytes()) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
-bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && job.plan.zero_stage < 3; }
+// ZeRO-2 and 3 reduce-scatter each micro-batch's 16-bit gradients and add only their shard.
+bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && job.plan.zero_stage < 2; }
 
 double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters) {
   if (!unfused_accumulation(job)) return 0.0;
@@ -711,7 +736,7 @@ double grad_accumulation_seconds(const TrainingJob& job, const hardware::Hardwar
 
 double embedding_gradient_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& table) {
   double bytes_per_parameter = 2.0;  // the zero fill of the 16-bit dense gradient
-  if (job.plan.zero_stage < 3 && !unfused_accumulation(job)) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
+  if (job.plan.zero_stage < 2 && !unfused_accumulation(job)) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
   return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 

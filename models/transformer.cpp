@@ -1,5 +1,6 @@
 #include "clustersim/models/transformer.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace cs::models {
@@ -40,6 +41,20 @@ double attention_parameters(const TransformerSpec& m) {
   const double q = h * m.heads * m.head_dim;
   const double kv = 2.0 * h * m.kv_heads * m.head_dim;
   return q + kv + double(m.heads) * m.head_dim * h;
+}
+
+double attention_parameters_per_rank(const TransformerSpec& m, int tp) {
+  const double h = m.hidden, t = tp;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    const double q = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank + double(a.q_lora_rank) * m.heads * qk / t : h * m.heads * qk / t;
+    const double kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank + double(a.kv_lora_rank) * m.heads * (a.qk_nope_head_dim + a.v_head_dim) / t;
+    return q + kv + double(m.heads) * a.v_head_dim * h / t;
+  }
+  const double q = h * m.heads * m.head_dim / t;
+  const double kv = 2.0 * h * std::max(1.0, m.kv_heads / t) * m.head_dim;
+  return q + kv + double(m.heads) * m.head_dim * h / t;
 }
 
 double dense_ffn_parameters(const TransformerSpec& m) { return ffn_parameters(m, m.ffn_hidden); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -123,6 +124,12 @@ TEST_CASE("memory follows the ZeRO paper: 16 bytes per parameter and its stage 1
   // Stage 3 also shards the weights, keeping only the layer in use and the one prefetched whole.
   const double layer = (attention_parameters(job.model) + dense_ffn_parameters(job.model) + 2.0 * job.model.hidden);
   CHECK(z3[0] * n == Approx(2.0 * n / 8 + 4.0 * layer).epsilon(0.05));
+  // With one data-parallel rank, stage 3 has nothing to shard and gathers nothing: stage 2's memory.
+  job.plan.dp = 1;
+  job.global_batch = 1;
+  CHECK(states(3) == states(2));
+  job.plan.dp = 8;
+  job.global_batch = 8;
   // bf16 keeps Megatron's fp32 main gradients: 18 bytes.
   job.precision = hardware::Dtype::bf16;
   job.plan.zero_stage = 0;
@@ -380,6 +387,109 @@ TEST_CASE("fp8 training runs the layers' GEMMs in fp8 and the output layer in 16
   const auto fc1 = std::find_if(layer.ops.begin(), layer.ops.end(), [](const OpTiming& o) { return o.name == "fc1"; });
   REQUIRE(fc1 != layer.ops.end());
   CHECK(fc1->forward < hardware::estimate_gemm(*topo.gpu, {2048, 16384, 4096}, hardware::Dtype::bf16, hardware::Load::sustained).time.value());
+}
+
+TEST_CASE("fp8 training casts the weights once a step, the activations every micro-batch") {
+  // Transformer Engine caches each step's fp8 weights from the first micro-batch on
+  // (is_first_microbatch): a micro-batch pays weight_casts of the cast, 1 / micro-batches.
+  const hardware::HardwareProfile hw = *h100_nodes(1).gpu;
+  Shard shard;
+  shard.dtype = hardware::Dtype::fp8;
+  const CommTime no_comm = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
+  const TransformerSpec m = gpt(4, 4096, 32, 2048);
+  const std::vector<Op> ops = layer_forward_ops(m, 0, shard);
+  const OpsTime once = time_ops(ops, hw, hardware::Dtype::fp8, no_comm, Recompute::none, false, 1.0);
+  const OpsTime quarter = time_ops(ops, hw, hardware::Dtype::fp8, no_comm, Recompute::none, false, 0.25);
+  const auto fc1 = [](const OpsTime& t) { return *std::find_if(t.ops.begin(), t.ops.end(), [](const OpTiming& o) { return o.name == "fc1"; }); };
+  // Expectation: fc1's weight is k x n = 4096 x 16384; its cast reads 2 and writes 1 byte per element
+  // at the profile's HBM rate. Three quarters of it go.
+  const double weight_cast = 3.0 * 4096.0 * 16384.0 / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+  CHECK(fc1(once).forward - fc1(quarter).forward == Approx(0.75 * weight_cast).epsilon(1e-9));
+  CHECK(fc1(once).backward == Approx(fc1(quarter).backward).epsilon(1e-12));
+  // The step: 8 micro-batches share one cast; under ZeRO-3 every pass gathers (and casts) afresh.
+  TrainingJob job;
+  job.model = m;
+  job.precision = hardware::Dtype::fp8;
+  job.micro_batch = 1;
+  job.global_batch = 8;
+  CHECK(fp8_weight_cast_share(job) == Approx(1.0 / 8));
+  job.plan.dp = 2;
+  job.global_batch = 16;
+  job.plan.zero_stage = 3;
+  CHECK(fp8_weight_cast_share(job) == 1.0);
+}
+
+TEST_CASE("a rank's attention weights are those its operations multiply, grouped KV heads fewer than tp replicated") {
+  // Expectation: the layer's GEMM weights (n x k of each weight GEMM) are the layer's parameters on
+  // one rank less its two norms, whatever the KV heads.
+  for (int kv : {1, 2, 8, 32}) {
+    INFO("kv_heads " << kv);
+    TransformerSpec m = gpt(2, 4096, 32, 2048);
+    m.kv_heads = kv;
+    ParallelismPlan p;
+    p.tp = 8;
+    Shard shard;
+    shard.tp = 8;
+    double weights = 0;
+    for (const Op& op : layer_forward_ops(m, 0, shard)) {
+      if (op.kind == OpKind::gemm && op.weight_grad) weights += double(op.shape.n) * double(op.shape.k) * op.count;
+    }
+    CHECK(weights == Approx(layer_parameters(m, p, 0).dense - 2.0 * m.hidden));
+  }
+  // So one KV head or eight on eight ranks hold the same weights.
+  TransformerSpec mqa = gpt(2, 4096, 32, 2048);
+  mqa.kv_heads = 1;
+  TransformerSpec gqa = mqa;
+  gqa.kv_heads = 8;
+  ParallelismPlan p;
+  p.tp = 8;
+  CHECK(layer_parameters(mqa, p, 0).dense == layer_parameters(gqa, p, 0).dense);
+}
+
+TEST_CASE("ZeRO-2 reduce-scatters every micro-batch's gradients, ZeRO-1 only the accumulated ones") {
+  // Two single-GPU hosts on one slow link, no overlap, two micro-batches: the reductions dwarf the
+  // compute, so each is on the step's path.
+  const topology::Topology topo = two_hosts_on_a_slow_link();
+  TrainingJob job;
+  job.model = gpt(4, 2048, 16, 2048, 512);
+  job.plan.dp = 2;
+  job.plan.zero_stage = 1;
+  job.plan.overlap_grad_reduce = false;
+  job.plan.overlap_param_gather = false;
+  job.micro_batch = 1;
+  job.global_batch = 4;
+  const TrainingResult one = simulate_training(job, topo);
+  job.plan.zero_stage = 2;
+  const TrainingResult two = simulate_training(job, topo);
+  // Expectation: ZeRO-1's data-parallel part is an fp32 reduce-scatter R and a bf16 gather R / 2;
+  // ZeRO-2 adds the first micro-batch's reduce-scatter, R = two thirds of ZeRO-1's part, less the
+  // second micro-batch's compute it overlaps (small here).
+  CHECK(two.breakdown.dp_comm - one.breakdown.dp_comm == Approx(one.breakdown.dp_comm * 2.0 / 3.0).epsilon(0.1));
+  CHECK(two.step_time.value() > one.step_time.value());
+  // And it keeps a shard of the gradients.
+  CHECK(two.memory.worst().gradients.value() == Approx(one.memory.worst().gradients.value() / 2).epsilon(0.01));
+}
+
+TEST_CASE("under ZeRO-3 the next layer's gather goes ahead of this layer's reduce-scatter") {
+  // Two single-GPU hosts on one slow link, long sequences: each layer's backward takes about as
+  // long as its gather and reduce-scatter. Queued behind this layer's reduce-scatter (one
+  // communicator, one stream), the next layer's gather would wait for this layer's backward to
+  // end, and the data-parallel stream would idle through every backward: more compute (full
+  // recompute) could then shorten the step. In FSDP's order it never does.
+  const topology::Topology topo = two_hosts_on_a_slow_link();
+  TrainingJob job;
+  job.model = gpt(8, 1024, 8, 32768, 1024);
+  job.plan.dp = 2;
+  job.plan.zero_stage = 3;
+  job.micro_batch = 1;
+  job.global_batch = 2;
+  std::map<Recompute, double> step;
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+    job.recompute = r;
+    step[r] = simulate_training(job, topo).step_time.value();
+  }
+  CHECK(step[Recompute::none] < step[Recompute::selective]);
+  CHECK(step[Recompute::selective] < step[Recompute::full]);
 }
 
 TEST_CASE("unfused gradient accumulation adds a pass over the main gradients to every backward") {

@@ -81,7 +81,11 @@ struct TrainingJob {
   int global_batch = 0;  // sequences per step
   Recompute recompute = Recompute::selective;
   hardware::Dtype precision = hardware::Dtype::bf16;
-  double grad_bytes = 0;    // bytes per gradient element; 0: 4 with bf16 (Megatron's fp32 main grads), else 2
+  // Bytes per gradient element; 0: 4 with bf16, else 2. Megatron forces fp32 main gradients for bf16
+  // (accumulate_allreduce_grads_in_fp32). fp8 takes NeMo's fp8 recipes, which synchronise gradients
+  // in bf16 (grad_sync_dtype: bf16 in NeMo-Framework-Launcher's fp8 examples); Megatron-LM's --fp8
+  // runs on --bf16 and keeps fp32 (gradient_dtype: fp32 in a scenario).
+  double grad_bytes = 0;
   double token_budget = 0;  // tokens to train, for time-to-train (0: not asked)
 
   [[nodiscard]] int micro_batches() const { return global_batch / (micro_batch * plan.dp); }
@@ -169,8 +173,12 @@ struct OpsTime {
 };
 
 // `dtype` is the training precision (GEMMs run in it; fp8 adds Transformer Engine's casts).
+// `weight_casts` is the share of each fp8 GEMM's weight cast one micro-batch pays: Transformer
+// Engine casts the weights on a step's first micro-batch and reuses that copy on the others
+// (`is_first_microbatch`, which Megatron-Core's schedules set), so a step pays one cast, spread
+// here over its micro-batches (fp8_weight_cast_share).
 OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw, hardware::Dtype dtype, const CommTime& comm,
-                 Recompute recompute, bool tp_overlap);
+                 Recompute recompute, bool tp_overlap, double weight_casts = 1.0);
 
 // ------------------------------------------------------------------ memory
 

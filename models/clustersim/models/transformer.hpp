@@ -82,6 +82,11 @@ struct ParameterCount {
 
 // Per-layer pieces, for placing layers on pipeline stages.
 double attention_parameters(const TransformerSpec& m);
+// One tensor-parallel rank's share of a layer's attention weights: the query and output projections
+// split tp ways; grouped KV heads fewer than tp replicated, one per rank (as the layer's operations
+// run them); MLA's down projections and their norms whole on every rank (Megatron-Core builds them
+// duplicated, not split).
+double attention_parameters_per_rank(const TransformerSpec& m, int tp);
 double dense_ffn_parameters(const TransformerSpec& m);
 double expert_parameters(const TransformerSpec& m);  // one routed expert
 ParameterCount count_parameters(const TransformerSpec& m);
