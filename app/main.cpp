@@ -8,6 +8,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/models/collective.hpp"
+#include "clustersim/sim/time.hpp"
 #include "calibrate_command.hpp"
 #include "collective_command.hpp"
 #include "cost_command.hpp"
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
     // --help and --version exit 0; every other command-line mistake is bad input: status 2.
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const cs::InputError& e) {
+    std::cerr << "clustersim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const cs::sim::TimeRangeError& e) {
+    // Durations beyond the engine's range come from the input's values: bad input, status 2.
     std::cerr << "clustersim: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

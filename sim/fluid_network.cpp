@@ -231,7 +231,7 @@ void FluidNetwork::solve() {
     ++f.version;
     if (f.rate <= 0) continue;
     const double ns = std::ceil(f.remaining / f.rate * 1e9 - kEps);
-    sim_.schedule_at(now + Time::ns(static_cast<Time::Rep>(std::max(0.0, ns))), this, encode(kComplete, fid, f.version));
+    sim_.schedule_at(now + Time::nanoseconds(std::max(0.0, ns)), this, encode(kComplete, fid, f.version));
   }
   if (observer_) {
     for (LinkId l : comp_links_) {

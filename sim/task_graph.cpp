@@ -171,7 +171,7 @@ void TaskGraph::schedule_compute_end(TaskId id) {
   Task& t = tasks_[id];
   ++t.version;
   const double ns = std::ceil(t.work_left_ns / t.speed - 1e-9);
-  sim_.schedule_in(Time::ns(static_cast<Time::Rep>(std::max(0.0, ns))), this, encode(id, t.version));
+  sim_.schedule_in(Time::nanoseconds(std::max(0.0, ns)), this, encode(id, t.version));
 }
 
 void TaskGraph::set_comm_active(int gpu, int delta) {

@@ -1,14 +1,15 @@
 #include "clustersim/sim/time.hpp"
 
-#include <cassert>
 
 namespace cs::sim {
 
 Time Time::from_real(double n) {
-  assert(std::isfinite(n));
-  constexpr double kLimit = static_cast<double>(std::numeric_limits<Rep>::max());
-  if (n >= kLimit) return max();
-  if (n <= -kLimit) return Time(std::numeric_limits<Rep>::min());
+  if (!std::isfinite(n) || std::fabs(n) > static_cast<double>(kLimit)) {
+    throw TimeRangeError(fmt::format(
+        "a simulated duration of {:.4g} s is beyond the simulator's range of {:.3g} s (about 146 years): a bandwidth, peak, rate or size in the "
+        "input is likely many orders of magnitude off",
+        n / 1e9, static_cast<double>(kLimit) / 1e9));
+  }
   return Time(static_cast<Rep>(std::llround(n)));
 }
 

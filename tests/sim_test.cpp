@@ -272,3 +272,19 @@ TEST_CASE("the same run twice gives identical traces", "[sim][determinism]") {
   CHECK(first == trace());
   CHECK(first.find("\"ph\": \"C\"") != std::string::npos);
 }
+
+TEST_CASE("a time beyond the engine's range is an error, never a wrapped or saturated clock", "[sim][time]") {
+  CHECK(Time::seconds(4.6e9).count_ns() == 4'600'000'000'000'000'000);
+  CHECK_THROWS_AS(Time::seconds(4.7e9), TimeRangeError);
+  CHECK_THROWS_AS(Time::seconds(std::numeric_limits<double>::infinity()), TimeRangeError);
+  CHECK_THROWS_AS(Time::seconds(std::numeric_limits<double>::quiet_NaN()), TimeRangeError);
+  // A flow on a link of 1e-300 B/s would end after 1e309 s: refused, where a saturated time once
+  // wrapped round to an instant in the past and the flow "finished" at once.
+  Net n({1e-300});
+  n.flow({0}, 1e9);
+  CHECK_THROWS_AS(n.sim.run(Time::max()), TimeRangeError);
+  // An event built from two times in range cannot overflow, and one past the limit is refused.
+  Simulator sim;
+  Counter h;
+  CHECK_THROWS_WITH(sim.schedule_at(Time::ns(Time::kLimit) + Time::ns(1), &h), Catch::Contains("beyond the simulator's range"));
+}

@@ -7,23 +7,36 @@
 #include <compare>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
 
 namespace cs::sim {
 
+// A time outside the range a run may reach, or not a number: the input asked for a duration no
+// real cluster has (a bandwidth or peak many orders of magnitude off, a size beyond any run).
+class TimeRangeError : public std::range_error {
+ public:
+  using std::range_error::range_error;
+};
+
 class Time {
  public:
   using Rep = std::int64_t;
   static constexpr Rep kPerSecond = 1'000'000'000;  // resolution: 1 ns
+  // The latest instant a run may reach: 2^62 - 1 ns (about 146 years), so that the sum of two
+  // times in range never overflows. Built past it, a time throws TimeRangeError.
+  static constexpr Rep kLimit = (Rep{1} << 62) - 1;
 
   constexpr Time() = default;
   static constexpr Time ns(Rep n) { return Time(n); }
   static constexpr Time zero() { return Time(0); }
   static constexpr Time max() { return Time(std::numeric_limits<Rep>::max()); }
-  // From a real number of units, rounded to the nearest nanosecond.
+  // From a real number of units, rounded to the nearest nanosecond; beyond +-kLimit or not a
+  // number, TimeRangeError.
   static Time seconds(double s) { return from_real(s * 1e9); }
+  static Time nanoseconds(double n) { return from_real(n); }
   static Time ms(double v) { return from_real(v * 1e6); }
   static Time us(double v) { return from_real(v * 1e3); }
 
