@@ -72,6 +72,11 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
                      job.micro_batch * p.dp));
   }
   const int micro = job.micro_batches();
+  if (micro > kMaxMicroBatches) {
+    fail(fmt::format("global batch / (micro batch x dp) = {} / ({} x {}) = {} micro-batches per step; at most {} are simulated (raise the micro "
+                     "batch or dp)",
+                     job.global_batch, job.micro_batch, p.dp, micro, kMaxMicroBatches));
+  }
   if (p.schedule == PipelineSchedule::interleaved && micro % p.pp != 0) {
     fail(fmt::format("interleaved 1F1B needs the micro-batches per step ({} = {} / ({} x {})) to be a multiple of pp = {}", micro,
                      job.global_batch, job.micro_batch, p.dp, p.pp));

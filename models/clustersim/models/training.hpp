@@ -92,6 +92,10 @@ struct TrainingJob {
   [[nodiscard]] double gradient_bytes() const { return grad_bytes > 0 ? grad_bytes : precision == hardware::Dtype::bf16 ? 4.0 : 2.0; }
 };
 
+// The most micro-batches a step may have per data-parallel replica: the step graph holds tasks per
+// micro-batch, and real runs have at most a few thousand.
+inline constexpr int kMaxMicroBatches = 65536;
+
 // Checks a job against itself and the cluster's GPU count; throws std::invalid_argument naming the
 // setting and the numbers that clash.
 void check_job(const TrainingJob& job, int cluster_gpus);

@@ -81,6 +81,9 @@ struct ParameterCount {
 };
 
 // Per-layer pieces, for placing layers on pipeline stages.
+// The most layers a model file may have (the largest published models have a few hundred).
+inline constexpr int kMaxLayers = 10000;
+
 double attention_parameters(const TransformerSpec& m);
 // One tensor-parallel rank's share of a layer's attention weights: the query and output projections
 // split tp ways; grouped KV heads fewer than tp replicated, one per rank (as the layer's operations
