@@ -200,6 +200,9 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
   {
     yaml::Map s(serving_node);
     r.tp = s.get_or<int>("tp", 1, yaml::positive<int>());
+    if (const std::string why = tp_split_problem(r.model, r.tp); !why.empty()) {
+      s.at("tp", "").fail(fmt::format("a TP degree that splits the attention heads evenly ({})", why), std::to_string(r.tp));
+    }
     r.pp = s.get_or<int>("pp", 1, yaml::positive<int>());
     if (s.get_or<bool>("expert_parallel", false)) {
       if (!r.model.moe) s.at("expert_parallel", "").fail_message("expert_parallel needs an MoE model");

@@ -160,13 +160,15 @@ SizingResult size_fleet(const InferenceScenario& sc) {
       for (int t = 1; t <= offer.node.gpus(); t *= 2) tps.push_back(t);
     }
     for (int tp : tps) {
-      if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) {
+      std::string why = tp_split_problem(sc.replica.model, tp);
+      if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) why = fmt::format("TP {} does not divide a {}-GPU node", tp, offer.node.gpus());
+      if (!why.empty()) {
         SizingCandidate c;
         c.gpu = offer.node.gpu.name;
         c.node = offer.node.name;
         c.tp = tp;
         c.attainment = -1;
-        c.reason = fmt::format("TP {} does not divide a {}-GPU node", tp, offer.node.gpus());
+        c.reason = why;
         out.candidates.push_back(c);
         continue;
       }
