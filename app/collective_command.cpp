@@ -133,8 +133,7 @@ void run(const Options& o) {
                     {"channels", r.plan.algorithm == Algorithm::nvls ? r.plan.shape.nvls_channels : r.plan.shape.channels},
                     {"rings", r.plan.channels}, {"time_us", r.time.value() * 1e6}, {"algbw_GBps", r.algbw.value() / 1e9},
                     {"busbw_GBps", r.busbw.value() / 1e9}, {"nccl_model_time_us", r.plan.model.time.value() * 1e6},
-                    {"flows", r.stats.flows}, {"events", r.stats.events}, {"solver_calls", r.stats.solver_calls},
-                    {"wall_s", r.stats.wall_seconds}});
+                    {"flows", r.stats.flows}, {"events", r.stats.events}, {"solver_calls", r.stats.solver_calls}});
   }
   if (!o.trace.empty()) {
     // The trace of the last size, with link loads.
