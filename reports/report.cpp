@@ -66,6 +66,41 @@ std::string kind_name(ReportSource::Kind k) {
   return "?";
 }
 
+// The headline figures a report shows must be what run wrote: finite numbers, not negative (a step
+// time above zero). A hand-edited or foreign file that breaks that is refused, naming the field,
+// rather than printed as "nan s" or "-1.000 s".
+void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind) {
+  const auto check = [&](const json& parent, const std::string& where, const char* key, bool positive) {
+    const auto found = [&]() -> std::string {
+      if (!parent.contains(key)) return "nothing (the key is missing)";
+      const json& v = parent[key];
+      return v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump();
+    };
+    const bool ok = parent.contains(key) && parent[key].is_number() && std::isfinite(parent[key].get<double>()) &&
+                    (positive ? parent[key].get<double>() > 0 : parent[key].get<double>() >= 0);
+    if (!ok) {
+      throw InputError(fmt::format("{}: field '{}{}': expected a {} number, found {}", file.string(), where, key, positive ? "positive" : "non-negative",
+                                   found()));
+    }
+  };
+  const auto numbers_in = [&](const char* object) {
+    if (!d[object].is_object()) throw InputError(fmt::format("{}: field '{}': expected an object, found {}", file.string(), object, d[object].dump()));
+    for (const auto& [k, v] : d[object].items()) {
+      if (v.is_number() || !v.is_object()) check(d[object], std::string(object) + ".", k.c_str(), false);
+    }
+  };
+  if (kind == ReportSource::Kind::training_run) {
+    check(d, "", "step_time_s", true);
+    for (const char* k : {"mfu", "hfu", "tokens_per_s", "tflops_per_gpu"}) check(d, "", k, false);
+    numbers_in("breakdown_s");
+  } else if (kind == ReportSource::Kind::inference_run) {
+    for (const char* k : {"duration_s", "output_token_throughput", "request_throughput"}) check(d, "", k, false);
+    for (const char* k : {"ttft", "tpot", "itl", "e2e_latency"}) {
+      if (d.contains(k)) numbers_in(k);
+    }
+  }
+}
+
 ReportSource read_one(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot read the file", file.string()));
@@ -107,6 +142,7 @@ ReportSource read_one(const fs::path& file) {
                                  "or the output of validate --json)",
                                  file.string()));
   }
+  check_figures(d, file, s.kind);
   s.sha256 = sha256_file(file);
   return s;
 }

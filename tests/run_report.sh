@@ -88,6 +88,12 @@ refused "$dir/overflow.json" "not valid JSON" "a number beyond double range"
 mkdir -p "$dir/wrong-type"
 sed 's|"memory": {|"memory": null, "memory_was": {|' "$dir/train/summary.json" >"$dir/wrong-type/summary.json"
 refused "$dir/wrong-type" "wrong-type/summary.json: not a result clustersim wrote" "a wrong-typed field"
+# Headline figures that are not finite, non-negative numbers are refused by field, not shown as "nan s".
+mkdir -p "$dir/bad-step" "$dir/bad-ttft"
+sed 's|"step_time_s": [0-9.e+-]*|"step_time_s": "x"|' "$dir/train/summary.json" >"$dir/bad-step/summary.json"
+refused "$dir/bad-step" "field 'step_time_s': expected a positive number, found 'x'" "a step time that is not a number"
+sed 's|"p99_ms": [0-9.e+-]*|"p99_ms": -1|' "$dir/serve/summary.json" >"$dir/bad-ttft/summary.json"
+refused "$dir/bad-ttft" "_ms': expected a non-negative number, found -1" "a negative latency"
 # An offering that cannot finish shows "never", not a cost of zero.
 mkdir -p "$dir/never"
 sed 's|"can_finish": true|"can_finish": false|' "$dir/cost/cost.json" >"$dir/never/cost.json"
