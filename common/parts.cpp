@@ -56,7 +56,8 @@ bool resolve(std::string_view reference, std::string_view kind, const fs::path& 
       return true;
     }
     expected = "a path to an existing YAML file";
-    found = fmt::format("'{}' (no such file: {})", reference, p.lexically_normal().string());
+    const char* what = !fs::exists(p, ec) ? "no such file" : fs::is_directory(p, ec) ? "a directory" : "not a regular file";
+    found = fmt::format("'{}' ({}: {})", reference, what, p.lexically_normal().string());
     return false;
   }
   const fs::path shipped = scenario_library_dir() / kind / (std::string(reference) + ".yaml");
