@@ -13,6 +13,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "output_dir.hpp"
 #include "report_command.hpp"
 
 namespace cs::app {
@@ -377,7 +378,7 @@ void run_inference(const Options& o) {
     if (!sweep.empty()) j["rate_sweep"] = sweep;
   }
   if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
+    make_output_directory(o.out, "--out");
     reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
     std::string csv = "id,arrival_s,prompt_tokens,output_tokens,replica,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions";
     if (sc.disaggregation) csv += ",decode_replica,kv_transfer_start_s,kv_transfer_end_s";
@@ -417,7 +418,7 @@ void run(const Options& o) {
   j["source"] = source_of(o.scenario);
   if (!o.report.empty()) j["scaling"] = scaling_sweep(sc, r, opt.fold);
   if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
+    make_output_directory(o.out, "--out");
     reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
     reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", r.trace);
   }
@@ -443,12 +444,13 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Simulate a scenario: a training step (step time, MFU, breakdown, memory, time to train) or an inference workload (TTFT, TPOT, throughput)");
   cmd->add_option("scenario", o->scenario, "Scenario YAML file")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
-  cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)");
+  cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)")->check(output_directory());
   cmd->add_flag("--ops", o->ops, "Training: also print each operation's forward, backward and recompute time for one micro-batch");
   cmd->add_flag("--no-fold", o->no_fold, "Simulate every rank instead of one representative per pipeline stage (slower; same answer)");
   cmd->add_option("--report", o->report,
                   "Also write the capacity-planning report (report.html, .md, .csv) into this directory, with a scaling curve (training) or a request-rate sweep "
-                  "(inference); --out's files go there too when --out is not given");
+                  "(inference); --out's files go there too when --out is not given")
+      ->check(output_directory());
   cmd->callback([o] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
     run(*o);

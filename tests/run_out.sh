@@ -14,3 +14,15 @@ for f in summary.json trace.json; do
 done
 grep -q '"step_time_s"' "$dir/a/summary.json"
 grep -q '"ph"' "$dir/a/trace.json"
+# An --out that cannot be a directory is a command-line mistake: status 2, naming --out.
+touch "$dir/a-file"
+for out in "$dir/a-file" ""; do
+  set +e
+  err=$("$cli" run "$scenario" --out "$out" 2>&1 >/dev/null)
+  status=$?
+  set -e
+  if [ $status -ne 2 ] || [[ "$err" != *"--out: expected a directory to write into"* ]]; then
+    echo "run --out '$out': expected status 2 naming --out, got $status: $err"
+    exit 1
+  fi
+done
