@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
@@ -68,7 +69,14 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
   }
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(text));
+    // Every document, so that a second one (after '---') is refused rather than ignored.
+    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    for (std::size_t i = 1; i < documents.size(); ++i) {
+      if (documents[i].IsNull()) continue;  // an empty document after a closing '---'
+      throw InputError(location_of(display, documents[i].Mark()),
+                       fmt::format("a second YAML document (after '---'): a file holds one, and the rest would be ignored"));
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::DeepRecursion& e) {
     throw InputError(location_of(display, e.mark),
                      "malformed YAML: nested too deeply (the parser's recursion limit is a few hundred levels)");

@@ -214,11 +214,14 @@ std::vector<Case> read_cases(const std::filesystem::path& file) {
   root.choice("format", {"clustersim-validation/1"});
   std::vector<Case> cases;
   std::set<std::string> ids;
-  for (const Node& item : root.at("cases", "a list of cases").items()) {
+  const Node list = root.at("cases", "a list of cases");
+  for (const Node& item : list.items()) {
     Case c = read_case(item);
     if (!ids.insert(c.id).second) item.fail("a case id not used before in this file", "'" + c.id + "' (a second time)");
     cases.push_back(std::move(c));
   }
+  // Nothing to compare would print nothing and pass for a validation.
+  if (cases.empty()) list.fail("at least one case", "an empty list");
   root.finish();
   return cases;
 }
