@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -476,12 +477,23 @@ std::vector<T> distinct(const std::vector<T>& v) {
   return out;
 }
 
+// Ascending; in sqrt(n) steps, as n can be a batch of two billion sequences.
 std::vector<int> divisors(int n) {
-  std::vector<int> out;
-  for (int d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  std::vector<int> low, high;
+  for (int d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return out;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// a x b, or the largest int64 when that overflows: the degrees of a space can be any positive int,
+// and tp x pp x cp of three of them does not fit in 64 bits. Only compared, never printed saturated.
+std::int64_t times(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<std::int64_t>::max() : r;
 }
 
 }  // namespace
@@ -489,6 +501,14 @@ std::vector<int> divisors(int n) {
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options) {
   for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.cp, &space.ep, &space.zero}) {
     if (dim->empty()) throw std::invalid_argument("every dimension of the search space needs at least one value");
+  }
+  for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.vpp, &space.cp, &space.ep, &space.micro}) {
+    if (std::any_of(dim->begin(), dim->end(), [](int v) { return v < 1; })) {
+      throw std::invalid_argument("GPU counts, parallel degrees and micro-batch sizes of the search space are at least 1");
+    }
+  }
+  if (std::any_of(space.zero.begin(), space.zero.end(), [](int z) { return z < 0 || z > 3; })) {
+    throw std::invalid_argument("ZeRO stages of the search space are 0 to 3");
   }
   if ((space.vpp.empty() && !space.every_vpp) || (space.micro.empty() && !space.every_micro) || space.recompute.empty() || space.sequence_parallel.empty()) {
     throw std::invalid_argument("every dimension of the search space needs at least one value");
@@ -548,17 +568,27 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     const TrainingJob j = apply_choice(base, c);
     const topology::Topology& topo = *out.systems[static_cast<std::size_t>(c.system)].topology;
     const int cluster = static_cast<int>(topo.gpus().size());
-    const int model_parallel = c.tp * c.pp * c.cp;
+    // In 64 bits, checked: the products of a space's values must not wrap (check_job multiplies in
+    // int, so it only sees plans whose products are known to fit).
+    const std::int64_t model_parallel = times(times(c.tp, c.pp), c.cp), chunks = times(c.pp, c.vpp);
     // Constraints first: they cost nothing.
     std::string why;
-    if (c.gpus % model_parallel != 0) {
+    if (model_parallel > c.gpus) {
+      why = fmt::format("tp x pp x cp = {} x {} x {} does not divide the {} GPUs (it is more)", c.tp, c.pp, c.cp, c.gpus);
+    } else if (c.gpus % model_parallel != 0) {
       why = fmt::format("tp x pp x cp = {} does not divide the {} GPUs", model_parallel, c.gpus);
     } else if (c.gpus > cluster) {
       why = fmt::format("{} GPUs but the topology has {}", c.gpus, cluster);
     } else if (!topo.gpu->supports(j.precision)) {
       why = fmt::format("precision {}: the {} has no {} tensor cores", hardware::to_string(j.precision), topo.gpu->name, hardware::to_string(j.precision));
-    } else if (!space.uneven_layers && j.model.layers % (c.pp * c.vpp) != 0) {
-      why = fmt::format("pp x vpp = {} does not divide the {} layers", c.pp * c.vpp, j.model.layers);
+    } else if (chunks > j.model.layers) {
+      why = fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", c.pp, c.vpp, j.model.layers);
+    } else if (!space.uneven_layers && j.model.layers % chunks != 0) {
+      why = fmt::format("pp x vpp = {} does not divide the {} layers", chunks, j.model.layers);
+    } else if (c.ep > c.gpus) {
+      why = fmt::format("ep = {} is more than the {} GPUs", c.ep, c.gpus);
+    } else if (times(c.micro, c.dp) > j.global_batch) {
+      why = fmt::format("micro batch x dp = {} x {} is more than the global batch of {}", c.micro, c.dp, j.global_batch);
     } else {
       try {
         check_job(j, cluster);
@@ -640,7 +670,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
                 shape.vpp = vpp;
                 shape.cp = cp;
                 shape.ep = ep;
-                shape.dp = std::max(1, g / (tp * pp * cp));
+                shape.dp = static_cast<int>(std::max<std::int64_t>(1, g / times(times(tp, pp), cp)));
                 const std::vector<int> micros =
                     !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
                 for (int micro : micros) {

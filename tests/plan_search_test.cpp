@@ -5,6 +5,7 @@
 #include <set>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "clustersim/models/plan_search.hpp"
 #include "clustersim/models/training_scenario.hpp"
@@ -324,4 +325,51 @@ TEST_CASE("plan search over GPU types: each topology at its own price, its own t
       CHECK_THAT(f.reason(o), Catch::Contains("no fp8 tensor cores") || Catch::Contains("divide") || Catch::Contains("multiple"));
     }
   }
+}
+
+TEST_CASE("plan search: degrees whose product overflows 32 bits are constraints with the true numbers, never a crash") {
+  // tp x pp = 8 x 2^29 = 2^32 wrapped to 0 in int (a division by zero), and 2^31 - 1 x 16 to -16.
+  TrainingScenario sc = small();
+  sc.search.gpus = {8, 16};
+  sc.search.tp = {2, 8, 2147483647};
+  sc.search.pp = {1, 16, 536870912};
+  SearchOptions opt;
+  opt.threads = 2;
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+  int huge = 0;
+  for (const auto& o : r.outcomes) {
+    if (o.plan.tp * std::int64_t{o.plan.pp} * o.plan.cp <= o.plan.gpus) continue;
+    ++huge;
+    INFO(r.text(o));
+    CHECK(o.status == PlanOutcome::Status::constraint);
+    // Expectation: "tp x pp x cp = 8 x 536870912 x 1 does not divide the 8 GPUs (it is more)", each factor as given.
+    CHECK(o.reason == fmt::format("tp x pp x cp = {} x {} x {} does not divide the {} GPUs (it is more)", o.plan.tp, o.plan.pp, o.plan.cp, o.plan.gpus));
+  }
+  CHECK(huge > 0);
+  CHECK(r.simulated > 0);  // tp 2, pp 1 still runs
+  sc.search.pp = {0};
+  CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, opt), Catch::Contains("at least 1"));
+}
+
+TEST_CASE("plan search: a scenario's search values are bounded by what they divide, with the file, line and field") {
+  test::TempDir dir;
+  const auto scenario = [&](const std::string& search) {
+    return dir.write("s.yaml", "scenario:\n  name: s\n  kind: training\n  model: llama3-8b\n"
+                               "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                               "  parallelism: {tp: 2, dp: 4}\n  batch: {micro: 1, global: 64}\n  search:\n" + search);
+  };
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    pp: [1, 536870912]\n")); }),
+             Catch::Contains("s.yaml:9:") && Catch::Contains("field 'scenario.search.pp[1]': expected an integer from 1 to 8") && Catch::Contains("found '536870912'"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    tp: [2147483647]\n")); }),
+             Catch::Contains("field 'scenario.search.tp[0]': expected an integer from 1 to 8"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    micro: [1000000]\n")); }),
+             Catch::Contains("field 'scenario.search.micro[0]': expected an integer from 1 to 64"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    vpp: [33]\n")); }),
+             Catch::Contains("field 'scenario.search.vpp[0]': expected an integer from 1 to 32"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    gpus: [16]\n")); }),
+             Catch::Contains("field 'scenario.search.gpus[0]': expected an integer from 1 to 8"));
+  // The bound of a degree is the largest GPU count searched.
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    gpus: [4]\n    cp: [8]\n")); }),
+             Catch::Contains("field 'scenario.search.cp[0]': expected an integer from 1 to 4"));
+  CHECK(load_training_scenario(scenario("    tp: [8]\n    pp: [8]\n    micro: [64]\n")).search.pp == std::vector<int>{8});
 }
