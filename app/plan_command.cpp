@@ -187,7 +187,18 @@ void leave_world(const World& w) {
 #endif
 }
 
+// --results names a file to read back and rewrite: refuse, before any work, what cannot be one.
+void check_results_path(const std::string& results) {
+  if (results.empty()) return;
+  const std::filesystem::path path(results);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("--results: expected a file (JSON lines), found the directory {}", results));
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(dir, ec)) throw InputError(fmt::format("--results {}: its directory {} does not exist", results, dir.string()));
+}
+
 void training_plan(const Options& o) {
+  check_results_path(o.results);
   const World world = join_world();
   struct Leave {
     const World& w;
@@ -205,6 +216,7 @@ void training_plan(const Options& o) {
   }
   // Each rank keeps its own results file (resume with the same rank count).
   if (!o.results.empty()) opt.results = world.size > 1 ? fmt::format("{}.rank{}-of-{}", o.results, world.rank, world.size) : o.results;
+  check_results_path(opt.results.string());
   std::string price_note = "GPU-hours";
   if (sc.price_per_gpu_hour > 0) {
     opt.price_per_gpu_hour = sc.price_per_gpu_hour;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "clustersim/reports/atomic_file.hpp"
 #include "training_internal.hpp"
 
 namespace cs::models {
@@ -688,6 +689,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
 
   // What an earlier run already simulated.
   std::map<std::string, nlohmann::json> done;
+  if (!options.results.empty() && std::filesystem::is_directory(options.results)) {
+    throw std::invalid_argument(fmt::format("the results file {} is a directory", options.results.string()));
+  }
   if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results);
   std::vector<std::size_t> pending;  // this shard's plans to simulate or read back, in order
   std::vector<std::string> keys(out.outcomes.size());  // of the pending plans
@@ -711,16 +715,15 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   std::ofstream results;
   std::mutex mutex;
   if (!options.results.empty()) {
-    const auto tmp = options.results.string() + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      if (!f) throw std::invalid_argument(fmt::format("cannot write the results file {}", options.results.string()));
-      for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
-        if (out.outcomes[i].resumed) f << to_line(out.outcomes[i], keys[i]).dump() << "\n";
-      }
+    // Through a unique temporary beside it, removed on failure or interruption: a fixed name would
+    // be truncated under a concurrent run and left behind by a failed rename.
+    reports::AtomicFileWriter f(options.results);
+    for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
+      if (out.outcomes[i].resumed) f.write(to_line(out.outcomes[i], keys[i]).dump() + "\n");
     }
-    std::filesystem::rename(tmp, options.results);
+    f.commit();
     results.open(options.results, std::ios::app);
+    if (!results) throw std::runtime_error(fmt::format("cannot append to the results file {}", options.results.string()));
   }
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
   // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.

@@ -373,3 +373,29 @@ TEST_CASE("plan search: a scenario's search values are bounded by what they divi
              Catch::Contains("field 'scenario.search.cp[0]': expected an integer from 1 to 4"));
   CHECK(load_training_scenario(scenario("    tp: [8]\n    pp: [8]\n    micro: [64]\n")).search.pp == std::vector<int>{8});
 }
+
+TEST_CASE("plan search: the results file is rewritten through a unique temporary, and a directory is refused without leaving one") {
+  const TrainingScenario sc = small();
+  test::TempDir dir;
+  SearchOptions opt;
+  opt.threads = 2;
+  // Another file at the name a fixed temporary would take is neither truncated nor renamed away.
+  dir.write("r.jsonl.tmp", "someone else's\n");
+  opt.results = dir.path() / "r.jsonl";
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+  std::ifstream other(dir.path() / "r.jsonl.tmp");
+  std::string text;
+  std::getline(other, text);
+  CHECK(text == "someone else's");
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) names.insert(e.path().filename().string());
+  CHECK(names == std::set<std::string>{"r.jsonl", "r.jsonl.tmp"});  // no temporary left behind
+  // A directory: refused before anything is written beside it.
+  std::filesystem::create_directory(dir.path() / "d");
+  opt.results = dir.path() / "d";
+  CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, opt), Catch::Contains("is a directory"));
+  names.clear();
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) names.insert(e.path().filename().string());
+  CHECK(names == std::set<std::string>{"d", "r.jsonl", "r.jsonl.tmp"});
+  CHECK(std::filesystem::is_empty(dir.path() / "d"));
+}

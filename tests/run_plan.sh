@@ -32,4 +32,14 @@ wait $pid 2>/dev/null || true
 "$cli" plan "$scenarios/training/gpt3-175b-1024-a100.yaml" --threads 2 --results "$out/r.jsonl" --out "$out/resumed" >"$out/resumed.txt"
 cmp "$out/full/plans.csv" "$out/resumed/plans.csv"
 [ "$(wc -l <"$out/r.jsonl")" -eq "$(grep -c ',simulated,' "$out/full/plans.csv")" ] || { echo "results file does not hold each simulated plan once"; exit 1; }
+# --results that cannot be a file: refused up front (status 2, naming the option), nothing left beside it.
+mkdir "$out/dir"
+status=0
+"$cli" plan "$data/plan-small.yaml" --results "$out/dir" >/dev/null 2>"$out/dir.err" || status=$?
+[ "$status" -eq 2 ] || { echo "--results DIR: expected status 2, got $status"; cat "$out/dir.err"; exit 1; }
+grep -q -- "--results: expected a file (JSON lines), found the directory $out/dir" "$out/dir.err" || { echo "--results DIR: no message"; cat "$out/dir.err"; exit 1; }
+[ -z "$(ls -A "$out/dir")" ] && [ ! -e "$out/dir.tmp" ] || { echo "--results DIR left files"; ls -la "$out"; exit 1; }
+status=0
+"$cli" plan "$data/plan-small.yaml" --results "$out/missing/r.jsonl" >/dev/null 2>"$out/missing.err" || status=$?
+[ "$status" -eq 2 ] && grep -q "its directory $out/missing does not exist" "$out/missing.err" || { echo "--results in a missing directory: status $status"; cat "$out/missing.err"; exit 1; }
 echo ok
