@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "clustersim/common/input_error.hpp"
 #include "clustersim/reports/atomic_file.hpp"
+#include "plan_fingerprint.hpp"
 #include "training_internal.hpp"
 
 namespace cs::models {
@@ -53,12 +55,40 @@ nlohmann::json to_line(const PlanOutcome& o, const std::string& key) {
   return j;
 }
 
-// Reads back what an earlier (perhaps killed) run wrote: one JSON object per line; a torn last line
-// is skipped (its plan is evaluated again).
-std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& file) {
+// The results file's first line: what its results were simulated for (plan_fingerprint.hpp).
+constexpr const char* kResultsFormat = "clustersim plan results 1";
+
+nlohmann::json results_header(const nlohmann::json& inputs) {
+  return {{"format", kResultsFormat}, {"fingerprint", fingerprint(inputs)}, {"inputs", inputs}};
+}
+
+// Reads back what an earlier (perhaps killed) run wrote: a header line, then one JSON object per
+// line; a torn last line is skipped (its plan is evaluated again). A file without the header, or
+// whose header was written for other inputs, is refused: its step times belong to another model,
+// batch, precision, system or clustersim, and reusing them would rank plans silently wrong (the
+// file is kept, for the user to remove or point elsewhere).
+std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& file, const nlohmann::json& inputs) {
   std::map<std::string, nlohmann::json> out;
   std::ifstream in(file);
   std::string line;
+  if (!std::getline(in, line)) return out;  // empty: a fresh start
+  const SourceLocation first{std::make_shared<const std::string>(file.string()), 1, 0};
+  const std::string afresh = "remove the file, or give another --results, to start afresh";
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception&) {
+  }
+  if (!header.is_object() || header.value("format", std::string()) != kResultsFormat || !header.contains("inputs")) {
+    const std::string found = line.size() > 60 ? line.substr(0, 57) + "..." : line;
+    throw InputError(first, fmt::format("expected the header of a plan results file ({{\"format\": \"{}\", ...}}, saying what its results were simulated "
+                                        "for), found '{}' (a file of an earlier clustersim, or not a results file); {}",
+                                        kResultsFormat, found, afresh));
+  }
+  if (header["inputs"] != inputs) {
+    throw InputError(first, fmt::format("these results were simulated for other inputs than this search's ({}); {}", inputs_difference(header["inputs"], inputs),
+                                        afresh));
+  }
   while (std::getline(in, line)) {
     try {
       nlohmann::json j = nlohmann::json::parse(line);
@@ -692,7 +722,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   if (!options.results.empty() && std::filesystem::is_directory(options.results)) {
     throw std::invalid_argument(fmt::format("the results file {} is a directory", options.results.string()));
   }
-  if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results);
+  nlohmann::json inputs;
+  if (!options.results.empty()) inputs = results_inputs(base, out.systems);
+  if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results, inputs);
   std::vector<std::size_t> pending;  // this shard's plans to simulate or read back, in order
   std::vector<std::string> keys(out.outcomes.size());  // of the pending plans
   for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
@@ -718,6 +750,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     // Through a unique temporary beside it, removed on failure or interruption: a fixed name would
     // be truncated under a concurrent run and left behind by a failed rename.
     reports::AtomicFileWriter f(options.results);
+    f.write(results_header(inputs).dump() + "\n");
     for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
       if (out.outcomes[i].resumed) f.write(to_line(out.outcomes[i], keys[i]).dump() + "\n");
     }

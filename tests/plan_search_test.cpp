@@ -95,15 +95,19 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
   SearchOptions resumable = two;
   resumable.results = file;
   (void)search_plans(sc.job, *sc.topology, sc.search, resumable);
-  // As if killed: keep the first half of the lines and a torn one.
+  // As if killed: keep the header, the first half of the results and a torn one.
+  std::string header;
   std::vector<std::string> lines;
   {
     std::ifstream in(file);
+    std::getline(in, header);
     for (std::string l; std::getline(in, l);) lines.push_back(l);
   }
+  CHECK_THAT(header, Catch::StartsWith("{\"fingerprint\":"));
   REQUIRE(lines.size() == a.simulated);
   {
     std::ofstream out(file, std::ios::trunc);
+    out << header << "\n";
     for (std::size_t i = 0; i < lines.size() / 2; ++i) out << lines[i] << "\n";
     out << lines.back().substr(0, lines.back().size() / 2);
   }
@@ -114,11 +118,14 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
     CHECK(c.key(c.outcomes[i]) == a.key(a.outcomes[i]));
     CHECK(c.outcomes[i].step_s == Approx(a.outcomes[i].step_s).epsilon(1e-12));
   }
-  // The file now holds each simulated plan exactly once.
+  // The file now holds its header and each simulated plan exactly once.
   std::set<std::string> keys;
   std::size_t count = 0;
   {
     std::ifstream in(file);
+    std::string first;
+    std::getline(in, first);
+    CHECK(first == header);
     for (std::string l; std::getline(in, l); ++count) keys.insert(l.substr(0, l.find("\"status\"")));
   }
   CHECK(count == a.simulated);
@@ -398,4 +405,51 @@ TEST_CASE("plan search: the results file is rewritten through a unique temporary
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) names.insert(e.path().filename().string());
   CHECK(names == std::set<std::string>{"d", "r.jsonl", "r.jsonl.tmp"});
   CHECK(std::filesystem::is_empty(dir.path() / "d"));
+}
+
+TEST_CASE("plan search: a results file is read back only for the inputs it was simulated for, and refused otherwise") {
+  const TrainingScenario sc = small();
+  test::TempDir dir;
+  SearchOptions opt;
+  opt.threads = 2;
+  opt.results = dir.path() / "r.jsonl";
+  const SearchResult bf16 = search_plans(sc.job, *sc.topology, sc.search, opt);
+  const auto refusal = [&](const TrainingJob& job, const topology::Topology& topo, const SearchSpace& space) {
+    return test::input_error([&] { (void)search_plans(job, topo, space, opt); });
+  };
+  // Another precision: every plan's step changes, so the bf16 steps must not be read back as fp8's.
+  TrainingJob fp8 = sc.job;
+  fp8.precision = hardware::Dtype::fp8;
+  const std::string where = (dir.path() / "r.jsonl").string() + ":1: ";
+  CHECK_THAT(refusal(fp8, *sc.topology, sc.search),
+             Catch::StartsWith(where + "these results were simulated for other inputs than this search's (") &&
+                 Catch::Contains("precision: \"bf16\" in the file, \"fp8\" now") && Catch::Contains("remove the file, or give another --results"));
+  // Another batch, model or tokens to train.
+  TrainingJob batch = sc.job;
+  batch.global_batch = 64;
+  CHECK_THAT(refusal(batch, *sc.topology, sc.search), Catch::Contains("global_batch: 32 in the file, 64 now"));
+  TrainingJob model = sc.job;
+  model.model.seq_len = 4096;
+  CHECK_THAT(refusal(model, *sc.topology, sc.search), Catch::Contains("model.seq_len: 8192 in the file, 4096 now"));
+  TrainingJob tokens = sc.job;
+  tokens.token_budget = 2e9;
+  CHECK_THAT(refusal(tokens, *sc.topology, sc.search), Catch::Contains("train_tokens"));
+  // The same name on other hardware: the digest of the system differs.
+  const topology::Topology a100 = test::topology_from_text(
+      "topology: {name: two, node: dgx-a100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 40}, {radix: 40}]}}");
+  CHECK_THAT(refusal(sc.job, a100, sc.search), Catch::Contains("systems.0.digest") && Catch::Contains("systems.0.gpu"));
+  // The file was kept as it was, and still resumes its own inputs, whatever the space's lists.
+  SearchSpace fewer = sc.search;
+  fewer.tp = {2};
+  const SearchResult again = search_plans(sc.job, *sc.topology, fewer, opt);
+  CHECK(again.resumed == again.simulated);
+  CHECK(again.resumed > 0);
+  // A file without the header (an earlier clustersim's) is refused, not overwritten.
+  dir.write("old.jsonl", "{\"key\": \"gpus=16 tp=2\", \"status\": \"simulated\", \"step_s\": 1}\n");
+  opt.results = dir.path() / "old.jsonl";
+  CHECK_THAT(refusal(sc.job, *sc.topology, sc.search), Catch::Contains("old.jsonl:1: expected the header of a plan results file"));
+  std::ifstream old(dir.path() / "old.jsonl");
+  std::string line;
+  std::getline(old, line);
+  CHECK_THAT(line, Catch::Contains("gpus=16 tp=2"));
 }

@@ -31,7 +31,15 @@ kill -9 $pid 2>/dev/null || true
 wait $pid 2>/dev/null || true
 "$cli" plan "$scenarios/training/gpt3-175b-1024-a100.yaml" --threads 2 --results "$out/r.jsonl" --out "$out/resumed" >"$out/resumed.txt"
 cmp "$out/full/plans.csv" "$out/resumed/plans.csv"
-[ "$(wc -l <"$out/r.jsonl")" -eq "$(grep -c ',simulated,' "$out/full/plans.csv")" ] || { echo "results file does not hold each simulated plan once"; exit 1; }
+[ "$(tail -n +2 "$out/r.jsonl" | wc -l)" -eq "$(grep -c ',simulated,' "$out/full/plans.csv")" ] || { echo "results file does not hold each simulated plan once"; exit 1; }
+# The same file on a changed scenario: refused (status 2), saying what changed, and kept as it was.
+cp "$out/r.jsonl" "$out/r.before"
+sed 's/precision: bf16/precision: fp16/' "$scenarios/training/gpt3-175b-1024-a100.yaml" >"$out/fp16.yaml"
+status=0
+"$cli" plan "$out/fp16.yaml" --threads 2 --results "$out/r.jsonl" >/dev/null 2>"$out/fp16.err" || status=$?
+[ "$status" -eq 2 ] || { echo "changed scenario: expected status 2, got $status"; cat "$out/fp16.err"; exit 1; }
+grep -q 'r.jsonl:1: these results were simulated for other inputs than this search.s (.*precision: "bf16" in the file, "fp16" now' "$out/fp16.err" || { echo "changed scenario: no message"; cat "$out/fp16.err"; exit 1; }
+cmp "$out/r.jsonl" "$out/r.before"
 # --results that cannot be a file: refused up front (status 2, naming the option), nothing left beside it.
 mkdir "$out/dir"
 status=0
