@@ -9,6 +9,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/topology/topology_loader.hpp"
+#include "plan_fingerprint.hpp"
 
 namespace cs::models {
 
@@ -165,9 +166,23 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       for (const yaml::Node& item : n->items()) {
         auto t = std::make_shared<const topology::Topology>(topology::load_topology_reference(item, includes));
         if (!t->gpu) item.fail_message(fmt::format("topology {} names no GPU hardware profile", t->name));
-        const bool repeated = t->name == sc.topology->name ||
-                              std::any_of(sc.search_topologies.begin(), sc.search_topologies.end(), [&](const auto& u) { return u->name == t->name; });
-        if (repeated) continue;  // the scenario's own topology is always tried
+        // Plans are told apart by their topology's name (keys, texts, the results file), so a name
+        // already used must be the same system again, which is tried once; another system under it
+        // is refused rather than dropped.
+        const auto repeats = [&](const topology::Topology& u, const yaml::Node& there) {
+          if (u.name != t->name) return false;
+          if (system_digest(u) != system_digest(*t)) {
+            const auto what = [](const topology::Topology& x) {
+              return fmt::format("{} {} GPUs, fabric {}", x.gpus().size(), x.gpu ? x.gpu->name : std::string("unprofiled"), x.fabric_kind);
+            };
+            item.fail_message(fmt::format("topology name '{}' is already given to another system at {} (there {}; here {}): give one of them another name",
+                                          t->name, there.where().to_string(), what(u), what(*t)));
+          }
+          return true;
+        };
+        bool repeated = repeats(*sc.topology, topo_node);
+        for (std::size_t k = 0; k < sc.search_topologies.size() && !repeated; ++k) repeated = repeats(*sc.search_topologies[k], system_nodes[k]);
+        if (repeated) continue;
         sc.search_topologies.push_back(t);
         sc.search.systems.push_back({t.get(), 0, {}});
         system_nodes.push_back(item);

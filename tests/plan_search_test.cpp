@@ -453,3 +453,30 @@ TEST_CASE("plan search: a results file is read back only for the inputs it was s
   std::getline(old, line);
   CHECK_THAT(line, Catch::Contains("gpus=16 tp=2"));
 }
+
+TEST_CASE("plan search: a topology name used twice is the same system tried once, or refused naming both places, never dropped") {
+  test::TempDir dir;
+  const auto scenario = [&](const std::string& topologies) {
+    return dir.write("s.yaml", "scenario:\n  name: s\n  kind: training\n  model: llama3-8b\n"
+                               "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                               "  parallelism: {tp: 2, dp: 4}\n  batch: {micro: 1, global: 64}\n  train_tokens: 1e9\n"
+                               "  search:\n    cost_sheet: public-clouds-2026-11\n    topology:\n" + topologies);
+  };
+  const std::string file = (dir.path() / "s.yaml").string();
+  // The scenario's name on A100s: refused at the item, naming the scenario's topology (line 5).
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("      - {name: one, node: dgx-a100, nodes: 1, fabric: {kind: none}}\n")); }),
+             Catch::StartsWith(file + ":12:9: field 'scenario.search.topology[0]': topology name 'one' is already given to another system at " + file + ":5:13") &&
+                 Catch::Contains("there 8 H100-SXM5-80GB GPUs") && Catch::Contains("here 8 A100-SXM4-80GB GPUs"));
+  // Two of the search's own under one name, the second with two nodes: refused at the second, naming the first.
+  CHECK_THAT(test::input_error([&] {
+               load_training_scenario(scenario("      - {name: a100, node: dgx-a100, nodes: 1, fabric: {kind: none}}\n"
+                                               "      - {name: a100, node: dgx-a100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 40}, {radix: 40}]}}\n"));
+             }),
+             Catch::StartsWith(file + ":13:9: field 'scenario.search.topology[1]': topology name 'a100' is already given to another system at " + file + ":12:9"));
+  // The same system again: tried once, and the other one is kept.
+  const TrainingScenario sc = load_training_scenario(scenario("      - {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                                                              "      - {name: a100, node: dgx-a100, nodes: 1, fabric: {kind: none}}\n"
+                                                              "      - {name: a100, node: dgx-a100, nodes: 1, fabric: {kind: none}}\n"));
+  REQUIRE(sc.search.systems.size() == 1);
+  CHECK(sc.search.systems[0].topology->name == "a100");
+}
