@@ -593,9 +593,22 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   }
   const std::vector<bool> attentions = space.flash_attention.empty() ? std::vector<bool>{own.flash_attention} : distinct(space.flash_attention);
   const std::vector<int> vpp_list = distinct(space.vpp), micro_list = distinct(space.micro);
+  // The scenario's own plan: found among the enumerated plans, or added after them (the space's
+  // lists need not hold its values), so that the output can always say where it ranks.
+  const std::string own_key = plan_key(base);
+  bool own_found = false;
+  const auto is_own = [&](const PlanChoice& c) {
+    return c.system == 0 && c.gpus == own.gpus && c.tp == own.tp && c.pp == own.pp && c.vpp == own.vpp && c.cp == own.cp && c.ep == own.ep &&
+           c.micro == own.micro && c.zero == own.zero && c.recompute == own.recompute && plan_key(apply_choice(base, c)) == own_key;
+  };
   const auto evaluate = [&](const PlanChoice& c) {
     PlanOutcome o;
     o.plan = c;
+    const bool own_plan = !own_found && is_own(c);
+    if (own_plan) {
+      own_found = true;
+      out.own = out.outcomes.size();
+    }
     const TrainingJob j = apply_choice(base, c);
     const topology::Topology& topo = *out.systems[static_cast<std::size_t>(c.system)].topology;
     const int cluster = static_cast<int>(topo.gpus().size());
@@ -614,7 +627,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       why = fmt::format("precision {}: the {} has no {} tensor cores", hardware::to_string(j.precision), topo.gpu->name, hardware::to_string(j.precision));
     } else if (chunks > j.model.layers) {
       why = fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", c.pp, c.vpp, j.model.layers);
-    } else if (!space.uneven_layers && j.model.layers % chunks != 0) {
+    } else if (!space.uneven_layers && !own_plan && j.model.layers % chunks != 0) {  // the scenario may split its layers unevenly
       why = fmt::format("pp x vpp = {} does not divide the {} layers", chunks, j.model.layers);
     } else if (c.ep > c.gpus) {
       why = fmt::format("ep = {} is more than the {} GPUs", c.ep, c.gpus);
@@ -715,6 +728,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       }
     }
   }
+  if (!own_found) evaluate(own);
   out.enumerated = out.outcomes.size();
 
   // What an earlier run already simulated.
@@ -761,7 +775,6 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
   // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
   constexpr std::size_t kRound = 64;
-  const std::string own_key = plan_key(base);
   if (bound) {
     const auto by_bound = [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; };
     std::stable_sort(pending.begin(), pending.end(), by_bound);
@@ -772,7 +785,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     const std::size_t head = std::min(pending.size(), 4 * kRound);
     for (std::size_t n = 0; n < head; ++n) {
       PlanOutcome& o = out.outcomes[pending[n]];
-      if (keys[pending[n]] != own_key) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
+      if (pending[n] != out.own) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
     }
     std::stable_sort(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head), by_bound);
   }
@@ -834,7 +847,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * o.plan.gpus * rate(o) > best_cost; };
       // A plan the cheap bound keeps gets the data-parallel bound too before it is simulated.
       // The scenario's own plan is always simulated, so that the output can say where it ranks.
-      const bool own_plan = keys[pending[n]] == own_key;
+      const bool own_plan = pending[n] == out.own;
       if (bound && !own_plan && !loses() && best_time < 1e300) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
       if (bound && !own_plan && loses()) {
         if (o.resumed) --out.resumed;  // a run from scratch would not have simulated it either

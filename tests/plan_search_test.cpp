@@ -480,3 +480,47 @@ TEST_CASE("plan search: a topology name used twice is the same system tried once
   REQUIRE(sc.search.systems.size() == 1);
   CHECK(sc.search.systems[0].topology->name == "a100");
 }
+
+TEST_CASE("plan search: the scenario's own plan is in the space and simulated even when the space's lists leave its values out") {
+  TrainingScenario sc = small();  // its plan: TP2 PP2 DP4 mb1 selective on 16 GPUs
+  const std::string own = plan_key(sc.job);
+  sc.search.tp = {4};
+  sc.search.micro = {2};
+  SearchOptions opt;
+  opt.threads = 2;
+  for (bool bound : {false, true}) {
+    opt.bound = bound;
+    opt.keep = 2;
+    const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+    std::vector<std::size_t> found;
+    for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
+      if (r.key(r.outcomes[i]) == own) found.push_back(i);
+    }
+    REQUIRE(found.size() == 1);  // added once, after the enumerated plans
+    CHECK(found[0] == r.outcomes.size() - 1);
+    CHECK(r.own == found[0]);
+    CHECK(r.outcomes[r.own].status == PlanOutcome::Status::simulated);
+    CHECK(r.outcomes[r.own].step_s > 0);
+    CHECK(r.enumerated == r.outcomes.size());
+  }
+  // Listed by the space: found where the enumeration puts it, not added again.
+  sc.search.tp = {2, 4};
+  sc.search.micro = {1, 2};
+  opt.bound = false;
+  const SearchResult listed = search_plans(sc.job, *sc.topology, sc.search, opt);
+  CHECK(listed.key(listed.outcomes[listed.own]) == own);
+  CHECK(listed.own < listed.outcomes.size() - 1);
+  // A plan of the scenario's that splits the layers unevenly is searched even without uneven_layers
+  // (the plan's own model has 32 layers; PP3 gives 11, 11 and 10).
+  TrainingScenario uneven = small();
+  uneven.job.plan = ParallelismPlan{};
+  uneven.job.plan.tp = 2;
+  uneven.job.plan.pp = 3;
+  uneven.job.plan.dp = 2;
+  uneven.job.plan.sequence_parallel = true;
+  uneven.search.gpus = {12};
+  uneven.search.pp = {1, 2, 4};
+  const SearchResult u = search_plans(uneven.job, *uneven.topology, uneven.search, opt);
+  CHECK(u.key(u.outcomes[u.own]) == plan_key(uneven.job));
+  CHECK(u.reason(u.outcomes[u.own]).find("does not divide") == std::string::npos);
+}

@@ -40,6 +40,16 @@ status=0
 [ "$status" -eq 2 ] || { echo "changed scenario: expected status 2, got $status"; cat "$out/fp16.err"; exit 1; }
 grep -q 'r.jsonl:1: these results were simulated for other inputs than this search.s (.*precision: "bf16" in the file, "fp16" now' "$out/fp16.err" || { echo "changed scenario: no message"; cat "$out/fp16.err"; exit 1; }
 cmp "$out/r.jsonl" "$out/r.before"
+# The scenario's own plan is ranked even when the search's lists leave its values out, and said to be
+# out of the ranking, with the reason, when it cannot be simulated.
+sed 's/^  search: .*/  search: {gpus: [8], tp: [4], micro: [2]}/' "$data/plan-small.yaml" >"$out/own.yaml"
+"$cli" plan "$out/own.yaml" --threads 2 >"$out/own.txt"
+grep -q "^the scenario's plan ranks [0-9]* of [0-9]* simulated" "$out/own.txt" || { echo "the scenario's plan is not ranked"; cat "$out/own.txt"; exit 1; }
+grep -q "(scenario's)" "$out/own.txt" || { echo "the scenario's plan is not marked"; cat "$out/own.txt"; exit 1; }
+sed -e 's/^  batch: .*/  batch: {micro: 16, global: 32}/' -e 's/^  parallelism: .*/  parallelism: {tp: 1, dp: 2}/' -e 's/^  search: .*/  search: {gpus: [8], tp: [2], micro: [1]}/' \
+  "$data/plan-small.yaml" >"$out/oom.yaml"
+"$cli" plan "$out/oom.yaml" --threads 2 >"$out/oom.txt"
+grep -q "^the scenario's plan (TP1 PP1 DP2 mb16 .*) is not simulated: OOM: " "$out/oom.txt" || { echo "no word on the scenario's plan"; cat "$out/oom.txt"; exit 1; }
 # --results that cannot be a file: refused up front (status 2, naming the option), nothing left beside it.
 mkdir "$out/dir"
 status=0
