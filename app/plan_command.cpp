@@ -187,7 +187,18 @@ void leave_world(const World& w) {
 #endif
 }
 
+// --results names a file to read back and rewrite: refuse, before any work, what cannot be one.
+void check_results_path(const std::string& results) {
+  if (results.empty()) return;
+  const std::filesystem::path path(results);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("--results: expected a file (JSON lines), found the directory {}", results));
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(dir, ec)) throw InputError(fmt::format("--results {}: its directory {} does not exist", results, dir.string()));
+}
+
 void training_plan(const Options& o) {
+  check_results_path(o.results);
   const World world = join_world();
   struct Leave {
     const World& w;
@@ -205,6 +216,7 @@ void training_plan(const Options& o) {
   }
   // Each rank keeps its own results file (resume with the same rank count).
   if (!o.results.empty()) opt.results = world.size > 1 ? fmt::format("{}.rank{}-of-{}", o.results, world.rank, world.size) : o.results;
+  check_results_path(opt.results.string());
   std::string price_note = "GPU-hours";
   if (sc.price_per_gpu_hour > 0) {
     opt.price_per_gpu_hour = sc.price_per_gpu_hour;
@@ -242,7 +254,6 @@ void training_plan(const Options& o) {
   std::stable_sort(by_time.begin(), by_time.end(), [&](auto a, auto b) { return r.outcomes[a].step_s < r.outcomes[b].step_s; });
   std::stable_sort(by_cost.begin(), by_cost.end(), [&](auto a, auto b) { return r.outcomes[a].cost < r.outcomes[b].cost; });
   const std::vector<std::size_t> front = models::pareto_front(r);
-  const std::string own = models::plan_key(sc.job);
 
   nlohmann::json j;
   j["scenario"] = sc.name;
@@ -343,7 +354,7 @@ void training_plan(const Options& o) {
       const auto& x = r.outcomes[order[n]];
       const auto& b = x.breakdown;
       const models::TrainingJob job = r.job(x);
-      t.add_row({std::to_string(n + 1), r.text(x) + (r.key(x) == own ? " (scenario's)" : ""), std::to_string(job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
+      t.add_row({std::to_string(n + 1), r.text(x) + (order[n] == r.own ? " (scenario's)" : ""), std::to_string(job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
                  fmt::format("{:.1f}%", 100 * x.mfu), fmt::format("{:.0f}", x.tokens_per_s), budget ? fmt::format("{:.1f}", days(x)) : "-",
                  fmt::format("{:.4g}", x.cost), fmt::format("{:.2f}", b.compute), fmt::format("{:.2f}", b.tp_comm + b.cp_comm + b.ep_comm),
                  fmt::format("{:.2f}", b.dp_comm), fmt::format("{:.2f}", b.pp_comm + b.bubble), fmt::format("{:.1f}", x.memory_bytes / double(1ull << 30))});
@@ -366,12 +377,15 @@ void training_plan(const Options& o) {
     }
     table("cheapest on each topology:", per_system, per_system.size());
   }
-  // The scenario's own plan, and why the others lose.
-  for (std::size_t n = 0; n < by_time.size(); ++n) {
-    if (r.key(r.outcomes[by_time[n]]) == own) {
-      std::cout << fmt::format("the scenario's plan ranks {} of {} simulated{}\n", n + 1, by_time.size(),
-                               n == 0 ? "" : fmt::format("; the fastest is {:.1f}% faster", 100 * (1 - r.outcomes[by_time[0]].step_s / r.outcomes[by_time[n]].step_s)));
-    }
+  // The scenario's own plan (always in the space), and why the others lose.
+  const auto ranked = std::find(by_time.begin(), by_time.end(), r.own);
+  if (ranked != by_time.end()) {
+    const std::size_t n = static_cast<std::size_t>(ranked - by_time.begin());
+    std::cout << fmt::format("the scenario's plan ranks {} of {} simulated{}\n", n + 1, by_time.size(),
+                             n == 0 ? "" : fmt::format("; the fastest is {:.1f}% faster", 100 * (1 - r.outcomes[by_time[0]].step_s / r.outcomes[by_time[n]].step_s)));
+  } else {
+    const auto& x = r.outcomes[r.own];
+    std::cout << fmt::format("the scenario's plan ({}) is not simulated: {}\n", r.text(x), r.reason(x));
   }
   std::map<std::string, std::pair<int, std::string>> reasons;  // reason class -> count, example
   for (const auto& x : r.outcomes) {

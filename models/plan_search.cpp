@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/reports/atomic_file.hpp"
+#include "plan_fingerprint.hpp"
 #include "training_internal.hpp"
 
 namespace cs::models {
@@ -51,12 +55,40 @@ nlohmann::json to_line(const PlanOutcome& o, const std::string& key) {
   return j;
 }
 
-// Reads back what an earlier (perhaps killed) run wrote: one JSON object per line; a torn last line
-// is skipped (its plan is evaluated again).
-std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& file) {
+// The results file's first line: what its results were simulated for (plan_fingerprint.hpp).
+constexpr const char* kResultsFormat = "clustersim plan results 1";
+
+nlohmann::json results_header(const nlohmann::json& inputs) {
+  return {{"format", kResultsFormat}, {"fingerprint", fingerprint(inputs)}, {"inputs", inputs}};
+}
+
+// Reads back what an earlier (perhaps killed) run wrote: a header line, then one JSON object per
+// line; a torn last line is skipped (its plan is evaluated again). A file without the header, or
+// whose header was written for other inputs, is refused: its step times belong to another model,
+// batch, precision, system or clustersim, and reusing them would rank plans silently wrong (the
+// file is kept, for the user to remove or point elsewhere).
+std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& file, const nlohmann::json& inputs) {
   std::map<std::string, nlohmann::json> out;
   std::ifstream in(file);
   std::string line;
+  if (!std::getline(in, line)) return out;  // empty: a fresh start
+  const SourceLocation first{std::make_shared<const std::string>(file.string()), 1, 0};
+  const std::string afresh = "remove the file, or give another --results, to start afresh";
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception&) {
+  }
+  if (!header.is_object() || header.value("format", std::string()) != kResultsFormat || !header.contains("inputs")) {
+    const std::string found = line.size() > 60 ? line.substr(0, 57) + "..." : line;
+    throw InputError(first, fmt::format("expected the header of a plan results file ({{\"format\": \"{}\", ...}}, saying what its results were simulated "
+                                        "for), found '{}' (a file of an earlier clustersim, or not a results file); {}",
+                                        kResultsFormat, found, afresh));
+  }
+  if (header["inputs"] != inputs) {
+    throw InputError(first, fmt::format("these results were simulated for other inputs than this search's ({}); {}", inputs_difference(header["inputs"], inputs),
+                                        afresh));
+  }
   while (std::getline(in, line)) {
     try {
       nlohmann::json j = nlohmann::json::parse(line);
@@ -476,12 +508,23 @@ std::vector<T> distinct(const std::vector<T>& v) {
   return out;
 }
 
+// Ascending; in sqrt(n) steps, as n can be a batch of two billion sequences.
 std::vector<int> divisors(int n) {
-  std::vector<int> out;
-  for (int d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  std::vector<int> low, high;
+  for (int d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return out;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// a x b, or the largest int64 when that overflows: the degrees of a space can be any positive int,
+// and tp x pp x cp of three of them does not fit in 64 bits. Only compared, never printed saturated.
+std::int64_t times(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<std::int64_t>::max() : r;
 }
 
 }  // namespace
@@ -489,6 +532,14 @@ std::vector<int> divisors(int n) {
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options) {
   for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.cp, &space.ep, &space.zero}) {
     if (dim->empty()) throw std::invalid_argument("every dimension of the search space needs at least one value");
+  }
+  for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.vpp, &space.cp, &space.ep, &space.micro}) {
+    if (std::any_of(dim->begin(), dim->end(), [](int v) { return v < 1; })) {
+      throw std::invalid_argument("GPU counts, parallel degrees and micro-batch sizes of the search space are at least 1");
+    }
+  }
+  if (std::any_of(space.zero.begin(), space.zero.end(), [](int z) { return z < 0 || z > 3; })) {
+    throw std::invalid_argument("ZeRO stages of the search space are 0 to 3");
   }
   if ((space.vpp.empty() && !space.every_vpp) || (space.micro.empty() && !space.every_micro) || space.recompute.empty() || space.sequence_parallel.empty()) {
     throw std::invalid_argument("every dimension of the search space needs at least one value");
@@ -542,23 +593,46 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   }
   const std::vector<bool> attentions = space.flash_attention.empty() ? std::vector<bool>{own.flash_attention} : distinct(space.flash_attention);
   const std::vector<int> vpp_list = distinct(space.vpp), micro_list = distinct(space.micro);
+  // The scenario's own plan: found among the enumerated plans, or added after them (the space's
+  // lists need not hold its values), so that the output can always say where it ranks.
+  const std::string own_key = plan_key(base);
+  bool own_found = false;
+  const auto is_own = [&](const PlanChoice& c) {
+    return c.system == 0 && c.gpus == own.gpus && c.tp == own.tp && c.pp == own.pp && c.vpp == own.vpp && c.cp == own.cp && c.ep == own.ep &&
+           c.micro == own.micro && c.zero == own.zero && c.recompute == own.recompute && plan_key(apply_choice(base, c)) == own_key;
+  };
   const auto evaluate = [&](const PlanChoice& c) {
     PlanOutcome o;
     o.plan = c;
+    const bool own_plan = !own_found && is_own(c);
+    if (own_plan) {
+      own_found = true;
+      out.own = out.outcomes.size();
+    }
     const TrainingJob j = apply_choice(base, c);
     const topology::Topology& topo = *out.systems[static_cast<std::size_t>(c.system)].topology;
     const int cluster = static_cast<int>(topo.gpus().size());
-    const int model_parallel = c.tp * c.pp * c.cp;
+    // In 64 bits, checked: the products of a space's values must not wrap (check_job multiplies in
+    // int, so it only sees plans whose products are known to fit).
+    const std::int64_t model_parallel = times(times(c.tp, c.pp), c.cp), chunks = times(c.pp, c.vpp);
     // Constraints first: they cost nothing.
     std::string why;
-    if (c.gpus % model_parallel != 0) {
+    if (model_parallel > c.gpus) {
+      why = fmt::format("tp x pp x cp = {} x {} x {} does not divide the {} GPUs (it is more)", c.tp, c.pp, c.cp, c.gpus);
+    } else if (c.gpus % model_parallel != 0) {
       why = fmt::format("tp x pp x cp = {} does not divide the {} GPUs", model_parallel, c.gpus);
     } else if (c.gpus > cluster) {
       why = fmt::format("{} GPUs but the topology has {}", c.gpus, cluster);
     } else if (!topo.gpu->supports(j.precision)) {
       why = fmt::format("precision {}: the {} has no {} tensor cores", hardware::to_string(j.precision), topo.gpu->name, hardware::to_string(j.precision));
-    } else if (!space.uneven_layers && j.model.layers % (c.pp * c.vpp) != 0) {
-      why = fmt::format("pp x vpp = {} does not divide the {} layers", c.pp * c.vpp, j.model.layers);
+    } else if (chunks > j.model.layers) {
+      why = fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", c.pp, c.vpp, j.model.layers);
+    } else if (!space.uneven_layers && !own_plan && j.model.layers % chunks != 0) {  // the scenario may split its layers unevenly
+      why = fmt::format("pp x vpp = {} does not divide the {} layers", chunks, j.model.layers);
+    } else if (c.ep > c.gpus) {
+      why = fmt::format("ep = {} is more than the {} GPUs", c.ep, c.gpus);
+    } else if (times(c.micro, c.dp) > j.global_batch) {
+      why = fmt::format("micro batch x dp = {} x {} is more than the global batch of {}", c.micro, c.dp, j.global_batch);
     } else {
       try {
         check_job(j, cluster);
@@ -640,7 +714,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
                 shape.vpp = vpp;
                 shape.cp = cp;
                 shape.ep = ep;
-                shape.dp = std::max(1, g / (tp * pp * cp));
+                shape.dp = static_cast<int>(std::max<std::int64_t>(1, g / times(times(tp, pp), cp)));
                 const std::vector<int> micros =
                     !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
                 for (int micro : micros) {
@@ -654,11 +728,17 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       }
     }
   }
+  if (!own_found) evaluate(own);
   out.enumerated = out.outcomes.size();
 
   // What an earlier run already simulated.
   std::map<std::string, nlohmann::json> done;
-  if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results);
+  if (!options.results.empty() && std::filesystem::is_directory(options.results)) {
+    throw std::invalid_argument(fmt::format("the results file {} is a directory", options.results.string()));
+  }
+  nlohmann::json inputs;
+  if (!options.results.empty()) inputs = results_inputs(base, out.systems);
+  if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results, inputs);
   std::vector<std::size_t> pending;  // this shard's plans to simulate or read back, in order
   std::vector<std::string> keys(out.outcomes.size());  // of the pending plans
   for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
@@ -681,21 +761,20 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   std::ofstream results;
   std::mutex mutex;
   if (!options.results.empty()) {
-    const auto tmp = options.results.string() + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      if (!f) throw std::invalid_argument(fmt::format("cannot write the results file {}", options.results.string()));
-      for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
-        if (out.outcomes[i].resumed) f << to_line(out.outcomes[i], keys[i]).dump() << "\n";
-      }
+    // Through a unique temporary beside it, removed on failure or interruption: a fixed name would
+    // be truncated under a concurrent run and left behind by a failed rename.
+    reports::AtomicFileWriter f(options.results);
+    f.write(results_header(inputs).dump() + "\n");
+    for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
+      if (out.outcomes[i].resumed) f.write(to_line(out.outcomes[i], keys[i]).dump() + "\n");
     }
-    std::filesystem::rename(tmp, options.results);
+    f.commit();
     results.open(options.results, std::ios::app);
+    if (!results) throw std::runtime_error(fmt::format("cannot append to the results file {}", options.results.string()));
   }
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
   // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
   constexpr std::size_t kRound = 64;
-  const std::string own_key = plan_key(base);
   if (bound) {
     const auto by_bound = [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; };
     std::stable_sort(pending.begin(), pending.end(), by_bound);
@@ -706,7 +785,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     const std::size_t head = std::min(pending.size(), 4 * kRound);
     for (std::size_t n = 0; n < head; ++n) {
       PlanOutcome& o = out.outcomes[pending[n]];
-      if (keys[pending[n]] != own_key) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
+      if (pending[n] != out.own) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
     }
     std::stable_sort(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head), by_bound);
   }
@@ -768,7 +847,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * o.plan.gpus * rate(o) > best_cost; };
       // A plan the cheap bound keeps gets the data-parallel bound too before it is simulated.
       // The scenario's own plan is always simulated, so that the output can say where it ranks.
-      const bool own_plan = keys[pending[n]] == own_key;
+      const bool own_plan = pending[n] == out.own;
       if (bound && !own_plan && !loses() && best_time < 1e300) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
       if (bound && !own_plan && loses()) {
         if (o.resumed) --out.resumed;  // a run from scratch would not have simulated it either

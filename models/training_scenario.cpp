@@ -9,6 +9,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/topology/topology_loader.hpp"
+#include "plan_fingerprint.hpp"
 
 namespace cs::models {
 
@@ -160,30 +161,70 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   if (auto z = m.find("search")) {
     search_node = *z;
     yaml::Map sm(*z);
-    const auto ints = [&](const char* key, std::vector<int>& into, int low) {
+    // Other systems (GPU types, fabrics) to try: topologies as the scenario's own is given.
+    if (auto n = sm.find("topology")) {
+      if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of topologies (shipped names, paths or maps)");
+      for (const yaml::Node& item : n->items()) {
+        auto t = std::make_shared<const topology::Topology>(topology::load_topology_reference(item, includes));
+        if (!t->gpu) item.fail_message(fmt::format("topology {} names no GPU hardware profile", t->name));
+        // Plans are told apart by their topology's name (keys, texts, the results file), so a name
+        // already used must be the same system again, which is tried once; another system under it
+        // is refused rather than dropped.
+        const auto repeats = [&](const topology::Topology& u, const yaml::Node& there) {
+          if (u.name != t->name) return false;
+          if (system_digest(u) != system_digest(*t)) {
+            const auto what = [](const topology::Topology& x) {
+              return fmt::format("{} {} GPUs, fabric {}", x.gpus().size(), x.gpu ? x.gpu->name : std::string("unprofiled"), x.fabric_kind);
+            };
+            item.fail_message(fmt::format("topology name '{}' is already given to another system at {} (there {}; here {}): give one of them another name",
+                                          t->name, there.where().to_string(), what(u), what(*t)));
+          }
+          return true;
+        };
+        bool repeated = repeats(*sc.topology, topo_node);
+        for (std::size_t k = 0; k < sc.search_topologies.size() && !repeated; ++k) repeated = repeats(*sc.search_topologies[k], system_nodes[k]);
+        if (repeated) continue;
+        sc.search_topologies.push_back(t);
+        sc.search.systems.push_back({t.get(), 0, {}});
+        system_nodes.push_back(item);
+      }
+    }
+    // Each value is bounded by what it must divide, so that no product of them can overflow: a GPU
+    // count by the largest topology searched, a parallel degree by the largest GPU count (tp x pp x
+    // cp divides it, EP splits its ranks), vpp by the layers (pp x vpp chunks), micro by the global
+    // batch (micro x dp divides it).
+    const auto ints = [&](const char* key, std::vector<int>& into, int low, int high, const std::string& why) {
       auto n = sm.find(key);
       if (!n) return;
-      if (!n->is_list() || n->items().empty()) n->fail(fmt::format("a non-empty list of integers >= {}", low));
+      if (!n->is_list() || n->items().empty()) n->fail(fmt::format("a non-empty list of integers from {} to {} ({})", low, high, why));
       into.clear();
-      for (const yaml::Node& v : n->items()) into.push_back(v.as<int>(yaml::at_least(low, fmt::format("an integer >= {}", low))));
+      const auto check = yaml::in_range(low, high, fmt::format("an integer from {} to {} ({})", low, high, why));
+      for (const yaml::Node& v : n->items()) into.push_back(v.as<int>(check));
     };
-    ints("gpus", sc.search.gpus, 1);
-    ints("tp", sc.search.tp, 1);
-    ints("pp", sc.search.pp, 1);
+    int largest_topology = static_cast<int>(sc.topology->gpus().size());
+    for (const auto& t : sc.search_topologies) largest_topology = std::max(largest_topology, static_cast<int>(t->gpus().size()));
+    ints("gpus", sc.search.gpus, 1, largest_topology,
+         fmt::format("GPUs of a topology searched, the largest of which has {}", largest_topology));
+    const int most_gpus = *std::max_element(sc.search.gpus.begin(), sc.search.gpus.end());
+    const std::string divides_gpus = fmt::format("tp x pp x cp divides a GPU count searched, at most {}", most_gpus);
+    ints("tp", sc.search.tp, 1, most_gpus, divides_gpus);
+    ints("pp", sc.search.pp, 1, most_gpus, divides_gpus);
     // vpp and micro also take `all`: every divisor (of layers / pp, of global batch / dp).
-    const auto ints_or_all = [&](const char* key, std::vector<int>& into, bool& all) {
+    const auto ints_or_all = [&](const char* key, std::vector<int>& into, bool& all, int high, const std::string& why) {
       auto n = sm.find(key);
       if (n && n->is_scalar() && n->scalar("") == "all") {
         all = true;
         return;
       }
-      ints(key, into, 1);
+      ints(key, into, 1, high, why);
     };
-    ints_or_all("vpp", sc.search.vpp, sc.search.every_vpp);
-    ints("cp", sc.search.cp, 1);
-    ints("ep", sc.search.ep, 1);
-    ints_or_all("micro", sc.search.micro, sc.search.every_micro);
-    ints("zero_stage", sc.search.zero, 0);
+    ints_or_all("vpp", sc.search.vpp, sc.search.every_vpp, sc.job.model.layers,
+                fmt::format("pp x vpp model chunks share the model's {} layers", sc.job.model.layers));
+    ints("cp", sc.search.cp, 1, most_gpus, divides_gpus);
+    ints("ep", sc.search.ep, 1, most_gpus, fmt::format("EP splits the ranks of a GPU count searched, at most {}", most_gpus));
+    ints_or_all("micro", sc.search.micro, sc.search.every_micro, sc.job.global_batch,
+                fmt::format("micro x dp divides the global batch of {} sequences", sc.job.global_batch));
+    ints("zero_stage", sc.search.zero, 0, 3, "a ZeRO stage");
     if (auto n = sm.find("recompute")) {
       if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of none, selective, full");
       sc.search.recompute.clear();
@@ -223,28 +264,11 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
         for (const yaml::Node& v : n->items()) sc.search.orders.push_back(parse_order(v));
       }
     }
-    // Other systems (GPU types, fabrics) to try: topologies as the scenario's own is given.
-    if (auto n = sm.find("topology")) {
-      if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of topologies (shipped names, paths or maps)");
-      for (const yaml::Node& item : n->items()) {
-        auto t = std::make_shared<const topology::Topology>(topology::load_topology_reference(item, includes));
-        if (!t->gpu) item.fail_message(fmt::format("topology {} names no GPU hardware profile", t->name));
-        const bool repeated = t->name == sc.topology->name ||
-                              std::any_of(sc.search_topologies.begin(), sc.search_topologies.end(), [&](const auto& u) { return u->name == t->name; });
-        if (repeated) continue;  // the scenario's own topology is always tried
-        sc.search_topologies.push_back(t);
-        sc.search.systems.push_back({t.get(), 0, {}});
-        system_nodes.push_back(item);
-      }
-    }
     if (auto n = sm.find("cost_sheet")) {
       search_sheet = load_cost_sheet_reference(*n, includes);
       sheet_node = *n;
     }
     sc.search.uneven_layers = sm.get_or<bool>("uneven_layers", false);
-    for (int z0 : sc.search.zero) {
-      if (z0 > 3) sm.at("zero_stage", "").fail_message(fmt::format("zero stages are 0 to 3, found {}", z0));
-    }
     sm.finish();
   }
   if (auto c = m.find("cost")) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "clustersim/models/plan_search.hpp"
 #include "clustersim/models/training_scenario.hpp"
@@ -94,15 +95,19 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
   SearchOptions resumable = two;
   resumable.results = file;
   (void)search_plans(sc.job, *sc.topology, sc.search, resumable);
-  // As if killed: keep the first half of the lines and a torn one.
+  // As if killed: keep the header, the first half of the results and a torn one.
+  std::string header;
   std::vector<std::string> lines;
   {
     std::ifstream in(file);
+    std::getline(in, header);
     for (std::string l; std::getline(in, l);) lines.push_back(l);
   }
+  CHECK_THAT(header, Catch::StartsWith("{\"fingerprint\":"));
   REQUIRE(lines.size() == a.simulated);
   {
     std::ofstream out(file, std::ios::trunc);
+    out << header << "\n";
     for (std::size_t i = 0; i < lines.size() / 2; ++i) out << lines[i] << "\n";
     out << lines.back().substr(0, lines.back().size() / 2);
   }
@@ -113,11 +118,14 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
     CHECK(c.key(c.outcomes[i]) == a.key(a.outcomes[i]));
     CHECK(c.outcomes[i].step_s == Approx(a.outcomes[i].step_s).epsilon(1e-12));
   }
-  // The file now holds each simulated plan exactly once.
+  // The file now holds its header and each simulated plan exactly once.
   std::set<std::string> keys;
   std::size_t count = 0;
   {
     std::ifstream in(file);
+    std::string first;
+    std::getline(in, first);
+    CHECK(first == header);
     for (std::string l; std::getline(in, l); ++count) keys.insert(l.substr(0, l.find("\"status\"")));
   }
   CHECK(count == a.simulated);
@@ -324,4 +332,195 @@ TEST_CASE("plan search over GPU types: each topology at its own price, its own t
       CHECK_THAT(f.reason(o), Catch::Contains("no fp8 tensor cores") || Catch::Contains("divide") || Catch::Contains("multiple"));
     }
   }
+}
+
+TEST_CASE("plan search: degrees whose product overflows 32 bits are constraints with the true numbers, never a crash") {
+  // tp x pp = 8 x 2^29 = 2^32 wrapped to 0 in int (a division by zero), and 2^31 - 1 x 16 to -16.
+  TrainingScenario sc = small();
+  sc.search.gpus = {8, 16};
+  sc.search.tp = {2, 8, 2147483647};
+  sc.search.pp = {1, 16, 536870912};
+  SearchOptions opt;
+  opt.threads = 2;
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+  int huge = 0;
+  for (const auto& o : r.outcomes) {
+    if (o.plan.tp * std::int64_t{o.plan.pp} * o.plan.cp <= o.plan.gpus) continue;
+    ++huge;
+    INFO(r.text(o));
+    CHECK(o.status == PlanOutcome::Status::constraint);
+    // Expectation: "tp x pp x cp = 8 x 536870912 x 1 does not divide the 8 GPUs (it is more)", each factor as given.
+    CHECK(o.reason == fmt::format("tp x pp x cp = {} x {} x {} does not divide the {} GPUs (it is more)", o.plan.tp, o.plan.pp, o.plan.cp, o.plan.gpus));
+  }
+  CHECK(huge > 0);
+  CHECK(r.simulated > 0);  // tp 2, pp 1 still runs
+  sc.search.pp = {0};
+  CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, opt), Catch::Contains("at least 1"));
+}
+
+TEST_CASE("plan search: a scenario's search values are bounded by what they divide, with the file, line and field") {
+  test::TempDir dir;
+  const auto scenario = [&](const std::string& search) {
+    return dir.write("s.yaml", "scenario:\n  name: s\n  kind: training\n  model: llama3-8b\n"
+                               "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                               "  parallelism: {tp: 2, dp: 4}\n  batch: {micro: 1, global: 64}\n  search:\n" + search);
+  };
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    pp: [1, 536870912]\n")); }),
+             Catch::Contains("s.yaml:9:") && Catch::Contains("field 'scenario.search.pp[1]': expected an integer from 1 to 8") && Catch::Contains("found '536870912'"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    tp: [2147483647]\n")); }),
+             Catch::Contains("field 'scenario.search.tp[0]': expected an integer from 1 to 8"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    micro: [1000000]\n")); }),
+             Catch::Contains("field 'scenario.search.micro[0]': expected an integer from 1 to 64"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    vpp: [33]\n")); }),
+             Catch::Contains("field 'scenario.search.vpp[0]': expected an integer from 1 to 32"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    gpus: [16]\n")); }),
+             Catch::Contains("field 'scenario.search.gpus[0]': expected an integer from 1 to 8"));
+  // The bound of a degree is the largest GPU count searched.
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("    gpus: [4]\n    cp: [8]\n")); }),
+             Catch::Contains("field 'scenario.search.cp[0]': expected an integer from 1 to 4"));
+  CHECK(load_training_scenario(scenario("    tp: [8]\n    pp: [8]\n    micro: [64]\n")).search.pp == std::vector<int>{8});
+}
+
+TEST_CASE("plan search: the results file is rewritten through a unique temporary, and a directory is refused without leaving one") {
+  const TrainingScenario sc = small();
+  test::TempDir dir;
+  SearchOptions opt;
+  opt.threads = 2;
+  // Another file at the name a fixed temporary would take is neither truncated nor renamed away.
+  dir.write("r.jsonl.tmp", "someone else's\n");
+  opt.results = dir.path() / "r.jsonl";
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+  std::ifstream other(dir.path() / "r.jsonl.tmp");
+  std::string text;
+  std::getline(other, text);
+  CHECK(text == "someone else's");
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) names.insert(e.path().filename().string());
+  CHECK(names == std::set<std::string>{"r.jsonl", "r.jsonl.tmp"});  // no temporary left behind
+  // A directory: refused before anything is written beside it.
+  std::filesystem::create_directory(dir.path() / "d");
+  opt.results = dir.path() / "d";
+  CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, opt), Catch::Contains("is a directory"));
+  names.clear();
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) names.insert(e.path().filename().string());
+  CHECK(names == std::set<std::string>{"d", "r.jsonl", "r.jsonl.tmp"});
+  CHECK(std::filesystem::is_empty(dir.path() / "d"));
+}
+
+TEST_CASE("plan search: a results file is read back only for the inputs it was simulated for, and refused otherwise") {
+  const TrainingScenario sc = small();
+  test::TempDir dir;
+  SearchOptions opt;
+  opt.threads = 2;
+  opt.results = dir.path() / "r.jsonl";
+  const SearchResult bf16 = search_plans(sc.job, *sc.topology, sc.search, opt);
+  const auto refusal = [&](const TrainingJob& job, const topology::Topology& topo, const SearchSpace& space) {
+    return test::input_error([&] { (void)search_plans(job, topo, space, opt); });
+  };
+  // Another precision: every plan's step changes, so the bf16 steps must not be read back as fp8's.
+  TrainingJob fp8 = sc.job;
+  fp8.precision = hardware::Dtype::fp8;
+  const std::string where = (dir.path() / "r.jsonl").string() + ":1: ";
+  CHECK_THAT(refusal(fp8, *sc.topology, sc.search),
+             Catch::StartsWith(where + "these results were simulated for other inputs than this search's (") &&
+                 Catch::Contains("precision: \"bf16\" in the file, \"fp8\" now") && Catch::Contains("remove the file, or give another --results"));
+  // Another batch, model or tokens to train.
+  TrainingJob batch = sc.job;
+  batch.global_batch = 64;
+  CHECK_THAT(refusal(batch, *sc.topology, sc.search), Catch::Contains("global_batch: 32 in the file, 64 now"));
+  TrainingJob model = sc.job;
+  model.model.seq_len = 4096;
+  CHECK_THAT(refusal(model, *sc.topology, sc.search), Catch::Contains("model.seq_len: 8192 in the file, 4096 now"));
+  TrainingJob tokens = sc.job;
+  tokens.token_budget = 2e9;
+  CHECK_THAT(refusal(tokens, *sc.topology, sc.search), Catch::Contains("train_tokens"));
+  // The same name on other hardware: the digest of the system differs.
+  const topology::Topology a100 = test::topology_from_text(
+      "topology: {name: two, node: dgx-a100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 40}, {radix: 40}]}}");
+  CHECK_THAT(refusal(sc.job, a100, sc.search), Catch::Contains("systems.0.digest") && Catch::Contains("systems.0.gpu"));
+  // The file was kept as it was, and still resumes its own inputs, whatever the space's lists.
+  SearchSpace fewer = sc.search;
+  fewer.tp = {2};
+  const SearchResult again = search_plans(sc.job, *sc.topology, fewer, opt);
+  CHECK(again.resumed == again.simulated);
+  CHECK(again.resumed > 0);
+  // A file without the header (an earlier clustersim's) is refused, not overwritten.
+  dir.write("old.jsonl", "{\"key\": \"gpus=16 tp=2\", \"status\": \"simulated\", \"step_s\": 1}\n");
+  opt.results = dir.path() / "old.jsonl";
+  CHECK_THAT(refusal(sc.job, *sc.topology, sc.search), Catch::Contains("old.jsonl:1: expected the header of a plan results file"));
+  std::ifstream old(dir.path() / "old.jsonl");
+  std::string line;
+  std::getline(old, line);
+  CHECK_THAT(line, Catch::Contains("gpus=16 tp=2"));
+}
+
+TEST_CASE("plan search: a topology name used twice is the same system tried once, or refused naming both places, never dropped") {
+  test::TempDir dir;
+  const auto scenario = [&](const std::string& topologies) {
+    return dir.write("s.yaml", "scenario:\n  name: s\n  kind: training\n  model: llama3-8b\n"
+                               "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                               "  parallelism: {tp: 2, dp: 4}\n  batch: {micro: 1, global: 64}\n  train_tokens: 1e9\n"
+                               "  search:\n    cost_sheet: public-clouds-2026-11\n    topology:\n" + topologies);
+  };
+  const std::string file = (dir.path() / "s.yaml").string();
+  // The scenario's name on A100s: refused at the item, naming the scenario's topology (line 5).
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario("      - {name: one, node: dgx-a100, nodes: 1, fabric: {kind: none}}\n")); }),
+             Catch::StartsWith(file + ":12:9: field 'scenario.search.topology[0]': topology name 'one' is already given to another system at " + file + ":5:13") &&
+                 Catch::Contains("there 8 H100-SXM5-80GB GPUs") && Catch::Contains("here 8 A100-SXM4-80GB GPUs"));
+  // Two of the search's own under one name, the second with two nodes: refused at the second, naming the first.
+  CHECK_THAT(test::input_error([&] {
+               load_training_scenario(scenario("      - {name: a100, node: dgx-a100, nodes: 1, fabric: {kind: none}}\n"
+                                               "      - {name: a100, node: dgx-a100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 40}, {radix: 40}]}}\n"));
+             }),
+             Catch::StartsWith(file + ":13:9: field 'scenario.search.topology[1]': topology name 'a100' is already given to another system at " + file + ":12:9"));
+  // The same system again: tried once, and the other one is kept.
+  const TrainingScenario sc = load_training_scenario(scenario("      - {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                                                              "      - {name: a100, node: dgx-a100, nodes: 1, fabric: {kind: none}}\n"
+                                                              "      - {name: a100, node: dgx-a100, nodes: 1, fabric: {kind: none}}\n"));
+  REQUIRE(sc.search.systems.size() == 1);
+  CHECK(sc.search.systems[0].topology->name == "a100");
+}
+
+TEST_CASE("plan search: the scenario's own plan is in the space and simulated even when the space's lists leave its values out") {
+  TrainingScenario sc = small();  // its plan: TP2 PP2 DP4 mb1 selective on 16 GPUs
+  const std::string own = plan_key(sc.job);
+  sc.search.tp = {4};
+  sc.search.micro = {2};
+  SearchOptions opt;
+  opt.threads = 2;
+  for (bool bound : {false, true}) {
+    opt.bound = bound;
+    opt.keep = 2;
+    const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+    std::vector<std::size_t> found;
+    for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
+      if (r.key(r.outcomes[i]) == own) found.push_back(i);
+    }
+    REQUIRE(found.size() == 1);  // added once, after the enumerated plans
+    CHECK(found[0] == r.outcomes.size() - 1);
+    CHECK(r.own == found[0]);
+    CHECK(r.outcomes[r.own].status == PlanOutcome::Status::simulated);
+    CHECK(r.outcomes[r.own].step_s > 0);
+    CHECK(r.enumerated == r.outcomes.size());
+  }
+  // Listed by the space: found where the enumeration puts it, not added again.
+  sc.search.tp = {2, 4};
+  sc.search.micro = {1, 2};
+  opt.bound = false;
+  const SearchResult listed = search_plans(sc.job, *sc.topology, sc.search, opt);
+  CHECK(listed.key(listed.outcomes[listed.own]) == own);
+  CHECK(listed.own < listed.outcomes.size() - 1);
+  // A plan of the scenario's that splits the layers unevenly is searched even without uneven_layers
+  // (the plan's own model has 32 layers; PP3 gives 11, 11 and 10).
+  TrainingScenario uneven = small();
+  uneven.job.plan = ParallelismPlan{};
+  uneven.job.plan.tp = 2;
+  uneven.job.plan.pp = 3;
+  uneven.job.plan.dp = 2;
+  uneven.job.plan.sequence_parallel = true;
+  uneven.search.gpus = {12};
+  uneven.search.pp = {1, 2, 4};
+  const SearchResult u = search_plans(uneven.job, *uneven.topology, uneven.search, opt);
+  CHECK(u.key(u.outcomes[u.own]) == plan_key(uneven.job));
+  CHECK(u.reason(u.outcomes[u.own]).find("does not divide") == std::string::npos);
 }

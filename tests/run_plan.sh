@@ -31,5 +31,33 @@ kill -9 $pid 2>/dev/null || true
 wait $pid 2>/dev/null || true
 "$cli" plan "$scenarios/training/gpt3-175b-1024-a100.yaml" --threads 2 --results "$out/r.jsonl" --out "$out/resumed" >"$out/resumed.txt"
 cmp "$out/full/plans.csv" "$out/resumed/plans.csv"
-[ "$(wc -l <"$out/r.jsonl")" -eq "$(grep -c ',simulated,' "$out/full/plans.csv")" ] || { echo "results file does not hold each simulated plan once"; exit 1; }
+[ "$(tail -n +2 "$out/r.jsonl" | wc -l)" -eq "$(grep -c ',simulated,' "$out/full/plans.csv")" ] || { echo "results file does not hold each simulated plan once"; exit 1; }
+# The same file on a changed scenario: refused (status 2), saying what changed, and kept as it was.
+cp "$out/r.jsonl" "$out/r.before"
+sed 's/precision: bf16/precision: fp16/' "$scenarios/training/gpt3-175b-1024-a100.yaml" >"$out/fp16.yaml"
+status=0
+"$cli" plan "$out/fp16.yaml" --threads 2 --results "$out/r.jsonl" >/dev/null 2>"$out/fp16.err" || status=$?
+[ "$status" -eq 2 ] || { echo "changed scenario: expected status 2, got $status"; cat "$out/fp16.err"; exit 1; }
+grep -q 'r.jsonl:1: these results were simulated for other inputs than this search.s (.*precision: "bf16" in the file, "fp16" now' "$out/fp16.err" || { echo "changed scenario: no message"; cat "$out/fp16.err"; exit 1; }
+cmp "$out/r.jsonl" "$out/r.before"
+# The scenario's own plan is ranked even when the search's lists leave its values out, and said to be
+# out of the ranking, with the reason, when it cannot be simulated.
+sed 's/^  search: .*/  search: {gpus: [8], tp: [4], micro: [2]}/' "$data/plan-small.yaml" >"$out/own.yaml"
+"$cli" plan "$out/own.yaml" --threads 2 >"$out/own.txt"
+grep -q "^the scenario's plan ranks [0-9]* of [0-9]* simulated" "$out/own.txt" || { echo "the scenario's plan is not ranked"; cat "$out/own.txt"; exit 1; }
+grep -q "(scenario's)" "$out/own.txt" || { echo "the scenario's plan is not marked"; cat "$out/own.txt"; exit 1; }
+sed -e 's/^  batch: .*/  batch: {micro: 16, global: 32}/' -e 's/^  parallelism: .*/  parallelism: {tp: 1, dp: 2}/' -e 's/^  search: .*/  search: {gpus: [8], tp: [2], micro: [1]}/' \
+  "$data/plan-small.yaml" >"$out/oom.yaml"
+"$cli" plan "$out/oom.yaml" --threads 2 >"$out/oom.txt"
+grep -q "^the scenario's plan (TP1 PP1 DP2 mb16 .*) is not simulated: OOM: " "$out/oom.txt" || { echo "no word on the scenario's plan"; cat "$out/oom.txt"; exit 1; }
+# --results that cannot be a file: refused up front (status 2, naming the option), nothing left beside it.
+mkdir "$out/dir"
+status=0
+"$cli" plan "$data/plan-small.yaml" --results "$out/dir" >/dev/null 2>"$out/dir.err" || status=$?
+[ "$status" -eq 2 ] || { echo "--results DIR: expected status 2, got $status"; cat "$out/dir.err"; exit 1; }
+grep -q -- "--results: expected a file (JSON lines), found the directory $out/dir" "$out/dir.err" || { echo "--results DIR: no message"; cat "$out/dir.err"; exit 1; }
+[ -z "$(ls -A "$out/dir")" ] && [ ! -e "$out/dir.tmp" ] || { echo "--results DIR left files"; ls -la "$out"; exit 1; }
+status=0
+"$cli" plan "$data/plan-small.yaml" --results "$out/missing/r.jsonl" >/dev/null 2>"$out/missing.err" || status=$?
+[ "$status" -eq 2 ] && grep -q "its directory $out/missing does not exist" "$out/missing.err" || { echo "--results in a missing directory: status $status"; cat "$out/missing.err"; exit 1; }
 echo ok

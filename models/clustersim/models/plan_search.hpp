@@ -96,6 +96,9 @@ struct SearchResult {
   std::vector<SearchSystem> systems;     // [0]: the scenario's topology (at SearchOptions' price), then the space's
   std::vector<PlanOutcome> outcomes;     // in enumeration order
   std::size_t enumerated = 0, constraint = 0, memory = 0, simulated = 0, resumed = 0, bound = 0;
+  // The outcome of the scenario's own plan, which is always in the space (after the enumerated
+  // plans when the space's lists leave it out) and always simulated when it is possible and fits.
+  std::size_t own = 0;
   int keep = 0;                          // the bound's K, when it pruned
 
   [[nodiscard]] TrainingJob job(const PlanOutcome& o) const { return apply_choice(base, o.plan); }
