@@ -190,13 +190,17 @@ class RunTrial final : public sim::EventHandler {
     ++generation_;
     mode_ = Mode::running;
     run_start_ = now();
-    const double target = std::min(next_checkpoint_, run_.work_s);
-    after((target - progress_) / rate(), Event::reached);
+    target_ = std::min(next_checkpoint_, run_.work_s);
+    after((target_ - progress_) / rate(), Event::reached);
   }
 
   void reached() {
-    progress_ = progress();
-    if (progress_ >= run_.work_s - 1e-9) {
+    // The segment ran uninterrupted to its target (an interruption would have superseded this event).
+    // Taken as it is rather than from the clock: late in a long trial the clock's rounding leaves
+    // the progress it gives nanoseconds short, and the last segment would then end in a checkpoint
+    // and a zero-length segment, over and over, instead of the finish.
+    progress_ = target_;
+    if (progress_ >= run_.work_s) {
       mode_ = Mode::done;
       finish_time_ = now();
       result_.finished = true;
@@ -346,7 +350,7 @@ class RunTrial final : public sim::EventHandler {
   sim::Simulator sim_;
   Mode mode_ = Mode::running;
   double next_checkpoint_;
-  double progress_ = 0, saved_ = 0, pending_ = 0, run_start_ = 0, hold_start_ = 0, finish_time_ = 0;
+  double progress_ = 0, saved_ = 0, pending_ = 0, run_start_ = 0, hold_start_ = 0, finish_time_ = 0, target_ = 0;
   bool holding_ = false, switched_ = false, first_wait_ = false;
   double offset_ = 0, last_bill_ = 0;
   int active_ = 1;

@@ -133,6 +133,24 @@ TEST_CASE("cost: a run whose interruptions come faster than a checkpoint and a r
   CHECK(std::isinf(e.expected_wall_s));
 }
 
+TEST_CASE("cost: a trial that reaches the end of its work late in a long run finishes there") {
+  // 42,249,019 s of work with no checkpoint (the interval is longer than the run) and a failure
+  // every half of it: an attempt survives with probability e^-2, so a trial finishes after some
+  // 1e8 s, where a double holds the clock only to about 1e-8 s. The cap (100 x the work) holds over
+  // 100 attempts, all of which fail with probability (1 - e^-2)^100 = 5e-7: every trial must finish
+  // when its last attempt reaches the end of the work, not fall nanoseconds short of it by the
+  // clock's rounding and then checkpoint zero-length segments until the cap.
+  const double work = 42249019.21749115;
+  RunSpec run = daly_run(work, 5 * kMinute, 20 * kMinute, work / 2);
+  run.checkpoint.interval_s = 2 * work;
+  CostOptions opt;
+  opt.trials = 20;
+  const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
+  CHECK(rows[0].finished == 20);
+  // Every trial's wall time is its work plus what its failures cost, never less.
+  for (double wall : rows[0].walls) CHECK(wall >= work);
+}
+
 TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisation, and mixed meets the deadline") {
   Offering owned;
   owned.name = "owned";
