@@ -225,6 +225,12 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
   }
   if (run.ranks < 2) fail(fmt::format("a collective needs at least 2 ranks, found {}", run.ranks));
   if (run.nodes < 1 || run.nodes > run.ranks) fail(fmt::format("nodes must be between 1 and the {} ranks, found {}", run.ranks, run.nodes));
+  if (listed == 0 && run.ranks % run.nodes != 0) {
+    // The fit reads a run as nodes x ranks-per-node; given counts that leave a remainder describe no
+    // run (a listing is taken as it is: its hosts are where the ranks ran).
+    fail(fmt::format("{} ranks do not divide evenly over {} nodes: expected the same number of ranks on every node; pass ranks and nodes that do",
+                     run.ranks, run.nodes));
+  }
   run.link = options.link.value_or(run.nodes > 1 ? LinkClass::network : LinkClass::nvlink);
   run.resolved = true;
 }

@@ -251,6 +251,18 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
     options.ranks = 4;
     CHECK_THAT(error_of(devices() + kHeader + good_row, "all_reduce_perf.txt", options), Contains("ranks is 4 but the output lists 8 ranks"));
   }
+  SECTION("given ranks that do not divide evenly over the given nodes") {
+    // No device list: the counts come from the caller, and 16 ranks on 3 nodes is no run's shape.
+    NcclTestsOptions options;
+    options.ranks = 16;
+    options.nodes = 3;
+    const std::string row16 =
+        "     1048576        262144     float     sum      -1    50.00   20.97   39.32       0    51.00   20.56   38.55       0\n";
+    CHECK_THAT(error_of(kHeader + row16, "all_reduce_perf.txt", options),
+               Contains("all_reduce_perf.txt:4:") && Contains("16 ranks do not divide evenly over 3 nodes"));
+    options.nodes = 2;  // 8 on each
+    CHECK(parse_nccl_tests(kHeader + row16, "all_reduce_perf.txt", options).collectives.at(0).nodes == 2);
+  }
   SECTION("garbage never crashes") {
     CHECK_THAT(error_of(std::string("\x01\x02\xff\n12 34\n#\n# size count\n\0\0", 27), "junk.bin"), Contains("junk.bin"));
     CHECK_THAT(error_of("{\"version\": 2, \"results\": [", "junk.json"), Contains("junk.json: not valid JSON"));
