@@ -78,7 +78,12 @@ void training_cost(const Options& o) {
     if (!(host > 0)) throw InputError(fmt::format("{}: async checkpoints need a GPU-to-CPU path in the topology", o.scenario));
     run.checkpoint.snapshot_s = run.checkpoint.bytes / run.gpus / host;
   }
-  const std::vector<models::CostEstimate> rows = models::estimate_costs(run, cost.offerings, cost.options);
+  std::vector<models::CostEstimate> rows;
+  try {
+    rows = models::estimate_costs(run, cost.offerings, cost.options);
+  } catch (const models::CostInputError& e) {
+    cost.refuse(e);
+  }
 
   nlohmann::json j;
   j["source"] = source_of(o.scenario);

@@ -28,7 +28,8 @@
 // One log may hold several runs (a job script running alltoall_perf then sendrecv_perf): each
 // "Collective test starting" line, or a second "# nThread" line, starts a new run with its own
 // device list and table. Lines that are neither '#' lines nor rows (NCCL INFO lines, mpirun warnings)
-// are skipped, as is mpirun's "[1,0]<stdout>:" prefix.
+// are skipped, as is mpirun's "[1,0]<stdout>:" prefix; a line that starts with a number is a row, and
+// one that does not parse as a row (a negative size, a row narrower than its header) is an error.
 //
 // The collective comes from, in order: the caller's op; the run's "Collective test starting" line;
 // the file name (a stem that is, or starts with, a program name: all_reduce_perf_mpi.txt); else the
@@ -225,6 +226,12 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
   }
   if (run.ranks < 2) fail(fmt::format("a collective needs at least 2 ranks, found {}", run.ranks));
   if (run.nodes < 1 || run.nodes > run.ranks) fail(fmt::format("nodes must be between 1 and the {} ranks, found {}", run.ranks, run.nodes));
+  if (listed == 0 && run.ranks % run.nodes != 0) {
+    // The fit reads a run as nodes x ranks-per-node; given counts that leave a remainder describe no
+    // run (a listing is taken as it is: its hosts are where the ranks ran).
+    fail(fmt::format("{} ranks do not divide evenly over {} nodes: expected the same number of ranks on every node; pass ranks and nodes that do",
+                     run.ranks, run.nodes));
+  }
   run.link = options.link.value_or(run.nodes > 1 ? LinkClass::network : LinkClass::nvlink);
   run.resolved = true;
 }
@@ -293,7 +300,9 @@ class TextReader {
     if (tokens.empty()) return;
     if (tokens[0].starts_with('#')) {
       read_comment(line.substr(line.find('#') + 1));
-    } else if (all_digits(tokens[0])) {
+    } else if (all_digits(tokens[0]) || to_number<double>(tokens[0])) {
+      // A row, or a line that starts as one with a size that is not a byte count (-33554432, 1e6):
+      // read_row refuses it rather than the fit losing that size unsaid.
       read_row(tokens);
     } else if (tokens.size() >= 3 && tokens[0] == "NCCL" && tokens[1] == "version") {
       // NCCL's own banner (NCCL_DEBUG=VERSION or INFO): "NCCL version 2.14.3+cuda11.7".

@@ -18,6 +18,20 @@ namespace {
 constexpr double kHour = 3600.0;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+// "2.7 s", "88 min", "3.2 h", "48.9 days", "1.3e+17 years", for messages.
+std::string duration(double s) {
+  if (!std::isfinite(s)) return "forever";
+  if (s < 120) return fmt::format("{:.3g} s", s);
+  if (s < 2 * kHour) return fmt::format("{:.3g} min", s / 60);
+  if (s < 2 * 86400.0) return fmt::format("{:.3g} h", s / kHour);
+  if (s < 2 * 365.25 * 86400.0) return fmt::format("{:.3g} days", s / 86400.0);
+  const double years = s / (365.25 * 86400.0);
+  return years < 1e6 ? fmt::format("{:.0f} years", years) : fmt::format("{:.3g} years", years);
+}
+
+// "800", "1.6e+08": a count of expected events, for messages.
+std::string about(double n) { return n < 1e5 ? fmt::format("{:.0f}", n) : fmt::format("{:.2g}", n); }
+
 double exponential(double mean, std::uint64_t& s) { return mean > 0 && std::isfinite(mean) ? -mean * std::log(uniform01(s)) : kInfinity; }
 
 Distribution distribution_of(std::vector<double> v) {
@@ -190,13 +204,17 @@ class RunTrial final : public sim::EventHandler {
     ++generation_;
     mode_ = Mode::running;
     run_start_ = now();
-    const double target = std::min(next_checkpoint_, run_.work_s);
-    after((target - progress_) / rate(), Event::reached);
+    target_ = std::min(next_checkpoint_, run_.work_s);
+    after((target_ - progress_) / rate(), Event::reached);
   }
 
   void reached() {
-    progress_ = progress();
-    if (progress_ >= run_.work_s - 1e-9) {
+    // The segment ran uninterrupted to its target (an interruption would have superseded this event).
+    // Taken as it is rather than from the clock: late in a long trial the clock's rounding leaves
+    // the progress it gives nanoseconds short, and the last segment would then end in a checkpoint
+    // and a zero-length segment, over and over, instead of the finish.
+    progress_ = target_;
+    if (progress_ >= run_.work_s) {
       mode_ = Mode::done;
       finish_time_ = now();
       result_.finished = true;
@@ -346,7 +364,7 @@ class RunTrial final : public sim::EventHandler {
   sim::Simulator sim_;
   Mode mode_ = Mode::running;
   double next_checkpoint_;
-  double progress_ = 0, saved_ = 0, pending_ = 0, run_start_ = 0, hold_start_ = 0, finish_time_ = 0;
+  double progress_ = 0, saved_ = 0, pending_ = 0, run_start_ = 0, hold_start_ = 0, finish_time_ = 0, target_ = 0;
   bool holding_ = false, switched_ = false, first_wait_ = false;
   double offset_ = 0, last_bill_ = 0;
   int active_ = 1;
@@ -417,17 +435,44 @@ double daly_wall_time(double solve, double tau, double delta, double restart, do
   return mtbf * std::exp(restart / mtbf) * (std::exp((tau + delta) / mtbf) - 1.0) * solve / tau;
 }
 
+double simulated_time_limit_s() { return sim::Time::max().to_seconds() - 1.0; }
+
 std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<Offering>& offerings, const CostOptions& options) {
+  using Input = CostInputError::Input;
   if (!(run.work_s > 0)) throw std::invalid_argument("the run has no work to cost (work_s must be positive)");
   if (run.nodes < 1 || run.gpus < 1) throw std::invalid_argument("the run needs at least one node and one GPU");
   if (!(run.checkpoint.write_bandwidth > 0) || !(run.checkpoint.bytes > 0)) {
     throw std::invalid_argument("checkpointing needs a size and a positive write bandwidth");
   }
   if (options.trials < 1) throw std::invalid_argument("the Monte Carlo needs at least one trial");
+  // Every simulated duration must fit the trial's clock (a trial clamps its events one second past
+  // its cap, which is at most this).
+  const double limit = simulated_time_limit_s();
+  const std::string clock = fmt::format("the {} the Monte Carlo's clock spans", duration(limit));
+  if (run.work_s > limit) {
+    throw CostInputError(Input::train_tokens, "", fmt::format("the run takes {} failure-free, longer than {}", duration(run.work_s), clock));
+  }
   const double delta = run.checkpoint.bytes / run.checkpoint.write_bandwidth;
+  if (!(delta <= limit)) {
+    throw CostInputError(Input::write_bandwidth, "", fmt::format("writing the {:.3g} GB checkpoint at {:.3g} B/s takes {}, longer than {}",
+                                                                 run.checkpoint.bytes / 1e9, run.checkpoint.write_bandwidth, duration(delta), clock));
+  }
   // Restart: detect the failure, restart the job, read the last checkpoint back.
   const double restart = run.reliability.detect_s + run.reliability.restart_s + delta;
+  if (!(restart <= limit)) {
+    throw CostInputError(Input::reliability, "", fmt::format("a restart (detection {}, restart {}, reading the checkpoint back {}) takes {}, longer than {}",
+                                                             duration(run.reliability.detect_s), duration(run.reliability.restart_s), duration(delta),
+                                                             duration(restart), clock));
+  }
+  if (run.checkpoint.interval_s > 0 && run.checkpoint.interval_s < delta) {
+    // Shorter, the job would write checkpoints more than it trains, and async writes would overlap.
+    throw CostInputError(Input::interval, "", fmt::format("a checkpoint every {} of work is shorter than the {} one takes to write ({:.3g} GB at {:.3g} B/s)",
+                                                          duration(run.checkpoint.interval_s), duration(delta), run.checkpoint.bytes / 1e9,
+                                                          run.checkpoint.write_bandwidth));
+  }
   const double failure_rate = run.reliability.failures_per_1000_node_days / 1000.0 * run.nodes / 86400.0;
+  // A trial that has not finished by then does not finish.
+  const double cap = std::min(options.cap_factor * run.work_s, limit);
 
   std::vector<CostEstimate> out;
   const double ck = run.checkpoint.async ? std::max(run.checkpoint.snapshot_s, 1e-9) : delta;
@@ -457,6 +502,59 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     }
     return c;
   };
+  // Spot preemptions per second while the capacity is held (all of them, noticed or not).
+  const auto preemption_rate = [&](const Plan& plan) {
+    double rate = 0;
+    if (!plan.spot) return rate;
+    const PreemptionProcess& p = plan.preemption;
+    const double n = p.zone ? 1.0 : run.nodes;
+    if (p.kind == PreemptionProcess::Kind::poisson) rate = p.rate_per_node_hour * n / kHour;
+    if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
+      rate = 1.0 / (p.scale_hours * kHour * std::pow(n, -1.0 / p.shape) * std::tgamma(1.0 + 1.0 / p.shape));
+    }
+    if (p.kind == PreemptionProcess::Kind::trace) rate = p.trace_losses_per_available_hour() / kHour;
+    if (plan.max_lifetime > 0) rate = std::max(rate, 1.0 / plan.max_lifetime);
+    return rate;
+  };
+  // Before any trial: the interruptions and checkpoints one trial of the plan is expected to simulate
+  // over the closed form's expected wall time (or the cap, when it cannot finish sooner). In Daly's
+  // model a segment of tau is attempted until an attempt survives its tau + delta, each attempt after
+  // a restart R; an attempt reaches its checkpoint with probability e^(-tau/M). Checkpoints so start
+  // at e^(delta/M) per segment over Daly's M e^(R/M) (e^((tau + delta)/M) - 1) per segment: a rate of
+  // 1 / (M e^(R/M) (e^(tau/M) - e^(-delta/M))), or 1 / (tau + delta) without interruptions.
+  const auto check_load = [&](const Plan& plan, const std::string& name) {
+    const double preempt_rate = preemption_rate(plan);
+    const ClosedForm c = closed_form(plan, preempt_rate);
+    const bool capped = !(c.finite && c.wall < cap);
+    const double span = capped ? cap : c.wall;
+    const double interruptions = (failure_rate + preempt_rate) * span;
+    // (In logarithms: M e^((R - delta)/M) (e^((tau + delta)/M) - 1) overflows, or loses the
+    // difference, at either end of M.)
+    const double m = c.mtbi, x = (c.interval + ck) / m;
+    const double per_second =
+        std::isfinite(m) ? std::exp(-(std::log(m) + (restart - ck) / m + (x > 30 ? x : std::log(std::expm1(x))))) : 1.0 / (c.interval + ck);
+    const double checkpoints = span * per_second;
+    if (interruptions + checkpoints <= kMaxTrialEvents) return;
+    std::string would;
+    if (interruptions >= 0.5) would = fmt::format("be interrupted about {} times", about(interruptions));
+    if (checkpoints >= 0.5) would += fmt::format("{}checkpoint about {} times", would.empty() ? "" : " and ", about(checkpoints));
+    const std::string load =
+        fmt::format("a trial on {} would {} in {}{}; the Monte Carlo simulates at most {} interruptions and checkpoints per trial", name, would,
+                    duration(span), capped ? " (the trial's cap: the run cannot finish sooner)" : "", kMaxTrialEventsText);
+    if (interruptions >= checkpoints && failure_rate >= preempt_rate) {
+      throw CostInputError(Input::failures, "", fmt::format("a failure comes every {} on average on the job's {} node{}: {}", duration(1.0 / failure_rate),
+                                                                 run.nodes, run.nodes == 1 ? "" : "s", load));
+    }
+    if (interruptions >= checkpoints) {
+      throw CostInputError(Input::preemption, name, fmt::format("its spot capacity is preempted every {} on average: {}", duration(1.0 / preempt_rate), load));
+    }
+    if (run.checkpoint.interval_s > 0) {
+      throw CostInputError(Input::interval, "", fmt::format("a checkpoint every {} of a {} failure-free run: {}", duration(c.interval), duration(run.work_s), load));
+    }
+    throw CostInputError(run.checkpoint.async ? Input::interval : Input::write_bandwidth, "",
+                         fmt::format("Daly's optimal interval for a {} checkpoint {} is {}, over a {} failure-free run: {}", duration(ck),
+                                     run.checkpoint.async ? "snapshot" : "write", duration(c.interval), duration(run.work_s), load));
+  };
   const auto estimate = [&](const Plan& plan, Pricing pricing, const std::string& name) {
     CostEstimate e;
     e.offering = name;
@@ -465,17 +563,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     e.checkpoint_s = run.checkpoint.async ? run.checkpoint.snapshot_s : delta;
     e.restart_s = restart;
     // Work-losing interruptions: failures, and preemptions whose notice cannot cover a checkpoint.
-    double preempt_rate = 0;  // per second, while holding spot capacity
-    if (plan.spot) {
-      const PreemptionProcess& p = plan.preemption;
-      const double n = p.zone ? 1.0 : run.nodes;
-      if (p.kind == PreemptionProcess::Kind::poisson) preempt_rate = p.rate_per_node_hour * n / kHour;
-      if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
-        preempt_rate = 1.0 / (p.scale_hours * kHour * std::pow(n, -1.0 / p.shape) * std::tgamma(1.0 + 1.0 / p.shape));
-      }
-      if (p.kind == PreemptionProcess::Kind::trace) preempt_rate = p.trace_losses_per_available_hour() / kHour;
-      if (plan.max_lifetime > 0) preempt_rate = std::max(preempt_rate, 1.0 / plan.max_lifetime);
-    }
+    const double preempt_rate = preemption_rate(plan);
     const ClosedForm c = closed_form(plan, preempt_rate);
     e.mtbi_s = c.mtbi;
     e.interval_s = c.interval;
@@ -490,7 +578,6 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       e.expected_cost = kInfinity;
     }
     // Monte Carlo.
-    const double cap = options.cap_factor * run.work_s;
     std::vector<double> walls, costs;
     double interruptions = 0, lost = 0, on_demand = 0, gpu_hours = 0;
     for (int t = 0; t < options.trials; ++t) {
@@ -516,8 +603,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     if (run.tokens > 0 && e.finished > 0) e.cost_per_million_tokens = e.cost.mean / run.tokens * 1e6;
     if (e.finished < e.trials) {
       e.can_finish = e.finished > 0 && e.can_finish;
-      const std::string note = fmt::format("{} of {} trials did not finish within {:g} x the failure-free time", e.trials - e.finished, e.trials,
-                                           options.cap_factor);
+      const std::string within = cap < options.cap_factor * run.work_s ? fmt::format("{} (the Monte Carlo's clock)", duration(cap))
+                                                                       : fmt::format("{:g} x the failure-free time", options.cap_factor);
+      const std::string note = fmt::format("{} of {} trials did not finish within {}", e.trials - e.finished, e.trials, within);
       e.verdict = e.verdict.empty() ? note : e.verdict + "; " + note;
     }
     e.walls = std::move(walls);
@@ -543,6 +631,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     e.expected_cost = e.cost.mean;
     out.push_back(std::move(e));
   };
+  for (const Offering& o : offerings) check_load(plan_of(o), o.name);  // (elastic and mixed rows see the same interruptions)
   const Offering* cheapest_on_demand = nullptr;
   for (const Offering& o : offerings) {
     if (o.pricing == Pricing::on_demand && (!cheapest_on_demand || o.price_per_gpu_hour < cheapest_on_demand->price_per_gpu_hour)) cheapest_on_demand = &o;

@@ -1,5 +1,6 @@
 #include "clustersim/models/cost_scenario.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -61,6 +62,7 @@ std::vector<std::pair<double, bool>> read_availability_trace(const std::filesyst
 Offering read_offering(const yaml::Node& node) {
   yaml::Map m(node);
   Offering o;
+  o.where = node.where();
   o.name = m.get<std::string>("name");
   o.provider = m.get_or<std::string>("provider", "");
   o.region = m.get_or<std::string>("region", "");
@@ -193,18 +195,32 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
   c.reliability.failures_per_1000_node_days = kLlama3FailuresPer1000NodeDays;
   c.reliability.detect_s = 5 * 60.0;
   c.reliability.restart_s = 10 * 60.0;
+  c.origin.section = node;
   if (auto r = m.find("reliability")) {
+    c.origin.reliability = *r;
     yaml::Map rm(*r);
-    rm.read("failures_per_1000_node_days", c.reliability.failures_per_1000_node_days, yaml::non_negative<double>());
-    c.reliability.detect_s = rm.get_or<Seconds>("detect", Seconds(c.reliability.detect_s), yaml::non_negative<Seconds>()).value();
-    c.reliability.restart_s = rm.get_or<Seconds>("restart", Seconds(c.reliability.restart_s), yaml::non_negative<Seconds>()).value();
+    if (auto f = rm.find("failures_per_1000_node_days")) {
+      c.reliability.failures_per_1000_node_days = f->as<double>(yaml::non_negative<double>());
+      c.origin.failures = *f;
+    }
+    if (auto d = rm.find("detect")) {
+      c.reliability.detect_s = d->as<Seconds>(yaml::non_negative<Seconds>()).value();
+      c.origin.detect = *d;
+    }
+    if (auto r2 = rm.find("restart")) {
+      c.reliability.restart_s = r2->as<Seconds>(yaml::non_negative<Seconds>()).value();
+      c.origin.restart = *r2;
+    }
     rm.finish();
   }
   {
-    yaml::Map cm(m.at("checkpoint", "a checkpoint map with write_bandwidth (bytes/s the job writes at)"));
-    c.checkpoint_bandwidth = cm.get<BytesPerSec>("write_bandwidth", yaml::positive<BytesPerSec>()).value();
+    c.origin.checkpoint = m.at("checkpoint", "a checkpoint map with write_bandwidth (bytes/s the job writes at)");
+    yaml::Map cm(*c.origin.checkpoint);
+    c.origin.write_bandwidth = cm.at("write_bandwidth", yaml::positive<BytesPerSec>().expected);
+    c.checkpoint_bandwidth = c.origin.write_bandwidth->as<BytesPerSec>(yaml::positive<BytesPerSec>()).value();
     c.async = cm.get_or<bool>("async", false);
     if (auto i = cm.find("interval")) {
+      c.origin.interval = *i;
       if (!(i->is_scalar() && i->scalar() == "optimal")) c.interval_s = i->as<Seconds>(yaml::positive<Seconds>()).value();
     }
     cm.finish();
@@ -215,6 +231,30 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
   c.options.seed = static_cast<std::uint64_t>(m.get_or<std::int64_t>("seed", 1, yaml::non_negative<std::int64_t>()));
   m.finish();
   return c;
+}
+
+void CostSection::refuse(const CostInputError& e) const {
+  using Input = CostInputError::Input;
+  if (e.input() == Input::preemption) {
+    const auto it = std::find_if(offerings.begin(), offerings.end(), [&](const Offering& o) { return o.name == e.offering(); });
+    if (it != offerings.end()) throw InputError(it->where, fmt::format("offering '{}': {}", it->name, e.what()));
+  }
+  const std::optional<yaml::Node>* blamed = &origin.section;
+  switch (e.input()) {
+    case Input::train_tokens: blamed = &origin.train_tokens; break;
+    case Input::failures: blamed = origin.failures ? &origin.failures : &origin.reliability; break;
+    case Input::reliability:
+      // The restart's longer part.
+      blamed = reliability.detect_s > reliability.restart_s ? &origin.detect : &origin.restart;
+      if (!*blamed) blamed = &origin.reliability;
+      break;
+    case Input::write_bandwidth: blamed = &origin.write_bandwidth; break;
+    case Input::interval: blamed = origin.interval ? &origin.interval : &origin.checkpoint; break;
+    case Input::preemption: break;
+  }
+  if (!*blamed) blamed = &origin.section;
+  if (!*blamed) throw InputError(e.what());
+  (*blamed)->fail_message(e.what());
 }
 
 }  // namespace cs::models

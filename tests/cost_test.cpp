@@ -133,6 +133,115 @@ TEST_CASE("cost: a run whose interruptions come faster than a checkpoint and a r
   CHECK(std::isinf(e.expected_wall_s));
 }
 
+namespace {
+// The refusal estimate_costs makes, or a failed test when it runs the Monte Carlo instead.
+CostInputError refusal(const RunSpec& run, const std::vector<Offering>& offerings) {
+  CostOptions opt;
+  opt.trials = 1;
+  try {
+    (void)estimate_costs(run, offerings, opt);
+  } catch (const CostInputError& e) {
+    return e;
+  }
+  FAIL("expected a CostInputError");
+  return CostInputError(CostInputError::Input::failures, "", "");
+}
+}  // namespace
+
+TEST_CASE("cost: a run past the Monte Carlo's bounds is refused before any trial, blaming the input that puts it there") {
+  using Input = CostInputError::Input;
+  SECTION("failures faster than a restart: a trial would run to its cap, interrupted all the way") {
+    // MTBF 3 s, restart 1 h: no restart completes, so a trial runs to its cap (100 x 100 h) and is
+    // interrupted 3.6e7 / 3 = 1.2e7 times, past the 1e6 simulated per trial.
+    const CostInputError e = refusal(daly_run(100 * kHour, 5 * kMinute, 60 * kMinute, 3.0), {on_demand(2.0)});
+    CHECK(e.input() == Input::failures);
+    CHECK_THAT(e.what(), Catch::Contains("a failure comes every 3 s on average on the job's 100 nodes") &&
+                             Catch::Contains("interrupted about 1.2e+07 times") && Catch::Contains("at most 1,000,000"));
+  }
+  SECTION("a spot offering preempted every few milliseconds is blamed by name") {
+    Offering spot = on_demand(1.0);
+    spot.name = "flaky-spot";
+    spot.pricing = Pricing::spot;
+    spot.preemption.kind = PreemptionProcess::Kind::poisson;
+    spot.preemption.rate_per_node_hour = 1e4;  // x 100 nodes: every 3.6 ms
+    const CostInputError e = refusal(daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour), {on_demand(2.0), spot});
+    CHECK(e.input() == Input::preemption);
+    CHECK(e.offering() == "flaky-spot");
+    CHECK_THAT(e.what(), Catch::Contains("preempted every 0.0036 s"));
+  }
+  SECTION("a checkpoint write so fast that Daly's interval is microseconds") {
+    // delta = 1e9 B / 1e27 B/s = 1e-18 s; tau* ~ sqrt(2 delta M) = sqrt(2e-18 x 86400) = 0.416 us, so
+    // 100 h of work would checkpoint 3.6e5 / 4.16e-7 = 8.7e11 times.
+    RunSpec run = daly_run(100 * kHour, 1.0, 10 * kMinute, 24 * kHour);
+    run.checkpoint.write_bandwidth = 1e27;
+    const CostInputError e = refusal(run, {on_demand(2.0)});
+    CHECK(e.input() == Input::write_bandwidth);
+    CHECK_THAT(e.what(), Catch::Contains("Daly's optimal interval for a 1e-18 s checkpoint write is 4.16e-07 s") &&
+                             Catch::Contains("checkpoint about 8.7e+11 times"));
+  }
+  SECTION("a given interval: shorter than the write, or too many checkpoints") {
+    RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour);
+    run.checkpoint.interval_s = 1e-9;
+    CostInputError e = refusal(run, {on_demand(2.0)});
+    CHECK(e.input() == Input::interval);
+    CHECK_THAT(e.what(), Catch::Contains("a checkpoint every 1e-09 s of work is shorter than the 5 min one takes to write (300 GB at 1e+09 B/s)"));
+    // 10,000 h of work checkpointed every 10 s (a 1 s write): about 3.6e7 s / 10 s = 3.6e6 checkpoints.
+    run = daly_run(10000 * kHour, 1.0, 10 * kMinute, 24 * kHour);
+    run.checkpoint.interval_s = 10;
+    e = refusal(run, {on_demand(2.0)});
+    CHECK(e.input() == Input::interval);
+    CHECK_THAT(e.what(), Catch::Contains("a checkpoint every 10 s of a 417 days failure-free run") && Catch::Contains("checkpoint about 3.6e+06 times"));
+  }
+  SECTION("durations past the 292 years of the event engine's clock, infinite ones included") {
+    // The run itself: 300 years failure-free.
+    CostInputError e = refusal(daly_run(300 * 365.25 * 24 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour), {on_demand(2.0)});
+    CHECK(e.input() == Input::train_tokens);
+    CHECK_THAT(e.what(), Catch::Contains("the run takes 300 years failure-free, longer than the 292 years the Monte Carlo's clock spans"));
+    // A checkpoint written at 1e-300 B/s takes an infinite time (the division overflows).
+    RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour);
+    run.checkpoint.write_bandwidth = 1e-300;
+    e = refusal(run, {on_demand(2.0)});
+    CHECK(e.input() == Input::write_bandwidth);
+    CHECK_THAT(e.what(), Catch::Contains("writing the 300 GB checkpoint at 1e-300 B/s takes forever"));
+    // Detection and restart that add up to infinity.
+    run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour);
+    run.reliability.detect_s = run.reliability.restart_s = 1e308;
+    e = refusal(run, {on_demand(2.0)});
+    CHECK(e.input() == Input::reliability);
+    CHECK_THAT(e.what(), Catch::Contains("a restart (detection") && Catch::Contains("takes forever"));
+  }
+}
+
+TEST_CASE("cost: a run too long for 100 x its failure-free time on the clock stops at the clock's end") {
+  // 10 years of work; 100 x that is past the clock's 292 years, so a trial stops there. MTBF 10 h
+  // against a 10-day restart: a restart completes with probability e^-24, so it never finishes; it is
+  // interrupted about 292 years / 10 h = 2.6e5 times on the way, within the bound.
+  const RunSpec run = daly_run(10 * 365.25 * 24 * kHour, 5 * kMinute, 10 * 24 * kHour, 10 * kHour);
+  CostOptions opt;
+  opt.trials = 1;
+  const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
+  CHECK(rows[0].finished == 0);
+  CHECK_THAT(rows[0].verdict, Catch::Contains("1 of 1 trials did not finish within 292 years (the Monte Carlo's clock)"));
+}
+
+TEST_CASE("cost: a trial that reaches the end of its work late in a long run finishes there") {
+  // 42,249,019 s of work with no checkpoint (the interval is longer than the run) and a failure
+  // every half of it: an attempt survives with probability e^-2, so a trial finishes after some
+  // 1e8 s, where a double holds the clock only to about 1e-8 s. The cap (100 x the work) holds over
+  // 100 attempts, all of which fail with probability (1 - e^-2)^100 = 5e-7: every trial must finish
+  // when its last attempt reaches the end of the work, not fall nanoseconds short of it by the
+  // clock's rounding and then checkpoint zero-length segments until the cap.
+  const double work = 42249019.21749115;
+  RunSpec run = daly_run(work, 5 * kMinute, 20 * kMinute, work / 2);
+  run.checkpoint.interval_s = 2 * work;
+  CostOptions opt;
+  opt.trials = 20;
+  const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
+  CHECK(rows[0].finished == 20);
+  // Every trial's wall time is its work plus what its failures cost, never less.
+  for (double wall : rows[0].walls) CHECK(wall >= work);
+}
+
 TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisation, and mixed meets the deadline") {
   Offering owned;
   owned.name = "owned";

@@ -231,6 +231,17 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
                               "     1048576        262144     float     sum      -1    50.00   20.97   36.70    zero    51.00   20.56   35.98       0\n";
     CHECK_THAT(error_of(wrong, "all_reduce_perf.txt"), Contains("expected a count of wrong elements or N/A, found 'zero'"));
   }
+  SECTION("a row whose size is not a byte count is refused, not skipped") {
+    // A line shaped as a row but starting with a negative or fractional size: the fit must not
+    // silently lose that size.
+    const std::string negative = devices() + kHeader + good_row +
+                                 "    -2097152        524288     float     sum      -1    90.00   23.30   40.78       0    91.00   23.05   40.33       0\n";
+    CHECK_THAT(error_of(negative, "all_reduce_perf.txt"),
+               Contains("all_reduce_perf.txt:15:5: field 'size': expected a size in bytes, found '-2097152'"));
+    const std::string fraction = devices() + kHeader +
+                                 "   1048576.5        262144     float     sum      -1    50.00   20.97   36.70       0    51.00   20.56   35.98       0\n";
+    CHECK_THAT(error_of(fraction, "all_reduce_perf.txt"), Contains(":14:4: field 'size': expected a size in bytes, found '1048576.5'"));
+  }
   SECTION("a row of the wrong width") {
     CHECK_THAT(error_of(devices() + kHeader + "     1048576        262144     float     sum      -1    50.00   20.97\n", "all_reduce_perf.txt"),
                Contains(":14:") && Contains("expected a row of 13 columns (as the header at line 12 announces), found 7"));
@@ -250,6 +261,18 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
     NcclTestsOptions options;
     options.ranks = 4;
     CHECK_THAT(error_of(devices() + kHeader + good_row, "all_reduce_perf.txt", options), Contains("ranks is 4 but the output lists 8 ranks"));
+  }
+  SECTION("given ranks that do not divide evenly over the given nodes") {
+    // No device list: the counts come from the caller, and 16 ranks on 3 nodes is no run's shape.
+    NcclTestsOptions options;
+    options.ranks = 16;
+    options.nodes = 3;
+    const std::string row16 =
+        "     1048576        262144     float     sum      -1    50.00   20.97   39.32       0    51.00   20.56   38.55       0\n";
+    CHECK_THAT(error_of(kHeader + row16, "all_reduce_perf.txt", options),
+               Contains("all_reduce_perf.txt:4:") && Contains("16 ranks do not divide evenly over 3 nodes"));
+    options.nodes = 2;  // 8 on each
+    CHECK(parse_nccl_tests(kHeader + row16, "all_reduce_perf.txt", options).collectives.at(0).nodes == 2);
   }
   SECTION("garbage never crashes") {
     CHECK_THAT(error_of(std::string("\x01\x02\xff\n12 34\n#\n# size count\n\0\0", 27), "junk.bin"), Contains("junk.bin"));

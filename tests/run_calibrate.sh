@@ -64,6 +64,15 @@ expect_bad "found 0 and 0" --from-torch-probe "$data/h200-device-2026-12-04/torc
 expect_bad "found an empty string" --from-torch-probe "$data/h200-device-2026-12-04/torch-probe.json" --base h200-sxm-141gb --attention-backend ""
 # No probe measures attention kernels: the options are refused before it runs.
 expect_bad "the measurements hold none" --device cpu --attention-backend cudnn
+# nccl-tests output without its device list: the given ranks must divide evenly over the given nodes.
+grep -v '^#  Rank' "$data/../nccl-tests/all_reduce_perf-2x8-h100-gcp-a3mega.txt" >"$dir/all_reduce_perf-nodev.txt"
+expect_bad "--ranks 16 over --nodes 3: expected ranks that divide evenly over the nodes" \
+  --from-nccl-tests "$dir/all_reduce_perf-nodev.txt" --ranks 16 --nodes 3 --base h100-sxm5-80gb
+"$cli" calibrate --from-nccl-tests "$dir/all_reduce_perf-nodev.txt" --ranks 16 --nodes 2 --base h100-sxm5-80gb | grep -Eq "2 x 16 +31 "
+# A data row with a size that is not a byte count is an error at its line, not a size the fit drops.
+sed 's/^    33554432 /    -33554432 /' "$data/../nccl-tests/all_reduce_perf-2x8-h100-gcp-a3mega.txt" >"$dir/all_reduce_perf-negative.txt"
+expect_bad "all_reduce_perf-negative.txt:46:5: field 'size': expected a size in bytes, found '-33554432'" \
+  --from-nccl-tests "$dir/all_reduce_perf-negative.txt" --base h100-sxm5-80gb
 touch "$dir/a-file"
 expect_bad "expected a directory to write into" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/a-file"
 # validate --hardware with a profile no case uses is an error, not a silent no-op.

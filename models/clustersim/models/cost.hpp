@@ -14,8 +14,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "clustersim/common/input_error.hpp"
 
 namespace cs::models {
 
@@ -42,6 +45,7 @@ struct PreemptionProcess {
 
 struct Offering {
   std::string name, provider, region, gpu;
+  SourceLocation where;            // its entry in the cost sheet
   int gpus_per_node = 8;
   Pricing pricing = Pricing::on_demand;
   double price_per_gpu_hour = 0;   // USD (on-demand, spot, reserved)
@@ -132,8 +136,36 @@ struct CostEstimate {
   std::vector<double> walls, costs;    // every finished trial, in trial order
 };
 
+// The Monte Carlo's bounds (docs/cost.md, "Bounds"), checked before any trial runs. A trial's clock
+// is the event engine's (a signed 64-bit count of nanoseconds: 292 years), less a second for the
+// events it clamps past its cap: no simulated duration (the failure-free time, a checkpoint write, a
+// restart) may be longer. And one trial is expected to simulate at most kMaxTrialEvents
+// interruptions and checkpoints, counted before it runs from the closed form's expected wall time
+// (or the cap, when it cannot finish sooner): far above real runs (Llama 3 70B on 32 nodes for 49
+// days: about 800 checkpoints and 6 failures), and about half a second per trial at the bound.
+inline constexpr double kMaxTrialEvents = 1e6;
+inline constexpr const char* kMaxTrialEventsText = "1,000,000";
+[[nodiscard]] double simulated_time_limit_s();
+
+// A run estimate_costs refuses to simulate: past the bounds above, or a checkpoint interval shorter
+// than the checkpoint's own write. `input` is the input to blame, for the caller to point at where
+// it was given; `offering` the offering whose spot preemptions are blamed.
+class CostInputError : public std::invalid_argument {
+ public:
+  enum class Input { train_tokens, failures, reliability, preemption, write_bandwidth, interval };
+  CostInputError(Input input, std::string offering, const std::string& message)
+      : std::invalid_argument(message), input_(input), offering_(std::move(offering)) {}
+  [[nodiscard]] Input input() const { return input_; }
+  [[nodiscard]] const std::string& offering() const { return offering_; }
+
+ private:
+  Input input_;
+  std::string offering_;
+};
+
 // One row per offering (and a mixed row when a deadline is given and spot and on-demand offerings
-// exist). Throws std::invalid_argument for a spec it cannot cost (no work, no checkpoint bandwidth).
+// exist). Throws CostInputError for a run past the bounds above, std::invalid_argument for a spec
+// it cannot cost at all (no work, no checkpoint bandwidth).
 std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<Offering>& offerings, const CostOptions& options);
 
 }  // namespace cs::models

@@ -59,6 +59,14 @@ struct CostSection {
   bool async = false;
   double interval_s = 0;
   CostOptions options;
+  // Where the inputs that estimate_costs may refuse were given (empty: left to their defaults, where
+  // the section stands in), so that a refusal points at the line to change.
+  struct Origin {
+    std::optional<yaml::Node> section, train_tokens, reliability, failures, detect, restart, checkpoint, write_bandwidth, interval;
+  } origin;
+
+  // Throws e as an InputError at the place of the input it blames.
+  [[noreturn]] void refuse(const CostInputError& e) const;
 };
 
 // Reads a scenario's `cost:` section; `gpu` is the scenario's GPU profile name (offerings for another
