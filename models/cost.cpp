@@ -435,7 +435,9 @@ double daly_wall_time(double solve, double tau, double delta, double restart, do
   return mtbf * std::exp(restart / mtbf) * (std::exp((tau + delta) / mtbf) - 1.0) * solve / tau;
 }
 
-double simulated_time_limit_s() { return sim::Time::max().to_seconds() - 1.0; }
+// Two seconds short of the engine's limit: a trial's events go to at most a second past its cap,
+// and 2^62 ns itself, as a double, is one past the limit.
+double simulated_time_limit_s() { return static_cast<double>(sim::Time::kLimit) / 1e9 - 2.0; }
 
 std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<Offering>& offerings, const CostOptions& options) {
   using Input = CostInputError::Input;

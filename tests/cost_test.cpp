@@ -192,11 +192,11 @@ TEST_CASE("cost: a run past the Monte Carlo's bounds is refused before any trial
     CHECK(e.input() == Input::interval);
     CHECK_THAT(e.what(), Catch::Contains("a checkpoint every 10 s of a 417 days failure-free run") && Catch::Contains("checkpoint about 3.6e+06 times"));
   }
-  SECTION("durations past the 292 years of the event engine's clock, infinite ones included") {
+  SECTION("durations past the 146 years of the event engine's clock, infinite ones included") {
     // The run itself: 300 years failure-free.
     CostInputError e = refusal(daly_run(300 * 365.25 * 24 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour), {on_demand(2.0)});
     CHECK(e.input() == Input::train_tokens);
-    CHECK_THAT(e.what(), Catch::Contains("the run takes 300 years failure-free, longer than the 292 years the Monte Carlo's clock spans"));
+    CHECK_THAT(e.what(), Catch::Contains("the run takes 300 years failure-free, longer than the 146 years the Monte Carlo's clock spans"));
     // A checkpoint written at 1e-300 B/s takes an infinite time (the division overflows).
     RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour);
     run.checkpoint.write_bandwidth = 1e-300;
@@ -213,15 +213,15 @@ TEST_CASE("cost: a run past the Monte Carlo's bounds is refused before any trial
 }
 
 TEST_CASE("cost: a run too long for 100 x its failure-free time on the clock stops at the clock's end") {
-  // 10 years of work; 100 x that is past the clock's 292 years, so a trial stops there. MTBF 10 h
+  // 10 years of work; 100 x that is past the clock's 146 years, so a trial stops there. MTBF 10 h
   // against a 10-day restart: a restart completes with probability e^-24, so it never finishes; it is
-  // interrupted about 292 years / 10 h = 2.6e5 times on the way, within the bound.
+  // interrupted about 146 years / 10 h = 1.3e5 times on the way, within the bound.
   const RunSpec run = daly_run(10 * 365.25 * 24 * kHour, 5 * kMinute, 10 * 24 * kHour, 10 * kHour);
   CostOptions opt;
   opt.trials = 1;
   const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
   CHECK(rows[0].finished == 0);
-  CHECK_THAT(rows[0].verdict, Catch::Contains("1 of 1 trials did not finish within 292 years (the Monte Carlo's clock)"));
+  CHECK_THAT(rows[0].verdict, Catch::Contains("1 of 1 trials did not finish within 146 years (the Monte Carlo's clock)"));
 }
 
 TEST_CASE("cost: a trial that reaches the end of its work late in a long run finishes there") {

@@ -137,7 +137,7 @@ struct CostEstimate {
 };
 
 // The Monte Carlo's bounds (docs/cost.md, "Bounds"), checked before any trial runs. A trial's clock
-// is the event engine's (a signed 64-bit count of nanoseconds: 292 years), less a second for the
+// is the event engine's (2^62 - 1 nanoseconds, about 146 years: sim::Time::kLimit), less two seconds for the
 // events it clamps past its cap: no simulated duration (the failure-free time, a checkpoint write, a
 // restart) may be longer. And one trial is expected to simulate at most kMaxTrialEvents
 // interruptions and checkpoints, counted before it runs from the closed form's expected wall time
