@@ -16,6 +16,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "output_dir.hpp"
 #include "report_command.hpp"
 
 namespace cs::app {
@@ -126,7 +127,7 @@ void training_cost(const Options& o) {
   }
   j["offerings"] = list;
   if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
+    make_output_directory(o.out, "--out");
     reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
     std::string csv = "offering,trial,wall_days,cost_usd\n";
     for (const auto& e : rows) {
@@ -204,7 +205,7 @@ void inference_cost(const Options& o) {
   }
   j["offerings"] = list;
   if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
+    make_output_directory(o.out, "--out");
     reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
   }
   if (o.json) {
@@ -225,10 +226,11 @@ void add_cost_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("cost", "Price a scenario's run on each offering of its cost sheet: finish-time and cost distributions with failures, preemptions and checkpoints");
   cmd->add_option("scenario", o->scenario, "Training or inference scenario YAML file with a cost section")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the result as JSON");
-  cmd->add_option("--out", o->out, "Directory to write cost.json and distributions.csv (every trial's finish time and cost)");
+  cmd->add_option("--out", o->out, "Directory to write cost.json and distributions.csv (every trial's finish time and cost)")->check(output_directory());
   cmd->add_option("--trials", o->trials, "Monte Carlo trials per offering (default: the scenario's, else 1000)")->check(CLI::Range(1, 1000000));
-  cmd->add_option("--seed", o->seed, "Seed of the Monte Carlo (default: the scenario's, else 1)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--report", o->report, "Training: also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)");
+  cmd->add_option("--seed", o->seed, "Seed of the Monte Carlo (default: the scenario's, else 1)")
+      ->check(CLI::Validator([](std::string& v) { return !v.empty() && v[0] == '-' ? std::string("expected a seed of 0 or more, found ") + v : std::string(); }, "SEED"));
+  cmd->add_option("--report", o->report, "Training: also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->check(output_directory());
   cmd->callback([o] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
     if (models::scenario_kind(o->scenario) == "inference") {

@@ -22,6 +22,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "output_dir.hpp"
 #include "report_command.hpp"
 
 namespace cs::app {
@@ -324,7 +325,7 @@ void training_plan(const Options& o) {
     }
   };
   if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
+    make_output_directory(o.out, "--out");
     for (const char* name : {"plans.json", "plans.csv"}) {
       reports::AtomicFileWriter file(std::filesystem::path(o.out) / name);
       const auto put = [&](std::string_view text) { file.write(text); };
@@ -416,7 +417,7 @@ void plan(const Options& o) {
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);
   if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
+    make_output_directory(o.out, "--out");
     reports::write_file_atomically(std::filesystem::path(o.out) / "sizing.json", j.dump(2) + "\n");
     reports::write_file_atomically(std::filesystem::path(o.out) / "sizing.csv", to_csv(r));
   }
@@ -437,12 +438,12 @@ void add_plan_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("plan", "Search a training scenario's plan space (fastest and cheapest plans, Pareto front, rejections), or size the cheapest inference fleet that meets its SLOs");
   cmd->add_option("scenario", o->scenario, "Training scenario (optional search section) or inference scenario with a sizing section")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the result as JSON");
-  cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)");
+  cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)")->check(output_directory());
   cmd->add_option("--threads", o->threads, "Training: threads simulating plans (default: every core)")->check(CLI::Range(0, 4096));
   cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds");
   cmd->add_option("--bound", o->bound, "Training: branch and bound, skipping plans whose lower bound cannot reach the top K by time or cost")->check(CLI::Range(1, 100000));
   cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000));
-  cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)");
+  cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->check(output_directory());
   cmd->callback([o] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
     plan(*o);

@@ -21,3 +21,16 @@ grep -q '"seed": 7' "$out/c.json" || { echo "--seed not honoured"; exit 1; }
 "$cli" cost "$data/cost-serving.yaml" >"$out/s.txt"
 grep -q 'lambda-h100-on-demand' "$out/s.txt" || { echo "no serving row"; cat "$out/s.txt"; exit 1; }
 echo ok
+# Command-line mistakes name their option, with status 2: a negative seed (the range it printed was
+# a 300-digit number), an --out that is a file.
+touch "$out/a-file"
+for args in "--seed -1|--seed: expected a seed of 0 or more, found -1" "--out $out/a-file|--out: expected a directory to write into"; do
+  set +e
+  err=$("$cli" cost "$data/cost-small.yaml" ${args%%|*} 2>&1 >/dev/null)
+  status=$?
+  set -e
+  if [ $status -ne 2 ] || [[ "$err" != *"${args##*|}"* ]]; then
+    echo "cost ${args%%|*}: expected status 2 and '${args##*|}', got $status: $err"
+    exit 1
+  fi
+done
