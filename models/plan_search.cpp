@@ -682,7 +682,11 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
           for (bool t : tp_overlaps) tpos.push_back(t && sp);
           for (bool tpo : distinct(tpos)) {
             c.tp_overlap = tpo;
-            for (const auto& [grad, param] : dp_overlaps) {
+            // Under ZeRO-3 (FSDP gathers and reduces around every pass) or without data parallelism
+            // the DP overlap settings do not apply: one plan, with the defaults.
+            const bool dp_overlap_applies = zero < 3 && shape.dp * shape.cp > 1;
+            const std::vector<std::pair<bool, bool>> no_dp_overlap{{true, true}};
+            for (const auto& [grad, param] : dp_overlap_applies ? dp_overlaps : no_dp_overlap) {
               c.grad_overlap = grad;
               c.param_overlap = param;
               for (bool flash : attentions) {

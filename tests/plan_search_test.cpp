@@ -199,6 +199,8 @@ TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap: sett
     }
     if (o.plan.tp == 2 && o.plan.pp == 2 && o.plan.micro == 1 && o.plan.zero == 1 && o.plan.vpp == 1 && !o.plan.sequence_parallel && o.plan.grad_overlap) ++orders_tp2_pp2_dp4;
     if (o.status == PlanOutcome::Status::simulated) CHECK(o.step_s >= o.lower_bound_s);
+    // FSDP reduces and gathers around every pass: the DP overlap settings do not apply to it.
+    if (o.plan.zero == 3) CHECK((o.plan.grad_overlap && o.plan.param_overlap));
   }
   // tp, dp and pp all above 1 on 16 GPUs: every order of the three is a distinct placement.
   CHECK(orders_tp2_pp2_dp4 == 6);
