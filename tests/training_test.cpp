@@ -36,6 +36,10 @@ topology::Topology two_hosts_on_a_slow_link() {
       "  fabric: {kind: fat-tree, link_bandwidth: 10Gbps, tiers: [{radix: 2}, {radix: 2}]}\n");
 }
 
+// A 4-layer GPT on two data-parallel ranks (for two_hosts_on_a_slow_link), ZeRO-1 with neither the
+// gradient reduction nor the parameter gather overlapped, micro-batches of one sequence.
+TrainingJob zero1_without_overlap(int global_batch);
+
 TransformerSpec preset(const std::string& name) {
   IncludeStack includes;
   return load_transformer_file(resolve_part(name, "models"), includes);
@@ -54,6 +58,18 @@ TransformerSpec gpt(int layers, int hidden, int heads, int seq, int vocab = 5120
   m.vocab = vocab;
   m.seq_len = seq;
   return m;
+}
+
+TrainingJob zero1_without_overlap(int global_batch) {
+  TrainingJob job;
+  job.model = gpt(4, 2048, 16, 2048, 512);
+  job.plan.dp = 2;
+  job.plan.zero_stage = 1;
+  job.plan.overlap_grad_reduce = false;
+  job.plan.overlap_param_gather = false;
+  job.micro_batch = 1;
+  job.global_batch = global_batch;
+  return job;
 }
 
 }  // namespace
@@ -450,14 +466,7 @@ TEST_CASE("ZeRO-2 reduce-scatters every micro-batch's gradients, ZeRO-1 only the
   // Two single-GPU hosts on one slow link, no overlap, two micro-batches: the reductions dwarf the
   // compute, so each is on the step's path.
   const topology::Topology topo = two_hosts_on_a_slow_link();
-  TrainingJob job;
-  job.model = gpt(4, 2048, 16, 2048, 512);
-  job.plan.dp = 2;
-  job.plan.zero_stage = 1;
-  job.plan.overlap_grad_reduce = false;
-  job.plan.overlap_param_gather = false;
-  job.micro_batch = 1;
-  job.global_batch = 4;
+  TrainingJob job = zero1_without_overlap(4);
   const TrainingResult one = simulate_training(job, topo);
   job.plan.zero_stage = 2;
   const TrainingResult two = simulate_training(job, topo);
@@ -771,14 +780,7 @@ TEST_CASE("impossible plans in a scenario name the file, the line and the clash"
 TEST_CASE("ZeRO-1 that all-reduces whole gradients (DeepSpeed's BF16_Optimizer) moves more than the reduce-scatter") {
   // Two single-GPU hosts on one slow link, no overlap: the gradient reduction is on the step's path.
   const topology::Topology topo = two_hosts_on_a_slow_link();
-  TrainingJob job;
-  job.model = gpt(4, 2048, 16, 2048, 512);
-  job.plan.dp = 2;
-  job.plan.zero_stage = 1;
-  job.plan.overlap_grad_reduce = false;
-  job.plan.overlap_param_gather = false;
-  job.micro_batch = 1;
-  job.global_batch = 2;
+  TrainingJob job = zero1_without_overlap(2);
   const TrainingResult scattered = simulate_training(job, topo);
   job.plan.all_reduce_gradients = true;
   const TrainingResult reduced = simulate_training(job, topo);
