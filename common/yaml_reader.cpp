@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include "clustersim/common/suggest.hpp"
 
@@ -62,6 +64,33 @@ std::shared_ptr<const Document> Document::load_string(std::string_view text, con
   return parse(text, {}, name);
 }
 
+namespace {
+
+// Notes whether a document holds anything but a null, and where it starts.
+class ContentProbe : public YAML::EventHandler {
+ public:
+  bool content = false;
+  YAML::Mark where;
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { note(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override { note(mark); }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { note(mark); }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { note(mark); }
+  void OnMapEnd() override {}
+
+ private:
+  void note(const YAML::Mark& mark) {
+    if (!content) where = mark;
+    content = true;
+  }
+};
+
+}  // namespace
+
 std::shared_ptr<const Document> Document::parse(std::string_view text, std::filesystem::path path, const std::string& name) {
   auto display = std::make_shared<const std::string>(name);
   if (text.find('\0') != std::string_view::npos) {
@@ -69,14 +98,16 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
   }
   YAML::Node root;
   try {
-    // Every document, so that a second one (after '---') is refused rather than ignored.
-    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    for (std::size_t i = 1; i < documents.size(); ++i) {
-      if (documents[i].IsNull()) continue;  // an empty document after a closing '---'
-      throw InputError(location_of(display, documents[i].Mark()),
-                       fmt::format("a second YAML document (after '---'): a file holds one, and the rest would be ignored"));
+    const std::string source(text);
+    root = YAML::Load(source);
+    // A second document (after '---') is refused rather than ignored. The parser is asked for two
+    // documents and no more: YAML::LoadAll can loop for ever on malformed input (found by fuzzing).
+    std::istringstream in(source);
+    YAML::Parser parser(in);
+    ContentProbe first, second;
+    if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second) && second.content) {
+      throw InputError(location_of(display, second.where), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
     }
-    if (!documents.empty()) root = documents.front();
   } catch (const YAML::DeepRecursion& e) {
     throw InputError(location_of(display, e.mark),
                      "malformed YAML: nested too deeply (the parser's recursion limit is a few hundred levels)");

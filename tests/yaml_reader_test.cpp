@@ -123,3 +123,13 @@ TEST_CASE("include cycles are detected and reported with the chain", "[parts]") 
   const std::string msg = test::input_error([&] { topology::load_topology_spec(dir.path() / "a.yaml", includes); });
   CHECK_THAT(msg, Contains("b.yaml:2:12: include cycle: ") && Contains("a.yaml -> ") && Contains("b.yaml -> "));
 }
+
+TEST_CASE("a second YAML document is refused; an empty one after a closing '---' is not", "[yaml]") {
+  CHECK_THAT(test::input_error([] { test::parse("a: 1\n---\nb: 2\n", "two.yaml"); }),
+             Catch::StartsWith("two.yaml:3:1:") && Contains("a second YAML document"));
+  yaml::Map closed(test::parse("---\na: 1\n---\n", "closed.yaml"));
+  CHECK(closed.get<int>("a") == 1);
+  // A line that opens with ',' after a comment made YAML::LoadAll loop for ever, adding documents
+  // until memory ran out (found by fuzzing three of the readers); only two documents are read now.
+  CHECK_NOTHROW(test::parse("# a comment\n,# another\nscenario: {name: x}\n", "comma.yaml"));
+}
