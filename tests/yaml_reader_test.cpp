@@ -124,7 +124,7 @@ TEST_CASE("include cycles are detected and reported with the chain", "[parts]") 
   CHECK_THAT(msg, Contains("b.yaml:2:12: include cycle: ") && Contains("a.yaml -> ") && Contains("b.yaml -> "));
 }
 
-TEST_CASE("a second YAML document is refused; an empty one after a closing '---' is not", "[yaml]") {
+TEST_CASE("a second YAML document is refused, but not an empty one after a closing '---'", "[yaml]") {
   CHECK_THAT(test::input_error([] { test::parse("a: 1\n---\nb: 2\n", "two.yaml"); }),
              Catch::StartsWith("two.yaml:3:1:") && Contains("a second YAML document"));
   yaml::Map closed(test::parse("---\na: 1\n---\n", "closed.yaml"));
