@@ -20,6 +20,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "output_dir.hpp"
 
 namespace cs::app {
 
@@ -150,13 +151,7 @@ void run(const Options& o) {
     calibrate::Measurements m;
     calibrate::CalibrationOptions copt;
     copt.gemm.residual_table = !o.no_table;
-    if (!o.out.empty()) {
-      std::error_code ec;
-      fs::create_directories(o.out, ec);
-      if (ec || !fs::is_directory(o.out)) {
-        throw InputError(fmt::format("--out {}: expected a directory to write into, found {}", o.out, ec ? ec.message() : "a file of that name"));
-      }
-    }
+    if (!o.out.empty()) reports::make_output_directory(o.out, "--out");
     if (o.device == "cpu") {
       std::cerr << "calibrate: probing this machine's CPU (GEMM, memory copies, transfers between processes)...\n";
       m.append(calibrate::probe_cpu({.quick = o.quick}));
@@ -248,7 +243,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--ranks", o->ranks, "Ranks of nccl-tests output that lists no devices (must agree when it does)")->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--nodes", o->nodes, "Nodes of nccl-tests output that lists no devices (default 1)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--base", o->base, "Profile the fit starts from (shipped name or file); default for --device cpu: this CPU's description");
-  cmd->add_option("--out", o->out, "Directory for profile.yaml, measurements.json and CSV files");
+  cmd->add_option("--out", o->out, "Directory for profile.yaml, measurements.json and CSV files")->check(output_directory());
   cmd->add_option("--profile", o->profile, "An already fitted profile to compare (instead of new measurements)");
   cmd->add_option("--compare", o->compare, "Shipped profile (name or file) to compare the fitted parameters with");
   cmd->add_option("--scenario", o->scenario, "Training scenario whose step time --compare shows under both profiles")->check(CLI::ExistingFile);

@@ -1,4 +1,5 @@
-// The output-directory options (--out, --report): what they accept, and creating the directory.
+// The output-directory options (--out, --report): what they accept. reports::make_output_directory
+// creates them.
 #pragma once
 
 #include <filesystem>
@@ -7,8 +8,6 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-
-#include "clustersim/common/input_error.hpp"
 
 namespace cs::app {
 
@@ -25,16 +24,6 @@ inline CLI::Validator output_directory() {
         return "";
       },
       "DIR");
-}
-
-// Creates `dir` (and its parents) for `option`'s files; a failure (no permission, a file in the
-// way) is bad input naming the option.
-inline void make_output_directory(const std::filesystem::path& dir, const char* option) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir, ec)) {
-    throw InputError(fmt::format("{} {}: expected a directory to write into, found {}", option, dir.string(), ec ? ec.message() : "a file of that name"));
-  }
 }
 
 }  // namespace cs::app

@@ -53,12 +53,6 @@ double weight_bytes(const ReplicaConfig& c) {
 
 }  // namespace
 
-std::string tp_split_problem(const TransformerSpec& m, int tp) {
-  if (m.heads % tp != 0) return fmt::format("TP {} does not divide the model's {} attention heads", tp, m.heads);
-  if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0) return fmt::format("TP {} and the model's {} key/value heads: neither divides the other", tp, m.kv_heads);
-  return "";
-}
-
 double kv_bytes_per_token(const ReplicaConfig& c) {
   const TransformerSpec& m = c.model;
   // K and V per layer: kv_heads x head_dim each (MLA caches its compressed latent and rope key).

@@ -57,10 +57,7 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
     fail(fmt::format("the plan needs tp x pp x dp x cp = {} x {} x {} x {} = {} GPUs; the topology has {}", p.tp, p.pp, p.dp, p.cp, p.gpus(),
                      cluster_gpus));
   }
-  if (m.heads % p.tp != 0) fail(fmt::format("tp = {} must divide the model's {} attention heads", p.tp, m.heads));
-  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
-    fail(fmt::format("tp = {} and the model's {} key/value heads: one must divide the other", p.tp, m.kv_heads));
-  }
+  if (const std::string why = tp_split_problem(m, p.tp); !why.empty()) fail(why);
   if (m.ffn_hidden % p.tp != 0) fail(fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
   if (p.pp * p.vpp > m.layers) {
     fail(fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", p.pp, p.vpp, m.layers));

@@ -43,6 +43,12 @@ double attention_parameters(const TransformerSpec& m) {
   return q + kv + double(m.heads) * m.head_dim * h;
 }
 
+std::string tp_split_problem(const TransformerSpec& m, int tp) {
+  if (m.heads % tp != 0) return fmt::format("tp = {} must divide the model's {} attention heads", tp, m.heads);
+  if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0) return fmt::format("tp = {} and the model's {} key/value heads: one must divide the other", tp, m.kv_heads);
+  return "";
+}
+
 double attention_parameters_per_rank(const TransformerSpec& m, int tp) {
   const double h = m.hidden, t = tp;
   if (m.mla) {

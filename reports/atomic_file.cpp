@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "clustersim/common/input_error.hpp"
+
 namespace cs::reports {
 
 namespace fs = std::filesystem;
@@ -142,6 +144,14 @@ void AtomicFileWriter::commit() {
   release_slot(slot_);
   slot_ = -1;
   if (renamed != 0) throw std::runtime_error(fmt::format("cannot write {}: rename failed: {}", path_.string(), std::strerror(err)));
+}
+
+void make_output_directory(const fs::path& dir, std::string_view what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec)) {
+    throw InputError(fmt::format("{} {}: expected a directory to write into, found {}", what, dir.string(), ec ? ec.message() : "a file of that name"));
+  }
 }
 
 void write_file_atomically(const fs::path& path, std::string_view content) {

@@ -1184,11 +1184,7 @@ void write_report(const fs::path& dir, const std::vector<ReportSource>& sources,
     }
     throw InputError(fmt::format("{}: the results do not fit together: {}", sources.front().path.string(), e.what()));
   }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir, ec)) {
-    throw InputError(fmt::format("{}: expected a directory to write the report into, found {}", dir.string(), ec ? ec.message() : "a file of that name"));
-  }
+  make_output_directory(dir, "the report's directory");
   write_file_atomically(dir / "report.html", render_html(doc));
   write_file_atomically(dir / "report.md", render_markdown(doc));
   write_file_atomically(dir / "report.csv", render_csv(doc));

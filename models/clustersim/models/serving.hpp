@@ -100,11 +100,6 @@ struct ReplicaConfig {
 };
 
 // KV cache bytes of one token (all layers, K and V), per GPU of the TP group.
-// Why tensor parallelism `tp` cannot split the model's attention, or "" when it can: vLLM and
-// TensorRT-LLM split the query heads evenly, and the key/value heads evenly or replicate them
-// (one of kv_heads and tp divides the other).
-std::string tp_split_problem(const TransformerSpec& m, int tp);
-
 double kv_bytes_per_token(const ReplicaConfig& c);
 // KV blocks the replica's memory holds after its weights; throws std::invalid_argument when the
 // weights alone do not fit.

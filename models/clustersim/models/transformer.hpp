@@ -85,6 +85,11 @@ struct ParameterCount {
 inline constexpr int kMaxLayers = 10000;
 
 double attention_parameters(const TransformerSpec& m);
+// Why tensor parallelism `tp` cannot split the model's attention, or "" when it can: Megatron, vLLM
+// and TensorRT-LLM split the query heads evenly, and the key/value heads evenly or replicate them
+// (one of kv_heads and tp divides the other).
+std::string tp_split_problem(const TransformerSpec& m, int tp);
+
 // One tensor-parallel rank's share of a layer's attention weights: the query and output projections
 // split tp ways; grouped KV heads fewer than tp replicated, one per rank (as the layer's operations
 // run them); MLA's down projections and their norms whole on every rank (Megatron-Core builds them

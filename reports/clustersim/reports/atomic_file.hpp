@@ -10,6 +10,10 @@
 
 namespace cs::reports {
 
+// Creates `dir` and its parents for an output's files; a failure (no permission, a file in the
+// way) is bad input (cs::InputError) naming `what` (the option or the output) and the reason.
+void make_output_directory(const std::filesystem::path& dir, std::string_view what);
+
 // Throws std::runtime_error naming the path and the system's reason on failure.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);
 
