@@ -38,6 +38,12 @@ constexpr double kDay = 86400.0;
 constexpr double kCheckpointBytesPerParameter = 14.0;
 
 std::string days(double s) { return std::isfinite(s) ? fmt::format("{:.2f}", s / kDay) : "never"; }
+// "95 min"; "never" when the interval is the whole failure-free run or more, so that no checkpoint is
+// ever written (no failures expected, or an `interval:` past the run's end).
+std::string checkpoint_every(double interval_s, double work_s) { return interval_s >= work_s ? "never" : fmt::format("{:.0f} min", interval_s / 60); }
+// "87.3 h", "7.5e+299 h": a fixed-point figure up to ten million hours, then an exponent, so that a
+// tiny failure rate does not print a 300-digit MTBF.
+std::string hours(double h) { return !std::isfinite(h) ? "infinite" : h < 1e7 ? fmt::format("{:.1f} h", h) : fmt::format("{:.3g} h", h); }
 std::string money(double v) {
   if (!std::isfinite(v)) return "-";
   if (v >= 1e6) return fmt::format("{:.3f}M", v / 1e6);
@@ -142,11 +148,11 @@ void training_cost(const Options& o) {
   }
   std::cout << fmt::format("{}: {:.4g} tokens on {} GPUs ({} nodes), step {:.3f} s: {:.2f} days failure-free\n", sc.name, run.tokens, run.gpus, run.nodes,
                            r.step_time.value(), run.work_s / kDay);
-  std::cout << fmt::format("checkpoint {:.0f} GB, written in {:.0f} s{}; failures {:.2f} per 1,000 node-days (MTBF {:.1f} h for the job), restart {:.0f} s\n",
+  std::cout << fmt::format("checkpoint {:.0f} GB, written in {:.0f} s{}; failures {:.2f} per 1,000 node-days (MTBF {} for the job), restart {:.0f} s\n",
                            run.checkpoint.bytes / 1e9, run.checkpoint.bytes / run.checkpoint.write_bandwidth,
                            run.checkpoint.async ? fmt::format(" in the background after a {:.1f} s snapshot", run.checkpoint.snapshot_s) : "",
                            run.reliability.failures_per_1000_node_days,
-                           run.reliability.failures_per_1000_node_days > 0 ? 1000.0 * 24.0 / (run.reliability.failures_per_1000_node_days * run.nodes) : INFINITY,
+                           hours(run.reliability.failures_per_1000_node_days > 0 ? 1000.0 * 24.0 / (run.reliability.failures_per_1000_node_days * run.nodes) : INFINITY),
                            rows.empty() ? 0.0 : rows.front().restart_s);
   using A = reports::TextTable::Align;
   reports::TextTable t({"offering", "pricing", "$/GPU-h", "ckpt every", "days P50", "P90", "P99", "cost P50", "P90", "P99", "$/M tokens", "events", "GPU-h lost/event", "break-even"},
@@ -160,7 +166,7 @@ void training_cost(const Options& o) {
     if (e.break_even_utilisation) even = fmt::format("utilisation {:.0f}%", 100 * *e.break_even_utilisation);
     if (e.pricing == models::Pricing::mixed) even = fmt::format("{:.0f}% on on-demand", 100 * e.on_demand_fraction);
     const bool ran = e.finished > 0;
-    t.add_row({e.offering, std::string(to_string(e.pricing)), fmt::format("{:.3f}", e.price_per_gpu_hour), fmt::format("{:.0f} min", e.interval_s / 60),
+    t.add_row({e.offering, std::string(to_string(e.pricing)), fmt::format("{:.3f}", e.price_per_gpu_hour), checkpoint_every(e.interval_s, run.work_s),
                ran ? days(e.wall_s.p50) : "-", ran ? days(e.wall_s.p90) : "-", ran ? days(e.wall_s.p99) : "-", ran ? money(e.cost.p50) : "-",
                ran ? money(e.cost.p90) : "-", ran ? money(e.cost.p99) : "-", ran ? fmt::format("{:.3f}", e.cost_per_million_tokens) : "-",
                fmt::format("{:.1f}", e.mean_interruptions), fmt::format("{:.1f}", e.gpu_hours_lost_per_event), even});

@@ -427,12 +427,23 @@ double young_interval(double delta, double mtbf) { return std::sqrt(2.0 * delta 
 double daly_interval(double delta, double mtbf) {
   if (delta >= 2.0 * mtbf) return mtbf;
   const double x = delta / (2.0 * mtbf);
-  return std::sqrt(2.0 * delta * mtbf) * (1.0 + std::sqrt(x) / 3.0 + x / 9.0) - delta;
+  // sqrt(2 delta) sqrt(M) rather than sqrt(2 delta M), whose product overflows for a very rare
+  // interruption (M past about 1e306 s).
+  return std::sqrt(2.0 * delta) * std::sqrt(mtbf) * (1.0 + std::sqrt(x) / 3.0 + x / 9.0) - delta;
 }
 
 double daly_wall_time(double solve, double tau, double delta, double restart, double mtbf) {
   if (!std::isfinite(mtbf)) return solve + (tau > 0 ? std::ceil(solve / tau - 1e-9) - 1 : 0) * delta;
-  return mtbf * std::exp(restart / mtbf) * (std::exp((tau + delta) / mtbf) - 1.0) * solve / tau;
+  // M e^(R/M) (e^(s/M) - 1) per segment of s, written as e^(R/M) s (expm1(y) / y) with y = s/M, so that
+  // a rare interruption (M near the largest double) neither overflows nor cancels to nothing.
+  const auto segment = [&](double s) {
+    const double y = s / mtbf;
+    return std::exp(restart / mtbf) * s * (y > 0 ? std::expm1(y) / y : 1.0);
+  };
+  // An interval of the whole run or more: one segment, which ends in the finish, not a checkpoint
+  // (Daly's form would charge a fraction of an interval that never comes).
+  if (tau >= solve) return segment(solve);
+  return segment(tau + delta) * solve / tau;
 }
 
 // Two seconds short of the engine's limit: a trial's events go to at most a second past its cap,

@@ -52,6 +52,23 @@ TEST_CASE("cost: Young's and Daly's intervals and Daly's expected wall time repr
   CHECK(daly_interval(3 * kHour, 1 * kHour) == 1 * kHour);
 }
 
+TEST_CASE("cost: the closed forms stay finite and right for a vanishing failure rate and an interval past the run") {
+  const double delta = 5 * kMinute, restart = 10 * kMinute, solve = 500 * kHour;
+  // M near the largest double: 2 delta M overflows, and e^((tau + delta)/M) - 1 cancels to 0. The
+  // interval is Young's sqrt(2 delta M), and the run takes its failure-free time.
+  const double huge = 1e307;
+  const double tau = daly_interval(delta, huge);
+  REQUIRE(std::isfinite(tau));
+  CHECK(tau == Approx(std::sqrt(2 * delta) * std::sqrt(huge)).epsilon(1e-9));
+  CHECK(daly_wall_time(solve, tau, delta, restart, huge) == Approx(solve).epsilon(1e-9));
+  // An interval of the whole run or more: one segment that ends in the finish, E = M e^(R/M) (e^(T/M) - 1),
+  // finite however long the interval (Daly's per-interval form made it infinite).
+  const double m = 100 * kHour;
+  const double one_segment = m * std::exp(restart / m) * std::expm1(solve / m);
+  CHECK(daly_wall_time(solve, 1e300, delta, restart, m) == Approx(one_segment).epsilon(1e-12));
+  CHECK(daly_wall_time(solve, solve, delta, restart, m) == Approx(one_segment).epsilon(1e-12));
+}
+
 TEST_CASE("cost: the Monte Carlo agrees with Daly's closed form within sampling error") {
   const RunSpec run = daly_run(500 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour);
   CostOptions opt;

@@ -20,6 +20,14 @@ grep -q '"trials": 10' "$out/c.json" || { echo "--trials not honoured"; exit 1; 
 grep -q '"seed": 7' "$out/c.json" || { echo "--seed not honoured"; exit 1; }
 "$cli" cost "$data/cost-serving.yaml" >"$out/s.txt"
 grep -q 'lambda-h100-on-demand' "$out/s.txt" || { echo "no serving row"; cat "$out/s.txt"; exit 1; }
+# A vanishing failure rate: the MTBF in exponent form and no checkpoint ("never"), not the 300-digit
+# numbers they were printed as.
+sed 's/^  cost:$/  cost:\n    reliability: {failures_per_1000_node_days: 1e-300}/' "$data/cost-small.yaml" >"$out/rare.yaml"
+"$cli" cost "$out/rare.yaml" --trials 5 >"$out/rare.txt"
+grep -q 'MTBF 2.4e+304 h for the job' "$out/rare.txt" || { echo "MTBF not in exponent form"; cat "$out/rare.txt"; exit 1; }
+grep -q '^  aws-p5-on-demand .* never ' "$out/rare.txt" || { echo "no 'never' checkpoint interval"; cat "$out/rare.txt"; exit 1; }
+if grep -q "cannot finish" "$out/rare.txt"; then echo "a rare failure read as one that stops the run"; cat "$out/rare.txt"; exit 1; fi
+if awk 'length($0) > 200 { bad = 1 } END { exit !bad }' "$out/rare.txt"; then echo "a line over 200 characters"; cat "$out/rare.txt"; exit 1; fi
 echo ok
 # Command-line mistakes name their option, with status 2: a negative seed (the range it printed was
 # a 300-digit number), an --out that is a file.
