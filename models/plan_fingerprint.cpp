@@ -106,8 +106,7 @@ nlohmann::json results_inputs(const TrainingJob& base, const std::vector<SearchS
   const ParallelismPlan& p = base.plan;
   // apply_choice's schedule for a plan without interleaving.
   const PipelineSchedule plain = p.vpp > 1 ? PipelineSchedule::one_f_one_b : p.schedule;
-  nlohmann::json kept = {{"etp", p.etp},
-                         {"schedule_without_interleaving", std::string(to_string(plain))},
+  nlohmann::json kept = {{"schedule_without_interleaving", std::string(to_string(plain))},
                          {"overlap_p2p", p.overlap_p2p ? nlohmann::json(*p.overlap_p2p) : nlohmann::json("unset")},
                          {"bucket_parameters", p.bucket_parameters},
                          {"grad_accumulation_fusion", p.grad_accumulation_fusion},

@@ -323,6 +323,7 @@ PlanChoice choice_of(const TrainingJob& j) {
   c.vpp = p.vpp;
   c.cp = p.cp;
   c.ep = p.ep;
+  c.etp = p.etp;
   c.dp = p.dp;
   c.micro = j.micro_batch;
   c.zero = p.zero_stage;
@@ -344,6 +345,7 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
   p.vpp = c.vpp;
   p.cp = c.cp;
   p.ep = c.ep;
+  p.etp = c.etp;
   p.dp = c.dp;
   p.zero_stage = c.zero;
   p.sequence_parallel = c.sequence_parallel && c.tp > 1;
@@ -470,10 +472,14 @@ SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo
   s.vpp = {1, 2, 4};
   s.cp = {1};
   s.ep = {1};
+  s.etp = {1};
   if (job.model.moe) {
     for (int e = 2; e <= std::min(64, job.model.moe->experts); e *= 2) {
       if (job.model.moe->experts % e == 0) s.ep.push_back(e);
     }
+    // Megatron-Core's two layouts: experts split like the dense layers (its default) and whole
+    // experts (the recipes of large MoE models).
+    s.etp.push_back(SearchSpace::kEtpFollowsTp);
   }
   s.micro = {1, 2, 4};
   s.zero = {1};
@@ -491,6 +497,7 @@ SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo
   with(s.vpp, job.plan.vpp);
   with(s.cp, job.plan.cp);
   with(s.ep, job.plan.ep);
+  if (job.model.moe && job.plan.etp != job.plan.tp) with(s.etp, job.plan.etp);
   with(s.micro, job.micro_batch);
   with(s.zero, job.plan.zero_stage);
   if (!job.plan.sequence_parallel && job.plan.tp > 1) s.sequence_parallel.push_back(false);
@@ -530,13 +537,16 @@ std::int64_t times(std::int64_t a, std::int64_t b) {
 }  // namespace
 
 SearchResult search_plans(const TrainingJob& base, const topology::Topology& topo, const SearchSpace& space, const SearchOptions& options) {
-  for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.cp, &space.ep, &space.zero}) {
+  for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.cp, &space.ep, &space.etp, &space.zero}) {
     if (dim->empty()) throw std::invalid_argument("every dimension of the search space needs at least one value");
   }
   for (const auto* dim : {&space.gpus, &space.tp, &space.pp, &space.vpp, &space.cp, &space.ep, &space.micro}) {
     if (std::any_of(dim->begin(), dim->end(), [](int v) { return v < 1; })) {
       throw std::invalid_argument("GPU counts, parallel degrees and micro-batch sizes of the search space are at least 1");
     }
+  }
+  if (std::any_of(space.etp.begin(), space.etp.end(), [](int v) { return v < 0; })) {
+    throw std::invalid_argument("expert TP degrees of the search space are at least 1 (or 0: each plan's TP)");
   }
   if (std::any_of(space.zero.begin(), space.zero.end(), [](int z) { return z < 0 || z > 3; })) {
     throw std::invalid_argument("ZeRO stages of the search space are 0 to 3");
@@ -599,7 +609,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   bool own_found = false;
   const auto is_own = [&](const PlanChoice& c) {
     return c.system == 0 && c.gpus == own.gpus && c.tp == own.tp && c.pp == own.pp && c.vpp == own.vpp && c.cp == own.cp && c.ep == own.ep &&
-           c.micro == own.micro && c.zero == own.zero && c.recompute == own.recompute && plan_key(apply_choice(base, c)) == own_key;
+           c.etp == own.etp && c.micro == own.micro && c.zero == own.zero && c.recompute == own.recompute && plan_key(apply_choice(base, c)) == own_key;
   };
   const auto evaluate = [&](const PlanChoice& c) {
     PlanOutcome o;
@@ -631,6 +641,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       why = fmt::format("pp x vpp = {} does not divide the {} layers", chunks, j.model.layers);
     } else if (c.ep > c.gpus) {
       why = fmt::format("ep = {} is more than the {} GPUs", c.ep, c.gpus);
+    } else if (c.etp > c.gpus) {
+      why = fmt::format("etp = {} is more than the {} GPUs", c.etp, c.gpus);
     } else if (times(c.micro, c.dp) > j.global_batch) {
       why = fmt::format("micro batch x dp = {} x {} is more than the global batch of {}", c.micro, c.dp, j.global_batch);
     } else {
@@ -664,7 +676,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     std::vector<std::vector<ParallelDim>> seen;
     for (const auto& order : orders) {
       ParallelismPlan p;
-      p.tp = shape.tp, p.pp = shape.pp, p.cp = shape.cp, p.ep = shape.ep, p.dp = shape.dp;
+      p.tp = shape.tp, p.pp = shape.pp, p.cp = shape.cp, p.ep = shape.ep, p.etp = shape.etp, p.dp = shape.dp;
       p.order.assign(order.begin(), order.end());
       auto eff = effective_order(p);
       if (std::find(seen.begin(), seen.end(), eff) != seen.end()) continue;
@@ -710,20 +722,26 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
           for (int vpp : vpps) {
             for (int cp : distinct(space.cp)) {
               for (int ep : distinct(space.ep)) {
-                PlanChoice shape = own;
-                shape.system = system;
-                shape.gpus = g;
-                shape.tp = tp;
-                shape.pp = pp;
-                shape.vpp = vpp;
-                shape.cp = cp;
-                shape.ep = ep;
-                shape.dp = static_cast<int>(std::max<std::int64_t>(1, g / times(times(tp, pp), cp)));
-                const std::vector<int> micros =
-                    !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
-                for (int micro : micros) {
-                  shape.micro = micro;
-                  settings(shape, evaluate);
+                // Expert TP applies to MoE models only; "follows TP" resolves to the shape's TP.
+                std::vector<int> etps;
+                for (int e : space.etp) etps.push_back(!base.model.moe ? 1 : e == SearchSpace::kEtpFollowsTp ? tp : e);
+                for (int etp : distinct(etps)) {
+                  PlanChoice shape = own;
+                  shape.system = system;
+                  shape.gpus = g;
+                  shape.tp = tp;
+                  shape.pp = pp;
+                  shape.vpp = vpp;
+                  shape.cp = cp;
+                  shape.ep = ep;
+                  shape.etp = etp;
+                  shape.dp = static_cast<int>(std::max<std::int64_t>(1, g / times(times(tp, pp), cp)));
+                  const std::vector<int> micros =
+                      !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
+                  for (int micro : micros) {
+                    shape.micro = micro;
+                    settings(shape, evaluate);
+                  }
                 }
               }
             }

@@ -222,6 +222,16 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
                 fmt::format("pp x vpp model chunks share the model's {} layers", sc.job.model.layers));
     ints("cp", sc.search.cp, 1, most_gpus, divides_gpus);
     ints("ep", sc.search.ep, 1, most_gpus, fmt::format("EP splits the ranks of a GPU count searched, at most {}", most_gpus));
+    // etp: integers, or `tp` for each plan's own TP.
+    if (auto n = sm.find("etp")) {
+      const std::string expected = fmt::format("a non-empty list of expert TP degrees: integers from 1 to {} (etp x ep splits the ranks of a GPU count searched), or tp (each plan's TP)", most_gpus);
+      if (!n->is_list() || n->items().empty()) n->fail(expected);
+      sc.search.etp.clear();
+      const auto check = yaml::in_range(1, most_gpus, fmt::format("an integer from 1 to {} (etp x ep splits the ranks of a GPU count searched), or tp", most_gpus));
+      for (const yaml::Node& v : n->items()) {
+        sc.search.etp.push_back(v.is_scalar() && v.scalar("") == "tp" ? SearchSpace::kEtpFollowsTp : v.as<int>(check));
+      }
+    }
     ints_or_all("micro", sc.search.micro, sc.search.every_micro, sc.job.global_batch,
                 fmt::format("micro x dp divides the global batch of {} sequences", sc.job.global_batch));
     ints("zero_stage", sc.search.zero, 0, 3, "a ZeRO stage");

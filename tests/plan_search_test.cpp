@@ -360,6 +360,99 @@ TEST_CASE("plan search: degrees whose product overflows 32 bits are constraints 
   CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, opt), Catch::Contains("at least 1"));
 }
 
+TEST_CASE("plan search: expert TP is searched for MoE models (whole experts and each plan's TP by default), and not for dense ones") {
+  test::TempDir dir;
+  const auto moe = [&](const std::string& search) {
+    return dir.write("moe.yaml", "scenario:\n  name: moe-etp\n  kind: training\n"
+                                 "  model: {name: small-moe, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, head_dim: 128, ffn_hidden: 16384,\n"
+                                 "          activation: swiglu, vocab: 32000, seq_len: 4096, moe: {experts: 8, top_k: 2, expert_ffn_hidden: 2048}}\n"
+                                 "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                                 "  parallelism: {tp: 2, dp: 4, ep: 2, sequence_parallel: true}\n  batch: {micro: 1, global: 16}\n  recompute: none\n"
+                                 "  search:\n    tp: [1, 2, 4]\n    pp: [1]\n    vpp: [1]\n    ep: [1, 2]\n    micro: [1]\n    recompute: [none]\n" + search);
+  };
+  const auto etps_by_tp = [](const SearchResult& r) {
+    std::map<int, std::set<int>> out;  // tp -> etp values enumerated (at ep 2)
+    std::set<std::string> keys;
+    for (const auto& o : r.outcomes) {
+      if (o.plan.ep == 2) out[o.plan.tp].insert(o.plan.etp);
+      CHECK(keys.insert(r.key(o)).second);  // no plan twice
+    }
+    return out;
+  };
+  SearchOptions one;
+  one.threads = 1;
+  // Default: etp 1 and etp = tp; at TP 1 they are one plan.
+  {
+    const TrainingScenario sc = load_training_scenario(moe(""));
+    const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, one);
+    const auto e = etps_by_tp(r);
+    CHECK(e.at(1) == std::set<int>{1});
+    CHECK(e.at(2) == std::set<int>{1, 2});
+    CHECK(e.at(4) == std::set<int>{1, 4});
+    // Expert TP changes the step (the experts' GEMMs split, their all-to-all carries etp x the tokens),
+    // and both layouts are simulated with their own keys and texts.
+    const auto find = [&](int tp, int etp) -> const PlanOutcome& {
+      for (const auto& o : r.outcomes) {
+        if (o.plan.tp == tp && o.plan.ep == 2 && o.plan.etp == etp) return o;
+      }
+      FAIL("no plan TP" << tp << " EP2 ETP" << etp);
+      return r.outcomes.front();
+    };
+    const PlanOutcome& whole = find(2, 1);
+    const PlanOutcome& split = find(2, 2);
+    REQUIRE(whole.status == PlanOutcome::Status::simulated);
+    REQUIRE(split.status == PlanOutcome::Status::simulated);
+    CHECK(whole.step_s != split.step_s);
+    CHECK_THAT(r.key(split), Catch::Contains(" etp=2"));
+    CHECK_THAT(r.text(split), Catch::Contains("ETP2"));
+    CHECK_THAT(r.key(whole), !Catch::Contains("etp="));
+    // The branch and bound's lower bound holds for either layout.
+    SearchOptions bb;
+    bb.threads = 1;
+    bb.bound = true;
+    bb.keep = 2;
+    const SearchResult b = search_plans(sc.job, *sc.topology, sc.search, bb);
+    for (const auto& o : b.outcomes) {
+      if (o.status != PlanOutcome::Status::simulated) continue;
+      INFO(b.text(o));
+      CHECK(o.lower_bound_s > 0);
+      CHECK(o.step_s >= o.lower_bound_s);
+    }
+  }
+  // An explicit list, with `tp` for each plan's TP; values that do not divide are constraints.
+  {
+    const TrainingScenario sc = load_training_scenario(moe("    etp: [tp, 4]\n"));
+    const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, one);
+    const auto e = etps_by_tp(r);
+    CHECK(e.at(1) == std::set<int>{1, 4});
+    CHECK(e.at(2) == std::set<int>{1, 2, 4});  // etp 1: the scenario's own plan, added
+    CHECK(e.at(4) == std::set<int>{4});
+    // The scenario's own plan (etp 1) is in the space although the list leaves it out.
+    REQUIRE(r.own < r.outcomes.size());
+    CHECK(r.outcomes[r.own].plan.etp == 1);
+  }
+  CHECK_THAT(test::input_error([&] { load_training_scenario(moe("    etp: [0]\n")); }),
+             Catch::Contains("field 'scenario.search.etp[0]': expected an integer from 1 to 8") && Catch::Contains("or tp") && Catch::Contains("found '0'"));
+  CHECK_THAT(test::input_error([&] { load_training_scenario(moe("    etp: [ep]\n")); }), Catch::Contains("field 'scenario.search.etp[0]'"));
+  // A dense model: expert TP does not apply, so a list of it makes no more plans.
+  {
+    const auto dense = dir.write("dense.yaml", R"(scenario:
+  name: dense
+  kind: training
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  parallelism: {tp: 2, dp: 4}
+  batch: {micro: 1, global: 16}
+  recompute: none
+  search: {tp: [1, 2], pp: [1], vpp: [1], micro: [1], recompute: [none], etp: [1, 2, tp]}
+)");
+    const TrainingScenario sc = load_training_scenario(dense);
+    const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, one);
+    CHECK(r.outcomes.size() == 2);
+    for (const auto& o : r.outcomes) CHECK(o.plan.etp == 1);
+  }
+}
+
 TEST_CASE("plan search: a scenario's search values are bounded by what they divide, with the file, line and field") {
   test::TempDir dir;
   const auto scenario = [&](const std::string& search) {

@@ -29,6 +29,10 @@ struct SearchSpace {
   std::vector<SearchSystem> systems;  // other topologies (GPU types) to try; the scenario's is always tried
   std::vector<int> gpus;   // GPU counts to try; dp = gpus / (tp pp cp)
   std::vector<int> tp, pp, vpp, cp, ep, micro, zero;
+  // Expert tensor parallelism for MoE models; kEtpFollowsTp stands for each plan's own TP (Megatron-
+  // Core's default). Ignored (1) for dense models.
+  std::vector<int> etp;
+  static constexpr int kEtpFollowsTp = 0;
   bool every_vpp = false;    // vpp: every divisor of layers / pp (the list is ignored)
   bool every_micro = false;  // micro: every divisor of global batch / dp (the list is ignored)
   std::vector<Recompute> recompute;
@@ -44,7 +48,7 @@ struct SearchSpace {
 // whole job from it.
 struct PlanChoice {
   int system = 0;  // 0: the scenario's topology; k: SearchSpace::systems[k - 1]
-  int gpus = 0, tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, dp = 1, micro = 1, zero = 1;
+  int gpus = 0, tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, etp = 1, dp = 1, micro = 1, zero = 1;
   Recompute recompute = Recompute::selective;
   bool sequence_parallel = false, tp_overlap = false, grad_overlap = true, param_overlap = true, flash_attention = true;
   std::array<ParallelDim, 5> order{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp};
