@@ -167,7 +167,7 @@ void add_collective_command(CLI::App& app) {
   cmd->add_option("--size", o->size, "Size as nccl-tests counts it (e.g. 16GiB)")->default_val("1GiB");
   cmd->add_option("--sweep", o->sweep, "Sizes from MIN to MAX by powers of two (e.g. 8B:8GiB)");
   cmd->add_option("--gpus", o->gpus, "GPU ranks taking part (e.g. 0-7,16-23); default all");
-  cmd->add_option("--algorithm", o->algorithm, "Force ring, tree, hierarchical, nvls, pairwise or direct (default: NCCL's choice)");
+  cmd->add_option("--algorithm", o->algorithm, "Force ring, tree, hierarchical, nvls, collnet, pairwise or direct (default: NCCL's choice)");
   cmd->add_option("--protocol", o->protocol, "Force LL, LL128 or Simple");
   cmd->add_option("--channels", o->channels, "Rings or tree pairs to build (default: one per NIC rail used)")->check(CLI::Range(0, 64));
   cmd->add_option("--root", o->root, "Root rank of broadcast and reduce")->default_val(0);
