@@ -227,9 +227,17 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       const std::string expected = fmt::format("a non-empty list of expert TP degrees: integers from 1 to {} (etp x ep splits the ranks of a GPU count searched), or tp (each plan's TP)", most_gpus);
       if (!n->is_list() || n->items().empty()) n->fail(expected);
       sc.search.etp.clear();
-      const auto check = yaml::in_range(1, most_gpus, fmt::format("an integer from 1 to {} (etp x ep splits the ranks of a GPU count searched), or tp", most_gpus));
+      const std::string item = fmt::format("an integer from 1 to {} (etp x ep splits the ranks of a GPU count searched), or tp", most_gpus);
+      const auto check = yaml::in_range(1, most_gpus, item);
       for (const yaml::Node& v : n->items()) {
-        sc.search.etp.push_back(v.is_scalar() && v.scalar("") == "tp" ? SearchSpace::kEtpFollowsTp : v.as<int>(check));
+        const std::string text = v.is_scalar() ? v.scalar("") : std::string();
+        if (text == "tp") {
+          sc.search.etp.push_back(SearchSpace::kEtpFollowsTp);
+        } else if (!text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos) {
+          sc.search.etp.push_back(v.as<int>(check));
+        } else {
+          v.fail(item);
+        }
       }
     }
     ints_or_all("micro", sc.search.micro, sc.search.every_micro, sc.job.global_batch,
