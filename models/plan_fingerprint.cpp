@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "source_digest.hpp"  // generated: CLUSTERSIM_SOURCE_DIGEST (models/source_digest.cmake)
+
 #ifndef CLUSTERSIM_VERSION
 #error "CLUSTERSIM_VERSION must be defined (models/CMakeLists.txt)"
 #endif
@@ -119,7 +121,10 @@ nlohmann::json results_inputs(const TrainingJob& base, const std::vector<SearchS
                    {"gpus", t.gpus().size()},
                    {"digest", system_digest(t)}});
   }
+  // The version and the digest of the simulator's sources: a build whose model code differs, even
+  // under the same version number, simulated other step times.
   return {{"clustersim", CLUSTERSIM_VERSION},
+          {"sources", CLUSTERSIM_SOURCE_DIGEST},
           {"model", std::move(model)},
           {"precision", std::string(hardware::to_string(base.precision))},
           {"global_batch", base.global_batch},

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "clustersim/models/plan_search.hpp"
 #include "clustersim/models/training_scenario.hpp"
@@ -539,6 +540,22 @@ TEST_CASE("plan search: a results file is read back only for the inputs it was s
   const SearchResult again = search_plans(sc.job, *sc.topology, fewer, opt);
   CHECK(again.resumed == again.simulated);
   CHECK(again.resumed > 0);
+  // Results of another build (its sources' digest differs, even under the same version number).
+  {
+    std::ifstream in(dir.path() / "r.jsonl");
+    std::string header, rest, line;
+    std::getline(in, header);
+    while (std::getline(in, line)) rest += line + "\n";
+    nlohmann::json h = nlohmann::json::parse(header);
+    const std::string mine = h["inputs"]["sources"].get<std::string>();
+    CHECK(mine.size() == 16);
+    h["inputs"]["sources"] = "0123456789abcdef";
+    dir.write("other-build.jsonl", h.dump() + "\n" + rest);
+    SearchOptions other = opt;
+    other.results = dir.path() / "other-build.jsonl";
+    CHECK_THAT(test::input_error([&] { (void)search_plans(sc.job, *sc.topology, sc.search, other); }),
+               Catch::Contains("sources: \"0123456789abcdef\" in the file, \"" + mine + "\" now"));
+  }
   // A file without the header (an earlier clustersim's) is refused, not overwritten.
   dir.write("old.jsonl", "{\"key\": \"gpus=16 tp=2\", \"status\": \"simulated\", \"step_s\": 1}\n");
   opt.results = dir.path() / "old.jsonl";
