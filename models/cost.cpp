@@ -433,11 +433,14 @@ double daly_interval(double delta, double mtbf) {
 }
 
 double daly_wall_time(double solve, double tau, double delta, double restart, double mtbf) {
-  if (!std::isfinite(mtbf)) return solve + (tau > 0 ? std::ceil(solve / tau - 1e-9) - 1 : 0) * delta;
+  // Without interruptions: the run plus a checkpoint at each interval's end before the finish (none
+  // when the interval is the whole run or more).
+  if (!std::isfinite(mtbf)) return solve + (tau > 0 && tau < solve ? std::ceil(solve / tau - 1e-9) - 1 : 0) * delta;
   // M e^(R/M) (e^(s/M) - 1) per segment of s, written as e^(R/M) s (expm1(y) / y) with y = s/M, so that
   // a rare interruption (M near the largest double) neither overflows nor cancels to nothing.
   const auto segment = [&](double s) {
     const double y = s / mtbf;
+    if (!std::isfinite(y)) return kInfinity;  // interruptions so frequent that s / M overflows
     return std::exp(restart / mtbf) * s * (y > 0 ? std::expm1(y) / y : 1.0);
   };
   // An interval of the whole run or more: one segment, which ends in the finish, not a checkpoint

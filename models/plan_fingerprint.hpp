@@ -19,9 +19,9 @@ namespace cs::models {
 std::string system_digest(const topology::Topology& topo);
 
 // The inputs of every plan's simulated numbers besides the plan itself, as a JSON object whose
-// fields a person can compare: clustersim's version; the model; precision, global batch, gradient
-// bytes and tokens to train; the plan settings the search keeps from the scenario (etp, the
-// schedule without interleaving, pipeline-send overlap, bucket size, gradient-accumulation fusion,
+// fields a person can compare: clustersim's version and the digest of its simulator's sources; the
+// model; precision, global batch, gradient bytes and tokens to train; the plan settings the search
+// keeps from the scenario (the schedule without interleaving, pipeline-send overlap, bucket size, gradient-accumulation fusion,
 // whole-gradient all-reduce); and each system in order (topology name, GPU, GPU count, digest).
 // Left out because they change no plan's numbers: the space's lists, prices, the scenario's own
 // plan (beyond the settings above), names and descriptions.

@@ -367,13 +367,19 @@ namespace {
 // every rank alike.
 std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
   std::vector<ParallelDim> out;
-  const int expert_dp = p.ep > 1 || p.etp > 1 ? expert_data_parallel_size(p) : 1;
+  // The expert-data-parallel size in 64 bits: a space's degrees can be any positive int, and this
+  // runs on every enumerated shape before the constraints reject the ones whose products overflow.
+  std::int64_t expert_dp = 1;
+  if (p.ep > 1 || p.etp > 1) {
+    const std::int64_t ranks = std::int64_t{p.tp} * p.cp * p.dp, split = std::int64_t{p.etp} * p.ep;
+    expert_dp = ranks / split;
+  }
   for (ParallelDim d : p.order) {
-    const int size = d == ParallelDim::tp   ? std::max(p.tp, p.etp)
-                     : d == ParallelDim::cp ? p.cp
-                     : d == ParallelDim::ep ? p.ep
-                     : d == ParallelDim::dp ? std::max(p.dp, expert_dp)
-                                            : p.pp;
+    const std::int64_t size = d == ParallelDim::tp   ? std::max(p.tp, p.etp)
+                              : d == ParallelDim::cp ? p.cp
+                              : d == ParallelDim::ep ? p.ep
+                              : d == ParallelDim::dp ? std::max<std::int64_t>(p.dp, expert_dp)
+                                                     : p.pp;
     if (size > 1) out.push_back(d);
   }
   return out;

@@ -1,6 +1,7 @@
 // The cost model: Young's and Daly's closed forms against Daly's worked values, the Monte Carlo
 // against the closed forms, spot without preemptions, seeds, and runs that cannot finish.
 #include <cmath>
+#include <limits>
 
 #include <catch2/catch.hpp>
 
@@ -67,6 +68,13 @@ TEST_CASE("cost: the closed forms stay finite and right for a vanishing failure 
   const double one_segment = m * std::exp(restart / m) * std::expm1(solve / m);
   CHECK(daly_wall_time(solve, 1e300, delta, restart, m) == Approx(one_segment).epsilon(1e-12));
   CHECK(daly_wall_time(solve, solve, delta, restart, m) == Approx(one_segment).epsilon(1e-12));
+  // Without failures: the run, plus a checkpoint per interval before the finish, none past it.
+  const double never = std::numeric_limits<double>::infinity();
+  CHECK(daly_wall_time(solve, 1e300, delta, restart, never) == solve);
+  CHECK(daly_wall_time(solve, solve, delta, restart, never) == solve);
+  CHECK(daly_wall_time(solve, solve / 4, delta, restart, never) == Approx(solve + 3 * delta));
+  // Interruptions so frequent that s / M overflows: no finite time, not NaN.
+  CHECK(daly_wall_time(solve, solve / 4, delta, restart, 1e-310) == never);
 }
 
 TEST_CASE("cost: the Monte Carlo agrees with Daly's closed form within sampling error") {

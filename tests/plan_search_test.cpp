@@ -417,7 +417,7 @@ TEST_CASE("plan search: expert TP is searched for MoE models (whole experts and 
       if (o.status != PlanOutcome::Status::simulated) continue;
       INFO(b.text(o));
       CHECK(o.lower_bound_s > 0);
-      CHECK(o.step_s >= o.lower_bound_s);
+      CHECK(o.step_s >= o.lower_bound_s * (1 - 1e-9));  // equal up to rounding where nothing overlaps
     }
   }
   // An explicit list, with `tp` for each plan's TP; values that do not divide are constraints.
@@ -431,6 +431,38 @@ TEST_CASE("plan search: expert TP is searched for MoE models (whole experts and 
     // The scenario's own plan (etp 1) is in the space although the list leaves it out.
     REQUIRE(r.own < r.outcomes.size());
     CHECK(r.outcomes[r.own].plan.etp == 1);
+  }
+  // The scenario's own etp (here 2 at TP 4) joins the default list, and is tried at every TP.
+  {
+    auto own = dir.write("own.yaml", "scenario:\n  name: moe-own\n  kind: training\n"
+                                     "  model: {name: small-moe, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, head_dim: 128, ffn_hidden: 16384,\n"
+                                     "          activation: swiglu, vocab: 32000, seq_len: 4096, moe: {experts: 8, top_k: 2, expert_ffn_hidden: 2048}}\n"
+                                     "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                                     "  parallelism: {tp: 4, dp: 2, ep: 2, etp: 2, sequence_parallel: true}\n  batch: {micro: 1, global: 16}\n"
+                                     "  recompute: none\n  search:\n    tp: [2, 4, 8]\n    pp: [1]\n    vpp: [1]\n    ep: [1, 2]\n    micro: [1]\n"
+                                     "    recompute: [none]\n");
+    const TrainingScenario sc = load_training_scenario(own);
+    const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, one);
+    const auto e = etps_by_tp(r);
+    CHECK(e.at(2) == std::set<int>{1, 2});
+    CHECK(e.at(4) == std::set<int>{1, 2, 4});
+    CHECK(e.at(8) == std::set<int>{1, 2, 8});
+    REQUIRE(r.own < r.enumerated);
+    CHECK(r.outcomes[r.own].plan.etp == 2);
+    CHECK(r.outcomes[r.own].plan.tp == 4);
+    // Huge degrees: expert TP following a TP of 2^31 - 1 must not overflow the expert-data-parallel
+    // size (etp x ep) before the constraints reject the plan.
+    SearchSpace huge = sc.search;
+    huge.tp = {2, 2147483647};
+    const SearchResult h = search_plans(sc.job, *sc.topology, huge, one);
+    int rejected = 0;
+    for (const auto& o : h.outcomes) {
+      if (o.plan.tp != 2147483647) continue;
+      ++rejected;
+      CHECK(o.status == PlanOutcome::Status::constraint);
+      CHECK(!h.text(o).empty());
+    }
+    CHECK(rejected > 0);
   }
   CHECK_THAT(test::input_error([&] { load_training_scenario(moe("    etp: [0]\n")); }),
              Catch::Contains("field 'scenario.search.etp[0]': expected an integer from 1 to 8") && Catch::Contains("or tp") && Catch::Contains("found '0'"));
