@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "clustersim/common/field_count.hpp"
 #include "source_digest.hpp"  // generated: CLUSTERSIM_SOURCE_DIGEST (models/source_digest.cmake)
 
 #ifndef CLUSTERSIM_VERSION
@@ -36,6 +37,27 @@ class Fnv {
   }
   std::uint64_t h_ = 14695981039346656037ull;
 };
+
+// The structs below are hashed or listed field by field. A field added to one of them must be added
+// to its list (or shown to change no simulated number and counted here), which these counts enforce.
+// Left out on purpose: HardwareProfile's `calibration` (provenance) and `file`, and a model's
+// `description`.
+static_assert(field_count<hardware::HardwareProfile>() == 20, "HardwareProfile changed: update add_profile");
+static_assert(field_count<hardware::GemmModelParams>() == 8, "GemmModelParams changed: update add_profile");
+static_assert(field_count<hardware::GemmResidualTable>() == 7, "GemmResidualTable changed: update add_profile");
+static_assert(field_count<hardware::AttentionParams>() == 3, "AttentionParams changed: update add_profile");
+static_assert(field_count<hardware::CalibratedCollective>() == 8, "CalibratedCollective changed: update add_profile");
+static_assert(field_count<hardware::CalibratedTransfer>() == 2, "CalibratedTransfer changed: update add_profile");
+static_assert(field_count<hardware::NvlinkSpec>() == 3, "NvlinkSpec changed: update add_profile");
+static_assert(field_count<hardware::PcieSpec>() == 2, "PcieSpec changed: update add_profile");
+static_assert(field_count<topology::Device>() == 12, "Device changed: update system_digest");
+static_assert(field_count<topology::Link>() == 6, "Link changed: update system_digest");
+static_assert(field_count<TransformerSpec>() == 14, "TransformerSpec changed: update results_inputs");
+static_assert(field_count<MoeSpec>() == 7, "MoeSpec changed: update results_inputs");
+static_assert(field_count<MlaSpec>() == 5, "MlaSpec changed: update results_inputs");
+// A plan's fields are in its key (plan_key) or among the settings kept from the scenario.
+static_assert(field_count<ParallelismPlan>() == 19, "ParallelismPlan changed: update plan_key or results_inputs' kept settings");
+static_assert(field_count<TrainingJob>() == 8, "TrainingJob changed: update plan_key or results_inputs");
 
 void add_profile(Fnv& f, const hardware::HardwareProfile& hw) {
   f << hw.name << hw.vendor << hw.architecture << hw.compute_capability << hw.sm_count << hw.boost_clock.value();

@@ -1,7 +1,12 @@
 #include "clustersim/common/units.hpp"
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
+#include "clustersim/common/field_count.hpp"
 #include "clustersim/sim/time.hpp"
 #include "support.hpp"
 
@@ -55,4 +60,21 @@ TEST_CASE("simulated time is integer nanoseconds with named constructors", "[sim
   CHECK(Time::seconds(0.6e-9).count_ns() == 1);
   CHECK(fmt::format("{}", Time::us(12.3)) == "12.3 us");
   CHECK(fmt::format("{}", Time::ns(450)) == "450 ns");
+}
+
+namespace {
+struct ThreeFields {
+  std::string name;
+  std::optional<std::vector<int>> sizes;
+  cs::Seconds latency;
+};
+struct Nested {
+  ThreeFields inner;
+  int count = 0;
+};
+}  // namespace
+
+TEST_CASE("field_count counts an aggregate's fields, members of class type as one each") {
+  STATIC_REQUIRE(cs::field_count<ThreeFields>() == 3);
+  STATIC_REQUIRE(cs::field_count<Nested>() == 2);
 }
