@@ -1,32 +1,11 @@
 # Writes a header with the SHA-256 of the simulator's sources (cmake -P, at build time):
-#   -DROOT=<source root> -DOUT=<header>
+#   -DROOT=<source root> -DLIST=<file of source paths relative to ROOT, one per line> -DOUT=<header>
 # The plan search's results files carry it (plan_fingerprint.cpp), so that results simulated by a
 # build whose model code differed are refused, not read back, even when the version number is the
-# same. Every .cpp and .hpp under sim/, common/, hardware/, topology/ and models/ counts, by path
-# relative to the root and contents, in sorted order: the same sources give the same digest on any
-# machine. The header is rewritten only when the digest changes.
-set(dirs sim common hardware topology models)
-set(files "")
-foreach(d IN LISTS dirs)
-  file(GLOB_RECURSE found RELATIVE "${ROOT}" "${ROOT}/${d}/*.cpp" "${ROOT}/${d}/*.hpp")
-  list(APPEND files ${found})
-endforeach()
-# Hidden files (an editor's lock file, which may be a dangling link) and anything of a build tree
-# inside the source tree (this header itself, in an in-source build) are not sources.
-list(FILTER files EXCLUDE REGEX "(^|/)\\.[^/]*$")
-if(DEFINED BUILD_DIR)
-  file(RELATIVE_PATH build_rel "${ROOT}" "${BUILD_DIR}")
-  if(NOT build_rel STREQUAL "" AND NOT build_rel MATCHES "^\\.\\.")
-    set(kept "")
-    foreach(f IN LISTS files)
-      string(FIND "${f}" "${build_rel}/" at)
-      if(NOT at EQUAL 0)
-        list(APPEND kept "${f}")
-      endif()
-    endforeach()
-    set(files ${kept})
-  endif()
-endif()
+# same. The list (models/CMakeLists.txt: every .cpp and .hpp under sim/, common/, hardware/,
+# topology/ and models/) is hashed by path and contents in sorted order: the same sources give the
+# same digest on any machine. The header is rewritten only when the digest changes.
+file(STRINGS "${LIST}" files)
 list(SORT files)
 set(text "")
 foreach(f IN LISTS files)
