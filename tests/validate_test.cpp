@@ -153,6 +153,9 @@ TEST_CASE("DeepSpeed named in a source, and the date, decide gradient accumulati
   // gradients; Megatron's distributed optimizer reduce-scatters them.
   CHECK(says(defaults_of("bloom-176b-384xa100"), "gradient reduction: all-reduce of the whole fp32 gradients"));
   CHECK_FALSE(says(defaults_of("korthikanti2022-175B-selective-sp"), "gradient reduction"));
+  // The format has no field for tied embeddings: every case's framework ties them by default.
+  CHECK(says(k22, "embeddings unknown: tied"));
+  CHECK(says(mtnlg, "embeddings unknown: tied"));
 }
 
 TEST_CASE("a case's unknown plan settings are tried one at a time, each as if the source had stated it", "[validate]") {

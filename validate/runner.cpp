@@ -184,6 +184,13 @@ models::TrainingJob training_job(const Case& c, CaseResult& r) {
     r.defaults_applied.push_back("micro batch unknown: 1");
   }
   job.global_batch = t.global_batch;
+  // The format does not say whether the input embedding and the output layer share their weights.
+  // Every source in it trained a GPT-style model with Megatron, NeMo, Megatron-DeepSpeed or
+  // MosaicML's LLM Foundry, which all share them unless told otherwise (Megatron's
+  // --untie-embeddings-and-output-weights is opt-in; NeMo's share_embeddings_and_output_weights
+  // and MPT's tie_word_embeddings default to true).
+  job.model.tied_embeddings = true;
+  r.defaults_applied.push_back("embeddings unknown: tied (Megatron's, NeMo's, Megatron-DeepSpeed's and LLM Foundry's default)");
   if (t.recompute == "unknown") {
     job.recompute = models::Recompute::selective;  // settled in run_training: the least that fits
   } else {
