@@ -284,7 +284,9 @@ def main():
 
     def step():
         # Megatron-Core's 1.7B (training.yaml's megatron-core-2024-h100-weak-1.7B): 24 layers, h 2048,
-        # 16 heads, ffn 8192, vocab 131072, untied output layer, 4k sequences; 4 micro-batches of 1.
+        # 16 heads, ffn 8192, vocab 131072, 4k sequences; 4 micro-batches of 1. The output layer is a
+        # weight of its own (untied), as tests/training_test.cpp simulates this step; Megatron ties it
+        # by default, which spares the optimizer one vocabulary table and changes no GEMM.
         layers_n, hid, ffn, heads, vocab, seq, micro = 24, 2048, 8192, 16, 131072, 4096, 4
         torch.manual_seed(0)
         emb = torch.nn.Embedding(vocab, hid, device=dev, dtype=bf16)
