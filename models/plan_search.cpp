@@ -533,12 +533,6 @@ std::vector<int> divisors(int n) {
   return low;
 }
 
-// a x b, or the largest int64 when that overflows: the degrees of a space can be any positive int,
-// and tp x pp x cp of three of them does not fit in 64 bits. Only compared, never printed saturated.
-std::int64_t times(std::int64_t a, std::int64_t b) {
-  std::int64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<std::int64_t>::max() : r;
-}
 
 }  // namespace
 
@@ -628,9 +622,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     const TrainingJob j = apply_choice(base, c);
     const topology::Topology& topo = *out.systems[static_cast<std::size_t>(c.system)].topology;
     const int cluster = static_cast<int>(topo.gpus().size());
-    // In 64 bits, checked: the products of a space's values must not wrap (check_job multiplies in
-    // int, so it only sees plans whose products are known to fit).
-    const std::int64_t model_parallel = times(times(c.tp, c.pp), c.cp), chunks = times(c.pp, c.vpp);
+    // In 64 bits, checked (checked_product): the products of a space's values must not wrap. The
+    // divisibility of the searched GPU count comes first, with the true numbers; check_job the rest.
+    const std::int64_t model_parallel = checked_product({c.tp, c.pp, c.cp}), chunks = checked_product({c.pp, c.vpp});
     // Constraints first: they cost nothing.
     std::string why;
     if (model_parallel > c.gpus) {
@@ -645,12 +639,6 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       why = fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", c.pp, c.vpp, j.model.layers);
     } else if (!space.uneven_layers && !own_plan && j.model.layers % chunks != 0) {  // the scenario may split its layers unevenly
       why = fmt::format("pp x vpp = {} does not divide the {} layers", chunks, j.model.layers);
-    } else if (c.ep > c.gpus) {
-      why = fmt::format("ep = {} is more than the {} GPUs", c.ep, c.gpus);
-    } else if (c.etp > c.gpus) {
-      why = fmt::format("etp = {} is more than the {} GPUs", c.etp, c.gpus);
-    } else if (times(c.micro, c.dp) > j.global_batch) {
-      why = fmt::format("micro batch x dp = {} x {} is more than the global batch of {}", c.micro, c.dp, j.global_batch);
     } else {
       try {
         check_job(j, cluster);
@@ -741,7 +729,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
                   shape.cp = cp;
                   shape.ep = ep;
                   shape.etp = etp;
-                  shape.dp = static_cast<int>(std::max<std::int64_t>(1, g / times(times(tp, pp), cp)));
+                  shape.dp = static_cast<int>(std::max<std::int64_t>(1, g / checked_product({tp, pp, cp})));
                   const std::vector<int> micros =
                       !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
                   for (int micro : micros) {

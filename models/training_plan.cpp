@@ -1,6 +1,7 @@
 // Plan checks, rank placement, layer assignment and the memory model of a training job.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -49,21 +50,35 @@ bool is_rank_order(std::vector<ParallelDim> order) {
   return order == std::vector<ParallelDim>{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp};
 }
 
+std::int64_t checked_product(std::initializer_list<std::int64_t> factors) {
+  std::int64_t r = 1;
+  for (std::int64_t f : factors) {
+    if (__builtin_mul_overflow(r, f, &r)) return std::numeric_limits<std::int64_t>::max();
+  }
+  return r;
+}
+
 void check_job(const TrainingJob& job, int cluster_gpus) {
   const ParallelismPlan& p = job.plan;
   const TransformerSpec& m = job.model;
   auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (p.gpus() > cluster_gpus) {
-    fail(fmt::format("the plan needs tp x pp x dp x cp = {} x {} x {} x {} = {} GPUs; the topology has {}", p.tp, p.pp, p.dp, p.cp, p.gpus(),
-                     cluster_gpus));
+  if (const std::int64_t gpus = checked_product({p.tp, p.pp, p.dp, p.cp}); gpus > cluster_gpus) {
+    fail(gpus == std::numeric_limits<std::int64_t>::max()
+             ? fmt::format("the plan needs tp x pp x dp x cp = {} x {} x {} x {} GPUs, more than 2^63; the topology has {}", p.tp, p.pp, p.dp, p.cp,
+                           cluster_gpus)
+             : fmt::format("the plan needs tp x pp x dp x cp = {} x {} x {} x {} = {} GPUs; the topology has {}", p.tp, p.pp, p.dp, p.cp, gpus,
+                           cluster_gpus));
   }
   if (const std::string why = tp_split_problem(m, p.tp); !why.empty()) fail(why);
   if (m.ffn_hidden % p.tp != 0) fail(fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
-  if (p.pp * p.vpp > m.layers) {
+  if (checked_product({p.pp, p.vpp}) > m.layers) {
     fail(fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", p.pp, p.vpp, m.layers));
   }
   if (p.vpp > 1 && p.pp == 1) fail("vpp > 1 (interleaved 1F1B) needs pp > 1");
   if (job.micro_batch < 1) fail(fmt::format("micro batch must be positive, found {}", job.micro_batch));
+  if (checked_product({job.micro_batch, p.dp}) > job.global_batch) {
+    fail(fmt::format("micro batch x dp = {} x {} is more than the global batch of {}", job.micro_batch, p.dp, job.global_batch));
+  }
   if (job.global_batch % (job.micro_batch * p.dp) != 0) {
     fail(fmt::format("global batch {} is not a multiple of micro batch x dp = {} x {} = {}", job.global_batch, job.micro_batch, p.dp,
                      job.micro_batch * p.dp));
@@ -87,7 +102,7 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
   if (p.ep > 1 || p.etp > 1) {
     if (!m.moe) fail(fmt::format("ep = {} and etp = {} but the model {} has no experts", p.ep, p.etp, m.name));
     if (m.moe->expert_ffn_hidden % p.etp != 0) fail(fmt::format("etp = {} must divide the experts' FFN width {}", p.etp, m.moe->expert_ffn_hidden));
-    if ((p.tp * p.cp * p.dp) % (p.etp * p.ep) != 0) {
+    if ((p.tp * p.cp * p.dp) % checked_product({p.etp, p.ep}) != 0) {
       fail(fmt::format("etp x ep = {} x {} must divide tp x cp x dp = {} (the ranks of a pipeline stage, which the experts' mapping splits into etp x ep x "
                        "the rest)",
                        p.etp, p.ep, p.tp * p.cp * p.dp));

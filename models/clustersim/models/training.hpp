@@ -7,7 +7,9 @@
 // with each other. docs/training.md documents the model, its formulas and its limitations.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,8 +98,14 @@ struct TrainingJob {
 // micro-batch, and real runs have at most a few thousand.
 inline constexpr int kMaxMicroBatches = 65536;
 
+// The product of plan degrees, or the largest int64 when it overflows: each degree may be any
+// positive int, and products of them (tp x pp x dp x cp) pass both int and int64. Only compared,
+// never printed saturated.
+std::int64_t checked_product(std::initializer_list<std::int64_t> factors);
+
 // Checks a job against itself and the cluster's GPU count; throws std::invalid_argument naming the
-// setting and the numbers that clash.
+// setting and the numbers that clash. Products of the plan's degrees are checked before any is
+// taken in int (ParallelismPlan::gpus, micro_batches).
 void check_job(const TrainingJob& job, int cluster_gpus);
 
 // ------------------------------------------------------------------ operations of one layer
