@@ -350,8 +350,9 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
   p.zero_stage = c.zero;
   p.sequence_parallel = c.sequence_parallel && c.tp > 1;
   p.tp_overlap = c.tp_overlap && p.sequence_parallel;
-  p.overlap_grad_reduce = c.grad_overlap;
-  p.overlap_param_gather = c.param_overlap;
+  // Settings that do not apply take their defaults, so that such plans have one key.
+  p.overlap_grad_reduce = c.grad_overlap || !p.dp_overlap_applies();
+  p.overlap_param_gather = c.param_overlap || !p.dp_overlap_applies();
   p.flash_attention = c.flash_attention;
   p.order.assign(c.order.begin(), c.order.end());
   p.schedule = c.vpp > 1 ? PipelineSchedule::interleaved : base.plan.vpp > 1 ? PipelineSchedule::one_f_one_b : base.plan.schedule;
@@ -410,8 +411,8 @@ std::string plan_key(const TrainingJob& j) {
   std::string s = fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", p.gpus(), p.tp, p.pp, p.vpp, p.cp, p.ep, p.dp,
                               j.micro_batch, p.zero_stage, recompute_name(j.recompute), p.sequence_parallel && p.tp > 1 ? 1 : 0);
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " tp_overlap=1";
-  if (!p.overlap_grad_reduce) s += " grad_overlap=0";
-  if (!p.overlap_param_gather) s += " param_overlap=0";
+  if (p.dp_overlap_applies() && !p.overlap_grad_reduce) s += " grad_overlap=0";
+  if (p.dp_overlap_applies() && !p.overlap_param_gather) s += " param_overlap=0";
   if (const std::string o = unusual_order(p); !o.empty()) s += " order=" + o;
   if (!p.flash_attention) s += " attention=unfused";
   if (p.overlap_p2p) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);
@@ -430,7 +431,7 @@ std::string plan_text(const TrainingJob& j) {
   if (p.etp > 1) s += fmt::format(" ETP{}", p.etp);
   s += fmt::format(" DP{} mb{} Z{} {}{}", p.dp, j.micro_batch, p.zero_stage, to_string(j.recompute), p.sequence_parallel && p.tp > 1 ? " SP" : "");
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " TP-overlap";
-  if (!p.overlap_grad_reduce || !p.overlap_param_gather) s += " no-DP-overlap";
+  if (p.dp_overlap_applies() && (!p.overlap_grad_reduce || !p.overlap_param_gather)) s += " no-DP-overlap";
   if (const std::string o = unusual_order(p); !o.empty()) s += " order " + o;
   if (!p.flash_attention) s += " unfused-attention";
   if (p.pp > 1 && !p.p2p_overlapped()) s += " blocking-sends";
@@ -688,11 +689,13 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
           for (bool t : tp_overlaps) tpos.push_back(t && sp);
           for (bool tpo : distinct(tpos)) {
             c.tp_overlap = tpo;
-            // Under ZeRO-3 (FSDP gathers and reduces around every pass) or without data parallelism
-            // the DP overlap settings do not apply: one plan, with the defaults.
-            const bool dp_overlap_applies = zero < 3 && shape.dp * shape.cp > 1;
-            const std::vector<std::pair<bool, bool>> no_dp_overlap{{true, true}};
-            for (const auto& [grad, param] : dp_overlap_applies ? dp_overlaps : no_dp_overlap) {
+            // Where the DP overlap settings do not apply, apply_choice gives them their defaults:
+            // one plan.
+            ParallelismPlan q;
+            q.zero_stage = zero, q.dp = shape.dp, q.cp = shape.cp;
+            std::vector<std::pair<bool, bool>> overlaps;
+            for (const auto& [grad, param] : dp_overlaps) overlaps.emplace_back(grad || !q.dp_overlap_applies(), param || !q.dp_overlap_applies());
+            for (const auto& [grad, param] : distinct(overlaps)) {
               c.grad_overlap = grad;
               c.param_overlap = param;
               for (bool flash : attentions) {

@@ -667,4 +667,22 @@ TEST_CASE("plan search: the scenario's own plan is in the space and simulated ev
   const SearchResult u = search_plans(uneven.job, *uneven.topology, uneven.search, opt);
   CHECK(u.key(u.outcomes[u.own]) == plan_key(uneven.job));
   CHECK(u.reason(u.outcomes[u.own]).find("does not divide") == std::string::npos);
+  // Under ZeRO-3 the DP overlap settings do not apply: a scenario that turns them off is the one
+  // enumerated plan, not a second copy of it ranked against itself.
+  TrainingScenario z3 = small();
+  z3.job.plan.zero_stage = 3;
+  z3.job.plan.overlap_grad_reduce = false;
+  z3.job.plan.overlap_param_gather = false;
+  z3.search.gpus = {16};
+  z3.search.tp = {2};
+  z3.search.pp = {2};
+  z3.search.vpp = {1};
+  z3.search.micro = {1};
+  z3.search.recompute = {z3.job.recompute};
+  z3.search.zero = {3};
+  z3.search.dp_overlap = {true, false};
+  const SearchResult zr = search_plans(z3.job, *z3.topology, z3.search, opt);
+  CHECK(zr.outcomes.size() == 1);
+  CHECK(zr.own == 0);
+  CHECK_THAT(zr.key(zr.outcomes[0]), !Catch::Contains("overlap=0"));
 }

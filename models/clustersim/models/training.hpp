@@ -74,6 +74,9 @@ struct ParallelismPlan {
   // Whether the data-parallel gradient reduction is a reduce-scatter (else an all-reduce).
   [[nodiscard]] bool reduce_scatters_gradients() const { return zero_stage >= 1 && !whole_gradient_all_reduce(); }
   [[nodiscard]] int gpus() const { return tp * pp * dp * cp; }
+  // Whether overlap_grad_reduce and overlap_param_gather mean anything: not under ZeRO-3 (FSDP gathers
+  // and reduces around every pass) nor without data-parallel ranks.
+  [[nodiscard]] bool dp_overlap_applies() const { return zero_stage < 3 && dp * cp > 1; }
 };
 
 struct TrainingJob {
