@@ -133,7 +133,7 @@ void training_cost(const Options& o) {
   }
   j["offerings"] = list;
   if (!o.out.empty()) {
-    reports::make_output_directory(o.out, "--out");
+    reports::make_output_directory(o.out, out_option(o));
     reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
     std::string csv = "offering,trial,wall_days,cost_usd\n";
     for (const auto& e : rows) {
@@ -211,7 +211,7 @@ void inference_cost(const Options& o) {
   }
   j["offerings"] = list;
   if (!o.out.empty()) {
-    reports::make_output_directory(o.out, "--out");
+    reports::make_output_directory(o.out, out_option(o));
     reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
   }
   if (o.json) {

@@ -26,4 +26,11 @@ inline CLI::Validator output_directory() {
       "DIR");
 }
 
+// The option that named a command's output directory, for its messages: --report when only
+// --report was given (its directory then holds --out's files too), else --out.
+template <class Options>
+const char* out_option(const Options& o) {
+  return !o.report.empty() && o.out == o.report ? "--report" : "--out";
+}
+
 }  // namespace cs::app

@@ -325,7 +325,7 @@ void training_plan(const Options& o) {
     }
   };
   if (!o.out.empty()) {
-    reports::make_output_directory(o.out, "--out");
+    reports::make_output_directory(o.out, out_option(o));
     for (const char* name : {"plans.json", "plans.csv"}) {
       reports::AtomicFileWriter file(std::filesystem::path(o.out) / name);
       const auto put = [&](std::string_view text) { file.write(text); };
@@ -417,7 +417,7 @@ void plan(const Options& o) {
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);
   if (!o.out.empty()) {
-    reports::make_output_directory(o.out, "--out");
+    reports::make_output_directory(o.out, out_option(o));
     reports::write_file_atomically(std::filesystem::path(o.out) / "sizing.json", j.dump(2) + "\n");
     reports::write_file_atomically(std::filesystem::path(o.out) / "sizing.csv", to_csv(r));
   }

@@ -378,7 +378,7 @@ void run_inference(const Options& o) {
     if (!sweep.empty()) j["rate_sweep"] = sweep;
   }
   if (!o.out.empty()) {
-    reports::make_output_directory(o.out, "--out");
+    reports::make_output_directory(o.out, out_option(o));
     reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
     std::string csv = "id,arrival_s,prompt_tokens,output_tokens,replica,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions";
     if (sc.disaggregation) csv += ",decode_replica,kv_transfer_start_s,kv_transfer_end_s";
@@ -418,7 +418,7 @@ void run(const Options& o) {
   j["source"] = source_of(o.scenario);
   if (!o.report.empty()) j["scaling"] = scaling_sweep(sc, r, opt.fold);
   if (!o.out.empty()) {
-    reports::make_output_directory(o.out, "--out");
+    reports::make_output_directory(o.out, out_option(o));
     reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
     reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", r.trace);
   }

@@ -150,7 +150,8 @@ void make_output_directory(const fs::path& dir, std::string_view what) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir, ec)) {
-    throw InputError(fmt::format("{} {}: expected a directory to write into, found {}", what, dir.string(), ec ? ec.message() : "a file of that name"));
+    throw InputError(fmt::format("{} {}: expected a directory to write into, found {}", what, dir.string(),
+                                 ec ? fmt::format("none that can be created ({})", ec.message()) : "a file of that name"));
   }
 }
 

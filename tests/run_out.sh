@@ -26,3 +26,13 @@ for out in "$dir/a-file" ""; do
     exit 1
   fi
 done
+# A --report directory that cannot be created is named as --report (it also holds --out's files).
+touch "$dir/a-file"
+set +e
+err=$("$cli" run "$scenario" --report "$dir/a-file/report" 2>&1 >/dev/null)
+status=$?
+set -e
+if [ $status -ne 2 ] || [[ "$err" != *"--report $dir/a-file/report: expected a directory to write into, found none that can be created"* ]]; then
+  echo "run --report under a file: expected status 2 naming --report, got $status: $err"
+  exit 1
+fi
