@@ -10,9 +10,7 @@ Simulator::Simulator(std::unique_ptr<EventQueue> queue) : queue_(std::move(queue
 void Simulator::schedule_at(Time at, EventHandler* handler, std::uint64_t payload) {
   assert(at >= now_ && "events are never scheduled in the past");
   if (at.count_ns() > Time::kLimit) {
-    throw TimeRangeError(fmt::format("an event at {:.4g} s is beyond the simulator's range of {:.3g} s (about 146 years): a bandwidth, peak, rate or "
-                                     "size in the input is likely many orders of magnitude off",
-                                     at.to_seconds(), static_cast<double>(Time::kLimit) / 1e9));
+    throw_out_of_range(fmt::format("an event at {:.4g} s", at.to_seconds()));
   }
   queue_->push(at < now_ ? now_ : at, handler, payload);
 }

@@ -1,4 +1,5 @@
-// Simulated time: a signed 64-bit count of nanoseconds (range +-292 years), built only through
+// Simulated time: a signed 64-bit count of nanoseconds (a run reaches at most kLimit, about 146
+// years, so that two times in range add without overflow), built only through
 // named constructors so the unit is never in doubt. Integer time keeps runs reproducible: two
 // events at the same instant compare equal and are ordered by their insertion sequence.
 #pragma once
@@ -20,6 +21,10 @@ class TimeRangeError : public std::range_error {
  public:
   using std::range_error::range_error;
 };
+
+// Throws TimeRangeError for `what` (e.g. "a simulated duration of 3e+10 s"), with the range and
+// what such a time says about the input.
+[[noreturn]] void throw_out_of_range(const std::string& what);
 
 class Time {
  public:
