@@ -100,13 +100,16 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
   try {
     const std::string source(text);
     root = YAML::Load(source);
-    // A second document (after '---') is refused rather than ignored. The parser is asked for two
-    // documents and no more: YAML::LoadAll can loop for ever on malformed input (found by fuzzing).
-    std::istringstream in(source);
-    YAML::Parser parser(in);
-    ContentProbe first, second;
-    if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second) && second.content) {
-      throw InputError(location_of(display, second.where), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
+    // A second document (after '---') is refused rather than ignored. Only a document marker ('---'
+    // or '...') can start one, so text without either is not parsed again. The parser is asked for
+    // two documents and no more: YAML::LoadAll can loop for ever on malformed input (found by fuzzing).
+    if (text.find("---") != std::string_view::npos || text.find("...") != std::string_view::npos) {
+      std::istringstream in(source);
+      YAML::Parser parser(in);
+      ContentProbe first, second;
+      if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second) && second.content) {
+        throw InputError(location_of(display, second.where), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
+      }
     }
   } catch (const YAML::DeepRecursion& e) {
     throw InputError(location_of(display, e.mark),
