@@ -380,7 +380,7 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
       }
       sm.weights += Bytes(2.0 * 2.0 * layer);
     }
-    sm.gradients = Bytes(grad_bytes * (p.zero_stage >= 2 ? sharded : whole));
+    sm.gradients = Bytes(grad_bytes * (p.shards_gradients() ? sharded : whole));
     sm.optimizer = Bytes(kOptimizerBytes * (p.zero_stage >= 1 ? sharded : whole));
     // Activations: the most the schedule ever holds, following its order of passes.
     std::vector<double> chunk_bytes(static_cast<std::size_t>(p.vpp), 0.0);

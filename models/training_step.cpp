@@ -274,7 +274,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
 
   const bool gather_at_start = distributed && !fsdp && p.overlap_param_gather && (p.dp * p.cp) > 1;
   // ZeRO-2 reduce-scatters every micro-batch's gradients, overlapped unit by unit with its backward.
-  const bool reduce_every_micro = p.zero_stage == 2 && p.overlap_grad_reduce && (p.dp * p.cp) > 1;
+  // (ZeRO-3 reduces inside its FSDP passes below.)
+  const bool zero2 = p.shards_gradients() && !fsdp;
+  const bool reduce_every_micro = zero2 && p.overlap_grad_reduce && (p.dp * p.cp) > 1;
   // Without sequence parallelism the TP ranks hold whole activations: Megatron's scatter-gather sends
   // 1/tp of them and the receiving stage all-gathers them over its TP group before its pass.
   const double pipeline_bytes = double(job.micro_batch) * m.seq_len / p.cp * m.hidden * 2.0;
@@ -402,13 +404,8 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   // ---- data parallelism
   const bool has_dp = p.dp * p.cp > 1;
   // The tasks whose end makes each unit's gradient final, per stage: every simulated replica's.
-  auto replicas_for_tp = [&](int t) {
-    std::vector<std::size_t> out;
-    for (std::size_t r = 0; r < replicas.size(); ++r) {
-      if (replicas[r].tp == t) out.push_back(r);
-    }
-    return out;
-  };
+  std::vector<std::vector<std::size_t>> replicas_of_tp(static_cast<std::size_t>(p.tp));
+  for (std::size_t r = 0; r < replicas.size(); ++r) replicas_of_tp[static_cast<std::size_t>(replicas[r].tp)].push_back(r);
   if (has_dp && !fsdp) {
     for (int s = 0; s < p.pp; ++s) {
       // Units in the order their gradients become final: the last micro-batch's backward passes.
@@ -440,9 +437,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       // them (DeepSpeed stage 2; FSDP's SHARD_GRAD_OP outside no_sync); stages 0 and 1 accumulate
       // whole gradients and reduce the last micro-batch's. A micro-batch's units finish in the same
       // order (chunk by chunk, last layer first) whichever micro-batch it is.
-      for (int mb = p.zero_stage == 2 ? 0 : micro - 1; mb < micro; ++mb) {
+      for (int mb = zero2 ? 0 : micro - 1; mb < micro; ++mb) {
         for (int t : dp_tps) {
-          const auto reps = replicas_for_tp(t);
+          const auto& reps = replicas_of_tp[static_cast<std::size_t>(t)];
           for (const Bucket& b : buckets) {
             std::vector<TaskId> after;
             for (std::size_t r : reps) {
@@ -470,7 +467,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
           for (int t : dp_tps) {
             std::vector<std::pair<TaskId, TaskId>> ids;
             add_dp(CollectiveOp::all_gather, b.dense, b.expert, 2.0, s, {}, &ids, {t});
-            for (std::size_t r : replicas_for_tp(t)) {
+            for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
               const TaskId f = fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(first.chunk)][0].units[first.unit];
               for (const auto& id : ids) {
                 graph.depend(id.second, f);
@@ -490,7 +487,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     // unit i, not behind it, where it would wait for unit i's backward to end.
     for (int s = 0; s < p.pp; ++s) {
       for (int t : dp_tps) {
-        const auto reps = replicas_for_tp(t);
+        const auto& reps = replicas_of_tp[static_cast<std::size_t>(t)];
         for (const Pass& pass : orders[static_cast<std::size_t>(s)]) {
           const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
           const std::size_t n = list.size();
@@ -721,12 +718,12 @@ double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwarePr
   const double adam_bytes_per_parameter = 2.0 * job.gradient_bytes() + 3.0 * 8.0 + 2.0;
   // The main-gradient buffer is zeroed for the next step's accumulation (Megatron's
   // zero_grad_buffer, DeepSpeed's clear_hp_grads): all of the stage's gradients, a shard from ZeRO-2.
-  const double gradient_buffer = p.zero_stage >= 2 ? shard : stage.dense + stage.expert;
+  const double gradient_buffer = p.shards_gradients() ? shard : stage.dense + stage.expert;
   return (local * adam_bytes_per_parameter + gradient_buffer * job.gradient_bytes()) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
 // ZeRO-2 and 3 reduce-scatter each micro-batch's 16-bit gradients and add only their shard.
-bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && job.plan.zero_stage < 2; }
+bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && !job.plan.shards_gradients(); }
 
 double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters) {
   if (!unfused_accumulation(job)) return 0.0;
@@ -736,7 +733,7 @@ double grad_accumulation_seconds(const TrainingJob& job, const hardware::Hardwar
 
 double embedding_gradient_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& table) {
   double bytes_per_parameter = 2.0;  // the zero fill of the 16-bit dense gradient
-  if (job.plan.zero_stage < 2 && !unfused_accumulation(job)) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
+  if (!job.plan.shards_gradients() && job.plan.grad_accumulation_fusion) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
   return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 

@@ -71,6 +71,9 @@ struct ParallelismPlan {
   bool all_reduce_gradients = false;
   // all_reduce_gradients where it applies (ZeRO-1; stage 0 always all-reduces, 2 and 3 shard the gradients).
   [[nodiscard]] bool whole_gradient_all_reduce() const { return zero_stage == 1 && all_reduce_gradients; }
+  // Whether each rank keeps only its shard of the gradients (ZeRO-2 and 3): they are reduce-scattered
+  // every micro-batch and no rank accumulates whole ones.
+  [[nodiscard]] bool shards_gradients() const { return zero_stage >= 2; }
   // Whether the data-parallel gradient reduction is a reduce-scatter (else an all-reduce).
   [[nodiscard]] bool reduce_scatters_gradients() const { return zero_stage >= 1 && !whole_gradient_all_reduce(); }
   [[nodiscard]] int gpus() const { return tp * pp * dp * cp; }
