@@ -123,8 +123,7 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
     attention_gemms += gemm(T, a.kv_lora_rank + a.qk_rope_head_dim, h) + gemm(T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
     attention_gemms += gemm(T, h, heads * a.v_head_dim);
   } else {
-    const std::int64_t kv_shards = std::min<std::int64_t>(tp, std::max(1, m.kv_heads));
-    const double qkv = static_cast<double>(m.heads) * m.head_dim / tp + 2.0 * m.kv_heads * m.head_dim / kv_shards;
+    const double qkv = (static_cast<double>(m.heads) / tp + 2.0 * kv_heads_per_rank(m, static_cast<int>(tp))) * m.head_dim;
     attention_gemms += gemm(T, qkv, h) + gemm(T, h, width / tp);
   }
   attention_gemms = weight_only(attention_gemms, attention_parameters_per_rank(m, static_cast<int>(tp)));
@@ -139,7 +138,7 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
   // gated activation (read the gate and up halves, write one). Each is one kernel.
   const double up = is_gated(m.activation) ? 2.0 : 1.0;
   const auto elementwise = [&](double ffn_width) {
-    const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / tp);
+    const double kv_heads = kv_heads_per_rank(m, static_cast<int>(tp));
     const double per_token = 2.0 * 4.0 * h * 2.0 + 2.0 * (static_cast<double>(m.heads) / tp + kv_heads) * m.qk_head_dim() * 2.0 + (up + 1.0) * ffn_width * 2.0;
     return tokens * per_token / memory_rate + 3.0 * launch;
   };

@@ -104,7 +104,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
   enter_tp(ops, d, h, "tp_allgather_attn");
   const double heads = m.heads / tp;
   // Grouped KV heads fewer than the TP degree are replicated, one per rank.
-  const double kv_heads = std::max(1.0, m.kv_heads / tp);
+  const double kv_heads = kv_heads_per_rank(m, s.tp);
   double kv_width = 0;  // keys and values this rank exchanges with its CP peers, per token
   if (m.mla) {
     const MlaSpec& a = *m.mla;

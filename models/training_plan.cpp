@@ -229,7 +229,7 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
   const double split = sp ? 1.0 / t : 1.0;
   if (recompute == Recompute::full) return e * tokens * h * split;  // the layer's input only
   const double heads = m.heads / t;
-  const double kv_heads = std::max(1.0, m.kv_heads / t);
+  const double kv_heads = kv_heads_per_rank(m, s.tp);
   const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
   // Korthikanti et al. 2022 (arXiv 2205.05198) section 4.1, generalised to GQA, MLA, any FFN width
   // and gated activations; with a GPT layer it gives sbh(34/t + 5as/(ht)) as their Table 2.

@@ -28,20 +28,9 @@ double ffn_parameters(const TransformerSpec& m, double ffn) { return (is_gated(m
 
 }  // namespace
 
-double attention_parameters(const TransformerSpec& m) {
-  const double h = m.hidden;
-  if (m.mla) {
-    const MlaSpec& a = *m.mla;
-    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
-    const double q = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank + double(a.q_lora_rank) * m.heads * qk : h * m.heads * qk;
-    const double kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank +
-                      double(a.kv_lora_rank) * m.heads * (a.qk_nope_head_dim + a.v_head_dim);
-    return q + kv + double(m.heads) * a.v_head_dim * h;
-  }
-  const double q = h * m.heads * m.head_dim;
-  const double kv = 2.0 * h * m.kv_heads * m.head_dim;
-  return q + kv + double(m.heads) * m.head_dim * h;
-}
+double attention_parameters(const TransformerSpec& m) { return attention_parameters_per_rank(m, 1); }
+
+double kv_heads_per_rank(const TransformerSpec& m, int tp) { return std::max(1.0, static_cast<double>(m.kv_heads) / tp); }
 
 std::string tp_split_problem(const TransformerSpec& m, int tp) {
   if (m.heads % tp != 0) return fmt::format("tp = {} must divide the model's {} attention heads", tp, m.heads);
@@ -59,7 +48,7 @@ double attention_parameters_per_rank(const TransformerSpec& m, int tp) {
     return q + kv + double(m.heads) * a.v_head_dim * h / t;
   }
   const double q = h * m.heads * m.head_dim / t;
-  const double kv = 2.0 * h * std::max(1.0, m.kv_heads / t) * m.head_dim;
+  const double kv = 2.0 * h * kv_heads_per_rank(m, tp) * m.head_dim;
   return q + kv + double(m.heads) * m.head_dim * h / t;
 }
 

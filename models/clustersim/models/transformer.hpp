@@ -84,7 +84,10 @@ struct ParameterCount {
 // The most layers a model file may have (the largest published models have a few hundred).
 inline constexpr int kMaxLayers = 10000;
 
-double attention_parameters(const TransformerSpec& m);
+double attention_parameters(const TransformerSpec& m);  // a layer's whole: attention_parameters_per_rank(m, 1)
+// Key/value heads a tensor-parallel rank holds: kv_heads / tp, or one when there are fewer than tp
+// (replicated, one per rank; tp_split_problem requires one of kv_heads and tp to divide the other).
+double kv_heads_per_rank(const TransformerSpec& m, int tp);
 // Why tensor parallelism `tp` cannot split the model's attention, or "" when it can: Megatron, vLLM
 // and TensorRT-LLM split the query heads evenly, and the key/value heads evenly or replicate them
 // (one of kv_heads and tp divides the other).
