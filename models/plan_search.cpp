@@ -314,6 +314,10 @@ class BoundModel {
 
 }  // namespace
 
+PipelineSchedule searched_schedule(const ParallelismPlan& base, int vpp) {
+  return vpp > 1 ? PipelineSchedule::interleaved : base.vpp > 1 ? PipelineSchedule::one_f_one_b : base.schedule;
+}
+
 PlanChoice choice_of(const TrainingJob& j) {
   const ParallelismPlan& p = j.plan;
   PlanChoice c;
@@ -355,7 +359,7 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
   p.overlap_param_gather = c.param_overlap || !p.dp_overlap_applies();
   p.flash_attention = c.flash_attention;
   p.order.assign(c.order.begin(), c.order.end());
-  p.schedule = c.vpp > 1 ? PipelineSchedule::interleaved : base.plan.vpp > 1 ? PipelineSchedule::one_f_one_b : base.plan.schedule;
+  p.schedule = searched_schedule(base.plan, c.vpp);
   j.micro_batch = c.micro;
   j.recompute = c.recompute;
   return j;
@@ -608,19 +612,20 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   // lists need not hold its values), so that the output can always say where it ranks.
   const std::string own_key = plan_key(base);
   bool own_found = false;
-  const auto is_own = [&](const PlanChoice& c) {
+  // The key decides; the cheap comparisons first spare formatting it for nearly every plan.
+  const auto is_own = [&](const PlanChoice& c, const TrainingJob& j) {
     return c.system == 0 && c.gpus == own.gpus && c.tp == own.tp && c.pp == own.pp && c.vpp == own.vpp && c.cp == own.cp && c.ep == own.ep &&
-           c.etp == own.etp && c.micro == own.micro && c.zero == own.zero && c.recompute == own.recompute && plan_key(apply_choice(base, c)) == own_key;
+           c.etp == own.etp && c.micro == own.micro && c.zero == own.zero && c.recompute == own.recompute && plan_key(j) == own_key;
   };
   const auto evaluate = [&](const PlanChoice& c) {
     PlanOutcome o;
     o.plan = c;
-    const bool own_plan = !own_found && is_own(c);
+    const TrainingJob j = apply_choice(base, c);
+    const bool own_plan = !own_found && is_own(c, j);
     if (own_plan) {
       own_found = true;
       out.own = out.outcomes.size();
     }
-    const TrainingJob j = apply_choice(base, c);
     const topology::Topology& topo = *out.systems[static_cast<std::size_t>(c.system)].topology;
     const int cluster = static_cast<int>(topo.gpus().size());
     // In 64 bits, checked (checked_product): the products of a space's values must not wrap. The
