@@ -177,11 +177,6 @@ void run(const Options& o) {
     calibrate::NcclTestsOptions nopt;
     nopt.op = op_option(o.op);
     nopt.link = link_option(o.link);
-    if (o.ranks > 0 && o.nodes > 0 && o.ranks % o.nodes != 0) {
-      throw InputError(fmt::format("--ranks {} over --nodes {}: expected ranks that divide evenly over the nodes (the same number on each), found {:.3g} "
-                                   "per node",
-                                   o.ranks, o.nodes, static_cast<double>(o.ranks) / o.nodes));
-    }
     if (o.ranks > 0) nopt.ranks = o.ranks;
     if (o.nodes > 0) nopt.nodes = o.nodes;
     if (!o.algorithm.empty() && !models::parse_algorithm(o.algorithm)) {

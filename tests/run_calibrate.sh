@@ -66,7 +66,7 @@ expect_bad "found an empty string" --from-torch-probe "$data/h200-device-2026-12
 expect_bad "the measurements hold none" --device cpu --attention-backend cudnn
 # nccl-tests output without its device list: the given ranks must divide evenly over the given nodes.
 grep -v '^#  Rank' "$data/../nccl-tests/all_reduce_perf-2x8-h100-gcp-a3mega.txt" >"$dir/all_reduce_perf-nodev.txt"
-expect_bad "--ranks 16 over --nodes 3: expected ranks that divide evenly over the nodes" \
+expect_bad "all_reduce_perf-nodev.txt:8:12: 16 ranks do not divide evenly over 3 nodes: expected the same number of ranks on every node" \
   --from-nccl-tests "$dir/all_reduce_perf-nodev.txt" --ranks 16 --nodes 3 --base h100-sxm5-80gb
 "$cli" calibrate --from-nccl-tests "$dir/all_reduce_perf-nodev.txt" --ranks 16 --nodes 2 --base h100-sxm5-80gb | grep -Eq "2 x 16 +31 "
 # A data row with a size that is not a byte count is an error at its line, not a size the fit drops.
