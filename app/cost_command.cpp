@@ -1,10 +1,12 @@
 #include "cost_command.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -29,7 +31,7 @@ struct Options {
   std::string out;
   std::string report;
   int trials = 0;
-  std::int64_t seed = -1;
+  std::optional<std::uint64_t> seed;  // unset: the scenario's
 };
 
 constexpr double kDay = 86400.0;
@@ -60,7 +62,7 @@ void training_cost(const Options& o) {
   if (!sc.cost) throw InputError(fmt::format("{}: no 'cost' section (sheet, checkpoint, reliability) to price", o.scenario));
   models::CostSection cost = *sc.cost;
   if (o.trials > 0) cost.options.trials = o.trials;
-  if (o.seed >= 0) cost.options.seed = static_cast<std::uint64_t>(o.seed);
+  if (o.seed) cost.options.seed = *o.seed;
   const models::TrainingResult r = models::simulate_training(sc.job, *sc.topology);
   models::RunSpec run;
   run.work_s = r.time_to_train.value();
@@ -234,8 +236,15 @@ void add_cost_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--out", o->out, "Directory to write cost.json and distributions.csv (every trial's finish time and cost)")->check(output_directory());
   cmd->add_option("--trials", o->trials, "Monte Carlo trials per offering (default: the scenario's, else 1000)")->check(CLI::Range(1, 1000000));
+  // An integer from 0 to 2^64 - 1, checked as text: CLI11 would wrap "-1" into a 20-digit seed.
   cmd->add_option("--seed", o->seed, "Seed of the Monte Carlo (default: the scenario's, else 1)")
-      ->check(CLI::Validator([](std::string& v) { return !v.empty() && v[0] == '-' ? std::string("expected a seed of 0 or more, found ") + v : std::string(); }, "SEED"));
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            std::uint64_t x = 0;
+            const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+            return ec == std::errc() && end == v.data() + v.size() ? std::string() : "expected a seed of 0 to 18446744073709551615, found " + v;
+          },
+          "SEED"));
   cmd->add_option("--report", o->report, "Training: also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->check(output_directory());
   cmd->callback([o] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;

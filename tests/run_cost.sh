@@ -32,7 +32,9 @@ echo ok
 # Command-line mistakes name their option, with status 2: a negative seed (the range it printed was
 # a 300-digit number), an --out that is a file.
 touch "$out/a-file"
-for args in "--seed -1|--seed: expected a seed of 0 or more, found -1" "--out $out/a-file|--out: expected a directory to write into"; do
+for args in "--seed -1|--seed: expected a seed of 0 to 18446744073709551615, found -1" \
+  "--seed 99999999999999999999|--seed: expected a seed of 0 to 18446744073709551615, found 99999999999999999999" \
+  "--out $out/a-file|--out: expected a directory to write into"; do
   set +e
   err=$("$cli" cost "$data/cost-small.yaml" ${args%%|*} 2>&1 >/dev/null)
   status=$?
