@@ -472,7 +472,10 @@ std::string SearchResult::reason(const PlanOutcome& o) const {
 
 SearchSpace default_space(const TrainingJob& job, const topology::Topology& topo) {
   SearchSpace s;
-  s.gpus = {job.plan.gpus()};
+  // The scenario's plan is checked once the whole scenario is read (check_job); until then its
+  // degrees may multiply past an int, which that check refuses.
+  const std::int64_t own_gpus = checked_product({job.plan.tp, job.plan.pp, job.plan.dp, job.plan.cp});
+  s.gpus = {static_cast<int>(std::min<std::int64_t>(own_gpus, std::numeric_limits<int>::max()))};
   int per_node = 0;
   const auto& gpus = topo.gpus();
   for (auto v : gpus) per_node += topo.device(v).node == topo.device(gpus.front()).node ? 1 : 0;
