@@ -46,7 +46,8 @@ std::string plan_summary(const models::TrainingJob& job) {
   if (p.tp_overlap) s += ", TP overlap";
   s += fmt::format(", ZeRO-{}{}", p.zero_stage, p.whole_gradient_all_reduce() ? " (gradients all-reduced)" : "");
   if (!p.grad_accumulation_fusion && p.zero_stage < 3) s += ", unfused gradient accumulation";
-  s += fmt::format(", {} recompute, {}", to_string(job.recompute), hardware::to_string(job.precision));
+  s += job.recompute == models::Recompute::none ? ", no recompute" : fmt::format(", {} recompute", to_string(job.recompute));
+  s += fmt::format(", {}", hardware::to_string(job.precision));
   return s;
 }
 
@@ -140,8 +141,8 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
   const auto& hw = *sc.topology->gpu;
   out += fmt::format("{}: {} on {} ({} of {} {} GPUs)\n", sc.name, sc.job.model.name, sc.topology->name, r.gpus, sc.topology->gpus().size(), hw.name);
   out += fmt::format("plan: {}\n", plan_summary(sc.job));
-  out += fmt::format("batch: {} sequences of {} tokens per step = {} micro-batches of {} per data-parallel rank\n", sc.job.global_batch,
-                     sc.job.model.seq_len, r.micro_batches, sc.job.micro_batch);
+  out += fmt::format("batch: {} sequences of {} tokens per step = {} micro-batch{} of {} per data-parallel rank\n", sc.job.global_batch,
+                     sc.job.model.seq_len, r.micro_batches, r.micro_batches == 1 ? "" : "es", sc.job.micro_batch);
   out += "\n";
   out += fmt::format("  step time         {:.3f} s\n", r.step_time.value());
   out += fmt::format("  throughput        {:.0f} tokens/s ({:.1f} per GPU)\n", r.tokens_per_s, r.tokens_per_s / r.gpus);

@@ -435,6 +435,29 @@ TEST_CASE("fp8 training casts the weights once a step, the activations every mic
   CHECK(fp8_weight_cast_share(job) == 1.0);
 }
 
+TEST_CASE("an fp8 step's MFU stays over the 16-bit peak, and a note gives its share of the fp8 peak") {
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job;
+  job.model = gpt(2, 4096, 32, 2048);
+  job.plan.tp = 8;
+  job.micro_batch = 1;
+  job.global_batch = 4;
+  job.precision = hardware::Dtype::fp8;
+  const TrainingResult r = simulate_training(job, topo);
+  const auto& hw = *topo.gpu;
+  // Expectation: MFU = model FLOPs / (step x GPUs x bf16 peak); the note's percentages scale it by
+  // bf16 peak / fp8 peak (989 / 1979 TFLOP/s on the H100 SXM datasheet).
+  const double bf16 = hw.peak(hardware::Dtype::bf16).value(), fp8 = hw.peak(hardware::Dtype::fp8).value();
+  CHECK(r.mfu == Approx(r.model_flops_per_step / (r.step_time.value() * 8 * bf16)));
+  const std::string expected = fmt::format("over its fp8 peak ({:.0f} TFLOP/s) they are {:.1f}% and {:.1f}%", fp8 / 1e12, 100 * r.mfu * bf16 / fp8,
+                                           100 * r.hfu * bf16 / fp8);
+  bool found = false;
+  for (const auto& n : r.notes) found = found || n.find(expected) != std::string::npos;
+  CHECK(found);
+  job.precision = hardware::Dtype::bf16;
+  for (const auto& n : simulate_training(job, topo).notes) CHECK(n.find("fp8 peak") == std::string::npos);
+}
+
 TEST_CASE("a rank's attention weights are those its operations multiply, grouped KV heads fewer than tp replicated") {
   // Expectation: the layer's GEMM weights (n x k of each weight GEMM) are the layer's parameters on
   // one rank less its two norms, whatever the KV heads.
