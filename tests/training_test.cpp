@@ -458,6 +458,30 @@ TEST_CASE("an fp8 step's MFU stays over the 16-bit peak, and a note gives its sh
   for (const auto& n : simulate_training(job, topo).notes) CHECK(n.find("fp8 peak") == std::string::npos);
 }
 
+TEST_CASE("a step whose HFU is below its MFU says why, one with full recompute has no such note") {
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job;
+  job.model = gpt(2, 2048, 16, 8192);  // long sequences: attention is a large share of the FLOPs
+  job.plan.tp = 8;
+  job.micro_batch = 1;
+  job.global_batch = 2;
+  job.recompute = Recompute::none;
+  const auto has_note = [](const TrainingResult& r) {
+    for (const auto& n : r.notes)
+      if (n.find("HFU is below MFU") != std::string::npos) return true;
+    return false;
+  };
+  // Expectation: without recompute the kernels execute the causal half of the attention MFU counts
+  // whole, so HFU < MFU; full recompute adds a whole forward pass, so HFU > MFU.
+  const TrainingResult plain = simulate_training(job, topo);
+  CHECK(plain.hfu < plain.mfu);
+  CHECK(has_note(plain));
+  job.recompute = Recompute::full;
+  const TrainingResult full = simulate_training(job, topo);
+  CHECK(full.hfu > full.mfu);
+  CHECK_FALSE(has_note(full));
+}
+
 TEST_CASE("a rank's attention weights are those its operations multiply, grouped KV heads fewer than tp replicated") {
   // Expectation: the layer's GEMM weights (n x k of each weight GEMM) are the layer's parameters on
   // one rank less its two norms, whatever the KV heads.
