@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/reports/atomic_file.hpp"
 

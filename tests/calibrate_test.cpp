@@ -5,7 +5,7 @@
 #include <fstream>
 #include <tuple>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/calibrate/calibration.hpp"
 #include "clustersim/calibrate/cpu_probe.hpp"

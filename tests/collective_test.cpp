@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 #include <fmt/format.h>
 
 #include "clustersim/common/parts.hpp"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/models/cost.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/common/parts.hpp"
 #include "support.hpp"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/calibrate/nccl_tests.hpp"
 #include "support.hpp"

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 

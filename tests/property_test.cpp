@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/common/parts.hpp"
 #include "clustersim/models/training.hpp"

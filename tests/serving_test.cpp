@@ -5,7 +5,7 @@
 #include <limits>
 #include <fstream>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"

@@ -2,7 +2,7 @@
 #include <random>
 #include <set>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/sim/event_queue.hpp"
 #include "clustersim/sim/fluid_network.hpp"

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/yaml_reader.hpp"

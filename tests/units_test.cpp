@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/common/field_count.hpp"
 #include "clustersim/sim/time.hpp"

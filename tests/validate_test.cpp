@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/validate/runner.hpp"
 #include "support.hpp"

@@ -1,6 +1,6 @@
 #include "clustersim/common/yaml_reader.hpp"
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "clustersim/common/parts.hpp"
 #include "clustersim/common/suggest.hpp"
