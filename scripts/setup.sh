@@ -31,10 +31,26 @@ packages=(cmake ninja-build g++ git libyaml-cpp-dev libboost-graph-dev libfmt-de
 if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
 # The test suite opens a report in Debian's headless Chromium; the sanitizer and fuzzing build is clang's.
 if [ "$action" = test ]; then packages+=(chromium); fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+updated=0
 sanitize=0
 if [ "$preset" = sanitize ] || { [ "$action" = test ] && [ "$explicit_preset" = 0 ]; }; then
   sanitize=1
-  packages+=(clang libclang-rt-14-dev)
+  # clang's runtime (the sanitizers, libFuzzer) is packaged per LLVM version, that of Debian's clang:
+  # libclang-rt-14-dev on Debian 12, libclang-rt-19-dev on Debian 13.
+  llvm_of_clang() { apt-cache depends clang 2>/dev/null | sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -n 1; }
+  llvm=$(llvm_of_clang)
+  if [ -z "$llvm" ]; then
+    $sudo apt-get update -qq
+    updated=1
+    llvm=$(llvm_of_clang)
+  fi
+  if [ -z "$llvm" ]; then
+    echo "setup.sh: cannot tell which LLVM version Debian's clang package is (apt-cache depends clang names no clang-N)" >&2
+    exit 1
+  fi
+  packages+=(clang "libclang-rt-$llvm-dev")
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -44,9 +60,7 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup.sh: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -qq
+  [ "$updated" = 1 ] || $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 

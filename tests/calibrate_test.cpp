@@ -254,7 +254,10 @@ TEST_CASE("calibrate: a calibrated NVLink bandwidth becomes the capacity collect
   hw.collectives.push_back(fitted("all_gather", "nvlink", 8, 1, 300e9));
   calibrated.gpu = std::make_shared<const HardwareProfile>(hw);
   const auto gpus = uncalibrated.gpus();
-  models::Collective ag{models::CollectiveOp::all_gather, {gpus.begin(), gpus.begin() + 8}, Bytes(4.0 * (1ull << 30))};
+  models::Collective ag;
+  ag.op = models::CollectiveOp::all_gather;
+  ag.ranks = {gpus.begin(), gpus.begin() + 8};
+  ag.bytes = Bytes(4.0 * (1ull << 30));
   ag.algorithm = models::Algorithm::ring;
   const double shipped_bw = models::CollectiveModel(uncalibrated).simulate(ag).busbw.value();
   const double fitted_bw = models::CollectiveModel(calibrated).simulate(ag).busbw.value();
