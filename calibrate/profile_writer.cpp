@@ -158,7 +158,8 @@ std::string summary_text(const CalibrationResult& r) {
     q.add_row({"all", std::to_string(g.model_overall.samples), pct(g.base_overall.worst_relative), pct(g.base_overall.mean_relative),
                fmt::format("{:.4f}", g.model_overall.r2), pct(g.model_overall.worst_relative), pct(g.model_overall.mean_relative),
                fmt::format("{:.4f}", g.table_overall.r2), pct(g.table_overall.worst_relative)});
-    out += "\n" + q.render("  ");
+    out += '\n';
+    out += q.render("  ");
   }
   if (!r.copies.empty()) {
     out += "\ncopies (t = latency + bytes / bandwidth)\n";

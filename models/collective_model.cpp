@@ -43,24 +43,19 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
   capacities_.assign(topo.directed_link_count(), 0.0);
   const auto& g = topo.graph();
   const hardware::HardwareProfile* gpu = topo.gpu.get();
-  std::optional<BytesPerSec> nvlink_calibrated, pcie_calibrated, network_calibrated;
-  if (gpu) {
-    nvlink_calibrated = hardware::calibrated_busbw(*gpu, "nvlink");
-    pcie_calibrated = hardware::calibrated_busbw(*gpu, "pcie");
-    network_calibrated = hardware::calibrated_busbw(*gpu, "network");
-  }
-  if (network_calibrated) {
+  const auto calibrated = [gpu](const char* link) { return gpu ? hardware::calibrated_busbw(*gpu, link) : std::nullopt; };
+  const std::optional<BytesPerSec> nvlink_calibrated = calibrated("nvlink");
+  const std::optional<BytesPerSec> pcie_calibrated = calibrated("pcie");
+  // A NIC link's share of what collectives across nodes measured; 0: not calibrated.
+  double network_share = 0;
+  if (const std::optional<BytesPerSec> network = calibrated("network")) {
     // Across nodes NCCL runs one ring (channel) per NIC, so the bus bandwidth is the NICs of a node
     // together: one NIC's share is busbw / NICs per node (those of the first node with any).
     std::map<int, int> nics_per_node;
     for (auto [v, vend] = boost::vertices(g); v != vend; ++v) {
       if (topo.device(*v).kind == DeviceKind::nic) ++nics_per_node[topo.device(*v).node];
     }
-    if (nics_per_node.empty()) {
-      network_calibrated.reset();
-    } else {
-      *network_calibrated /= nics_per_node.begin()->second;
-    }
+    if (!nics_per_node.empty()) network_share = network->value() / nics_per_node.begin()->second;
   }
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const topology::Link& l = topo.link(*e);
@@ -75,9 +70,9 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
       cap = std::min(cap, pcie_calibrated->value());
     } else if (l.kind == LinkKind::pcie) {
       cap *= kPcieNcclOverRaw;
-    } else if (l.tier == 0 && network_calibrated) {
+    } else if (l.tier == 0 && network_share > 0) {
       // A NIC's link to its leaf: its share of what collectives across nodes measured.
-      cap = std::min(cap, network_calibrated->value());
+      cap = std::min(cap, network_share);
     }
     capacities_[l.id] = cap;
   }

@@ -1,5 +1,7 @@
 #include "clustersim/common/yaml_reader.hpp"
 
+#include <fmt/format.h>
+
 #include "catch.hpp"
 
 #include "clustersim/common/parts.hpp"
@@ -76,7 +78,7 @@ TEST_CASE("aliases that expand exponentially hit the visit limit", "[yaml]") {
   // Nine levels of nine aliases each: 9^9 = 387 million leaves if expanded.
   std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i <= 9; ++i) {
-    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    text += fmt::format("a{}: &a{} [", i, i);
     for (int j = 0; j < 9; ++j) text += (j ? ", *a" : "*a") + std::to_string(i - 1);
     text += "]\n";
   }

@@ -66,6 +66,14 @@ using Edge = boost::graph_traits<Graph>::edge_descriptor;
 class Topology {
  public:
   Topology() = default;
+  // Copies and moves are made out of line, in graph.cpp: GCC's -Wmaybe-uninitialized misfires
+  // inside Boost.Graph's adjacency_list copy (which Boost 1.74's graph also moves with) wherever it
+  // is inlined, and there it is silenced once.
+  Topology(const Topology& other);
+  Topology& operator=(const Topology& other);
+  Topology(Topology&& other) noexcept(false);
+  Topology& operator=(Topology&& other) noexcept(false);
+  ~Topology();
 
   Vertex add_device(Device d);
   // Adds both directions of a full-duplex link; returns the edge a -> b.
