@@ -30,6 +30,7 @@ struct Options {
   std::vector<std::string> hardware;
   std::string plans;  // search plans for the training cases whose id starts with this
   bool unknowns = false;  // each training case's step under the other values of its unknown settings
+  bool pairs = false;     // with unknowns: two settings together as well
 };
 
 std::string number(double v) { return fmt::format("{:.4g}", v); }
@@ -114,8 +115,9 @@ nlohmann::json to_json(const CaseResult& r) {
 
 std::string seconds_and_error(double s, double measured) { return fmt::format("{} ({:+.1f}%)", number(s), 100.0 * (s - measured) / measured); }
 
-// Each training case's step under the other values its unknown settings could have had, one at a time.
-void print_unknowns(const std::vector<validate::Case>& cases, const validate::RunOptions& run_options, bool json) {
+// Each training case's step under the other values its unknown settings could have had, one at a
+// time (and, with pairs, two together).
+void print_unknowns(const std::vector<validate::Case>& cases, const validate::RunOptions& run_options, bool pairs, bool json) {
   nlohmann::json list = nlohmann::json::array();
   TextTable t({"id", "measured", "default", "lowest", "lowest at", "highest", "highest at", "measured inside"},
               {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::left,
@@ -124,7 +126,7 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
   std::vector<std::string> outside;
   for (const auto& c : cases) {
     if (c.kind != "training") continue;
-    const validate::Sensitivity s = validate::sensitivity(c, run_options);
+    const validate::Sensitivity s = validate::sensitivity(c, run_options, pairs);
     nlohmann::json k{{"id", s.id}, {"status", s.status}};
     if (s.status != "ok") {
       k["reason"] = s.reason;
@@ -139,6 +141,7 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
     nlohmann::json alternatives = nlohmann::json::array();
     for (const auto& a : s.alternatives) {
       nlohmann::json x{{"setting", a.setting}, {"value", a.value}, {"status", a.status}};
+      if (!a.with_setting.empty()) x["with"] = {{"setting", a.with_setting}, {"value", a.with_value}};
       if (a.status == "ok") {
         x["step_time_s"] = a.step_s;
         x["error_pct"] = std::round(a.error_pct * 100) / 100;
@@ -155,10 +158,12 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
                seconds_and_error(s.high_s, s.measured_s), s.high_at, !s.has_unknowns() ? (s.alternatives.empty() ? "(no unknown setting)" : "(no alternative fits)") : s.measured_inside() ? "yes" : "no"});
   }
   if (json) {
-    std::cout << nlohmann::json{{"unknowns", list}, {"cases", ran}, {"cases_with_unknowns", with_unknowns}, {"measured_inside", inside}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"unknowns", list}, {"pairs", pairs}, {"cases", ran}, {"cases_with_unknowns", with_unknowns}, {"measured_inside", inside}}.dump(2)
+              << "\n";
     return;
   }
-  std::cout << "training step time (s) under the other values of the plan settings each case leaves unknown, one at a time, the others at their defaults\n";
+  std::cout << fmt::format("training step time (s) under the other values of the plan settings each case leaves unknown, {}, the others at their defaults\n",
+                           pairs ? "one at a time and two together" : "one at a time");
   std::cout << t.render("  ");
   std::cout << fmt::format("  {} cases, {} with unknown plan settings; the measured step lies inside their range in {}", ran, with_unknowns, inside);
   if (!outside.empty()) {
@@ -226,7 +231,7 @@ void run(const Options& o) {
     return;
   }
   if (o.unknowns) {
-    print_unknowns(cases, run_options, o.json);
+    print_unknowns(cases, run_options, o.pairs, o.json);
     return;
   }
   std::vector<CaseResult> results;
@@ -296,6 +301,8 @@ void add_validate_command(CLI::App& app) {
                 "For each training case, the step time under every other value of each plan setting it leaves unknown (micro batch up to 8, vpp up to 8, "
                 "ZeRO 0 instead of 1, sequence parallelism, recompute), one at a time, and whether the measurement lies inside that range");
   unknowns->excludes(plans);
+  cmd->add_flag("--pairs", o->pairs, "With --unknowns: also every two values of different unknown settings together (one setting at a time can miss what two reach)")
+      ->needs(unknowns);
   cmd->callback([o] { run(*o); });
 }
 

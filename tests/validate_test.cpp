@@ -208,3 +208,40 @@ TEST_CASE("a case's unknown plan settings are tried one at a time, each as if th
   CHECK(full.high_s == full.default_s);
   CHECK(full.low_at == "default");
 }
+
+TEST_CASE("with pairs, two unknown settings are also tried together, and the range only widens", "[validate]") {
+  const auto cases = validate::read_cases(kShared / "validation/training.yaml");
+  const auto it = std::find_if(cases.begin(), cases.end(), [](const validate::Case& c) { return c.id == "megatron-core-2024-h100-weak-70B"; });
+  REQUIRE(it != cases.end());
+  // Micro batch, vpp, ZeRO stage and recompute unknown.
+  const validate::Sensitivity one = validate::sensitivity(*it);
+  const validate::Sensitivity two = validate::sensitivity(*it, {}, true);
+  REQUIRE(two.status == "ok");
+  CHECK(two.default_s == one.default_s);
+  // Every single alternative again, in the same order, then the pairs.
+  REQUIRE(two.alternatives.size() > one.alternatives.size());
+  for (std::size_t i = 0; i < one.alternatives.size(); ++i) {
+    CHECK(two.alternatives[i].setting == one.alternatives[i].setting);
+    CHECK(two.alternatives[i].value == one.alternatives[i].value);
+    CHECK(two.alternatives[i].with_setting.empty());
+  }
+  bool micro_and_vpp = false;
+  for (std::size_t i = one.alternatives.size(); i < two.alternatives.size(); ++i) {
+    const validate::Alternative& a = two.alternatives[i];
+    INFO(a.setting << " " << a.value << " + " << a.with_setting << " " << a.with_value);
+    // Two different settings, each a value tried alone.
+    CHECK_FALSE(a.with_setting.empty());
+    CHECK(a.setting != a.with_setting);
+    micro_and_vpp = micro_and_vpp || (a.setting == "micro batch" && a.with_setting == "vpp");
+    if (a.status == "ok" && a.setting == "micro batch" && a.with_setting == "vpp") {
+      // The same prediction as the case with both written in.
+      validate::Case stated = *it;
+      stated.training->micro_batch = std::stoi(a.value);
+      stated.training->vpp = std::stoi(a.with_value);
+      CHECK(a.step_s == validate::run_case(stated).predicted.at("step_time_s"));
+    }
+  }
+  CHECK(micro_and_vpp);
+  CHECK(two.low_s <= one.low_s);
+  CHECK(two.high_s >= one.high_s);
+}

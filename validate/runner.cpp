@@ -549,7 +549,7 @@ std::vector<Edit> unknown_settings(const Case& c, const models::TrainingJob& job
 
 }  // namespace
 
-Sensitivity sensitivity(const Case& c, const RunOptions& options) {
+Sensitivity sensitivity(const Case& c, const RunOptions& options, bool pairs) {
   Sensitivity out;
   out.id = c.id;
   guarded(out, [&] {
@@ -564,17 +564,28 @@ Sensitivity sensitivity(const Case& c, const RunOptions& options) {
     if (!base.memory.fits()) throw std::runtime_error(base.memory.verdict());
     out.default_s = out.low_s = out.high_s = base.step_time.value();
     out.default_error_pct = error_pct(out.default_s, out.measured_s);
-    for (const Edit& e : unknown_settings(c, prepared.job, options)) {
+    // The default's job with these edits; alternatives the software could not have run are left out.
+    const auto try_edits = [&](const std::vector<const Edit*>& chosen) {
       models::TrainingJob job = prepared.job;
-      e.apply(job);
+      bool keeps_recompute = false;
+      for (const Edit* e : chosen) {
+        e->apply(job);
+        keeps_recompute = keeps_recompute || e->keeps_recompute;
+      }
       try {
         models::check_job(job, gpus);
       } catch (const std::invalid_argument&) {
-        continue;  // not a plan the software could have run (an uneven split, a batch that does not divide)
+        return;  // not a plan the software could have run (an uneven split, a batch that does not divide)
       }
-      Alternative a{e.setting, e.value, "ok", "", 0, 0};
+      Alternative a{chosen[0]->setting, chosen[0]->value, "", "", "ok", "", 0, 0};
+      std::string label = a.setting + " " + a.value;
+      if (chosen.size() > 1) {
+        a.with_setting = chosen[1]->setting;
+        a.with_value = chosen[1]->value;
+        label += " + " + a.with_setting + " " + a.with_value;
+      }
       // With the recompute mode unknown, each alternative takes the least that fits, as the default does.
-      if (c.training->recompute == "unknown" && !e.keeps_recompute) least_recompute_that_fits(job, prepared.topo);
+      if (c.training->recompute == "unknown" && !keeps_recompute) least_recompute_that_fits(job, prepared.topo);
       const models::MemoryReport memory = models::estimate_memory(job, *prepared.topo.gpu);
       if (!memory.fits()) {
         a.status = "does not fit";
@@ -582,7 +593,6 @@ Sensitivity sensitivity(const Case& c, const RunOptions& options) {
       } else {
         a.step_s = models::simulate_training(job, prepared.topo).step_time.value();
         a.error_pct = error_pct(a.step_s, out.measured_s);
-        const std::string label = a.setting + " " + a.value;
         if (a.step_s < out.low_s) {
           out.low_s = a.step_s;
           out.low_at = label;
@@ -593,6 +603,15 @@ Sensitivity sensitivity(const Case& c, const RunOptions& options) {
         }
       }
       out.alternatives.push_back(std::move(a));
+    };
+    const std::vector<Edit> edits = unknown_settings(c, prepared.job, options);
+    for (const Edit& e : edits) try_edits({&e});
+    if (pairs) {
+      for (std::size_t i = 0; i < edits.size(); ++i) {
+        for (std::size_t j = i + 1; j < edits.size(); ++j) {
+          if (edits[i].setting != edits[j].setting) try_edits({&edits[i], &edits[j]});
+        }
+      }
     }
   });
   return out;

@@ -93,6 +93,9 @@ std::string primary_metric(const std::string& kind);
 struct Alternative {
   std::string setting;  // as defaults_applied names it: "micro batch", "vpp", ...
   std::string value;    // the value tried
+  // With pairs: a second unknown setting tried together with the first (empty: the first alone).
+  std::string with_setting;
+  std::string with_value;
   std::string status;   // ok | does not fit (the memory verdict in reason)
   std::string reason;
   double step_s = 0;
@@ -116,7 +119,9 @@ struct Sensitivity {
     return std::any_of(alternatives.begin(), alternatives.end(), [](const Alternative& a) { return a.status == "ok"; });
   }
 };
-Sensitivity sensitivity(const Case& c, const RunOptions& options = {});
+// `pairs`: also every two values of different unknown settings together (one setting at a time can
+// miss what two unstated settings reach).
+Sensitivity sensitivity(const Case& c, const RunOptions& options = {}, bool pairs = false);
 
 // A training case's published plan against the best plan a search finds on the same cluster
 // (the default space of models/plan_search.hpp with the published plan in it).
