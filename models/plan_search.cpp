@@ -372,19 +372,13 @@ namespace {
 // every rank alike.
 std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
   std::vector<ParallelDim> out;
-  // The expert-data-parallel size in 64 bits: a space's degrees can be any positive int, and this
-  // runs on every enumerated shape before the constraints reject the ones whose products overflow.
-  std::int64_t expert_dp = 1;
-  if (p.ep > 1 || p.etp > 1) {
-    const std::int64_t ranks = std::int64_t{p.tp} * p.cp * p.dp, split = std::int64_t{p.etp} * p.ep;
-    expert_dp = ranks / split;
-  }
+  const int expert_dp = p.ep > 1 || p.etp > 1 ? expert_data_parallel_size(p) : 1;
   for (ParallelDim d : p.order) {
-    const std::int64_t size = d == ParallelDim::tp   ? std::max(p.tp, p.etp)
-                              : d == ParallelDim::cp ? p.cp
-                              : d == ParallelDim::ep ? p.ep
-                              : d == ParallelDim::dp ? std::max<std::int64_t>(p.dp, expert_dp)
-                                                     : p.pp;
+    const int size = d == ParallelDim::tp   ? std::max(p.tp, p.etp)
+                     : d == ParallelDim::cp ? p.cp
+                     : d == ParallelDim::ep ? p.ep
+                     : d == ParallelDim::dp ? std::max(p.dp, expert_dp)
+                                            : p.pp;
     if (size > 1) out.push_back(d);
   }
   return out;
@@ -701,9 +695,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
             // one plan.
             ParallelismPlan q;
             q.zero_stage = zero, q.dp = shape.dp, q.cp = shape.cp;
-            std::vector<std::pair<bool, bool>> overlaps;
-            for (const auto& [grad, param] : dp_overlaps) overlaps.emplace_back(grad || !q.dp_overlap_applies(), param || !q.dp_overlap_applies());
-            for (const auto& [grad, param] : distinct(overlaps)) {
+            const std::vector<std::pair<bool, bool>> defaults{{true, true}};
+            for (const auto& [grad, param] : q.dp_overlap_applies() ? dp_overlaps : defaults) {
               c.grad_overlap = grad;
               c.param_overlap = param;
               for (bool flash : attentions) {

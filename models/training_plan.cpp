@@ -132,7 +132,12 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
   return rank;
 }
 
-int expert_data_parallel_size(const ParallelismPlan& plan) { return plan.tp * plan.cp * plan.dp / (plan.etp * plan.ep); }
+int expert_data_parallel_size(const ParallelismPlan& plan) {
+  // In 64 bits, checked: the plan search orders the ranks of shapes it has not checked yet
+  // (effective_order), whose degrees may multiply past an int; their size is only compared with 1.
+  const std::int64_t size = checked_product({plan.tp, plan.cp, plan.dp}) / checked_product({plan.etp, plan.ep});
+  return static_cast<int>(std::min<std::int64_t>(size, std::numeric_limits<int>::max()));
+}
 
 namespace {
 
