@@ -72,7 +72,7 @@ AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
   if (!fs::is_directory(dir, ec)) {
     throw std::runtime_error(fmt::format("cannot write {}: directory {} does not exist", path_.string(), dir.string()));
   }
-  temporary_ = (dir / ("." + path_.filename().string() + ".tmp.XXXXXX")).string();
+  temporary_ = (dir / fmt::format(".{}.tmp.XXXXXX", path_.filename().string())).string();
   fd_ = ::mkstemp(temporary_.data());
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), std::strerror(errno)));
   slot_ = claim_slot(temporary_);
