@@ -326,14 +326,13 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
     const std::int64_t capacity = kv_block_capacity(c, hw);
     for (const auto& r : requests) {
       if (r.prompt_tokens < 1 || r.output_tokens < 1) throw std::invalid_argument(fmt::format("request {}: prompt and output need at least 1 token", r.id));
-      const std::int64_t need = replicas_.front()->blocks_for(r.prompt_tokens + r.output_tokens);
+      const std::int64_t need = replicas_.front()->blocks_for(r.total_tokens());
       if (need > capacity) {
-        throw std::invalid_argument(fmt::format("request {} needs {} KV blocks ({} tokens) but the replica holds {}", r.id, need,
-                                                r.prompt_tokens + r.output_tokens, capacity));
+        throw std::invalid_argument(fmt::format("request {} needs {} KV blocks ({} tokens) but the replica holds {}", r.id, need, r.total_tokens(), capacity));
       }
-      if (!c.chunked_prefill && r.prompt_tokens + r.output_tokens > c.max_num_batched_tokens) {
+      if (!c.chunked_prefill && r.total_tokens() > c.max_num_batched_tokens) {
         throw std::invalid_argument(fmt::format("request {} has {} tokens, more than max_num_batched_tokens ({}) without chunked prefill", r.id,
-                                                r.prompt_tokens + r.output_tokens, c.max_num_batched_tokens));
+                                                r.total_tokens(), c.max_num_batched_tokens));
       }
       Sequence s;
       s.request = r;
@@ -506,7 +505,7 @@ void Replica::try_transfers() {
   while (!incoming_.empty()) {
     const int i = incoming_.front();
     Sequence& s = seq(i);
-    const std::int64_t need = c_.reserve_full_kv ? blocks_for(s.request.prompt_tokens + s.request.output_tokens) : blocks_for(s.known);
+    const std::int64_t need = c_.reserve_full_kv ? blocks_for(s.request.total_tokens()) : blocks_for(s.known);
     const bool idle = running_.empty() && in_transfer_ == 0;
     if (need > available() || (!idle && available() - need < reserve) ||
         static_cast<int>(running_.size()) + in_transfer_ >= c_.max_num_seqs) {
@@ -622,7 +621,7 @@ bool Replica::admit_static(std::vector<int>& batch, int& budget) {
     const int i = waiting_.front();
     Sequence& s = seq(i);
     const int n = s.known - s.computed;
-    const std::int64_t need = blocks_for(s.request.prompt_tokens + s.request.output_tokens);
+    const std::int64_t need = blocks_for(s.request.total_tokens());
     if (need > available() || (!batch.empty() && prompts + n > c_.max_num_batched_tokens)) break;
     waiting_.pop_front();
     queued_tokens_ -= n;
@@ -741,7 +740,7 @@ void Replica::step() {
       if (!c_.chunked_prefill && n < s.known - s.computed) break;
       // Whole-request reservation covers what the replica will hold: the prompt and its first token on a
       // prefill replica, the prompt and the whole output otherwise.
-      const int held = role_ == Role::prefill ? s.request.prompt_tokens + 1 : s.request.prompt_tokens + s.request.output_tokens;
+      const std::int64_t held = role_ == Role::prefill ? std::int64_t{s.request.prompt_tokens} + 1 : s.request.total_tokens();
       const std::int64_t need = (c_.reserve_full_kv ? blocks_for(held) : blocks_for(s.computed + cached + n)) - s.blocks - shared;
       // Reviving an idle cached prefix takes its blocks out of the evictable ones.
       const std::int64_t revived = shared > 0 && cache_.at(s.request.prefix_id).refs == 0 ? shared : 0;
@@ -888,7 +887,7 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, std::int64
     e2e.push_back(r.e2e());
     queue.push_back(r.first_scheduled - r.request.arrival);
     output += r.request.output_tokens;
-    total += r.request.output_tokens + r.request.prompt_tokens;
+    total += static_cast<double>(r.request.total_tokens());
     in_system += r.e2e();
     const bool ok = (slo.ttft <= 0 || r.ttft() <= slo.ttft) && (slo.tpot <= 0 || r.tpot() <= slo.tpot) && (slo.e2e <= 0 || r.e2e() <= slo.e2e);
     good += ok ? 1 : 0;

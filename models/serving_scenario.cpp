@@ -350,13 +350,19 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
                                             sc.recipe->duration, sc.recipe->duration * sc.sizing->rate, kMaxRequests));
     }
   }
-  // Every request must fit one replica's KV pool.
+  // Every request must fit one replica's KV pool and, without chunked prefill, one batch.
   const std::int64_t blocks = kv_block_capacity(r, hw);
   for (const auto& q : sc.requests) {
-    const std::int64_t need = (q.prompt_tokens + q.output_tokens + r.block_size - 1) / r.block_size;
+    const std::int64_t need = (q.total_tokens() + r.block_size - 1) / r.block_size;
     if (need > blocks) {
       body.fail_message(fmt::format("impossible workload: request {} ({} + {} tokens) needs {} KV blocks; a replica holds {}", q.id, q.prompt_tokens,
                                     q.output_tokens, need, blocks));
+    }
+    if (!r.chunked_prefill && q.total_tokens() > r.max_num_batched_tokens) {
+      const yaml::Node where = yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node);
+      where.fail_message(fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_num_batched_tokens ({}) allows without "
+                                     "chunked prefill (raise it or set chunked_prefill: true)",
+                                     q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_num_batched_tokens));
     }
   }
   return sc;
