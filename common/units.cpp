@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 
 namespace cs {
@@ -86,6 +87,10 @@ bool parse_quantity_text(std::string_view text, const UnitSpelling* units, std::
   if (end == 0) return false;
   double value = 0.0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + end, value);
+  if (ec == std::errc::result_out_of_range && ptr == text.data() + end) {
+    out = std::numeric_limits<double>::infinity();  // a number past a double's range: tell the caller
+    return false;
+  }
   if (ec != std::errc() || ptr != text.data() + end || !std::isfinite(value)) return false;
   const std::string_view suffix = trim(text.substr(end));
   if (suffix.empty()) return false;  // units are required

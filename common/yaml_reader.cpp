@@ -306,6 +306,7 @@ double parse_quantity(const Node& n, const char* what, const UnitSpelling* units
   const std::string s = n.scalar(expected);
   double v = 0.0;
   if (parse_quantity_text(s, units, count, v)) return v;
+  if (std::isinf(v)) n.fail(fmt::format("{} that a double can hold", expected), quote_text(s) + " (overflows to infinity)");
   double bare = 0.0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), bare);
   if (ec == std::errc() && ptr == s.data() + s.size()) n.fail(expected, quote_text(s) + " (a bare number: the unit is required)");

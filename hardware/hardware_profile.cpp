@@ -52,7 +52,7 @@ CalibratedTransfer read_transfer(const yaml::Node& node) {
   yaml::Map t(node);
   CalibratedTransfer c;
   c.latency = t.get<Seconds>("latency", yaml::non_negative<Seconds>());
-  c.bandwidth = t.get<BytesPerSec>("bandwidth", yaml::positive<BytesPerSec>());
+  c.bandwidth = t.get<BytesPerSec>("bandwidth", yaml::bandwidth());
   t.finish();
   return c;
 }
@@ -72,7 +72,7 @@ CalibratedCollective read_collective(const yaml::Node& node) {
     }
   }
   out.latency = c.get<Seconds>("latency", yaml::non_negative<Seconds>());
-  out.busbw = c.get<BytesPerSec>("busbw", yaml::positive<BytesPerSec>());
+  out.busbw = c.get<BytesPerSec>("busbw", yaml::bandwidth());
   if (auto eff = c.find("efficiency")) {
     double last = 0;
     for (const auto& row : eff->items()) {
@@ -113,7 +113,7 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
   {
     yaml::Map mem(m.at("memory", "a map with capacity and bandwidth"));
     hw.memory_capacity = mem.get<Bytes>("capacity", yaml::positive<Bytes>());
-    hw.memory_bandwidth = mem.get<BytesPerSec>("bandwidth", yaml::positive<BytesPerSec>());
+    hw.memory_bandwidth = mem.get<BytesPerSec>("bandwidth", yaml::bandwidth());
     mem.finish();
   }
 
@@ -122,7 +122,7 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     NvlinkSpec spec;
     spec.generation = n.get<int>("generation", yaml::in_range(1, 9, "an NVLink generation from 1 to 9"));
     spec.links = n.get<int>("links", yaml::positive<int>());
-    spec.bandwidth = n.get<BytesPerSec>("bandwidth", yaml::positive<BytesPerSec>());
+    spec.bandwidth = n.get<BytesPerSec>("bandwidth", yaml::bandwidth());
     n.finish();
     hw.nvlink = spec;
   }

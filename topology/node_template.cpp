@@ -42,7 +42,7 @@ DeviceGroup read_group(const yaml::Node& node) {
   g.latency = m.get_or<Seconds>("latency", Seconds(0), yaml::non_negative<Seconds>());
   if (g.kind == DeviceKind::nvswitch) g.chips = m.get_or<int>("chips", 1, yaml::positive<int>());
   if (g.kind == DeviceKind::nic) {
-    g.rate = m.get<BytesPerSec>("rate", yaml::positive<BytesPerSec>());
+    g.rate = m.get<BytesPerSec>("rate", yaml::bandwidth());
     g.ports = m.get_or<int>("ports", 1, yaml::in_range(1, 8, "1 to 8 ports"));
     g.rails = m.get_or<int>("rails", 0, yaml::positive<int>());
   }
@@ -126,7 +126,7 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
       const std::string pattern = l.choice_or("pattern", "all", {"all", "zip", "block"});
       lg.pattern = pattern == "zip" ? LinkPattern::zip : pattern == "block" ? LinkPattern::block : LinkPattern::all;
       lg.kind = parse_link_kind(l.choice("kind", kNodeLinkKinds));
-      lg.bandwidth = l.get<BytesPerSec>("bandwidth", yaml::positive<BytesPerSec>());
+      lg.bandwidth = l.get<BytesPerSec>("bandwidth", yaml::bandwidth());
       lg.latency = l.get_or<Seconds>("latency", Seconds(0), yaml::non_negative<Seconds>());
       l.finish();
       if (lg.from.group == lg.to.group && !(lg.from.index && lg.to.index && *lg.from.index != *lg.to.index)) {

@@ -78,6 +78,7 @@ struct UnitTable;
 
 // Parses "400Gbps", "50 GB/s", "1.5us" into the quantity. Returns false when the text is not a
 // finite number followed by one of the accepted units; a bare number is rejected (units are required).
+// A value past a double's range (the number itself, or the number times its unit) leaves `out` infinite.
 bool parse_quantity_text(std::string_view text, const UnitSpelling* units, std::size_t count, double& out);
 
 // "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB" for messages.

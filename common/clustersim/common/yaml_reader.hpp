@@ -75,6 +75,12 @@ Check<T> in_range(T low, T high, std::string expected) {
   return {std::move(expected), [low, high](const T& v) { return !(v < low) && !(high < v); }};
 }
 
+// The bandwidth of a link, a NIC or a memory: at least 1 KB/s. Anything slower is a unit typed
+// many orders of magnitude off, whose transfers would outlast the simulated clock (146 years).
+inline Check<BytesPerSec> bandwidth() {
+  return {"a bandwidth of at least 1KB/s", [](const BytesPerSec& v) { return !(v.value() < 1e3); }};
+}
+
 // How a type is read from a scalar; specialised below for numbers, strings, booleans and units.
 template <class T, class Enable = void>
 struct Parse;
