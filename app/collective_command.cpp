@@ -14,6 +14,7 @@
 #include "clustersim/reports/text_table.hpp"
 #include "clustersim/sim/fluid_network.hpp"
 #include "clustersim/topology/topology_loader.hpp"
+#include "output_dir.hpp"
 
 namespace cs::app {
 
@@ -173,7 +174,7 @@ void add_collective_command(CLI::App& app) {
   cmd->add_option("--root", o->root, "Root rank of broadcast and reduce")->default_val(0);
   cmd->add_flag("--no-pxn", o->no_pxn, "Route inter-node traffic without NVLink relaying (NCCL_PXN_DISABLE=1)");
   cmd->add_flag("--json", o->json, "Print JSON");
-  cmd->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace of the (last) collective with link loads");
+  cmd->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace of the (last) collective with link loads")->check(output_file());
   cmd->callback([o] { run(*o); });
 }
 

@@ -1,4 +1,4 @@
-// The output-directory options (--out, --report): what they accept. reports::make_output_directory
+// The output options (--out and --report directories, single output files): what they accept. reports::make_output_directory
 // creates them.
 #pragma once
 
@@ -24,6 +24,23 @@ inline CLI::Validator output_directory() {
         return "";
       },
       "DIR");
+}
+
+// Refuses, as a command-line mistake, an output file path that is empty, names a directory, or
+// lies in a directory that does not exist, before the command does its work (the file itself is
+// written atomically at the end).
+inline CLI::Validator output_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (path.empty()) return "expected a file to write, found an empty path";
+        std::error_code ec;
+        const std::filesystem::path p(path);
+        if (std::filesystem::is_directory(p, ec)) return fmt::format("expected a file to write, found a directory: {}", path);
+        const std::filesystem::path parent = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+        if (!std::filesystem::is_directory(parent, ec)) return fmt::format("expected a file in an existing directory, found no directory {}", parent.string());
+        return "";
+      },
+      "FILE");
 }
 
 // The option that named a command's output directory, for its messages: --report when only

@@ -440,7 +440,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)")->check(output_directory());
   cmd->add_option("--threads", o->threads, "Training: threads simulating plans (default: every core)")->check(CLI::Range(0, 4096));
-  cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds");
+  cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds")->check(output_file());
   cmd->add_option("--bound", o->bound, "Training: branch and bound, skipping plans whose lower bound cannot reach the top K by time or cost")->check(CLI::Range(1, 100000));
   cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000));
   cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->check(output_directory());

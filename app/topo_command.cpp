@@ -14,6 +14,7 @@
 #include "clustersim/topology/export.hpp"
 #include "clustersim/topology/routing.hpp"
 #include "clustersim/topology/topology_loader.hpp"
+#include "output_dir.hpp"
 
 namespace cs::app {
 
@@ -190,8 +191,8 @@ void add_topo_command(CLI::App& app) {
   cmd->add_option("--flow", opts->flow, "Flow id whose ECMP choice --path shows")->default_val(0);
   cmd->add_flag("--pxn", opts->pxn, "Route inter-node GPU traffic over NVLink to the NIC on the destination's rail (NCCL PXN)");
   cmd->add_flag("--json", opts->json, "Print the summary as JSON");
-  cmd->add_option("--dot", opts->dot, "Also write the graph as Graphviz DOT to this file");
-  cmd->add_option("--graphml", opts->graphml, "Also write the graph as GraphML to this file");
+  cmd->add_option("--dot", opts->dot, "Also write the graph as Graphviz DOT to this file")->check(output_file());
+  cmd->add_option("--graphml", opts->graphml, "Also write the graph as GraphML to this file")->check(output_file());
   cmd->add_flag("--timing", opts->timing, "Print load and analysis wall time to stderr");
   cmd->callback([opts] { run_topo(*opts); });
 }

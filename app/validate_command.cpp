@@ -1,5 +1,6 @@
 #include "validate_command.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -204,8 +205,16 @@ void run(const Options& o) {
                 {TextTable::Align::left, TextTable::Align::left, TextTable::Align::right, TextTable::Align::left, TextTable::Align::right,
                  TextTable::Align::right, TextTable::Align::right, TextTable::Align::left});
     int compared = 0, at_least_as_fast = 0;
+    const auto selected = [&](const validate::Case& c) { return c.kind == "training" && c.id.rfind(o.plans, 0) == 0; };
+    if (std::none_of(cases.begin(), cases.end(), selected)) {
+      std::string ids;
+      for (const auto& c : cases) {
+        if (c.kind == "training") ids += (ids.empty() ? "" : ", ") + c.id;
+      }
+      throw InputError(fmt::format("--plans {}: no training case id starts with it (the training cases: {})", o.plans, ids.empty() ? "none" : ids));
+    }
     for (const auto& c : cases) {
-      if (c.kind != "training" || c.id.rfind(o.plans, 0) != 0) continue;
+      if (!selected(c)) continue;
       const validate::PlanComparison p = validate::compare_plans(c, run_options);
       nlohmann::json k = {{"id", p.id}, {"status", p.status}};
       if (p.status != "ok") {

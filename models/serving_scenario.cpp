@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 
@@ -283,6 +284,9 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       const yaml::Node f = a.at("file", "the trace CSV's path");
       std::filesystem::path path = f.scalar("a path");
       if (path.is_relative()) path = f.directory() / path;
+      std::error_code ec;
+      if (std::filesystem::is_directory(path, ec)) f.fail("the path of a trace CSV file", fmt::format("a directory, {}", path.string()));
+      if (!std::filesystem::exists(path, ec)) f.fail("the path of a trace CSV file", fmt::format("no file at {}", path.string()));
       a.finish();
       sc.requests = read_trace(path);
       sc.workload_text = fmt::format("trace {} ({} requests)", path.filename().string(), sc.requests.size());
