@@ -153,7 +153,9 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
     const std::string d = yaml::parse_choice(*g, {"fp32", "bf16", "fp16"});
     sc.job.grad_bytes = d == "fp32" ? 4.0 : 2.0;
   }
-  sc.job.token_budget = m.get_or<double>("train_tokens", 0.0, yaml::non_negative<double>());
+  // From one token to 1e18: the largest published pretraining runs are a few times 1e13 tokens (Qwen3:
+  // 36 trillion), so a count beyond the bound is a typo, whose "time to train" would read as nonsense.
+  sc.job.token_budget = m.get_or<double>("train_tokens", 0.0, yaml::in_range(1.0, 1e18, "a token count from 1 to 1e18"));
   sc.search = default_space(sc.job, *sc.topology);
   std::vector<yaml::Node> system_nodes;  // where each of search.systems was given
   std::optional<CostSheet> search_sheet;
