@@ -165,17 +165,25 @@ void add_collective_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("collective", "Simulate an NCCL collective on a topology: time, algbw and busbw");
   cmd->add_option("topology", o->topology, "Topology YAML file or shipped preset")->required();
   cmd->add_option("--op", o->op, "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or send_recv")->default_val("all_reduce");
-  cmd->add_option("--size", o->size, "Size as nccl-tests counts it (e.g. 16GiB)")->default_val("1GiB");
-  cmd->add_option("--sweep", o->sweep, "Sizes from MIN to MAX by powers of two (e.g. 8B:8GiB)");
-  cmd->add_option("--gpus", o->gpus, "GPU ranks taking part (e.g. 0-7,16-23); default all");
+  CLI::Option* size = cmd->add_option("--size", o->size, "Size as nccl-tests counts it (e.g. 16GiB)")->default_val("1GiB");
+  cmd->add_option("--sweep", o->sweep, "Sizes from MIN to MAX by powers of two (e.g. 8B:8GiB); instead of --size")->excludes(size);
+  cmd->add_option("--gpus", o->gpus, "GPU ranks taking part (e.g. 0-7,16-23); default all")
+      ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("expected GPU ranks such as 0-7,16-23, found an empty list") : std::string(); },
+                             "RANKS"));
   cmd->add_option("--algorithm", o->algorithm, "Force ring, tree, hierarchical, nvls, collnet, pairwise or direct (default: NCCL's choice)");
   cmd->add_option("--protocol", o->protocol, "Force LL, LL128 or Simple");
   cmd->add_option("--channels", o->channels, "Rings or tree pairs to build (default: one per NIC rail used)")->check(CLI::Range(0, 64));
-  cmd->add_option("--root", o->root, "Root rank of broadcast and reduce")->default_val(0);
+  CLI::Option* root = cmd->add_option("--root", o->root, "Root rank of broadcast and reduce")->default_val(0);
   cmd->add_flag("--no-pxn", o->no_pxn, "Route inter-node traffic without NVLink relaying (NCCL_PXN_DISABLE=1)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace of the (last) collective with link loads")->check(output_file());
-  cmd->callback([o] { run(*o); });
+  cmd->callback([o, root] {
+    // Only broadcast and reduce have a root: one given to another collective would be ignored.
+    if (root->count() > 0 && o->op != "broadcast" && o->op != "reduce") {
+      throw InputError(fmt::format("--root: only broadcast and reduce have a root, and --op is {}", o->op));
+    }
+    run(*o);
+  });
 }
 
 }  // namespace cs::app

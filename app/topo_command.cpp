@@ -1,6 +1,8 @@
 #include "topo_command.hpp"
 
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <memory>
 
@@ -153,6 +155,32 @@ std::string render_path(const Topology& topo, const Router& router, Vertex a, Ve
   return out + render_assumptions(topo.assumptions);
 }
 
+nlohmann::json path_json(const Topology& topo, const Path& p) {
+  nlohmann::json devices = nlohmann::json::array(), links = nlohmann::json::array();
+  for (const Vertex v : p.devices) devices.push_back(topo.device(v).name);
+  for (const Edge e : p.links) links.push_back(std::string(to_string(topo.link(e).kind)));
+  return {{"hops", p.hops()}, {"bottleneck_Bps", p.bottleneck.value()}, {"latency_s", p.latency.value()}, {"devices", devices}, {"links", links}};
+}
+
+// The same as render_path, for scripts.
+nlohmann::json route_json(const Topology& topo, const Router& router, Vertex a, Vertex b, const TopoOptions& o) {
+  const std::string an = topo.device(a).name, bn = topo.device(b).name;
+  auto chosen = router.route(a, b, o.flow);
+  if (!chosen) throw InputError(fmt::format("--path: no route from {} to {} in topology {}", an, bn, topo.name));
+  const auto alternatives = router.all_paths(a, b, o.paths);
+  nlohmann::json paths = nlohmann::json::array();
+  for (const Path& p : alternatives.paths) paths.push_back(path_json(topo, p));
+  return {{"from", an},
+          {"to", bn},
+          {"pxn", o.pxn},
+          {"ecmp", topo.technology == "infiniband" ? "destination" : "hash"},
+          {"flow", o.flow},
+          {"route", path_json(topo, *chosen)},
+          {"equal_cost_paths", alternatives.total},
+          {"paths", paths},
+          {"defaults_applied", topo.assumptions}};
+}
+
 void run_topo(const TopoOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const Topology topo = load_topology(o.file);
@@ -161,7 +189,11 @@ void run_topo(const TopoOptions& o) {
   if (!o.path.empty()) {
     const Vertex a = parse_device(topo, o.path[0]);
     const Vertex b = parse_device(topo, o.path[1]);
-    std::cout << render_path(topo, router, a, b, o);
+    if (o.json) {
+      std::cout << route_json(topo, router, a, b, o).dump(2) << "\n";
+    } else {
+      std::cout << render_path(topo, router, a, b, o);
+    }
   } else {
     const TopologySummary s = summarize(topo, router);
     if (o.json) {
@@ -186,11 +218,21 @@ void add_topo_command(CLI::App& app) {
   auto opts = std::make_shared<TopoOptions>();
   CLI::App* cmd = app.add_subcommand("topo", "Inspect a topology: counts, bandwidths, bisection, tiers, diameter, routes");
   cmd->add_option("topology", opts->file, "Topology YAML file, or the name of a shipped preset (e.g. dgx-h100-superpod)")->required();
-  cmd->add_option("--path", opts->path, "Show the routes between two devices (names such as n0.gpu0, or GPU ranks)")->expected(2);
-  cmd->add_option("--paths", opts->paths, "How many equal-cost paths --path lists")->default_val(4)->check(CLI::Range(1, 1000));
-  cmd->add_option("--flow", opts->flow, "Flow id whose ECMP choice --path shows")->default_val(0);
+  CLI::Option* path = cmd->add_option("--path", opts->path, "Show the routes between two devices (names such as n0.gpu0, or GPU ranks)")->expected(2);
+  cmd->add_option("--paths", opts->paths, "How many equal-cost paths --path lists")->default_val(4)->check(CLI::Range(1, 1000))->needs(path);
+  // Checked as a number before it is read: an unsigned read would wrap "-1" round to 2^64 - 1.
+  cmd->add_option("--flow", opts->flow, "Flow id whose ECMP choice --path shows")
+      ->default_val(0)
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            std::uint64_t v = 0;
+            const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+            return ec == std::errc() && end == s.data() + s.size() ? std::string() : fmt::format("expected a flow id from 0 to {}, found '{}'", std::uint64_t{UINT64_MAX}, s);
+          },
+          "ID"))
+      ->needs(path);
   cmd->add_flag("--pxn", opts->pxn, "Route inter-node GPU traffic over NVLink to the NIC on the destination's rail (NCCL PXN)");
-  cmd->add_flag("--json", opts->json, "Print the summary as JSON");
+  cmd->add_flag("--json", opts->json, "Print the summary (or the --path routes) as JSON");
   cmd->add_option("--dot", opts->dot, "Also write the graph as Graphviz DOT to this file")->check(output_file());
   cmd->add_option("--graphml", opts->graphml, "Also write the graph as GraphML to this file")->check(output_file());
   cmd->add_flag("--timing", opts->timing, "Print load and analysis wall time to stderr");
