@@ -112,7 +112,11 @@ SizingSpec read_sizing(const yaml::Node& node, IncludeStack& includes) {
   }
   if (auto t = m.find("tp")) {
     if (!t->is_list() || t->items().empty()) t->fail("a non-empty list of TP degrees");
-    for (const yaml::Node& v : t->items()) z.tp.push_back(v.as<int>(yaml::positive<int>()));
+    for (const yaml::Node& v : t->items()) {
+      const int tp = v.as<int>(yaml::positive<int>());
+      if (std::find(z.tp.begin(), z.tp.end(), tp) != z.tp.end()) v.fail("each TP degree once", fmt::format("{} a second time", tp));
+      z.tp.push_back(tp);
+    }
   }
   z.disaggregation = m.get_or<bool>("disaggregation", false);
   z.attainment = m.get_or<double>("attainment", 0.9, yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }});

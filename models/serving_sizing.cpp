@@ -162,6 +162,9 @@ SizingResult size_fleet(const InferenceScenario& sc) {
     for (int tp : tps) {
       std::string why = tp_split_problem(sc.replica.model, tp);
       if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) why = fmt::format("TP {} does not divide a {}-GPU node", tp, offer.node.gpus());
+      if (why.empty() && tp * sc.replica.pp > z.max_gpus) {
+        why = fmt::format("one replica needs TP {} x PP {} = {} GPUs, more than max_gpus ({})", tp, sc.replica.pp, tp * sc.replica.pp, z.max_gpus);
+      }
       if (!why.empty()) {
         SizingCandidate c;
         c.gpu = offer.node.gpu.name;

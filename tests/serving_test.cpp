@@ -599,3 +599,33 @@ TEST_CASE("serving: a replica's memo of GEMM times gives the same iteration cost
     }
   }
 }
+
+TEST_CASE("sizing: a TP degree whose replica needs more GPUs than max_gpus is refused without simulating; a TP degree listed twice is an error") {
+  test::TempDir dir;
+  const auto scenario = [&](const std::string& tp, int max_gpus) {
+    return dir.write("s.yaml", fmt::format(R"(scenario:
+  name: sizing
+  kind: inference
+  model: llama3-8b
+  topology: {{name: one, node: dgx-h100, nodes: 1}}
+  serving: {{tp: 1}}
+  workload: {{requests: 20, arrival: {{kind: poisson, rate: 5}}, prompt_tokens: 100, output_tokens: 10}}
+  slo: {{ttft: 1s}}
+  sizing:
+    max_gpus: {}
+    tp: {}
+    gpus: [{{node: dgx-h100, price_per_gpu_hour: 6.88, as_of: "2026-11", source: "test"}}]
+)",
+                                           max_gpus, tp));
+  };
+  // Expectation: with max_gpus 4, TP 8 cannot make one replica (8 GPUs): it is listed with that
+  // reason and no simulated figures; TP 2 is sized as usual.
+  const SizingResult r = size_fleet(load_inference_scenario(scenario("[2, 8]", 4)));
+  REQUIRE(r.candidates.size() == 2);
+  const auto tp8 = std::find_if(r.candidates.begin(), r.candidates.end(), [](const SizingCandidate& c) { return c.tp == 8; });
+  REQUIRE(tp8 != r.candidates.end());
+  CHECK_FALSE(tp8->feasible);
+  CHECK(tp8->attainment < 0);
+  CHECK_THAT(tp8->reason, Catch::Contains("one replica needs TP 8 x PP 1 = 8 GPUs, more than max_gpus (4)"));
+  CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("[8, 8]", 16)); }), Catch::Contains("expected each TP degree once, found 8 a second time"));
+}
