@@ -1,6 +1,7 @@
 #include "clustersim/calibrate/calibration.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,25 @@ namespace cs::calibrate {
 
 CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measurements& m, const CalibrationOptions& options) {
   if (m.gemm.empty() && m.memory.empty() && m.collectives.empty() && m.attention.empty()) throw InputError("calibrate: the measurements are empty: nothing to fit");
+  // Measurements describe the device they were taken on: fitting them onto another kind of device, or
+  // a GPU of another SM count, gives a profile of neither.
+  const auto meta = [&](const char* key) { return m.meta.count(key) ? m.meta.at(key) : std::string(); };
+  const std::string device = meta("device").empty() ? std::string("unnamed") : meta("device");
+  const bool from_cpu = meta("source") == "clustersim calibrate --device cpu";
+  if (from_cpu && base.architecture != "cpu") {
+    throw InputError(fmt::format("calibrate: the measurements are of a CPU ({}, from calibrate --device cpu), but --base {} is a {} GPU profile: give "
+                                 "the profile of the device measured",
+                                 device, base.name, base.architecture));
+  }
+  if (!meta("sm_count").empty()) {
+    if (base.architecture == "cpu") {
+      throw InputError(fmt::format("calibrate: the measurements are of a GPU ({}, {} SMs), but --base {} is a CPU profile", device, meta("sm_count"), base.name));
+    }
+    if (meta("sm_count") != std::to_string(base.sm_count)) {
+      throw InputError(fmt::format("calibrate: the measurements are of a GPU with {} SMs ({}), but --base {} has {}: give the profile of the GPU measured",
+                                   meta("sm_count"), device, base.name, base.sm_count));
+    }
+  }
   CalibrationResult r;
   r.base = base;
   r.profile = base;

@@ -273,6 +273,23 @@ TEST_CASE("calibrate: fitting refuses what it cannot use") {
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(cpu, m, {}); }), Catch::Contains("bf16") && Catch::Contains("no bf16 peak"));
 }
 
+TEST_CASE("calibrate: measurements of one kind of device are not fitted onto another") {
+  // Expectation: the CPU probe's measurements onto a GPU profile, a GPU's onto a CPU profile, and a
+  // 132-SM GPU's onto a 108-SM profile are each refused, naming both; the same GPU's profile fits.
+  Measurements cpu;
+  cpu.meta = {{"source", "clustersim calibrate --device cpu"}, {"device", "Some CPU"}};
+  cpu.gemm.push_back({Dtype::fp32, 256, 256, 256, 1e-3});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(shipped("h200-sxm-141gb"), cpu, {}); }),
+             Catch::Contains("the measurements are of a CPU (Some CPU, from calibrate --device cpu), but --base H200-SXM-141GB is a hopper GPU profile"));
+  Measurements gpu;
+  gpu.meta = {{"source", "clustersim-probe-cuda"}, {"device", "NVIDIA H200"}, {"sm_count", "132"}};
+  gpu.gemm.push_back({Dtype::bf16, 4096, 4096, 4096, 2e-4});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(cpu_base_profile(), gpu, {}); }), Catch::Contains("is a CPU profile"));
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(shipped("a100-sxm4-80gb"), gpu, {}); }),
+             Catch::Contains("a GPU with 132 SMs (NVIDIA H200), but --base A100-SXM4-80GB has 108"));
+  CHECK_NOTHROW(calibrate::calibrate(shipped("h200-sxm-141gb"), gpu, {}));
+}
+
 TEST_CASE("calibrate: a fit of recorded H100 cuBLAS measurements beats the shipped profile on them") {
   // Nine real cuBLAS GEMMs on an H100 SXM5 (tests/data/calibrate/README.md): fp32 SGEMM, TF32 and
   // fp16 at 2048^3, 4096^3 and 8192^3. Least squares must do at least as well as the datasheet
