@@ -199,11 +199,13 @@ void run(const Options& o) {
     std::cout << calibrate::summary_text(r);
     if (!o.out.empty()) {
       const fs::path dir(o.out);
-      reports::write_file_atomically(dir / "profile.yaml", calibrate::profile_yaml(r));
-      reports::write_file_atomically(dir / "measurements.json", calibrate::to_json(m));
-      const std::vector<std::string> csv = calibrate::write_csv(m, dir);
+      std::vector<reports::OutputFile> files{{"profile.yaml", calibrate::profile_yaml(r)}, {"measurements.json", calibrate::to_json(m)}};
       std::string names;
-      for (const auto& n : csv) names += (names.empty() ? "" : ", ") + n;
+      for (auto& f : calibrate::csv_files(m)) {
+        names += (names.empty() ? "" : ", ") + f.name;
+        files.push_back(std::move(f));
+      }
+      reports::write_files_atomically(dir, files);
       std::cout << fmt::format("wrote {0}/profile.yaml, {0}/measurements.json and {0}/{1}\n", o.out, names);
     }
     fitted = r.profile;

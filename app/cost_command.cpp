@@ -136,12 +136,11 @@ void training_cost(const Options& o) {
   j["offerings"] = list;
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
-    reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
     std::string csv = "offering,trial,wall_days,cost_usd\n";
     for (const auto& e : rows) {
       for (std::size_t t = 0; t < e.walls.size(); ++t) csv += fmt::format("{},{},{:.6f},{:.2f}\n", e.offering, t, e.walls[t] / kDay, e.costs[t]);
     }
-    reports::write_file_atomically(std::filesystem::path(o.out) / "distributions.csv", csv);
+    reports::write_files_atomically(o.out, {{"cost.json", j.dump(2) + "\n"}, {"distributions.csv", csv}});
   }
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "cost.json"}, false);

@@ -326,16 +326,19 @@ void training_plan(const Options& o) {
   };
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
-    for (const char* name : {"plans.json", "plans.csv"}) {
-      reports::AtomicFileWriter file(std::filesystem::path(o.out) / name);
-      const auto put = [&](std::string_view text) { file.write(text); };
-      if (name == std::string_view("plans.json")) {
-        write_json(put);
-      } else {
-        write_csv(put);
-      }
-      file.commit();
+    // Both files or neither (reports::write_files_atomically, streamed: they can be large).
+    const std::filesystem::path json_path = std::filesystem::path(o.out) / "plans.json", csv_path = std::filesystem::path(o.out) / "plans.csv";
+    for (const auto& path : {json_path, csv_path}) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(fmt::format("cannot write {}: a directory of that name is in the way", path.string()));
     }
+    reports::AtomicFileWriter json_file(json_path), csv_file(csv_path);
+    write_json([&](std::string_view text) { json_file.write(text); });
+    write_csv([&](std::string_view text) { csv_file.write(text); });
+    json_file.sync();
+    csv_file.sync();
+    json_file.commit();
+    csv_file.commit();
   }
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "plans.json"}, false);
@@ -418,8 +421,7 @@ void plan(const Options& o) {
   j["source"] = source_of(o.scenario);
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
-    reports::write_file_atomically(std::filesystem::path(o.out) / "sizing.json", j.dump(2) + "\n");
-    reports::write_file_atomically(std::filesystem::path(o.out) / "sizing.csv", to_csv(r));
+    reports::write_files_atomically(o.out, {{"sizing.json", j.dump(2) + "\n"}, {"sizing.csv", to_csv(r)}});
   }
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "sizing.json"}, false);
@@ -440,7 +442,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)")->check(output_directory());
   cmd->add_option("--threads", o->threads, "Training: threads simulating plans (default: every core)")->check(CLI::Range(0, 4096));
-  cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds")->check(output_file());
+  cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds");
   cmd->add_option("--bound", o->bound, "Training: branch and bound, skipping plans whose lower bound cannot reach the top K by time or cost")->check(CLI::Range(1, 100000));
   cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000));
   cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->check(output_directory());

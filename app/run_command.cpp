@@ -380,7 +380,6 @@ void run_inference(const Options& o) {
   }
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
-    reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
     std::string csv = "id,arrival_s,prompt_tokens,output_tokens,replica,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions";
     if (sc.disaggregation) csv += ",decode_replica,kv_transfer_start_s,kv_transfer_end_s";
     csv += "\n";
@@ -392,8 +391,7 @@ void run_inference(const Options& o) {
       if (sc.disaggregation) csv += fmt::format(",{},{:.9f},{:.9f}", q.decode_replica, q.kv_transfer_start, q.kv_transfer_end);
       csv += "\n";
     }
-    reports::write_file_atomically(std::filesystem::path(o.out) / "requests.csv", csv);
-    reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", inference_trace(r));
+    reports::write_files_atomically(o.out, {{"summary.json", j.dump(2) + "\n"}, {"requests.csv", csv}, {"trace.json", inference_trace(r)}});
   }
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"}, false);
@@ -420,8 +418,7 @@ void run(const Options& o) {
   if (!o.report.empty()) j["scaling"] = scaling_sweep(sc, r, opt.fold);
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
-    reports::write_file_atomically(std::filesystem::path(o.out) / "summary.json", j.dump(2) + "\n");
-    reports::write_file_atomically(std::filesystem::path(o.out) / "trace.json", r.trace);
+    reports::write_files_atomically(o.out, {{"summary.json", j.dump(2) + "\n"}, {"trace.json", r.trace}});
   }
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"}, false);

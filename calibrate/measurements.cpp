@@ -264,7 +264,7 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
 
 Measurements load_measurements(const std::filesystem::path& file) { return from_json(read_text(file, "measurements file"), file); }
 
-std::vector<std::string> write_csv(const Measurements& m, const std::filesystem::path& dir) {
+std::vector<reports::OutputFile> csv_files(const Measurements& m) {
   std::string gemm = "dtype,m,n,k,seconds,tflops\n";
   for (const auto& g : m.gemm) {
     gemm += fmt::format("{},{},{},{},{:.9g},{:.6g}\n", hardware::to_string(g.dtype), g.m, g.n, g.k, g.seconds, g.flops() / g.seconds / 1e12);
@@ -276,20 +276,24 @@ std::vector<std::string> write_csv(const Measurements& m, const std::filesystem:
     coll += fmt::format("{},{},{},{},{:.0f},{:.9g},{:.6g},{:.6g}\n", models::to_string(c.op), to_string(c.link), c.ranks, c.nodes, c.bytes,
                         c.seconds, c.algbw() / 1e9, c.busbw() / 1e9);
   }
-  reports::write_file_atomically(dir / "gemm.csv", gemm);
-  reports::write_file_atomically(dir / "memory.csv", memory);
-  reports::write_file_atomically(dir / "collectives.csv", coll);
-  std::vector<std::string> written{"gemm.csv", "memory.csv", "collectives.csv"};
+  std::vector<reports::OutputFile> files{{"gemm.csv", std::move(gemm)}, {"memory.csv", std::move(memory)}, {"collectives.csv", std::move(coll)}};
   if (!m.attention.empty()) {
     std::string att = "backend,pass,batch,heads,kv_heads,seq,head_dim,seconds,tflops\n";
     for (const auto& a : m.attention) {
       att += fmt::format("{},{},{},{},{},{},{},{:.9g},{:.6g}\n", a.backend, a.backward ? "backward" : "forward", a.batch, a.heads,
                          a.kv_heads > 0 ? a.kv_heads : a.heads, a.seq, a.head_dim, a.seconds, a.flops() / a.seconds / 1e12);
     }
-    reports::write_file_atomically(dir / "attention.csv", att);
-    written.push_back("attention.csv");
+    files.push_back({"attention.csv", std::move(att)});
   }
-  return written;
+  return files;
+}
+
+std::vector<std::string> write_csv(const Measurements& m, const std::filesystem::path& dir) {
+  const std::vector<reports::OutputFile> files = csv_files(m);
+  reports::write_files_atomically(dir, files);
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.name);
+  return names;
 }
 
 Measurements read_torch_probe(const std::filesystem::path& file) {

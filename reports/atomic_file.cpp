@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <memory>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -124,6 +125,12 @@ void AtomicFileWriter::write(std::string_view text) {
   buffer_.append(text);
 }
 
+void AtomicFileWriter::sync() {
+  if (fd_ < 0) throw std::logic_error("AtomicFileWriter::sync after commit");
+  flush();
+  if (::fsync(fd_) != 0) fail("fsync");
+}
+
 void AtomicFileWriter::commit() {
   if (fd_ < 0) throw std::logic_error("AtomicFileWriter::commit twice");
   flush();
@@ -159,6 +166,21 @@ void write_file_atomically(const fs::path& path, std::string_view content) {
   AtomicFileWriter w(path);
   w.write(content);
   w.commit();
+}
+
+void write_files_atomically(const fs::path& dir, const std::vector<OutputFile>& files) {
+  for (const OutputFile& f : files) {
+    std::error_code ec;
+    if (fs::is_directory(dir / f.name, ec)) throw std::runtime_error(fmt::format("cannot write {}: a directory of that name is in the way", (dir / f.name).string()));
+  }
+  // Every temporary is written and synced before the first rename; a writer left uncommitted removes its own.
+  std::vector<std::unique_ptr<AtomicFileWriter>> writers;
+  for (const OutputFile& f : files) {
+    writers.push_back(std::make_unique<AtomicFileWriter>(dir / f.name));
+    writers.back()->write(f.content);
+    writers.back()->sync();
+  }
+  for (auto& w : writers) w->commit();
 }
 
 }  // namespace cs::reports

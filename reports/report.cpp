@@ -1185,9 +1185,7 @@ void write_report(const fs::path& dir, const std::vector<ReportSource>& sources,
     throw InputError(fmt::format("{}: the results do not fit together: {}", sources.front().path.string(), e.what()));
   }
   make_output_directory(dir, "the report's directory");
-  write_file_atomically(dir / "report.html", render_html(doc));
-  write_file_atomically(dir / "report.md", render_markdown(doc));
-  write_file_atomically(dir / "report.csv", render_csv(doc));
+  write_files_atomically(dir, {{"report.html", render_html(doc)}, {"report.md", render_markdown(doc)}, {"report.csv", render_csv(doc)}});
 }
 
 }  // namespace cs::reports

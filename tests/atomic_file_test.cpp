@@ -72,3 +72,20 @@ TEST_CASE("an atomic writer that never commits leaves the old file untouched and
   CHECK_THROWS_WITH(AtomicFileWriter(d / "missing" / "out.txt"), Catch::Contains("directory") && Catch::Contains("does not exist"));
   fs::remove_all(d);
 }
+
+TEST_CASE("an output's set of files is written whole or not at all") {
+  const fs::path d = fresh_dir("clustersim-atomic-set");
+  // Expectation: all three land with their contents; with a directory where the last one goes,
+  // none is written (the first two do not appear beside the obstacle) and no temporary is left.
+  cs::reports::write_files_atomically(d, {{"a.json", "{}\n"}, {"b.csv", "x\n"}, {"c.json", "[]\n"}});
+  CHECK(slurp(d / "a.json") == "{}\n");
+  CHECK(slurp(d / "b.csv") == "x\n");
+  CHECK(slurp(d / "c.json") == "[]\n");
+  const fs::path e = fresh_dir("clustersim-atomic-set-blocked");
+  fs::create_directory(e / "c.json");
+  CHECK_THROWS_WITH(cs::reports::write_files_atomically(e, {{"a.json", "{}\n"}, {"b.csv", "x\n"}, {"c.json", "[]\n"}}),
+                    Catch::Contains("a directory of that name is in the way"));
+  CHECK(entries(e) == 1);
+  fs::remove_all(d);
+  fs::remove_all(e);
+}

@@ -32,6 +32,7 @@
 
 #include "clustersim/hardware/dtype.hpp"
 #include "clustersim/models/collective.hpp"
+#include "clustersim/reports/atomic_file.hpp"
 
 namespace cs::calibrate {
 
@@ -110,6 +111,8 @@ std::string utc_timestamp();
 // Writes gemm.csv, memory.csv and collectives.csv into `dir` (atomically, each), and attention.csv
 // when there are attention samples. Returns the names written.
 std::vector<std::string> write_csv(const Measurements& m, const std::filesystem::path& dir);
+// The same files' names and contents, to be written with others (reports::write_files_atomically).
+std::vector<reports::OutputFile> csv_files(const Measurements& m);
 
 // Reads scripts/torch-probe.py's output ("clustersim-torch-probe/1"): its attention samples, and
 // the GPU and library versions as meta. The other sections (ops, layer, step) are not fitted and

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cs::reports {
 
@@ -16,6 +17,15 @@ void make_output_directory(const std::filesystem::path& dir, std::string_view wh
 
 // Throws std::runtime_error naming the path and the system's reason on failure.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+
+// One output's files in `dir`, all or none: each is written to its temporary first, and they are
+// renamed into place only when every one is written and no target is a directory, so a failure
+// leaves none of this run's files beside older ones. Throws std::runtime_error as above.
+struct OutputFile {
+  std::string name;
+  std::string content;
+};
+void write_files_atomically(const std::filesystem::path& dir, const std::vector<OutputFile>& files);
 
 // The same for a file too large to hold in memory: write() appends (buffered), commit() flushes,
 // syncs and renames. A writer destroyed without commit() removes its temporary file, so the
@@ -28,6 +38,8 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void write(std::string_view text);
+  // Writes out the buffered text and syncs it to disk, so that a commit() after it only renames.
+  void sync();
   void commit();
 
  private:
