@@ -1,7 +1,9 @@
 #include "report_command.hpp"
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -53,8 +55,13 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--title", o->title, "The report's title (default: from the scenario names)");
   cmd->callback([o] {
     std::vector<reports::ReportSource> sources;
+    std::set<std::filesystem::path> seen;  // a result named twice (a file and its directory, say) counts once
     for (const auto& f : o->results) {
-      for (auto& s : reports::read_results(f)) sources.push_back(std::move(s));
+      for (auto& s : reports::read_results(f)) {
+        std::error_code ec;
+        const std::filesystem::path key = std::filesystem::weakly_canonical(s.path, ec);
+        if (seen.insert(ec ? s.path : key).second) sources.push_back(std::move(s));
+      }
     }
     reports::write_report(o->out, sources, report_options(o->title));
     std::cout << fmt::format("wrote {0}/report.html, {0}/report.md and {0}/report.csv from {1} result{2}\n", o->out, sources.size(), sources.size() == 1 ? "" : "s");

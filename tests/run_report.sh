@@ -32,6 +32,8 @@ grep -q '"scenario_sha256"' "$dir/train/summary.json" || { echo "run: summary.js
 
 "$cli" report "$dir/train" "$dir/serve" "$dir/plan" "$dir/size" "$dir/cost" "$dir/accuracy.json" --out "$dir/all" >/dev/null
 md="$dir/all/report.md"
+# A result named twice (its directory and its file) counts once.
+"$cli" report "$dir/train" "$dir/train/summary.json" --out "$dir/twice" | grep -q "from 1 result$" || { echo "report: a result named twice counted twice"; exit 1; }
 for heading in "The scenario" "Headline numbers" "Where the step time goes" "Memory per GPU" "Scaling with the GPU count" "Plans compared" \
                "Spot versus on-demand" "Serving latency and throughput" "Fleet sizing" "Assumptions and defaults applied" \
                "Accuracy on published measurements" "Reproducing this report"; do
