@@ -37,7 +37,7 @@ inline CLI::Validator output_file() {
         const std::filesystem::path p(path);
         if (std::filesystem::is_directory(p, ec)) return fmt::format("expected a file to write, found a directory: {}", path);
         const std::filesystem::path parent = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-        if (!std::filesystem::is_directory(parent, ec)) return fmt::format("expected a file in an existing directory, found no directory {}", parent.string());
+        if (!std::filesystem::is_directory(parent, ec)) return fmt::format("expected a file in an existing directory, but directory {} does not exist", parent.string());
         return "";
       },
       "FILE");

@@ -104,7 +104,7 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     yaml::Map peaks(m.at("peak_flops", "a map of dtype to dense peak FLOP/s"));
     for (const std::string& key : peaks.keys()) {
       yaml::Node value = peaks.at(key, "a compute rate");
-      hw.peak_flops[dtype_key(value, key)] = value.as<FlopsPerSec>(yaml::positive<FlopsPerSec>());
+      hw.peak_flops[dtype_key(value, key)] = value.as<FlopsPerSec>(yaml::compute_peak());
     }
     peaks.finish();
     if (hw.peak_flops.empty()) peaks.node().fail("at least one dtype with its dense peak");

@@ -105,6 +105,16 @@ TEST_CASE("profile errors name the field", "[hardware]") {
                from_text(minimal_profile() + "  collectives:\n    - {op: all_reduce, link: nvlink, ranks: 8, nodes: 9, latency: 10us, busbw: 300GB/s}\n");
              }),
              Contains("field 'hardware.collectives[0].nodes': expected from 1 to ranks (8)"));
+  // A peak or a bandwidth many orders below any device's: a unit typed wrong, refused where it is read.
+  const auto with = [](const std::string& from, const std::string& to) {
+    std::string t = minimal_profile();
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  CHECK_THAT(test::input_error([&] { from_text(with("bf16: 989TFLOPS", "bf16: 989FLOPS")); }),
+             Contains("field 'hardware.peak_flops.bf16': expected a peak of at least 1GFLOPS, found '989FLOPS'"));
+  CHECK_THAT(test::input_error([&] { from_text(with("bandwidth: 3.35TB/s", "bandwidth: 3.35B/s")); }),
+             Contains("field 'hardware.memory.bandwidth': expected a bandwidth of at least 1KB/s, found '3.35B/s'"));
 }
 
 TEST_CASE("GEMM model: a large square GEMM loses only wave quantisation and the K loop", "[hardware][gemm]") {

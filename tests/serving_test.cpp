@@ -600,7 +600,7 @@ TEST_CASE("serving: a replica's memo of GEMM times gives the same iteration cost
   }
 }
 
-TEST_CASE("sizing: a TP degree whose replica needs more GPUs than max_gpus is refused without simulating; a TP degree listed twice is an error") {
+TEST_CASE("sizing: a TP degree whose replica needs more GPUs than max_gpus is refused without simulating, and one listed twice is an error") {
   test::TempDir dir;
   const auto scenario = [&](const std::string& tp, int max_gpus) {
     return dir.write("s.yaml", fmt::format(R"(scenario:

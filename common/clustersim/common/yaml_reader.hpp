@@ -81,6 +81,12 @@ inline Check<BytesPerSec> bandwidth() {
   return {"a bandwidth of at least 1KB/s", [](const BytesPerSec& v) { return !(v.value() < 1e3); }};
 }
 
+// A compute peak: at least 1 GFLOP/s (a CPU core's is tens); slower is a unit typed many orders
+// off, whose kernels would outlast the simulated clock.
+inline Check<FlopsPerSec> compute_peak() {
+  return {"a peak of at least 1GFLOPS", [](const FlopsPerSec& v) { return !(v.value() < 1e9); }};
+}
+
 // How a type is read from a scalar; specialised below for numbers, strings, booleans and units.
 template <class T, class Enable = void>
 struct Parse;
