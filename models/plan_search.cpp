@@ -1,6 +1,7 @@
 #include "clustersim/models/plan_search.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <fstream>
 #include <limits>
@@ -23,6 +24,30 @@ namespace cs::models {
 namespace {
 
 std::string recompute_name(Recompute r) { return std::string(to_string(r)); }
+
+// A results line whose numbers a simulation could have written: a positive step time and finite,
+// non-negative figures. Anything else (an edited or damaged line) is dropped like a torn one, and
+// its plan is simulated again.
+bool well_formed(const nlohmann::json& j) {
+  const auto number = [&](const char* key, bool positive) {
+    if (!j.contains(key)) return true;
+    const nlohmann::json& v = j[key];
+    if (!v.is_number()) return false;
+    const double d = v.get<double>();
+    return std::isfinite(d) && (positive ? d > 0 : d >= 0);
+  };
+  if (!number("memory_bytes", false)) return false;
+  if (j.value("status", std::string()) != "simulated") return true;
+  if (!j.contains("step_s") || !number("step_s", true) || !number("mfu", false) || !number("tokens_per_s", false) || !number("time_to_train_s", false)) return false;
+  if (j.contains("breakdown")) {
+    const nlohmann::json& b = j["breakdown"];
+    if (!b.is_array() || b.size() != 8) return false;
+    for (const auto& v : b) {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) return false;
+    }
+  }
+  return true;
+}
 
 // A simulated outcome's numbers from a results line (the resume file or another shard).
 void read_numbers(PlanOutcome& o, const nlohmann::json& j) {
@@ -92,7 +117,7 @@ std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& 
   while (std::getline(in, line)) {
     try {
       nlohmann::json j = nlohmann::json::parse(line);
-      if (j.contains("key") && j.contains("status")) {
+      if (j.is_object() && j.contains("key") && j["key"].is_string() && j.contains("status") && well_formed(j)) {
         const std::string key = j["key"].get<std::string>();
         out[key] = std::move(j);
       }
@@ -759,6 +784,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   nlohmann::json inputs;
   if (!options.results.empty()) inputs = results_inputs(base, out.systems);
   if (!options.results.empty() && std::filesystem::exists(options.results)) done = read_results(options.results, inputs);
+  const double tokens_per_step = double(base.global_batch) * base.model.seq_len;
   std::vector<std::size_t> pending;  // this shard's plans to simulate or read back, in order
   std::vector<std::string> keys(out.outcomes.size());  // of the pending plans
   for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
@@ -770,7 +796,13 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     }
     keys[i] = out.key(o);
     const auto it = done.find(keys[i]);
-    if (it != done.end() && it->second.value("status", std::string()) == "simulated" && it->second.contains("step_s")) {
+    // The line's step and throughput must agree with this search's tokens per step (an edited step
+    // time would otherwise rank its plan anywhere); a line that does not is simulated again.
+    const auto consistent = [&](const nlohmann::json& j) {
+      const double tokens = j.value("tokens_per_s", 0.0) * j["step_s"].get<double>();
+      return std::abs(tokens - tokens_per_step) <= 1e-6 * tokens_per_step;
+    };
+    if (it != done.end() && it->second.value("status", std::string()) == "simulated" && it->second.contains("step_s") && consistent(it->second)) {
       read_numbers(o, it->second);
       o.resumed = true;
       ++out.resumed;

@@ -32,6 +32,15 @@ wait $pid 2>/dev/null || true
 "$cli" plan "$scenarios/training/gpt3-175b-1024-a100.yaml" --threads 2 --results "$out/r.jsonl" --out "$out/resumed" >"$out/resumed.txt"
 cmp "$out/full/plans.csv" "$out/resumed/plans.csv"
 [ "$(tail -n +2 "$out/r.jsonl" | wc -l)" -eq "$(grep -c ',simulated,' "$out/full/plans.csv")" ] || { echo "results file does not hold each simulated plan once"; exit 1; }
+# A line whose numbers were edited (a negative step, a step that disagrees with its throughput, a
+# string) is not trusted: its plan is simulated again, and the ranking is a fresh run's.
+"$cli" plan "$data/plan-small.yaml" --threads 2 --results "$out/small.jsonl" --out "$out/small" >/dev/null
+awk 'NR == 2 { sub(/"step_s":[^,]*/, "\"step_s\":-5") } NR == 3 { sub(/"step_s":[^,]*/, "\"step_s\":1e-09") } NR == 4 { sub(/"step_s":[^,]*/, "\"step_s\":\"abc\"") } { print }' \
+  "$out/small.jsonl" >"$out/edited.jsonl"
+[ "$(grep -c '"step_s":-5' "$out/edited.jsonl")" -eq 1 ] || { echo "the edit of the results file did not take"; exit 1; }
+"$cli" plan "$data/plan-small.yaml" --threads 2 --results "$out/edited.jsonl" --out "$out/edited" >"$out/edited.txt"
+cmp "$out/small/plans.csv" "$out/edited/plans.csv" || { echo "edited results: ranking differs from a fresh run"; exit 1; }
+grep -q "simulated ($(( $(tail -n +2 "$out/small.jsonl" | wc -l) - 3 )) resumed)" "$out/edited.txt" || { echo "edited results: the three edited lines were resumed"; head -1 "$out/edited.txt"; exit 1; }
 # The same file on a changed scenario: refused (status 2), saying what changed, and kept as it was.
 cp "$out/r.jsonl" "$out/r.before"
 sed 's/precision: bf16/precision: fp16/' "$scenarios/training/gpt3-175b-1024-a100.yaml" >"$out/fp16.yaml"
