@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -817,8 +818,14 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     // be truncated under a concurrent run and left behind by a failed rename.
     reports::AtomicFileWriter f(options.results);
     f.write(results_header(inputs).dump() + "\n");
+    std::set<std::string> here;
     for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
+      if (!keys[i].empty()) here.insert(keys[i]);
       if (out.outcomes[i].resumed) f.write(to_line(out.outcomes[i], keys[i]).dump() + "\n");
+    }
+    // Plans outside this search's space (a narrower rerun) stay in the file for a later, wider one.
+    for (const auto& [key, line] : done) {
+      if (!here.count(key)) f.write(line.dump() + "\n");
     }
     f.commit();
     results.open(options.results, std::ios::app);

@@ -278,8 +278,10 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     }
   }
 
+  std::optional<yaml::Node> workload_node;  // where the requests come from, for the checks below
   {
     const yaml::Node wnode = m.at("workload", "a workload map (requests, arrival, prompt_tokens, output_tokens)");
+    workload_node = wnode;
     yaml::Map w(wnode);
     yaml::Map a(w.at("arrival", "an arrival map with a kind"));
     const std::string kind = a.choice("kind", {"poisson", "gamma", "closed-loop", "offline", "trace"});
@@ -383,8 +385,9 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
   for (const auto& q : sc.requests) {
     const std::int64_t need = (q.total_tokens() + r.block_size - 1) / r.block_size;
     if (need > blocks) {
-      body.fail_message(fmt::format("impossible workload: request {} ({} + {} tokens) needs {} KV blocks; a replica holds {}", q.id, q.prompt_tokens,
-                                    q.output_tokens, need, blocks));
+      // Named at the workload, which the request came from (a trace, or its length distributions).
+      workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} ({} + {} tokens) needs {} KV blocks; a replica holds {}",
+                                                            q.id, q.prompt_tokens, q.output_tokens, need, blocks));
     }
     if (!r.chunked_prefill && q.total_tokens() > r.max_num_batched_tokens) {
       const yaml::Node where = yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node);
