@@ -42,9 +42,10 @@ awk 'NR == 2 { sub(/"step_s":[^,]*/, "\"step_s\":-5") } NR == 3 { sub(/"step_s":
 cmp "$out/small/plans.csv" "$out/edited/plans.csv" || { echo "edited results: ranking differs from a fresh run"; exit 1; }
 grep -q "simulated ($(( $(tail -n +2 "$out/small.jsonl" | wc -l) - 3 )) resumed)" "$out/edited.txt" || { echo "edited results: the three edited lines were resumed"; head -1 "$out/edited.txt"; exit 1; }
 # A narrower rerun on the same file keeps the plans outside its space: the full space then resumes them all.
-sed 's/^  search: .*/  search: {gpus: [8, 16], tp: [2]}/' "$data/plan-small.yaml" >"$out/narrow.yaml"
-"$cli" plan "$out/narrow.yaml" --threads 2 --results "$out/small.jsonl" >/dev/null
+sed 's/ tp: \[1, 2, 4, 8\],/ tp: [2],/' "$data/plan-small.yaml" >"$out/narrow.yaml"
+grep -q ' tp: \[2\],' "$out/narrow.yaml" || { echo "the narrowing edit did not take"; exit 1; }
 n=$(tail -n +2 "$out/small.jsonl" | wc -l)
+"$cli" plan "$out/narrow.yaml" --threads 2 --results "$out/small.jsonl" >/dev/null
 "$cli" plan "$data/plan-small.yaml" --threads 2 --results "$out/small.jsonl" >"$out/wide.txt"
 grep -q "$n simulated ($n resumed)" "$out/wide.txt" || { echo "a narrower rerun dropped results"; head -1 "$out/wide.txt"; exit 1; }
 # The same file on a changed scenario: refused (status 2), saying what changed, and kept as it was.
