@@ -1087,6 +1087,10 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
   return out;
 }
 
+// A trace's arrivals stay within half the simulated clock's range (sim::Time::kLimit, about 146
+// years), so the requests' own times after them still fit.
+constexpr double kMaxTraceArrival = 0.5 * static_cast<double>(sim::Time::kLimit) * 1e-9;
+
 std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw InputError(fmt::format("{}: cannot open the trace", file.string()));
@@ -1095,6 +1099,7 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
   int number = 0;
   bool with_prefix = false;
   std::vector<ServingRequest> out;
+  std::map<int, int> prefix_lengths;  // prefix id -> its tokens, from the first row that names it
   while (std::getline(in, line)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -1125,7 +1130,7 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
     try {
       std::size_t used = 0;
       r.arrival = std::stod(a, &used);
-      if (used != a.size() || !(r.arrival >= 0) || !std::isfinite(r.arrival)) throw std::invalid_argument("arrival");
+      if (used != a.size() || !(r.arrival >= 0) || !(r.arrival <= kMaxTraceArrival)) throw std::invalid_argument("arrival");
       r.prompt_tokens = std::stoi(p, &used);
       if (used != p.size() || r.prompt_tokens < 1) throw std::invalid_argument("prompt");
       r.output_tokens = std::stoi(o, &used);
@@ -1139,16 +1144,25 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
       }
     } catch (const std::exception&) {
       throw InputError(where(number), "row",
-                       with_prefix ? "an arrival time >= 0 in seconds, two token counts >= 1, a prefix id >= -1 and a prefix length no longer than the prompt"
-                                   : "an arrival time >= 0 in seconds and two token counts >= 1",
+                       with_prefix ? fmt::format("an arrival time from 0 to {:.3g} s, two token counts >= 1, a prefix id >= -1 and a prefix length no longer "
+                                                 "than the prompt", kMaxTraceArrival)
+                                   : fmt::format("an arrival time from 0 to {:.3g} s and two token counts >= 1", kMaxTraceArrival),
                        "'" + line + "'");
     }
     if (!out.empty() && r.arrival < out.back().arrival) {
       throw InputError(where(number), "arrival_s", fmt::format("a time no earlier than the previous row's ({})", out.back().arrival), a);
     }
+    if (r.prefix_id >= 0) {
+      // One prefix is one text: every request naming it shares the same number of its tokens.
+      const auto [it, fresh] = prefix_lengths.emplace(r.prefix_id, r.prefix_tokens);
+      if (!fresh && it->second != r.prefix_tokens) {
+        throw InputError(where(number), "prefix_tokens", fmt::format("{} tokens, as the earlier rows with prefix id {} give", it->second, r.prefix_id), ptok);
+      }
+    }
     out.push_back(r);
   }
   if (number == 0) throw InputError(where(0), "the trace is empty (expected the header arrival_s,prompt_tokens,output_tokens)");
+  if (out.empty()) throw InputError(where(number), "the trace holds no request (expected rows after the header)");
   return out;
 }
 

@@ -103,7 +103,11 @@ SizingSpec read_sizing(const yaml::Node& node, IncludeStack& includes) {
   for (const yaml::Node& item : offers.items()) {
     yaml::Map o(item);
     SizingOffer offer;
-    offer.node = topology::load_node_reference(o.at("node", "a node template: a shipped name, a path, or a map"), includes);
+    const yaml::Node node_field = o.at("node", "a node template: a shipped name, a path, or a map");
+    offer.node = topology::load_node_reference(node_field, includes);
+    for (const SizingOffer& earlier : z.offers) {
+      if (earlier.node.name == offer.node.name) node_field.fail("each node template once (one price each)", fmt::format("{} a second time", offer.node.name));
+    }
     offer.price_per_gpu_hour = o.get<double>("price_per_gpu_hour", yaml::positive<double>());
     offer.as_of = o.get<std::string>("as_of");
     offer.source = o.get<std::string>("source");
@@ -367,6 +371,11 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
   if (sc.sizing) {
     if (sc.slo.ttft <= 0 && sc.slo.tpot <= 0 && sc.slo.e2e <= 0) sizing_node->fail_message("sizing needs an slo to meet (ttft, tpot or e2e)");
     if (sc.sizing->rate > 0 && !sc.recipe) sizing_node->fail_message("a sizing rate needs a poisson or gamma workload to replay at that rate");
+    // A closed loop slows its arrivals to what the fleet serves, and an offline batch has no rate:
+    // neither asks a fleet to keep up with a load.
+    if (sc.closed_loop || (!sc.recipe && !sc.requests.empty() && sc.requests.back().arrival <= sc.requests.front().arrival)) {
+      sizing_node->fail_message("sizing needs an open-loop workload whose requests arrive over time (poisson, gamma or a trace), not a closed loop or an offline batch");
+    }
     if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->duration * sc.sizing->rate > kMaxRequests) {
       sizing_node->fail_message(fmt::format("a sizing rate of {:g} requests/s over the workload's {:g} s is {:.3g} requests; at most {} are supported", sc.sizing->rate,
                                             sc.recipe->duration, sc.recipe->duration * sc.sizing->rate, kMaxRequests));

@@ -139,6 +139,11 @@ TEST_CASE("serving: a trace replay reproduces its arrival times exactly") {
   CHECK_THAT(bad("arrival,prompt,output\n"), Catch::Contains("bad.csv:1:1") && Catch::Contains("header"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,ten,10\n"), Catch::Contains("bad.csv:2:1") && Catch::Contains("'0.1,ten,10'"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,10,0\n"), Catch::Contains("token counts >= 1"));
+  // A header and no request; an arrival beyond the simulated clock; one prefix given two lengths.
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n"), Catch::Contains("the trace holds no request"));
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n1e300,10,10\n"), Catch::Contains("bad.csv:2:1") && Catch::Contains("an arrival time from 0 to 2.31e+09 s"));
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,900,10,1,500\n1,900,10,1,600\n"),
+             Catch::Contains("bad.csv:3:1: field 'prefix_tokens': expected 500 tokens, as the earlier rows with prefix id 1 give, found 600"));
 }
 
 TEST_CASE("serving: goodput never exceeds throughput, and a tight SLO lowers it") {
