@@ -188,6 +188,15 @@ void run(const Options& o) {
     IncludeStack includes;
     run_options.hardware.push_back(hardware::load_hardware_profile(resolve_part(h, "hardware"), includes));
   }
+  // Two profiles for one GPU: only one could be used, and which would depend on the order.
+  for (std::size_t i = 0; i < run_options.hardware.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (run_options.hardware[i].name == run_options.hardware[j].name) {
+        throw InputError(fmt::format("--hardware {} and --hardware {}: both are profiles of {}; give one per GPU", o.hardware[j], o.hardware[i],
+                                     run_options.hardware[i].name));
+      }
+    }
+  }
   // A profile that no case uses would leave the shipped one in place unnoticed.
   for (const auto& hw : run_options.hardware) {
     std::set<std::string> gpus;

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "catch.hpp"
 
 #include "clustersim/validate/runner.hpp"
@@ -244,4 +246,19 @@ TEST_CASE("with pairs, two unknown settings are also tried together, and the ran
   CHECK(micro_and_vpp);
   CHECK(two.low_s <= one.low_s);
   CHECK(two.high_s >= one.high_s);
+}
+
+TEST_CASE("a case whose plan does not match its cluster fails, saying why, rather than being compared", "[validate]") {
+  // Expectation: the first published training case with its GPU count doubled, and a serving case
+  // with more replicas than its GPUs hold, each fail with the counts in the reason.
+  auto training = validate::read_cases(kShared / "validation/training.yaml").front();
+  training.cluster.gpus *= 2;
+  const auto t = validate::run_case(training);
+  CHECK(t.status == "failed");
+  CHECK_THAT(t.reason, Contains(fmt::format("GPUs, but the case's cluster has {}", training.cluster.gpus)));
+  auto serving = validate::read_cases(kShared / "validation/inference.yaml").front();
+  serving.inference->replicas = serving.cluster.gpus + 1;
+  const auto i = validate::run_case(serving);
+  CHECK(i.status == "failed");
+  CHECK_THAT(i.reason, Contains("but the case's cluster has"));
 }

@@ -323,6 +323,13 @@ struct PreparedTraining {
 };
 
 PreparedTraining prepare_training(const Case& c, CaseResult& r, const RunOptions& options) {
+  // A published run used its whole cluster: a plan for another GPU count is a mistake in the case.
+  const TrainingSpec& q = *c.training;
+  const std::int64_t plan_gpus = std::int64_t{q.tp} * q.pp * q.dp * q.cp;
+  if (plan_gpus != c.cluster.gpus) {
+    throw std::runtime_error(fmt::format("the plan's tp x pp x dp x cp = {} x {} x {} x {} = {} GPUs, but the case's cluster has {}", q.tp, q.pp, q.dp, q.cp,
+                                         plan_gpus, c.cluster.gpus));
+  }
   PreparedTraining p{build_cluster(c, r, options), training_job(c, r)};
   software_defaults(c, p.job, r, options);
   try {
@@ -391,6 +398,18 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   whole.cluster.gpus = (c.cluster.gpus + per_node - 1) / per_node * per_node;
   const topology::Topology topo = build_cluster(whole, r, options);
   auto shared = std::make_shared<const topology::Topology>(topo);
+  // What `run` refuses in a scenario is a mistake in the case too.
+  const std::int64_t serving_gpus = std::int64_t{s.replicas} * s.tp * s.pp;
+  if (serving_gpus > c.cluster.gpus) {
+    throw std::runtime_error(fmt::format("{} replicas of TP {} x PP {} need {} GPUs, but the case's cluster has {}", s.replicas, s.tp, s.pp, serving_gpus,
+                                         c.cluster.gpus));
+  }
+  if (const std::string why = models::tp_split_problem(c.training->model, s.tp); !why.empty()) {
+    throw std::runtime_error(fmt::format("TP {} does not split the attention heads evenly ({})", s.tp, why));
+  }
+  if (!topo.gpu->supports(*hardware::parse_dtype(s.weights))) {
+    throw Unsupported(fmt::format("{} weights: the {} profile has no {} peak", s.weights, topo.gpu->name, s.weights));
+  }
   models::InferenceScenario sc;
   sc.name = c.id;
   sc.topology = shared;
