@@ -652,6 +652,19 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   for (const Offering& o : offerings) {
     if (o.pricing == Pricing::on_demand && (!cheapest_on_demand || o.price_per_gpu_hour < cheapest_on_demand->price_per_gpu_hour)) cheapest_on_demand = &o;
   }
+  if (options.deadline_s > 0) {
+    // The deadline drives the mixed rows only: one that no row can use, or that not even a
+    // failure-free run meets, would be dropped without a word.
+    const bool spot = std::any_of(offerings.begin(), offerings.end(), [](const Offering& o) { return o.pricing == Pricing::spot; });
+    if (!spot || !cheapest_on_demand) {
+      throw CostInputError(Input::deadline, "", fmt::format("a deadline sets when a spot run falls back to on-demand, but the offerings priced have no {} one",
+                                                            spot ? "on-demand" : "spot"));
+    }
+    if (options.deadline_s < run.work_s) {
+      throw CostInputError(Input::deadline, "", fmt::format("a deadline of {} is shorter than the run's {} failure-free: no offering can meet it",
+                                                            duration(options.deadline_s), duration(run.work_s)));
+    }
+  }
   for (const Offering& o : offerings) {
     const Plan plan = plan_of(o);
     CostEstimate e = estimate(plan, o.pricing, o.name);

@@ -73,6 +73,8 @@ Offering read_offering(const yaml::Node& node) {
   o.as_of = m.get<std::string>("as_of");
   o.source = m.get<std::string>("source");
   o.billing_granularity_s = m.get_or<Seconds>("billing", Seconds(1), yaml::positive<Seconds>()).value();
+  // Up to 1e9 per GPU- or node-hour in any currency: past it, a run's cost overflows to infinity.
+  const yaml::Check<double> price{"a price above 0 and at most 1e9 an hour", [](double v) { return v > 0 && v <= 1e9; }};
   const auto gpu_hour = m.find("price_per_gpu_hour");
   const auto node_hour = m.find("price_per_node_hour");
   if (o.pricing == Pricing::owned) {
@@ -80,9 +82,9 @@ Offering read_offering(const yaml::Node& node) {
   } else if (gpu_hour && node_hour) {
     node_hour->fail_message("give price_per_gpu_hour or price_per_node_hour, not both");
   } else if (gpu_hour) {
-    o.price_per_gpu_hour = gpu_hour->as<double>(yaml::positive<double>());
+    o.price_per_gpu_hour = gpu_hour->as<double>(price);
   } else if (node_hour) {
-    o.price_per_gpu_hour = node_hour->as<double>(yaml::positive<double>()) / o.gpus_per_node;
+    o.price_per_gpu_hour = node_hour->as<double>(price) / o.gpus_per_node;
   } else {
     m.at("price_per_gpu_hour", "a price per GPU-hour (or price_per_node_hour)");
   }
@@ -225,7 +227,10 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
     }
     cm.finish();
   }
-  if (auto d = m.find("deadline")) c.options.deadline_s = d->as<Seconds>(yaml::positive<Seconds>()).value();
+  if (auto d = m.find("deadline")) {
+    c.origin.deadline = *d;
+    c.options.deadline_s = d->as<Seconds>(yaml::positive<Seconds>()).value();
+  }
   c.options.elastic = m.get_or<bool>("elastic", false);
   c.options.trials = m.get_or<int>("trials", 1000, yaml::in_range(1, 1'000'000, "from 1 to 1,000,000 trials"));
   c.options.seed = static_cast<std::uint64_t>(m.get_or<std::int64_t>("seed", 1, yaml::non_negative<std::int64_t>()));
@@ -250,6 +255,7 @@ void CostSection::refuse(const CostInputError& e) const {
       break;
     case Input::write_bandwidth: blamed = &origin.write_bandwidth; break;
     case Input::interval: blamed = origin.interval ? &origin.interval : &origin.checkpoint; break;
+    case Input::deadline: blamed = &origin.deadline; break;
     case Input::preemption: break;
   }
   if (!*blamed) blamed = &origin.section;

@@ -152,7 +152,7 @@ inline constexpr const char* kMaxTrialEventsText = "1,000,000";
 // it was given; `offering` the offering whose spot preemptions are blamed.
 class CostInputError : public std::invalid_argument {
  public:
-  enum class Input { train_tokens, failures, reliability, preemption, write_bandwidth, interval };
+  enum class Input { train_tokens, failures, reliability, preemption, write_bandwidth, interval, deadline };
   CostInputError(Input input, std::string offering, const std::string& message)
       : std::invalid_argument(message), input_(input), offering_(std::move(offering)) {}
   [[nodiscard]] Input input() const { return input_; }
