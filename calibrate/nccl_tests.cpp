@@ -205,6 +205,13 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
   }
 
   const int listed = run.listed;
+  if (listed > 0 && !run.rank_lines.empty() && run.rank_lines.rbegin()->first != static_cast<int>(run.rank_lines.size()) - 1) {
+    // Ranks are numbered from 0: a gap is a listing that lost a line, and the count would be short.
+    int missing = 0;
+    while (run.rank_lines.count(missing)) ++missing;
+    fail(fmt::format("the device list names ranks up to {} but has no line for rank {}: expected one '#  Rank ...' line per rank",
+                     run.rank_lines.rbegin()->first, missing));
+  }
   if (listed > 0) {
     if (run.groups.size() > 1) {
       fail(fmt::format("the devices form {} groups (the Group column): each group ran its own collective, which this reader does not "
@@ -437,6 +444,14 @@ class TextReader {
     r.listed = static_cast<int>(r.rank_lines.size());
     if (!r.resolved) resolve(r, file_, options_, [&](const std::string& message) { fail(message, t[0]); });
     if (auto mismatch = busbw_mismatch(r, algbw, busbw)) fail(*mismatch, t[g + c.busbw]);
+    // nccl-tests prints algbw = size / time: a time that disagrees (an edit, a damaged row) would be
+    // fitted as measured. Checked where both carry three digits, so rounding stays under 5%.
+    if (algbw >= 1.0 && us >= 20.0) {
+      const double implied_us = static_cast<double>(*size) / (algbw * 1e3);
+      if (std::abs(us / implied_us - 1.0) > 0.05) {
+        fail(t[g], fmt::format("time ({}, us)", which), fmt::format("about {:.4g} us, the time {} bytes take at the row's algbw of {} GB/s", implied_us, *size, algbw));
+      }
+    }
     if (*size == 0) return;
     m_.collectives.push_back(CollectiveSample{r.op, r.link, r.ranks, r.nodes, static_cast<double>(*size), us * 1e-6});
   }

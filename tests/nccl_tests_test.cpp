@@ -204,6 +204,15 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
                              "     1048576        262144     float     sum      -1    50.00   20.97   36.70       0    51.00   20.56   35.98     1e+06\n";
     CHECK_THAT(error_of(text, "all_reduce_perf.txt"), Contains(":14:") && Contains("'#wrong (in-place)'") && Contains("found 1e+06"));
   }
+  SECTION("a time that disagrees with its algbw, and a device list with a gap") {
+    // Expectation: 1 MiB at 20.97 GB/s takes 50 us; a row saying 5000 us is refused at its time.
+    const std::string slow = "     1048576        262144     float     sum      -1  5000.00   20.97   36.70       0    51.00   20.56   35.98       0\n";
+    CHECK_THAT(error_of(devices() + kHeader + slow, "all_reduce_perf.txt"),
+               Contains("all_reduce_perf.txt:14:") && Contains("field 'time (out-of-place, us)': expected about 50 us") && Contains("found '5000.00'"));
+    std::string gap = devices();
+    gap.erase(gap.find("#  Rank  3"), gap.find("#  Rank  4") - gap.find("#  Rank  3"));
+    CHECK_THAT(error_of(gap + kHeader + good_row, "all_reduce_perf.txt"), Contains("names ranks up to 7 but has no line for rank 3"));
+  }
   SECTION("no data rows") {
     CHECK_THAT(error_of(devices() + kHeader + "# Out of bounds values : 0 OK\n", "all_reduce_perf.txt"),
                Contains("all_reduce_perf.txt: no data rows") && Contains("one row per size"));
