@@ -235,11 +235,13 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     r.max_num_seqs = s.get_or<int>("max_num_seqs", r.max_num_seqs, yaml::positive<int>());
     r.max_num_batched_tokens = s.get_or<int>("max_num_batched_tokens", r.max_num_batched_tokens, yaml::positive<int>());
     r.chunked_prefill = s.get_or<bool>("chunked_prefill", r.chunked_prefill);
-    r.block_size = s.get_or<int>("block_size", r.block_size, yaml::positive<int>());
+    // vLLM's blocks are 8 to 128 tokens (its --block-size choices); 4,096 leaves room for any engine.
+    r.block_size = s.get_or<int>("block_size", r.block_size, yaml::in_range(1, 4096, "from 1 to 4096 tokens per block"));
     r.watermark = s.get_or<double>("watermark", r.watermark, yaml::in_range(0.0, 0.5, "a fraction from 0 to 0.5"));
     r.gpu_memory_utilization =
         s.get_or<double>("gpu_memory_utilization", r.gpu_memory_utilization, yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }});
-    r.iteration_overhead = s.get_or<Seconds>("iteration_overhead", r.iteration_overhead, yaml::non_negative<Seconds>());
+    // Host work per scheduler step is microseconds to milliseconds; a second or more is a unit typo.
+    r.iteration_overhead = s.get_or<Seconds>("iteration_overhead", r.iteration_overhead, yaml::in_range(Seconds(0), Seconds(1), "from 0 to 1 s per iteration"));
     const std::string router = s.choice_or("router", "round-robin", {"round-robin", "least-outstanding", "kv-aware"});
     sc.router = router == "round-robin" ? Router::round_robin : router == "least-outstanding" ? Router::least_outstanding : Router::kv_aware;
     r.batching = s.choice_or("batching", "continuous", {"continuous", "static"}) == "static" ? Batching::static_batch : Batching::continuous;
@@ -248,7 +250,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     r.preemption = s.choice_or("preemption", "recompute", {"recompute", "swap"}) == "swap" ? Preemption::swap : Preemption::recompute;
     if (auto sw = s.find("swap_space")) {
       if (r.preemption != Preemption::swap) sw->fail_message("swap_space applies to preemption: swap");
-      r.swap_space_bytes = sw->as<Bytes>(yaml::positive<Bytes>()).value();
+      r.swap_space_bytes = sw->as<Bytes>(yaml::in_range(Bytes(1), Bytes(1e15), "from 1 B to 1 PB of host memory")).value();
     }
     if (r.preemption == Preemption::swap) {
       r.swap_bandwidth = host_link_bandwidth(*sc.topology);
