@@ -124,7 +124,7 @@ void training_cost(const Options& o) {
                         {"cost_usd", distribution(e.cost, 1.0)},
                         {"mean_interruptions", e.mean_interruptions},
                         {"gpu_hours_lost_per_event", e.gpu_hours_lost_per_event},
-                        {"cost_per_million_tokens", e.cost_per_million_tokens}};
+                        {"cost_per_million_tokens", e.finished == e.trials ? nlohmann::json(e.cost_per_million_tokens) : nlohmann::json(nullptr)}};
     if (std::isfinite(e.expected_wall_s)) k["expected_wall_days"] = e.expected_wall_s / kDay;
     if (std::isfinite(e.expected_cost)) k["expected_cost_usd"] = e.expected_cost;
     if (!e.verdict.empty()) k["verdict"] = e.verdict;
@@ -169,7 +169,7 @@ void training_cost(const Options& o) {
     const bool ran = e.finished > 0;
     t.add_row({e.offering, std::string(to_string(e.pricing)), fmt::format("{:.3f}", e.price_per_gpu_hour), checkpoint_every(e.interval_s, run.work_s),
                ran ? days(e.wall_s.p50) : "-", ran ? days(e.wall_s.p90) : "-", ran ? days(e.wall_s.p99) : "-", ran ? money(e.cost.p50) : "-",
-               ran ? money(e.cost.p90) : "-", ran ? money(e.cost.p99) : "-", ran ? fmt::format("{:.3f}", e.cost_per_million_tokens) : "-",
+               ran ? money(e.cost.p90) : "-", ran ? money(e.cost.p99) : "-", e.finished == e.trials ? fmt::format("{:.3f}", e.cost_per_million_tokens) : "-",
                fmt::format("{:.1f}", e.mean_interruptions), fmt::format("{:.1f}", e.gpu_hours_lost_per_event), even});
   }
   std::cout << t.render("  ");

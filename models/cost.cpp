@@ -32,11 +32,33 @@ std::string duration(double s) {
 // "800", "1.6e+08": a count of expected events, for messages.
 std::string about(double n) { return n < 1e5 ? fmt::format("{:.0f}", n) : fmt::format("{:.2g}", n); }
 
-double exponential(double mean, std::uint64_t& s) { return mean > 0 && std::isfinite(mean) ? -mean * std::log(uniform01(s)) : kInfinity; }
+// An exponential draw of this mean: a mean of 0 is at once (a capacity wait of 0 s), an infinite
+// one never (no failures).
+double exponential(double mean, std::uint64_t& s) {
+  if (!(mean > 0)) return 0.0;
+  return std::isfinite(mean) ? -mean * std::log(uniform01(s)) : kInfinity;
+}
 
-Distribution distribution_of(std::vector<double> v) {
-  const SampleSummary x = summarize(std::move(v));
-  return {x.mean, x.p50, x.p90, x.p99};
+// Over every trial: the `unfinished` ones end later than any finished one (past the cap), so a
+// quantile that reaches into them is infinite ("never" in the table), and so is the mean. Taken
+// over the finished trials alone, P50-P99 would describe only the lucky ones.
+Distribution distribution_of(std::vector<double> v, int unfinished) {
+  if (unfinished <= 0) {
+    const SampleSummary x = summarize(std::move(v));
+    return {x.mean, x.p50, x.p90, x.p99};
+  }
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size() + static_cast<std::size_t>(unfinished);
+  const auto quantile = [&](double q) {
+    const double pos = q * static_cast<double>(n - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const double frac = pos - static_cast<double>(lo);
+    if (lo >= v.size()) return kInfinity;
+    if (frac == 0) return v[lo];
+    if (lo + 1 >= v.size()) return kInfinity;
+    return v[lo] + frac * (v[lo + 1] - v[lo]);
+  };
+  return {kInfinity, quantile(0.5), quantile(0.9), quantile(0.99)};
 }
 
 // What the run model needs of an offering: its interruption processes and prices.
@@ -71,7 +93,14 @@ class RunTrial final : public sim::EventHandler {
         // The market has no capacity when the run starts: wait for it (not billed).
         mode_ = Mode::waiting;
         first_wait_ = true;
-        at(time_until(0, true) + 1e-3, Event::capacity_back, generation_);
+        double wait = time_until(0, true) + 1e-3;
+        if (plan_.deadline > 0 && wait + on_demand_time() > plan_.deadline) {
+          // Mixed: the capacity comes back too late (or never) to finish by the deadline on on-demand
+          // after it: start on on-demand at once, as capacity_lost() switches later on.
+          switched_ = true;
+          wait = 0;
+        }
+        at(wait, Event::capacity_back, generation_);
         sim_.run(sim::Time::seconds(cap_));
         if (!result_.finished) release();
         result_.wall = result_.finished ? finish_time_ : cap_;
@@ -588,7 +617,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       e.expected_wall_s = c.wall;
       e.expected_cost = c.held / kHour * run.gpus * plan.price;
     } else {
-      e.verdict = fmt::format("cannot finish: interruptions every {:.3g} h on average, a checkpoint and restart take {:.3g} h",
+      // On spot alone; a mixed row's fallback can still finish it (its Monte Carlo says whether).
+      e.verdict = fmt::format("{}: interruptions every {:.3g} h on average, a checkpoint and restart take {:.3g} h",
+                              pricing == Pricing::mixed ? "cannot finish on spot alone" : "cannot finish",
                               (c.fixed >= 1.0 ? 1.0 / preempt_rate : e.mtbi_s) / kHour, (ck + restart) / kHour);
       e.expected_wall_s = kInfinity;
       e.expected_cost = kInfinity;
@@ -611,12 +642,14 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       gpu_hours += r.gpu_hours;
     }
     e.trials = options.trials;
-    e.wall_s = distribution_of(walls);
-    e.cost = distribution_of(costs);
+    e.wall_s = distribution_of(walls, e.trials - e.finished);
+    e.cost = distribution_of(costs, e.trials - e.finished);
     e.mean_interruptions = interruptions / options.trials;
     e.gpu_hours_lost_per_event = interruptions > 0 ? lost / interruptions * run.gpus / kHour : 0.0;
     e.on_demand_fraction = gpu_hours > 0 ? on_demand / gpu_hours : 0.0;
-    if (run.tokens > 0 && e.finished > 0) e.cost_per_million_tokens = e.cost.mean / run.tokens * 1e6;
+    if (run.tokens > 0 && e.finished == e.trials) e.cost_per_million_tokens = e.cost.mean / run.tokens * 1e6;
+    // The closed form knows no fallback: a mixed row finishes when its trials do.
+    if (pricing == Pricing::mixed) e.can_finish = e.finished > 0;
     if (e.finished < e.trials) {
       e.can_finish = e.finished > 0 && e.can_finish;
       const std::string within = cap < options.cap_factor * run.work_s ? fmt::format("{} (the Monte Carlo's clock)", duration(cap))

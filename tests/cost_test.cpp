@@ -1,5 +1,6 @@
 // The cost model: Young's and Daly's closed forms against Daly's worked values, the Monte Carlo
 // against the closed forms, spot without preemptions, seeds, and runs that cannot finish.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -389,4 +390,56 @@ TEST_CASE("cost: elastic shrink keeps the other data-parallel replicas working w
   const auto calm = estimate_costs(run, {on_demand(3.0), spot}, opt);
   CHECK(calm[2].wall_s.mean == Approx(calm[1].wall_s.mean).epsilon(1e-9));
   CHECK(calm[2].cost.mean == Approx(calm[1].cost.mean).epsilon(1e-6));
+}
+
+TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the percentiles past them infinite, and mixed falls back from a market that never has capacity") {
+  RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.reliability.failures_per_1000_node_days = 0;
+  Offering spot = on_demand(1.0);
+  spot.name = "spot";
+  spot.pricing = Pricing::spot;
+  spot.notice_s = 120;
+  spot.preemption.kind = PreemptionProcess::Kind::poisson;
+  spot.preemption.rate_per_node_hour = 0.002;
+  CostOptions opt;
+  opt.trials = 100;
+  // Expectation: with no wait every trial finishes (a zero mean once drew an infinite wait).
+  spot.capacity_wait_s = 0;
+  const auto zero = estimate_costs(run, {on_demand(3.0), spot}, opt);
+  CHECK(zero[1].finished == 100);
+  CHECK(std::isfinite(zero[1].wall_s.p99));
+
+  // A market with no capacity for most of a long cycle: few trials finish within 3 x the work.
+  // Expectation: P50 (and past it) is infinite when over half the trials are unfinished, and $/M
+  // tokens is left unset; the finished trials alone would have given a P50 near the work.
+  Offering scarce = spot;
+  scarce.name = "scarce";
+  scarce.preemption = {};
+  scarce.preemption.kind = PreemptionProcess::Kind::trace;
+  scarce.preemption.availability = {{0, true}, {25 * kHour, false}, {1000 * kHour, true}};
+  opt.cap_factor = 3;
+  const auto rows = estimate_costs(run, {on_demand(3.0), scarce}, opt);
+  const CostEstimate& s = rows[1];
+  REQUIRE(s.finished < 50);
+  REQUIRE(s.finished > 0);
+  CHECK(std::isinf(s.wall_s.p50));
+  CHECK(std::isinf(s.wall_s.p99));
+  CHECK(std::isinf(s.cost.mean));
+  CHECK(s.cost_per_million_tokens == 0);
+
+  // Expectation: with a deadline, a market that never has capacity sends the mixed row to on-demand
+  // at the start: every trial finishes, all of it on on-demand.
+  Offering never = spot;
+  never.name = "never";
+  never.preemption = {};
+  never.preemption.kind = PreemptionProcess::Kind::trace;
+  never.preemption.availability = {{0, false}, {100 * kHour, false}};
+  opt.cap_factor = 100;
+  opt.deadline_s = 40 * kHour;
+  const auto mixed = estimate_costs(run, {on_demand(3.0), never}, opt);
+  const auto m = std::find_if(mixed.begin(), mixed.end(), [](const CostEstimate& e) { return e.pricing == Pricing::mixed; });
+  REQUIRE(m != mixed.end());
+  CHECK(m->finished == 100);
+  CHECK(m->can_finish);
+  CHECK(m->on_demand_fraction == Approx(1.0));
 }
