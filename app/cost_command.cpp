@@ -73,8 +73,10 @@ void training_cost(const Options& o) {
   run.tokens = sc.job.token_budget;
   run.dp_replicas = sc.job.plan.dp;
   if (cost.options.elastic && (sc.job.plan.dp < 2 || run.nodes % sc.job.plan.dp != 0)) {
-    throw InputError(fmt::format("{}: elastic shrink drops whole data-parallel replicas: it needs dp > 1 and the {} nodes to divide among the {} replicas",
-                                 o.scenario, run.nodes, sc.job.plan.dp));
+    const std::string why = fmt::format("elastic shrink drops whole data-parallel replicas: it needs dp > 1 and the {} nodes to divide among the {} replicas",
+                                        run.nodes, sc.job.plan.dp);
+    if (cost.origin.elastic) cost.origin.elastic->fail_message(why);
+    throw InputError(fmt::format("{}: {}", o.scenario, why));
   }
   run.reliability = cost.reliability;
   run.checkpoint.bytes = models::count_parameters(sc.job.model).total() * kCheckpointBytesPerParameter;

@@ -231,7 +231,10 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
     c.origin.deadline = *d;
     c.options.deadline_s = d->as<Seconds>(yaml::positive<Seconds>()).value();
   }
-  c.options.elastic = m.get_or<bool>("elastic", false);
+  if (auto e = m.find("elastic")) {
+    c.origin.elastic = *e;
+    c.options.elastic = e->as<bool>();
+  }
   c.options.trials = m.get_or<int>("trials", 1000, yaml::in_range(1, 1'000'000, "from 1 to 1,000,000 trials"));
   c.options.seed = static_cast<std::uint64_t>(m.get_or<std::int64_t>("seed", 1, yaml::non_negative<std::int64_t>()));
   m.finish();

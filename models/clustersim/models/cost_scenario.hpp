@@ -62,7 +62,7 @@ struct CostSection {
   // Where the inputs that estimate_costs may refuse were given (empty: left to their defaults, where
   // the section stands in), so that a refusal points at the line to change.
   struct Origin {
-    std::optional<yaml::Node> section, train_tokens, reliability, failures, detect, restart, checkpoint, write_bandwidth, interval, deadline;
+    std::optional<yaml::Node> section, train_tokens, reliability, failures, detect, restart, checkpoint, write_bandwidth, interval, deadline, elastic;
   } origin;
 
   // Throws e as an InputError at the place of the input it blames.
