@@ -1,5 +1,7 @@
 #include "clustersim/validate/cases.hpp"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -180,12 +182,28 @@ Case read_case(const Node& node) {
     Map meas(m.at("measured", "a map of measured values"));
     for (const char* key : {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "output_tokens_per_s", "ttft_ms_mean",
                                    "itl_ms_mean", "tflops", "busbw_GBps"}) {
-      if (auto v = meas.find(key)) c.measured[key] = v->as<double>(yaml::positive<double>());
+      if (auto v = meas.find(key)) {
+        c.measured[key] = std::string_view(key) == "mfu" ? v->as<double>(yaml::Check<double>{"a fraction in (0, 1]", [](double x) { return x > 0 && x <= 1; }})
+                                                         : v->as<double>(yaml::positive<double>());
+      }
     }
     meas.finish();
     if (c.measured.empty()) meas.node().fail("at least one measured value");
   }
   m.finish();
+  // A section of another kind would be read and then ignored: say so instead.
+  {
+    const std::map<std::string, std::vector<std::string>> sections = {
+        {"training", {"model", "parallelism", "batch", "recompute", "precision"}},
+        {"inference", {"model", "serving", "workload"}},
+        {"gemm", {"gemm"}},
+        {"collective", {"collective"}}};
+    const auto& mine = sections.at(c.kind);
+    for (const char* key : {"model", "parallelism", "batch", "recompute", "precision", "serving", "workload", "gemm", "collective"}) {
+      if (std::find(mine.begin(), mine.end(), key) != mine.end()) continue;
+      if (auto n = m.find(key)) n->fail_message(fmt::format("a {} case has no '{}' section (it would be ignored)", c.kind, key));
+    }
+  }
   if (c.kind == "training") {
     m.at("model", "a model map for kind training");
     m.at("parallelism", "a parallelism map for kind training");
