@@ -180,12 +180,13 @@ Case read_case(const Node& node) {
   }
   {
     Map meas(m.at("measured", "a map of measured values"));
+    // Named, not temporaries in the conditional below: clang 14 destroys such a temporary twice when
+    // the read throws.
+    const yaml::Check<double> fraction{"a fraction in (0, 1]", [](double x) { return x > 0 && x <= 1; }};
+    const yaml::Check<double> positive = yaml::positive<double>();
     for (const char* key : {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "output_tokens_per_s", "ttft_ms_mean",
                                    "itl_ms_mean", "tflops", "busbw_GBps"}) {
-      if (auto v = meas.find(key)) {
-        c.measured[key] = std::string_view(key) == "mfu" ? v->as<double>(yaml::Check<double>{"a fraction in (0, 1]", [](double x) { return x > 0 && x <= 1; }})
-                                                         : v->as<double>(yaml::positive<double>());
-      }
+      if (auto v = meas.find(key)) c.measured[key] = v->as<double>(std::string_view(key) == "mfu" ? fraction : positive);
     }
     meas.finish();
     if (c.measured.empty()) meas.node().fail("at least one measured value");
