@@ -91,6 +91,12 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   r.links = fit_collectives(m.collectives);
   // New fits replace the base's fits of the same group; the base's other fits stay.
   for (const LinkFit& l : r.links) {
+    if (l.samples == 1) {
+      // One size cannot separate a latency from a bandwidth: the line goes through the origin.
+      r.notes.push_back(fmt::format("{} over {} ({} x {} ranks) was measured at one size only ({}): its latency is taken as 0 and its bus bandwidth "
+                                    "as that size's (measure a sweep of sizes to fit both)",
+                                    l.result.op, l.result.link, l.result.nodes, l.result.ranks, to_string(Bytes(l.largest_bytes))));
+    }
     if (l.bandwidth_bound) {
       const auto& n = l.result;
       std::erase_if(hw.collectives, [&](const hardware::CalibratedCollective& c) {

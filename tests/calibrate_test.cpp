@@ -361,6 +361,17 @@ TEST_CASE("calibrate: an NVLS fit is kept apart and never taken as the link's ba
   CHECK_FALSE(hardware::calibrated_busbw(r.profile, "network"));
 }
 
+TEST_CASE("calibrate: a collective measured at one size only is fitted through the origin, and says so") {
+  // Expectation: one 1 GiB all-reduce in 5 ms; latency 0 and the bus bandwidth of that one size,
+  // with a note that a sweep is needed to fit both.
+  Measurements m;
+  m.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, 1073741824.0, 5e-3});
+  const CalibrationResult r = calibrate::calibrate(shipped("h100-sxm5-80gb"), m, {});
+  REQUIRE(r.links.size() == 1);
+  CHECK(r.links[0].result.latency.value() == 0);
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("measured at one size only") != std::string::npos; }));
+}
+
 TEST_CASE("calibrate: a latency-only sweep gives no bandwidth, and the profile keeps the base's other fits") {
   // An all-gather measured only from 8 B to 4 KiB takes ~20 us at every size: no bandwidth can be
   // read from it, so it stays out of the profile (with a note) and sets no link capacity. A base
