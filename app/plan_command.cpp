@@ -326,19 +326,15 @@ void training_plan(const Options& o) {
   };
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
-    // Both files or neither (reports::write_files_atomically, streamed: they can be large).
-    const std::filesystem::path json_path = std::filesystem::path(o.out) / "plans.json", csv_path = std::filesystem::path(o.out) / "plans.csv";
-    for (const auto& path : {json_path, csv_path}) {
-      std::error_code ec;
-      if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(fmt::format("cannot write {}: a directory of that name is in the way", path.string()));
-    }
-    reports::AtomicFileWriter json_file(json_path), csv_file(csv_path);
-    write_json([&](std::string_view text) { json_file.write(text); });
-    write_csv([&](std::string_view text) { csv_file.write(text); });
-    json_file.sync();
-    csv_file.sync();
-    json_file.commit();
-    csv_file.commit();
+    // Both files or neither, streamed (a wide search's can be large).
+    reports::write_files_atomically(o.out, {"plans.json", "plans.csv"}, [&](std::size_t i, reports::AtomicFileWriter& file) {
+      const auto put = [&](std::string_view text) { file.write(text); };
+      if (i == 0) {
+        write_json(put);
+      } else {
+        write_csv(put);
+      }
+    });
   }
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "plans.json"}, false);

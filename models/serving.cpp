@@ -1087,10 +1087,6 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
   return out;
 }
 
-// A trace's arrivals stay within half the simulated clock's range (sim::Time::kLimit, about 146
-// years), so the requests' own times after them still fit.
-constexpr double kMaxTraceArrival = 0.5 * static_cast<double>(sim::Time::kLimit) * 1e-9;
-
 std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw InputError(fmt::format("{}: cannot open the trace", file.string()));
@@ -1130,7 +1126,7 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
     try {
       std::size_t used = 0;
       r.arrival = std::stod(a, &used);
-      if (used != a.size() || !(r.arrival >= 0) || !(r.arrival <= kMaxTraceArrival)) throw std::invalid_argument("arrival");
+      if (used != a.size() || !(r.arrival >= 0) || !(r.arrival <= kMaxArrivalSeconds)) throw std::invalid_argument("arrival");
       r.prompt_tokens = std::stoi(p, &used);
       if (used != p.size() || r.prompt_tokens < 1) throw std::invalid_argument("prompt");
       r.output_tokens = std::stoi(o, &used);
@@ -1145,8 +1141,8 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
     } catch (const std::exception&) {
       throw InputError(where(number), "row",
                        with_prefix ? fmt::format("an arrival time from 0 to {:.3g} s, two token counts >= 1, a prefix id >= -1 and a prefix length no longer "
-                                                 "than the prompt", kMaxTraceArrival)
-                                   : fmt::format("an arrival time from 0 to {:.3g} s and two token counts >= 1", kMaxTraceArrival),
+                                                 "than the prompt", kMaxArrivalSeconds)
+                                   : fmt::format("an arrival time from 0 to {:.3g} s and two token counts >= 1", kMaxArrivalSeconds),
                        "'" + line + "'");
     }
     if (!out.empty() && r.arrival < out.back().arrival) {

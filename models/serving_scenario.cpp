@@ -10,7 +10,6 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/models/collective_model.hpp"
-#include "clustersim/sim/time.hpp"
 #include "clustersim/topology/topology_loader.hpp"
 
 namespace cs::models {
@@ -18,9 +17,6 @@ namespace cs::models {
 namespace {
 // The most requests a workload may hold (each is kept in memory with its results: about 1 KB).
 constexpr int kMaxRequests = 10'000'000;
-// Half the simulated clock's range (sim::Time::kLimit, about 146 years), so that the random arrival
-// times of a workload whose mean span is this long still fit.
-constexpr double kMaxArrivalSpan = 0.5 * static_cast<double>(sim::Time::kLimit) * 1e-9;
 }  // namespace
 
 namespace {
@@ -333,9 +329,9 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
         count = std::max(1, static_cast<int>(std::llround(requests)));
       } else {
         count = w.get<int>("requests", yaml::in_range(1, kMaxRequests, "from 1 to 10,000,000 requests"));
-        if (p.rate > 0 && !(count / p.rate <= kMaxArrivalSpan)) {
+        if (p.rate > 0 && !(count / p.rate <= kMaxArrivalSeconds)) {
           a.at("rate", "").fail_message(fmt::format("{} requests at {:g} requests/s arrive over about {:.3g} s, beyond the {:.3g} s a simulation can span (raise the rate)",
-                                                    count, p.rate, count / p.rate, kMaxArrivalSpan));
+                                                    count, p.rate, count / p.rate, kMaxArrivalSeconds));
         }
       }
       const LengthDistribution prompt = read_lengths(w.at("prompt_tokens", "a token count or a length distribution"));
@@ -386,9 +382,9 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       sizing_node->fail_message(fmt::format("a sizing rate of {:g} requests/s over the workload's {:g} s is {:.3g} requests; at least 1 is needed", sc.sizing->rate,
                                             sc.recipe->duration, sc.recipe->duration * sc.sizing->rate));
     }
-    if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->duration <= 0 && !(sc.recipe->requests / sc.sizing->rate <= kMaxArrivalSpan)) {
+    if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->duration <= 0 && !(sc.recipe->requests / sc.sizing->rate <= kMaxArrivalSeconds)) {
       sizing_node->fail_message(fmt::format("{} requests at a sizing rate of {:g} requests/s arrive over about {:.3g} s, beyond the {:.3g} s a simulation can span",
-                                            sc.recipe->requests, sc.sizing->rate, sc.recipe->requests / sc.sizing->rate, kMaxArrivalSpan));
+                                            sc.recipe->requests, sc.sizing->rate, sc.recipe->requests / sc.sizing->rate, kMaxArrivalSeconds));
     }
   }
   // Every request must fit one replica's KV pool and, without chunked prefill, one batch.

@@ -168,19 +168,25 @@ void write_file_atomically(const fs::path& path, std::string_view content) {
   w.commit();
 }
 
-void write_files_atomically(const fs::path& dir, const std::vector<OutputFile>& files) {
-  for (const OutputFile& f : files) {
+void write_files_atomically(const fs::path& dir, const std::vector<std::string>& names, const std::function<void(std::size_t, AtomicFileWriter&)>& fill) {
+  for (const std::string& name : names) {
     std::error_code ec;
-    if (fs::is_directory(dir / f.name, ec)) throw std::runtime_error(fmt::format("cannot write {}: a directory of that name is in the way", (dir / f.name).string()));
+    if (fs::is_directory(dir / name, ec)) throw std::runtime_error(fmt::format("cannot write {}: a directory of that name is in the way", (dir / name).string()));
   }
   // Every temporary is written and synced before the first rename; a writer left uncommitted removes its own.
   std::vector<std::unique_ptr<AtomicFileWriter>> writers;
-  for (const OutputFile& f : files) {
-    writers.push_back(std::make_unique<AtomicFileWriter>(dir / f.name));
-    writers.back()->write(f.content);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    writers.push_back(std::make_unique<AtomicFileWriter>(dir / names[i]));
+    fill(i, *writers.back());
     writers.back()->sync();
   }
   for (auto& w : writers) w->commit();
+}
+
+void write_files_atomically(const fs::path& dir, const std::vector<OutputFile>& files) {
+  std::vector<std::string> names;
+  for (const OutputFile& f : files) names.push_back(f.name);
+  write_files_atomically(dir, names, [&](std::size_t i, AtomicFileWriter& w) { w.write(files[i].content); });
 }
 
 }  // namespace cs::reports

@@ -45,6 +45,7 @@
 
 #include "clustersim/common/units.hpp"
 #include "clustersim/hardware/hardware_profile.hpp"
+#include "clustersim/sim/time.hpp"
 #include "clustersim/models/transformer.hpp"
 #include "clustersim/sim/task_graph.hpp"
 
@@ -294,6 +295,10 @@ struct SharedPrefix {
   int tokens = 0;
   int groups = 1;
 };
+// The latest a workload's requests may arrive (s): half the simulated clock's range
+// (sim::Time::kLimit, about 146 years), so that the requests' own times after them still fit.
+// Traces are held to it row by row, generated workloads by their mean span.
+inline constexpr double kMaxArrivalSeconds = 0.5 * static_cast<double>(sim::Time::kLimit) * 1e-9;
 std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& arrivals, const LengthDistribution& prompt,
                                               const LengthDistribution& output, std::uint64_t seed, const SharedPrefix& prefix = {});
 // A trace CSV with header `arrival_s,prompt_tokens,output_tokens` (optionally `,prefix_id,prefix_tokens`);

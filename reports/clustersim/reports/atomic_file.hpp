@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,5 +54,10 @@ class AtomicFileWriter {
   int fd_ = -1;
   int slot_ = -1;  // in the table of temporaries removed on a signal
 };
+
+// write_files_atomically for files too large to build in memory: `fill(i, writer)` streams file i
+// (names[i]) into its writer; the same all-or-none guarantee.
+void write_files_atomically(const std::filesystem::path& dir, const std::vector<std::string>& names,
+                            const std::function<void(std::size_t, AtomicFileWriter&)>& fill);
 
 }  // namespace cs::reports
