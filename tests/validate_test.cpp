@@ -262,3 +262,23 @@ TEST_CASE("a case whose plan does not match its cluster fails, saying why, rathe
   CHECK(i.status == "failed");
   CHECK_THAT(i.reason, Contains("but the case's cluster has"));
 }
+
+TEST_CASE("a case whose NVLink is not its node template's is unsupported, saying which", "[validate]") {
+  // Expectation: the first published training case (A100, NVLink 3, 8 GPUs per NVSwitch domain)
+  // runs as published; named NVLink 4, or a 72-GPU NVLink domain, it is not compared against the
+  // A100 template but reported unsupported with the two generations or domain sizes.
+  auto c = validate::read_cases(kShared / "validation/training.yaml").front();
+  REQUIRE(c.cluster.scale_up_kind == "nvlink3");
+  REQUIRE(c.cluster.domain_gpus == 8);
+  CHECK(validate::run_case(c).status == "ok");
+  auto other_generation = c;
+  other_generation.cluster.scale_up_kind = "nvlink4";
+  const auto g = validate::run_case(other_generation);
+  CHECK(g.status == "unsupported");
+  CHECK_THAT(g.reason, Contains("scale_up.kind nvlink4 is NVLink 4 with 18 links per GPU") && Contains("has NVLink 3 with 12 links"));
+  auto other_domain = c;
+  other_domain.cluster.domain_gpus = 72;
+  const auto d = validate::run_case(other_domain);
+  CHECK(d.status == "unsupported");
+  CHECK_THAT(d.reason, Contains("domain_gpus is 72, but the node template joins 8 GPUs over NVLink"));
+}

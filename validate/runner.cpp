@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -78,6 +79,63 @@ void run_gemm(const Case& c, CaseResult& r, const RunOptions& options) {
   r.predicted["tflops"] = e.achieved.value() / 1e12;
 }
 
+// The NVLink a case names (scale_up) must be the one its node template has: a case whose GPUs
+// talk over another NVLink generation, or in a domain of another size, than the template's would be
+// compared against a machine it did not run on. Each kind's generation and link count per GPU:
+// A100 whitepaper (NVLink 3, 12 links), Hopper whitepaper (NVLink 4, 18 links), H800 (8 links, the
+// hardware profile's derivation), Blackwell (NVLink 5, 18 links).
+struct NvlinkKind {
+  const char* name;
+  int generation;
+  int links;
+};
+constexpr NvlinkKind kNvlinkKinds[] = {{"nvlink3", 3, 12}, {"nvlink4", 4, 18}, {"nvlink4-h800", 4, 8}, {"nvlink5", 5, 18}};
+
+// GPUs that the first GPU reaches over NVLink alone (directly or through NVSwitches).
+int nvlink_domain_gpus(const topology::Topology& topo) {
+  if (topo.gpus().empty()) return 0;
+  const auto& g = topo.graph();
+  std::vector<bool> seen(topo.device_count(), false);
+  std::vector<topology::Vertex> todo{topo.gpus().front()};
+  seen[topo.gpus().front()] = true;
+  int gpus = 0;
+  while (!todo.empty()) {
+    const topology::Vertex v = todo.back();
+    todo.pop_back();
+    if (topo.device(v).kind == topology::DeviceKind::gpu) ++gpus;
+    for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+      const topology::Vertex t = boost::target(*e, g);
+      const auto kind = topo.device(t).kind;
+      if (topo.link(*e).kind != topology::LinkKind::nvlink || seen[t]) continue;
+      if (kind != topology::DeviceKind::gpu && kind != topology::DeviceKind::nvswitch) continue;
+      seen[t] = true;
+      todo.push_back(t);
+    }
+  }
+  return gpus;
+}
+
+void check_scale_up(const ClusterSpec& cl, const topology::Topology& topo) {
+  if (cl.scale_up_kind.empty() && cl.domain_gpus == 0) return;
+  const hardware::HardwareProfile& hw = *topo.gpu;
+  if (!cl.scale_up_kind.empty()) {
+    const auto* kind = std::find_if(std::begin(kNvlinkKinds), std::end(kNvlinkKinds), [&](const NvlinkKind& k) { return cl.scale_up_kind == k.name; });
+    const int generation = hw.nvlink ? hw.nvlink->generation : 0, links = hw.nvlink ? hw.nvlink->links : 0;
+    if (kind != std::end(kNvlinkKinds) && (generation != kind->generation || links != kind->links)) {
+      throw Unsupported(fmt::format("scale_up.kind {} is NVLink {} with {} links per GPU, but {}'s profile has {}: no shipped node template has {} on {}",
+                                    kind->name, kind->generation, kind->links, hw.name,
+                                    hw.nvlink ? fmt::format("NVLink {} with {} links", generation, links) : std::string("no NVLink"), kind->name, hw.name));
+    }
+  }
+  if (cl.domain_gpus > 0) {
+    const int domain = nvlink_domain_gpus(topo);
+    if (domain != cl.domain_gpus) {
+      throw Unsupported(fmt::format("scale_up.domain_gpus is {}, but the node template joins {} GPU{} over NVLink: no shipped node template has an NVLink domain of {} {}",
+                                    cl.domain_gpus, domain, domain == 1 ? "" : "s", cl.domain_gpus, hw.name));
+    }
+  }
+}
+
 // A topology for a case's cluster: the shipped node template of that GPU with the case's GPUs per
 // node, its NICs at the case's rate, and a non-blocking fat tree between the nodes.
 topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions& options) {
@@ -110,7 +168,9 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
     if (cl.fabric_assumed) r.defaults_applied.push_back("fabric assumed by the case (the source does not name it)");
   }
   spec.node = std::move(node);
-  return topology::build_topology(spec);
+  topology::Topology topo = topology::build_topology(spec);
+  check_scale_up(cl, topo);
+  return topo;
 }
 
 // Runs `body` for a result with status and reason: ok when it returns, unsupported or failed (with
