@@ -89,6 +89,36 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
       if (v.is_number() || !v.is_object()) check(d[object], std::string(object) + ".", k.c_str(), false);
     }
   };
+  // Counts and names the scenario paragraph prints ("on -3 GPUs", "with the plan 5" otherwise):
+  // checked where present; an absent one is printed as "-".
+  const auto count_of = [&](const char* key, bool positive) {
+    if (!d.contains(key)) return;
+    const json& v = d[key];
+    const bool ok = v.is_number_integer() ? (positive ? v.get<std::int64_t>() > 0 : v.get<std::int64_t>() >= 0)
+                                          : v.is_number_unsigned() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                                                       v.get<double>() == std::floor(v.get<double>()) && (positive ? v.get<double>() > 0 : v.get<double>() >= 0));
+    if (!ok || (v.is_number_unsigned() && positive && v.get<std::uint64_t>() == 0)) {
+      throw InputError(fmt::format("{}: field '{}': expected a {} whole number, found {}", file.string(), key, positive ? "positive" : "non-negative",
+                                   v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump()));
+    }
+  };
+  const auto text_of = [&](const char* key) {
+    if (d.contains(key) && !d[key].is_string()) {
+      throw InputError(fmt::format("{}: field '{}': expected text, found {}", file.string(), key, d[key].dump()));
+    }
+  };
+  static const std::map<ReportSource::Kind, std::pair<std::vector<const char*>, std::vector<const char*>>> kCountsAndNames = {
+      {ReportSource::Kind::training_run, {{"gpus", "micro_batches", "tokens_per_step"}, {"scenario", "model", "gpu", "topology", "plan"}}},
+      {ReportSource::Kind::inference_run, {{"replicas", "tp", "pp"}, {"scenario", "model", "gpu", "batching", "router", "workload"}}},
+      {ReportSource::Kind::plans, {{"enumerated", "rejected_constraint", "rejected_memory", "pruned_by_bound", "simulated"}, {"scenario", "cost_unit"}}},
+      {ReportSource::Kind::cost, {{"gpus", "nodes", "trials"}, {"scenario", "sheet"}}},
+      {ReportSource::Kind::sizing, {{"simulations"}, {"scenario"}}},
+  };
+  if (const auto it = kCountsAndNames.find(kind); it != kCountsAndNames.end()) {
+    const bool zero_allowed = kind == ReportSource::Kind::plans || kind == ReportSource::Kind::sizing;
+    for (const char* key : it->second.first) count_of(key, !zero_allowed);
+    for (const char* key : it->second.second) text_of(key);
+  }
   if (kind == ReportSource::Kind::training_run) {
     check(d, "", "step_time_s", true);
     for (const char* k : {"mfu", "hfu", "tokens_per_s", "tflops_per_gpu"}) check(d, "", k, false);
@@ -271,6 +301,8 @@ std::string str(const json& j, const char* key, const std::string& fallback = ""
   if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return fallback;
   return j[key].get<std::string>();
 }
+// A name a sentence prints: "-" where the result does not hold it (as for numbers).
+std::string name(const json& j, const char* key) { return str(j, key, "-"); }
 constexpr double kGiB = double(1ull << 30);
 
 class Builder {
@@ -358,35 +390,35 @@ class Builder {
     for (const auto* r : of(ReportSource::Kind::training_run)) {
       const json& d = r->data;
       std::string text = fmt::format("Training {} on {} {} GPUs of {}, with the plan {}. Each step trains {} tokens ({} micro-batches per data-parallel rank).",
-                                     str(d, "model"), fmt_num(num(d, "gpus")), str(d, "gpu"), str(d, "topology"), str(d, "plan"),
+                                     name(d, "model"), fmt_num(num(d, "gpus")), name(d, "gpu"), name(d, "topology"), name(d, "plan"),
                                      count(num(d, "tokens_per_step")), fmt_num(num(d, "micro_batches")));
       if (d.contains("train")) text += fmt::format(" The budget is {} tokens.", count(num(d["train"], "tokens")));
-      para(s, fmt::format("{}: {}", str(d, "scenario"), text));
+      para(s, fmt::format("{}: {}", name(d, "scenario"), text));
     }
     for (const auto* r : of(ReportSource::Kind::inference_run)) {
       const json& d = r->data;
-      para(s, fmt::format("{}: serving {} on {} replica{} of TP{} PP{} on {} GPUs; {} batching, {} router; workload: {}.", str(d, "scenario"), str(d, "model"),
-                          fmt_num(num(d, "replicas")), num(d, "replicas") == 1 ? "" : "s", fmt_num(num(d, "tp")), fmt_num(num(d, "pp")), str(d, "gpu"),
-                          str(d, "batching"), str(d, "router"), str(d, "workload")));
+      para(s, fmt::format("{}: serving {} on {} replica{} of TP{} PP{} on {} GPUs; {} batching, {} router; workload: {}.", name(d, "scenario"), name(d, "model"),
+                          fmt_num(num(d, "replicas")), num(d, "replicas") == 1 ? "" : "s", fmt_num(num(d, "tp")), fmt_num(num(d, "pp")), name(d, "gpu"),
+                          name(d, "batching"), name(d, "router"), name(d, "workload")));
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
       const json& d = r->data;
       para(s, fmt::format("{}: a plan search over {} plans: {} break a constraint, {} do not fit in memory, {} cannot reach the top plans (lower bound), {} simulated. "
                           "Cost unit: {}.",
-                          str(d, "scenario"), fmt_num(num(d, "enumerated"), 9), fmt_num(num(d, "rejected_constraint"), 9), fmt_num(num(d, "rejected_memory"), 9),
-                          fmt_num(num(d, "pruned_by_bound", 0), 9), fmt_num(num(d, "simulated"), 9), str(d, "cost_unit")));
+                          name(d, "scenario"), fmt_num(num(d, "enumerated"), 9), fmt_num(num(d, "rejected_constraint"), 9), fmt_num(num(d, "rejected_memory"), 9),
+                          fmt_num(num(d, "pruned_by_bound", 0), 9), fmt_num(num(d, "simulated"), 9), name(d, "cost_unit")));
     }
     for (const auto* r : of(ReportSource::Kind::cost)) {
       const json& d = r->data;
       para(s, fmt::format("{}: the cost of training {} tokens on {} GPUs ({} nodes) at {:.3f} s per step ({:.1f} days without failures), on each offering of cost sheet "
                           "{}, by a Monte Carlo of {} trials (seed {}).",
-                          str(d, "scenario"), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), num(d, "step_time_s"),
-                          num(d, "failure_free_days"), str(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
+                          name(d, "scenario"), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), num(d, "step_time_s"),
+                          num(d, "failure_free_days"), name(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
     }
     for (const auto* r : of(ReportSource::Kind::sizing)) {
       const json& d = r->data;
       para(s, fmt::format("{}: the cheapest fleet that serves {:.3g} requests/s with {:.0f}% of requests within the SLO, among {} configurations simulated.",
-                          str(d, "scenario"), num(d, "rate_rps"), 100 * num(d, "attainment_required"), fmt_num(num(d, "simulations"))));
+                          name(d, "scenario"), num(d, "rate_rps"), 100 * num(d, "attainment_required"), fmt_num(num(d, "simulations"))));
     }
     for (const auto* r : of(ReportSource::Kind::validation)) {
       para(s, fmt::format("{}: the model against {} published measurements.", r->path.filename().string(), r->data["cases"].size()));

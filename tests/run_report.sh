@@ -96,6 +96,13 @@ sed 's|"step_time_s": [0-9.e+-]*|"step_time_s": "x"|' "$dir/train/summary.json" 
 refused "$dir/bad-step" "field 'step_time_s': expected a positive number, found 'x'" "a step time that is not a number"
 sed 's|"p99_ms": [0-9.e+-]*|"p99_ms": -1|' "$dir/serve/summary.json" >"$dir/bad-ttft/summary.json"
 refused "$dir/bad-ttft" "_ms': expected a non-negative number, found -1" "a negative latency"
+# The counts and names the scenario paragraph prints are refused by field too, not printed as
+# "on -3 GPUs" or "with the plan 5".
+mkdir -p "$dir/bad-gpus" "$dir/bad-plan"
+sed 's|"gpus": [0-9]*|"gpus": -3|' "$dir/train/summary.json" >"$dir/bad-gpus/summary.json"
+refused "$dir/bad-gpus" "field 'gpus': expected a positive whole number, found -3" "a negative GPU count"
+sed 's|"plan": "[^"]*"|"plan": 5|' "$dir/train/summary.json" >"$dir/bad-plan/summary.json"
+refused "$dir/bad-plan" "field 'plan': expected text, found 5" "a plan that is not text"
 # An offering that cannot finish shows "never", not a cost of zero.
 mkdir -p "$dir/never"
 sed 's|"can_finish": true|"can_finish": false|' "$dir/cost/cost.json" >"$dir/never/cost.json"
