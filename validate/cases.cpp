@@ -200,9 +200,11 @@ Case read_case(const Node& node) {
         {"gemm", {"gemm"}},
         {"collective", {"collective"}}};
     const auto& mine = sections.at(c.kind);
-    for (const char* key : {"model", "parallelism", "batch", "recompute", "precision", "serving", "workload", "gemm", "collective"}) {
-      if (std::find(mine.begin(), mine.end(), key) != mine.end()) continue;
-      if (auto n = m.find(key)) n->fail_message(fmt::format("a {} case has no '{}' section (it would be ignored)", c.kind, key));
+    for (const auto& [kind, keys] : sections) {
+      for (const auto& key : keys) {
+        if (std::find(mine.begin(), mine.end(), key) != mine.end()) continue;
+        if (auto n = m.find(key)) n->fail_message(fmt::format("a {} case has no '{}' section (it would be ignored)", c.kind, key));
+      }
     }
   }
   if (c.kind == "training") {
