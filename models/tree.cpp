@@ -26,9 +26,13 @@ std::vector<CollectivePhase> build_tree(const CollectiveModel& m, const Group& g
       heads[k] = members[first];
       for (std::size_t i = 0; i + 1 < size; ++i) {
         const auto a = members[(first + i) % size], b = members[(first + i + 1) % size];
-        // Two trees, each both up (reduce) and down (broadcast) the chain.
-        flows.add(a, b, 2 * half, id++);
-        flows.add(b, a, 2 * half, id++);
+        // Two trees, each both up (reduce) and down (broadcast) the chain: one flow per tree and
+        // direction, each of a tree's half at a tree's rate cap (one merged flow of both halves
+        // under that cap took twice NCCL's time).
+        for (int tree = 0; tree < 2; ++tree) {
+          flows.add(a, b, half, id++);
+          flows.add(b, a, half, id++);
+        }
       }
     }
     for (int tree = 0; tree < 2; ++tree) {

@@ -97,6 +97,32 @@ TEST_CASE("ring all-reduce on an uncontended ring takes 2(n-1) alpha + 2(n-1)/n 
   CHECK(r.busbw.value() == Approx(2 * (n - 1) / n * S / expected));
 }
 
+TEST_CASE("a tree all-reduce alone takes NCCL's predicted time, whatever the GPUs per node", "[collectives][tree]") {
+  // Expectation (docs/collectives.md): alone on the network a collective takes NCCL's predicted
+  // time. Inside a node both trees run down the node's chain; they must not share one flow's rate
+  // cap (which took twice the time whenever a node held two or more GPUs of the group).
+  const Topology topo = nodes_of("dgx-h100", 4);
+  const CollectiveModel m(topo);
+  for (int per_node : {1, 2, 8}) {
+    const auto ranks = gpus_where(m.topology(), [&](const topology::Device& d) { return d.gpu_rank % 8 < per_node; });
+    REQUIRE(ranks.size() == static_cast<std::size_t>(4 * per_node));
+    Collective c = all_reduce(ranks, 1 << 30);
+    c.algorithm = Algorithm::tree;
+    c.protocol = Protocol::simple;
+    const auto r = m.simulate(c);
+    INFO(per_node << " GPUs per node");
+    CHECK(r.time.value() == Approx(r.plan.model.time.value()).epsilon(1e-3));
+  }
+  // Left to NCCL's choice (tree at some sizes, ring at others), a larger all-reduce never ends sooner.
+  double previous = 0;
+  for (double bytes = 1 << 16; bytes <= 1 << 30; bytes *= 2) {
+    const double t = m.simulate(all_reduce(m.topology().gpus(), bytes)).time.value();
+    INFO(bytes << " bytes");
+    CHECK(t >= previous);
+    previous = t;
+  }
+}
+
 TEST_CASE("NVLS busbw exceeds ring busbw on an NVSwitch node", "[collectives][nvls]") {
   const Topology topo = nodes_of("dgx-h100", 1);
   const CollectiveModel m(topo);
