@@ -250,6 +250,11 @@ class Replica final : public sim::EventHandler {
     const auto it = cache_.find(prefix);
     return it != cache_.end() && it->second.blocks > 0;
   }
+  // Tokens of the prefix this replica holds computed (0 when it holds none).
+  [[nodiscard]] std::int64_t cached_prefix_tokens(int prefix) const {
+    const auto it = cache_.find(prefix);
+    return it != cache_.end() && it->second.blocks > 0 ? it->second.tokens : 0;
+  }
   [[nodiscard]] std::int64_t blocks_for(std::int64_t tokens) const { return (tokens + c_.block_size - 1) / c_.block_size; }
   ReplicaRun& stats() { return run_; }
 
@@ -381,7 +386,7 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
   // An arrival: route it among the entry replicas.
   void handle(std::uint64_t payload) override {
     const int i = static_cast<int>(payload);
-    const int k = pick(0, entry_, round_robin_entry_, seqs_[static_cast<std::size_t>(i)].request.prefix_id);
+    const int k = pick(0, entry_, round_robin_entry_, seqs_[static_cast<std::size_t>(i)].request);
     seqs_[static_cast<std::size_t>(i)].result.replica = k;
     replicas_[static_cast<std::size_t>(k)]->enqueue(i);
   }
@@ -406,7 +411,7 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
 
   // Disaggregated: request i has its first token on a prefill replica; send it to a decode replica.
   void prefilled(int i) {
-    const int k = pick(entry_, static_cast<int>(replicas_.size()), round_robin_decode_, -1);
+    const int k = pick(entry_, static_cast<int>(replicas_.size()), round_robin_decode_, std::nullopt);
     seqs_[static_cast<std::size_t>(i)].result.decode_replica = k;
     replicas_[static_cast<std::size_t>(k)]->offer(i);
   }
@@ -430,8 +435,9 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
   double now() const { return sim_.now().to_seconds(); }
 
  private:
-  // The router's choice among replicas [first, last) for a request with this prefix (-1: none).
-  int pick(int first, int last, std::int64_t& rr, int prefix) {
+  // The router's choice among replicas [first, last) for a request (none: a prefilled request that
+  // goes to a decode replica, whose whole prompt arrives as KV).
+  int pick(int first, int last, std::int64_t& rr, const std::optional<ServingRequest>& request) {
     switch (config_.router) {
       case Router::round_robin: return first + static_cast<int>(rr++ % (last - first));
       case Router::least_outstanding: {
@@ -442,15 +448,24 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
         return best;
       }
       case Router::kv_aware: {
-        // A replica that holds the request's prefix first, then the most KV headroom, then the fewest
-        // outstanding requests.
+        // NVIDIA Dynamo's KV router cost (docs.nvidia.com/dynamo, "Router Design", overlap score
+        // weight 1): the blocks the request must prefill there (its prompt less the prefix that
+        // replica holds) plus the blocks that would then be active there (those in use or queued,
+        // and the request's new ones: the held prefix's blocks are shared, not new); the least
+        // wins, then the fewest outstanding requests. A held prefix is worth twice its blocks of
+        // load, no more: a holder with more than that queued loses to an idle replica.
         const auto key = [&](int k) {
           const Replica& r = *replicas_[static_cast<std::size_t>(k)];
-          return std::make_tuple(prefix >= 0 && r.holds_prefix(prefix) ? 1 : 0, r.kv_headroom(), -r.outstanding());
+          std::int64_t fresh = 0;
+          if (request) {
+            const std::int64_t cached = request->prefix_id >= 0 ? r.cached_prefix_tokens(request->prefix_id) : 0;
+            fresh = r.blocks_for(std::max<std::int64_t>(request->prompt_tokens - cached, 1));
+          }
+          return std::make_pair(2 * fresh - r.kv_headroom(), r.outstanding());
         };
         int best = first;
         for (int k = first + 1; k < last; ++k) {
-          if (key(k) > key(best)) best = k;
+          if (key(k) < key(best)) best = k;
         }
         return best;
       }
