@@ -1,3 +1,4 @@
+#include <map>
 #include <set>
 
 #include "catch.hpp"
@@ -132,6 +133,28 @@ TEST_CASE("InfiniBand routes by destination (D-mod-k) over all spines", "[topolo
   CHECK(spines.size() == 16);
   // The flow id does not move a flow: the switches route by destination.
   CHECK(router.route(dev(t, "n0.gpu0"), dev(t, "n126.gpu7"), 1)->devices == router.route(dev(t, "n0.gpu0"), dev(t, "n126.gpu7"), 2)->devices);
+}
+
+TEST_CASE("D-mod-k numbers the ports leaf by leaf: one node's ports spread over any number of uplinks", "[topology][routing]") {
+  // Expectation: on a 2:1 oversubscribed fat tree (3 spines above each leaf, not a power of two),
+  // the eight NIC ports of one destination node are consecutive destinations under their leaf, so
+  // flows from one node to the eight GPUs of another spread 3/3/2 over the spines. (Numbering by
+  // node plus local index x (2 x nodes + 1) = 33 sent all eight through one spine.)
+  const Topology t = from_text(fmt::format(
+      "topology:\n  name: o2\n  node: {}\n  nodes: 16\n  fabric:\n    kind: fat-tree\n    technology: infiniband\n"
+      "    tiers:\n      - {{radix: 64, oversubscription: 2}}\n      - {{radix: 64}}\n",
+      (scenario_library_dir() / "nodes/dgx-h100.yaml").string()));
+  const Router router(t);
+  std::map<std::string, int> per_spine;
+  for (int x = 0; x < 8; ++x) {
+    const auto p = router.route(dev(t, fmt::format("n13.gpu{}", x)), dev(t, fmt::format("n0.gpu{}", x)));
+    REQUIRE(p);
+    for (Vertex v : p->devices) {
+      if (t.device(v).kind == DeviceKind::spine) ++per_spine[t.device(v).name];
+    }
+  }
+  CHECK(per_spine.size() == 3);
+  for (const auto& [spine, flows] : per_spine) CHECK(flows <= 3);
 }
 
 TEST_CASE("Ethernet ECMP spreads flows over all spines and keeps each flow on one path", "[topology][routing]") {

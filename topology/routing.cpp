@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <map>
 
 namespace cs::topology {
 
@@ -19,6 +20,7 @@ Router::Router(const Topology& topo, RoutingOptions options) : topo_(topo), opti
   std::vector<std::size_t> size(nodes, 0);
   node_first_.assign(nodes, 0);
   fabric_index_.assign(boost::num_vertices(g), -1);
+  number_ports_by_leaf();
   bool uniform = nodes > 0;
   for (auto [v, end] = boost::vertices(g); v != end; ++v) {
     const Device& d = topo_.device(*v);
@@ -60,6 +62,44 @@ Router::Router(const Topology& topo, RoutingOptions options) : topo_(topo), opti
         }
       }
     }
+  }
+}
+
+void Router::number_ports_by_leaf() {
+  const Graph& g = topo_.graph();
+  const auto on_fabric = [&](Vertex v) { return topo_.device(v).node < 0; };
+  // Every NIC's first fabric port: its leaf and its place among that leaf's node ports, in vertex
+  // order (node by node, NIC by NIC).
+  std::unordered_map<Vertex, std::uint64_t> leaf_ordinal, ports_on_leaf;
+  std::unordered_map<Vertex, std::pair<Vertex, std::uint64_t>> nic_port;  // nic -> (leaf, place)
+  std::vector<Vertex> nics;                                                 // in vertex order
+  std::uint64_t widest = 1;
+  for (auto [v, end] = boost::vertices(g); v != end; ++v) {
+    if (topo_.device(*v).kind != DeviceKind::nic || on_fabric(*v)) continue;
+    for (auto [e, eend] = boost::out_edges(*v, g); e != eend; ++e) {
+      const Vertex leaf = boost::target(*e, g);
+      if (!on_fabric(leaf)) continue;
+      leaf_ordinal.emplace(leaf, leaf_ordinal.size());
+      const std::uint64_t place = ports_on_leaf[leaf]++;
+      widest = std::max(widest, place + 1);
+      nic_port.emplace(*v, std::make_pair(leaf, place));
+      nics.push_back(*v);
+      break;
+    }
+  }
+  if (nics.empty()) return;
+  // Each GPU takes the index of the NIC of its own local index in its node (NCCL's affinity; the
+  // first such NIC in vertex order).
+  std::map<std::pair<int, int>, Vertex> nic_of;  // (node, local index) -> nic
+  for (Vertex nic : nics) nic_of.emplace(std::make_pair(topo_.device(nic).node, topo_.device(nic).local_index), nic);
+  const auto index_of = [&](Vertex nic) {
+    const auto& [leaf, place] = nic_port.at(nic);
+    return leaf_ordinal.at(leaf) * widest + place;
+  };
+  for (Vertex nic : nics) leaf_order_.emplace(nic, index_of(nic));
+  for (Vertex v : topo_.gpus()) {
+    const Device& d = topo_.device(v);
+    if (const auto it = nic_of.find({d.node, d.local_index}); it != nic_of.end()) leaf_order_.emplace(v, index_of(it->second));
   }
 }
 

@@ -104,6 +104,7 @@ class Router {
                   int& hop, std::uint64_t dst_index) const;
   // The ECMP choice among n next hops: by destination (D-mod-k) or by a hash of the flow.
   [[nodiscard]] std::uint64_t destination_index(Vertex dst) const;
+  void number_ports_by_leaf();
   std::size_t pick(std::size_t n, std::uint64_t flow_id, int hop, Vertex src, std::uint64_t dst_index, std::uint64_t& divisor) const;
   // Whether the edge u -> w lies on a shortest, widest path to dst.
   [[nodiscard]] bool on_best_path(const Tree& t, Vertex u, Edge e, Vertex dst) const;
@@ -122,6 +123,9 @@ class Router {
   std::vector<Vertex> fabric_vertices_;
   std::vector<std::vector<NicPortRef>> node_ports_;  // per node: NIC ports with their fabric links
   bool by_destination_ = false;
+  // D-mod-k's index of each device that has one (its own NIC's first fabric port: the port's leaf,
+  // then its place among that leaf's node ports), as the subnet manager numbers LIDs leaf by leaf.
+  std::unordered_map<Vertex, std::uint64_t> leaf_order_;
   mutable std::vector<std::unique_ptr<LocalTree>> local_cache_;
   mutable std::unordered_map<Vertex, LocalTree> fabric_cache_;
   mutable std::list<Vertex> cache_order_;
