@@ -523,10 +523,18 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   const double ck = run.checkpoint.async ? std::max(run.checkpoint.snapshot_s, 1e-9) : delta;
   // The closed form for a plan whose spot capacity is preempted at `preempt_rate` per second while
   // held: Daly for the work-losing interruptions (failures, and preemptions whose notice cannot cover
-  // a checkpoint), then each noticed preemption's emergency checkpoint and restart while held
-  // (H = D / (1 - rate (delta + R))) and its wait for capacity, which is not billed.
+  // a checkpoint), then the noticed preemptions. A hold of the capacity lasts L ~ Exp(rate); the job
+  // works in it from the end of its restart R to the notice n before L (saving within the notice),
+  // so E[max(0, L - R - n)] = e^(-rate (R + n)) / rate of work per E[L] = 1 / rate held: the held
+  // time H = D e^(rate (R + n)) (a preemption during a restart ends the restart early, which the
+  // first-order D / (1 - rate (delta + R)) missed: it diverged where the Monte Carlo finished).
+  // Each hold ends in a wait for capacity, which is not billed: wall = H (1 + rate wait). A
+  // preemption whose notice is too short loses work (one of Daly's interruptions) and waits too; the
+  // wait stays out of Daly's restart, during which his model interrupts, as capacity not held cannot
+  // be: Daly's time with the restart R alone is the held time, and the waits come on top.
   struct ClosedForm {
-    double mtbi = kInfinity, interval = 0, wall = kInfinity, held = kInfinity, fixed = 0;
+    double mtbi = kInfinity, interval = 0, wall = kInfinity, held = kInfinity;
+    double noticed_rate = 0;  // noticed preemptions per held second
     bool finite = false;
   };
   const auto closed_form = [&](const Plan& plan, double preempt_rate) {
@@ -536,14 +544,14 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     c.mtbi = lossy_rate > 0 ? 1.0 / lossy_rate : kInfinity;
     c.interval = run.checkpoint.interval_s > 0 ? run.checkpoint.interval_s : std::isfinite(c.mtbi) ? daly_interval(ck, c.mtbi) : run.work_s;
     const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
-    const double lossy_restart = restart + (plan.spot && !noticed && lossy_rate > 0 ? preempt_rate / lossy_rate * wait : 0.0);
-    const double d = daly_wall_time(run.work_s, c.interval, ck, lossy_restart, c.mtbi);
-    c.fixed = noticed ? preempt_rate * (delta + restart) : 0.0;
-    c.finite = std::isfinite(d) && c.fixed < 1.0;
+    const double d = daly_wall_time(run.work_s, c.interval, ck, restart, c.mtbi);
+    c.noticed_rate = noticed ? preempt_rate : 0.0;
+    const double stretch = std::exp(c.noticed_rate * (restart + plan.notice));
+    c.finite = std::isfinite(d) && std::isfinite(stretch);
     if (c.finite) {
-      c.held = d / (1.0 - c.fixed);
-      c.wall = c.held * (1.0 + (noticed ? preempt_rate * wait : 0.0));
-      if (plan.spot && !noticed) c.held -= c.held * preempt_rate * wait;
+      c.held = d * stretch;
+      c.wall = c.held * (1.0 + (plan.spot ? preempt_rate : 0.0) * wait);
+      c.finite = std::isfinite(c.wall);
     }
     return c;
   };
@@ -618,9 +626,14 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       e.expected_cost = c.held / kHour * run.gpus * plan.price;
     } else {
       // On spot alone; a mixed row's fallback can still finish it (its Monte Carlo says whether).
-      e.verdict = fmt::format("{}: interruptions every {:.3g} h on average, a checkpoint and restart take {:.3g} h",
-                              pricing == Pricing::mixed ? "cannot finish on spot alone" : "cannot finish",
-                              (c.fixed >= 1.0 ? 1.0 / preempt_rate : e.mtbi_s) / kHour, (ck + restart) / kHour);
+      const char* what = pricing == Pricing::mixed ? "cannot finish on spot alone" : "cannot finish";
+      if (c.noticed_rate > 0 && 1.0 / c.noticed_rate < e.mtbi_s) {
+        e.verdict = fmt::format("{}: noticed preemptions every {:.3g} h on average, a restart and the notice take {:.3g} h", what,
+                                1.0 / c.noticed_rate / kHour, (restart + plan.notice) / kHour);
+      } else {
+        e.verdict = fmt::format("{}: interruptions every {:.3g} h on average, a checkpoint and restart take {:.3g} h", what, e.mtbi_s / kHour,
+                                (ck + restart) / kHour);
+      }
       e.expected_wall_s = kInfinity;
       e.expected_cost = kInfinity;
     }
