@@ -84,7 +84,14 @@ struct Trial {
 class RunTrial final : public sim::EventHandler {
  public:
   RunTrial(const RunSpec& run, const Plan& plan, double tau, double delta, double restart, double cap, std::uint64_t seed)
-      : run_(run), plan_(plan), tau_(tau), delta_(delta), restart_(restart), cap_(cap), rng_(seed), next_checkpoint_(tau) {}
+      : run_(run), plan_(plan), tau_(tau), delta_(delta), restart_(restart), cap_(cap), rng_(seed), next_checkpoint_(tau) {
+    // On on-demand capacity (a mixed row's fallback) only failures interrupt: the given interval, or
+    // Daly's for them, with the checkpoint's cost to the job (the snapshot when async).
+    ck_ = run_.checkpoint.async ? std::max(run_.checkpoint.snapshot_s, 1e-9) : delta_;
+    od_tau_ = run_.checkpoint.interval_s > 0 ? run_.checkpoint.interval_s
+              : plan_.failure_rate > 0   ? daly_interval(ck_, 1.0 / plan_.failure_rate)
+                                         : run_.work_s;
+  }
 
   Trial run() {
     if (trace()) {
@@ -97,7 +104,7 @@ class RunTrial final : public sim::EventHandler {
         if (plan_.deadline > 0 && wait + on_demand_time() > plan_.deadline) {
           // Mixed: the capacity comes back too late (or never) to finish by the deadline on on-demand
           // after it: start on on-demand at once, as capacity_lost() switches later on.
-          switched_ = true;
+          switch_to_on_demand();
           wait = 0;
         }
         at(wait, Event::capacity_back, generation_);
@@ -160,19 +167,32 @@ class RunTrial final : public sim::EventHandler {
   double rate() const { return plan_.elastic ? static_cast<double>(active_) / run_.dp_replicas : 1.0; }
   int nodes_up() const { return plan_.elastic ? active_ * (run_.nodes / run_.dp_replicas) : run_.nodes; }
 
-  // Elastic billing: GPU-hours accrue for the nodes up, per second.
-  void bill_to_now() {
-    const double gpus = static_cast<double>(run_.gpus) * nodes_up() / run_.nodes;
-    result_.cost += (now() - last_bill_) / kHour * gpus * plan_.price;
-    result_.gpu_hours += (now() - last_bill_) / kHour * gpus;
-    last_bill_ = now();
+  // Elastic billing: each replica's nodes are billed for their own stretch of holding, rounded up
+  // to the billing granularity, when they go (or the job ends).
+  void bill_replica(double since) {
+    const double held = now() - since, g = plan_.granularity;
+    const double billed = g > 0 ? std::ceil(held / g - 1e-9) * g : held;
+    const double gpus = static_cast<double>(run_.gpus) / run_.dp_replicas;
+    result_.cost += billed / kHour * gpus * plan_.price;
+    result_.gpu_hours += billed / kHour * gpus;
+  }
+  void drop_replica() {
+    bill_replica(replica_since_.back());
+    replica_since_.pop_back();
+    --active_;
+  }
+  void add_replica() {
+    replica_since_.push_back(now());
+    ++active_;
   }
 
   void acquire(bool restart) {
     holding_ = true;
     hold_start_ = now();
-    last_bill_ = now();
-    if (plan_.elastic) active_ = run_.dp_replicas;
+    if (plan_.elastic) {
+      active_ = run_.dp_replicas;
+      replica_since_.assign(static_cast<std::size_t>(active_), now());
+    }
     schedule_interrupts();
     if (restart) {
       ++generation_;
@@ -209,7 +229,7 @@ class RunTrial final : public sim::EventHandler {
   void release() {
     if (!holding_) return;
     if (plan_.elastic) {
-      bill_to_now();
+      while (!replica_since_.empty()) drop_replica();
       holding_ = false;
       ++interrupt_generation_;
       ++epoch_;
@@ -228,6 +248,12 @@ class RunTrial final : public sim::EventHandler {
   }
 
   bool on_spot() const { return plan_.spot && !switched_; }
+  // Mixed: from now on on-demand, checkpointing at its own interval from the last save.
+  void switch_to_on_demand() {
+    switched_ = true;
+    tau_ = od_tau_;
+    next_checkpoint_ = saved_ + tau_;
+  }
 
   void start_running() {
     ++generation_;
@@ -290,7 +316,7 @@ class RunTrial final : public sim::EventHandler {
     if (plan_.deadline > 0 && on_spot() && now() + restart_ + on_demand_time() > plan_.deadline) {
       // Mixed: the failure ate the slack; restart on on-demand capacity instead.
       release();
-      switched_ = true;
+      switch_to_on_demand();
       acquire(true);
       return;
     }
@@ -313,8 +339,7 @@ class RunTrial final : public sim::EventHandler {
     }
     if (plan_.elastic && active_ > 1) {
       // One node goes: its data-parallel replica leaves, the others restart without it and go on.
-      bill_to_now();
-      --active_;
+      drop_replica();
       at(now() + plan_.notice + exponential(plan_.capacity_wait, rng_), Event::replica_back, epoch_);
       mode_ = Mode::restarting;
       result_.lost += restart_;
@@ -330,8 +355,7 @@ class RunTrial final : public sim::EventHandler {
   void replica_back() {
     if (mode_ == Mode::done || mode_ == Mode::waiting || !holding_) return;
     progress_ = progress();
-    bill_to_now();
-    ++active_;
+    add_replica();
     saved_ = progress_;
     next_checkpoint_ = saved_ + tau_;
     result_.lost += delta_ + restart_;
@@ -348,7 +372,7 @@ class RunTrial final : public sim::EventHandler {
     double wait = trace() ? time_until(now(), true) + 1e-3 : exponential(plan_.capacity_wait, rng_);
     if (plan_.deadline > 0 && !switched_ && now() + wait + on_demand_time() > plan_.deadline) {
       // Mixed: waiting for spot would leave too little time to finish on on-demand: switch now.
-      switched_ = true;
+      switch_to_on_demand();
       wait = 0;
     }
     at(now() + wait, Event::capacity_back, generation_);
@@ -383,19 +407,21 @@ class RunTrial final : public sim::EventHandler {
   double on_demand_time() const {
     const double rest = std::max(0.0, run_.work_s - saved_);
     const double mtbf = plan_.failure_rate > 0 ? 1.0 / plan_.failure_rate : kInfinity;
-    return restart_ + (rest > 0 ? daly_wall_time(rest, tau_, delta_, restart_, mtbf) : 0.0);
+    return restart_ + (rest > 0 ? daly_wall_time(rest, od_tau_, ck_, restart_, mtbf) : 0.0);
   }
 
   const RunSpec& run_;
   const Plan& plan_;
   double tau_, delta_, restart_, cap_;
+  double ck_ = 0, od_tau_ = 0;
   std::uint64_t rng_;
   sim::Simulator sim_;
   Mode mode_ = Mode::running;
   double next_checkpoint_;
   double progress_ = 0, saved_ = 0, pending_ = 0, run_start_ = 0, hold_start_ = 0, finish_time_ = 0, target_ = 0;
   bool holding_ = false, switched_ = false, first_wait_ = false;
-  double offset_ = 0, last_bill_ = 0;
+  double offset_ = 0;
+  std::vector<double> replica_since_;  // elastic: when each replica up was last acquired
   int active_ = 1;
   std::uint64_t epoch_ = 0;
   std::uint64_t generation_ = 0, interrupt_generation_ = 0;
@@ -710,6 +736,16 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       throw CostInputError(Input::deadline, "", fmt::format("a deadline of {} is shorter than the run's {} failure-free: no offering can meet it",
                                                             duration(options.deadline_s), duration(run.work_s)));
     }
+    // A spot offering dearer per GPU-hour than the fallback gets no mixed row: falling back would
+    // only make it cheaper and never slower, so the row would cost less the more it failed.
+    const bool cheaper_spot = std::any_of(offerings.begin(), offerings.end(), [&](const Offering& o) {
+      return o.pricing == Pricing::spot && o.effective_price_per_gpu_hour() < cheapest_on_demand->price_per_gpu_hour;
+    });
+    if (!cheaper_spot) {
+      throw CostInputError(Input::deadline, "",
+                           fmt::format("a deadline sets when a spot run falls back to on-demand, but no spot offering costs less per GPU-hour than {} at {:.3f}",
+                                       cheapest_on_demand->name, cheapest_on_demand->price_per_gpu_hour));
+    }
   }
   for (const Offering& o : offerings) {
     const Plan plan = plan_of(o);
@@ -753,20 +789,29 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       if (o.pricing != Pricing::spot || o.preemption.zone || o.preemption.kind != PreemptionProcess::Kind::poisson) continue;
       Plan plan = plan_of(o);
       plan.max_lifetime = 0;
-      plan.granularity = 0;
       plan.elastic = true;
       monte_carlo_only(estimate(plan, Pricing::spot, o.name + " (elastic)"));  // the closed form does not shrink
     }
   }
   // Mixed: each spot offering with the cheapest on-demand one as the fallback that meets the deadline.
   if (options.deadline_s > 0 && cheapest_on_demand) {
+    // On-demand alone is expected to take this long: a tighter deadline is missed in most trials.
+    const double on_demand_wall = closed_form(plan_of(*cheapest_on_demand), 0.0).wall;
     for (const Offering& o : offerings) {
       if (o.pricing != Pricing::spot) continue;
       Plan plan = plan_of(o);
+      if (plan.price >= cheapest_on_demand->price_per_gpu_hour) continue;  // see the deadline's check above
       plan.fallback_price = cheapest_on_demand->price_per_gpu_hour;
       plan.fallback_granularity = cheapest_on_demand->billing_granularity_s;
       plan.deadline = options.deadline_s;
-      monte_carlo_only(estimate(plan, Pricing::mixed, o.name + " + " + cheapest_on_demand->name));  // the closed form does not switch
+      CostEstimate e = estimate(plan, Pricing::mixed, o.name + " + " + cheapest_on_demand->name);  // the closed form does not switch
+      const auto late = std::count_if(e.walls.begin(), e.walls.end(), [&](double w) { return w > options.deadline_s; });
+      if (late > 0) {
+        std::string note = fmt::format("{} of {} trials finished after the {} deadline", late, e.trials, duration(options.deadline_s));
+        if (options.deadline_s < on_demand_wall) note += fmt::format(" (on-demand alone is expected to take {})", duration(on_demand_wall));
+        e.verdict = e.verdict.empty() ? note : e.verdict + "; " + note;
+      }
+      monte_carlo_only(std::move(e));
     }
   }
   return out;

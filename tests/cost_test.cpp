@@ -430,6 +430,78 @@ TEST_CASE("cost: elastic shrink keeps the other data-parallel replicas working w
   CHECK(calm[2].cost.mean == Approx(calm[1].cost.mean).epsilon(1e-6));
 }
 
+TEST_CASE("cost: elastic rows pay the billing granularity per replica stretch, and mixed rows fall back on on-demand's own terms") {
+  // Expectations:
+  // - a day's billing granularity raises the elastic row's cost, as it does plain spot's (each
+  //   replica's stretch of holding is rounded up);
+  // - with async checkpoints (a 1 s snapshot for an hour's write) a mixed row reckons its
+  //   fallback with the snapshot's cost and on-demand's own interval: it stays on spot as long as
+  //   spot alone would meet the deadline (on-demand fraction near 0, as without async), rather than
+  //   charging an hour's write every half hour and falling back almost at once;
+  // - a deadline with no spot offering cheaper than the fallback is refused, and a dearer spot
+  //   offering gets no mixed row;
+  // - a deadline shorter than on-demand alone is expected to take is reported as missed.
+  RunSpec run = daly_run(100 * kHour, 20 * kMinute, 30 * kMinute, 400 * kHour);
+  run.nodes = 8;
+  run.gpus = 64;
+  run.dp_replicas = 8;
+  run.reliability.failures_per_1000_node_days = 1000.0 * 86400.0 / (400 * kHour * run.nodes);
+  Offering spot = on_demand(1.0);
+  spot.name = "spot";
+  spot.pricing = Pricing::spot;
+  spot.notice_s = 30 * kMinute;
+  spot.capacity_wait_s = 2 * kHour;
+  spot.preemption.kind = PreemptionProcess::Kind::poisson;
+  spot.preemption.rate_per_node_hour = 0.005;  // 8 nodes: every 25 h
+  CostOptions opt;
+  opt.trials = 200;
+  opt.elastic = true;
+  const double per_second = estimate_costs(run, {on_demand(3.0), spot}, opt)[2].cost.mean;
+  spot.billing_granularity_s = 24 * kHour;
+  const auto daily = estimate_costs(run, {on_demand(3.0), spot}, opt);
+  CHECK(daily[2].offering == "spot (elastic)");
+  CHECK(daily[2].cost.mean > 1.02 * per_second);
+  spot.billing_granularity_s = 0;
+
+  opt.elastic = false;
+  opt.deadline_s = 230 * kHour;
+  // An hour's write: reckoned every 28 minutes (the async interval), on-demand would look 3 times
+  // slower than it is.
+  RunSpec slow_write = daly_run(100 * kHour, 60 * kMinute, 70 * kMinute, 400 * kHour);
+  slow_write.nodes = run.nodes;
+  slow_write.gpus = run.gpus;
+  slow_write.reliability.failures_per_1000_node_days = run.reliability.failures_per_1000_node_days;
+  spot.notice_s = 2 * kHour;
+  const auto sync = estimate_costs(slow_write, {on_demand(3.0), spot}, opt);
+  slow_write.checkpoint.async = true;
+  slow_write.checkpoint.snapshot_s = 1;
+  const auto async = estimate_costs(slow_write, {on_demand(3.0), spot}, opt);
+  REQUIRE(async.size() == 3);
+  CHECK(async[2].pricing == Pricing::mixed);
+  CHECK(async[1].wall_s.p99 < 230 * kHour);  // spot alone meets the deadline
+  CHECK(sync[2].on_demand_fraction < 0.05);
+  CHECK(async[2].on_demand_fraction < 0.05);
+
+  spot.notice_s = 30 * kMinute;
+  run.checkpoint.async = true;
+  run.checkpoint.snapshot_s = 1;
+  Offering dear = spot;
+  dear.name = "dear spot";
+  dear.price_per_gpu_hour = 5.0;
+  const auto rows = estimate_costs(run, {on_demand(3.0), spot, dear}, opt);
+  CHECK(std::count_if(rows.begin(), rows.end(), [](const CostEstimate& e) { return e.pricing == Pricing::mixed; }) == 1);
+  try {
+    (void)estimate_costs(run, {on_demand(3.0), dear}, opt);
+    FAIL("a deadline with only a dearer spot offering was accepted");
+  } catch (const CostInputError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("no spot offering costs less per GPU-hour than od"));
+  }
+
+  opt.deadline_s = 100.1 * kHour;  // above the failure-free 100 h, below on-demand's expected time
+  const auto tight = estimate_costs(run, {on_demand(3.0), spot}, opt);
+  CHECK_THAT(tight[2].verdict, Catch::Contains("trials finished after the 4.17 days deadline") && Catch::Contains("on-demand alone is expected to take"));
+}
+
 TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the percentiles past them infinite, and mixed falls back from a market that never has capacity") {
   RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;
