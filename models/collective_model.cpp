@@ -163,12 +163,18 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
       }
       in.gpu_to_net = up;
     }
-    int nics = 0;
-    const int node0 = topo_.device(first).node;
+    // NICs per node, and the fewest any node of the group uses (NCCL's channels are the minimum
+    // over its ranks: a node with two of the group's GPUs holds two NICs' channels, not eight).
+    std::map<int, int> nics_of;
     for (auto [v, end] = boost::vertices(g); v != end; ++v) {
-      if (topo_.device(*v).kind == DeviceKind::nic && topo_.device(*v).node == node0) ++nics;
+      if (topo_.device(*v).kind == DeviceKind::nic) ++nics_of[topo_.device(*v).node];
     }
-    in.nics = std::min(group.ppn, nics);
+    in.nics = std::numeric_limits<int>::max();
+    for (const auto& members : group.nodes) {
+      const int node = topo_.device(members.front()).node;
+      const auto it = nics_of.find(node);
+      in.nics = std::min(in.nics, std::min(static_cast<int>(members.size()), it == nics_of.end() ? 0 : it->second));
+    }
   }
   // GB/s for NCCL's model.
   in.gpu_total /= 1e9;

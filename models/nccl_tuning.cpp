@@ -128,11 +128,15 @@ CommShape nccl_graph(const GraphInputs& in) {
     c.channels = std::clamp(static_cast<int>(std::floor(in.gpu_total / s + 1e-9)), 1, kMaxRingChannels);
     c.bi = c.be = s;
   } else {
-    // Rings between nodes start on NICs: the first ladder speed the GPU-to-NIC path allows, and as
-    // many channels per NIC as its speed holds.
+    // Rings between nodes start on NICs: the first ladder speed the GPU-to-NIC path allows, as many
+    // channels per NIC as that path holds (a channel must fit on every link it crosses: an 800G
+    // NIC behind a Gen5 x16 link holds one at 48, not two), and no more channels than it takes to
+    // reach the GPU's total bandwidth (search.cc stops once nChannels x bwInter >= totalBw: a ring
+    // over GB200 racks does not get 32 x 48 GB/s out of a 722 GB/s GPU).
     const double s = first_at_most(ladder(in.architecture, true), in.gpu_to_net);
-    const int per_nic = std::max(1, static_cast<int>(std::floor(in.nic / s + 1e-9)));
-    c.channels = std::clamp(std::max(1, in.nics) * per_nic, 1, kMaxRingChannels);
+    const int per_nic = std::max(1, static_cast<int>(std::floor(std::min(in.nic, in.gpu_to_net) / s + 1e-9)));
+    const int enough = std::max(1, static_cast<int>(std::ceil(in.gpu_total / s - 1e-9)));
+    c.channels = std::clamp(std::min(std::max(1, in.nics) * per_nic, enough), 1, kMaxRingChannels);
     c.bi = c.be = s;
   }
   // ncclTopoDupChannels: doubles the channels at half the speed unless Bi < 25, or (cc > 80 and

@@ -123,6 +123,36 @@ TEST_CASE("a tree all-reduce alone takes NCCL's predicted time, whatever the GPU
   }
 }
 
+TEST_CASE("NCCL's channel count respects what a GPU can carry: uneven nodes and GB200 racks", "[collectives][nccl]") {
+  // Expectations (docs/nccl-model.md 7): channels are the minimum over the ranks (a node with two of
+  // the group's GPUs holds two NICs' channels), and the search stops once the channels reach the
+  // GPU's total bandwidth. An all-gather over 8 + 2 GPUs of two DGX H100 nodes then takes NCCL's
+  // predicted time (it took 4 times it: eight NICs' channels into a node with two), and a ring over
+  // two GB200 NVL72 racks is predicted within 10% of what the simulation can move (not at 32 channels
+  // x 48 GB/s, twice a GPU's NVLink).
+  {
+    const Topology topo = nodes_of("dgx-h100", 2);
+    const CollectiveModel m(topo);
+    const auto ranks = gpus_where(m.topology(), [](const topology::Device& d) { return d.gpu_rank < 10; });
+    Collective c = all_reduce(ranks, 4.0 * (1 << 30));
+    c.op = CollectiveOp::all_gather;
+    const auto r = m.simulate(c);
+    CHECK(r.time.value() == Approx(r.plan.model.time.value()).epsilon(0.01));
+  }
+  {
+    const Topology topo = topology::load_topology("gb200-nvl72-x8");
+    const CollectiveModel m(topo);
+    const auto ranks = gpus_where(m.topology(), [](const topology::Device& d) { return d.gpu_rank < 144; });
+    Collective c = all_reduce(ranks, 16.0 * (1 << 30));
+    c.op = CollectiveOp::all_gather;
+    c.algorithm = Algorithm::ring;
+    c.protocol = Protocol::simple;
+    const auto r = m.simulate(c);
+    CHECK(r.plan.shape.channels <= 16);
+    CHECK(r.time.value() == Approx(r.plan.model.time.value()).epsilon(0.1));
+  }
+}
+
 TEST_CASE("NVLS busbw exceeds ring busbw on an NVSwitch node", "[collectives][nvls]") {
   const Topology topo = nodes_of("dgx-h100", 1);
   const CollectiveModel m(topo);
