@@ -131,7 +131,8 @@ nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
   }
   j["simulation"] = {{"tasks", r.tasks}, {"events", r.stats.events}, {"flows", r.stats.flows}};
   j["notes"] = r.notes;
-  j["ops"] = {{"layer", ops_json(r.layer_ops)}, {"head", ops_json(r.head_ops)}};
+  j["ops"] = {{"head", ops_json(r.head_ops)}};
+  if (!r.layer_ops.empty()) j["ops"]["layer"] = ops_json(r.layer_ops);
   if (!r.moe_layer_ops.empty()) j["ops"]["moe_layer"] = ops_json(r.moe_layer_ops);
   return j;
 }
@@ -426,7 +427,7 @@ void run(const Options& o) {
   } else {
     std::cout << summary_text(sc, r);
     if (o.ops) {
-      std::cout << ops_text(r.moe_layer_ops.empty() ? "operations of a layer" : "operations of a dense layer", r.layer_ops);
+      if (!r.layer_ops.empty()) std::cout << ops_text(r.moe_layer_ops.empty() ? "operations of a layer" : "operations of a dense layer", r.layer_ops);
       if (!r.moe_layer_ops.empty()) std::cout << ops_text("operations of an MoE layer", r.moe_layer_ops);
       std::cout << ops_text("operations of the output head (last stage)", r.head_ops);
     }

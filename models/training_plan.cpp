@@ -61,57 +61,63 @@ std::int64_t checked_product(std::initializer_list<std::int64_t> factors) {
 void check_job(const TrainingJob& job, int cluster_gpus) {
   const ParallelismPlan& p = job.plan;
   const TransformerSpec& m = job.model;
-  auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
+  auto fail = [](const char* field, const std::string& what) { throw PlanError(field, what); };
   if (const std::int64_t gpus = checked_product({p.tp, p.pp, p.dp, p.cp}); gpus > cluster_gpus) {
-    fail(gpus == std::numeric_limits<std::int64_t>::max()
+    fail("parallelism", gpus == std::numeric_limits<std::int64_t>::max()
              ? fmt::format("the plan needs tp x pp x dp x cp = {} x {} x {} x {} GPUs, more than 2^63; the topology has {}", p.tp, p.pp, p.dp, p.cp,
                            cluster_gpus)
              : fmt::format("the plan needs tp x pp x dp x cp = {} x {} x {} x {} = {} GPUs; the topology has {}", p.tp, p.pp, p.dp, p.cp, gpus,
                            cluster_gpus));
   }
-  if (const std::string why = tp_split_problem(m, p.tp); !why.empty()) fail(why);
-  if (m.ffn_hidden % p.tp != 0) fail(fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
+  if (const std::string why = tp_split_problem(m, p.tp); !why.empty()) fail("parallelism.tp", why);
+  if (m.ffn_hidden % p.tp != 0) fail("parallelism.tp", fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
   if (checked_product({p.pp, p.vpp}) > m.layers) {
-    fail(fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", p.pp, p.vpp, m.layers));
+    fail(p.vpp > 1 ? "parallelism.vpp" : "parallelism.pp", fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", p.pp, p.vpp, m.layers));
   }
-  if (p.vpp > 1 && p.pp == 1) fail("vpp > 1 (interleaved 1F1B) needs pp > 1");
-  if (job.micro_batch < 1) fail(fmt::format("micro batch must be positive, found {}", job.micro_batch));
+  if (p.vpp > 1 && p.pp == 1) fail("parallelism.vpp", "vpp > 1 (interleaved 1F1B) needs pp > 1");
+  if (job.micro_batch < 1) fail("batch.micro", fmt::format("micro batch must be positive, found {}", job.micro_batch));
   if (checked_product({job.micro_batch, p.dp}) > job.global_batch) {
-    fail(fmt::format("micro batch x dp = {} x {} is more than the global batch of {}", job.micro_batch, p.dp, job.global_batch));
+    fail("batch.global", fmt::format("micro batch x dp = {} x {} is more than the global batch of {}", job.micro_batch, p.dp, job.global_batch));
   }
   if (job.global_batch % (job.micro_batch * p.dp) != 0) {
-    fail(fmt::format("global batch {} is not a multiple of micro batch x dp = {} x {} = {}", job.global_batch, job.micro_batch, p.dp,
+    fail("batch.global", fmt::format("global batch {} is not a multiple of micro batch x dp = {} x {} = {}", job.global_batch, job.micro_batch, p.dp,
                      job.micro_batch * p.dp));
   }
   const int micro = job.micro_batches();
   if (micro > kMaxMicroBatches) {
-    fail(fmt::format("global batch / (micro batch x dp) = {} / ({} x {}) = {} micro-batches per step; at most {} are simulated (raise the micro "
+    fail("batch.global", fmt::format("global batch / (micro batch x dp) = {} / ({} x {}) = {} micro-batches per step; at most {} are simulated (raise the micro "
                      "batch or dp)",
                      job.global_batch, job.micro_batch, p.dp, micro, kMaxMicroBatches));
   }
   if (p.schedule == PipelineSchedule::interleaved && micro % p.pp != 0) {
-    fail(fmt::format("interleaved 1F1B needs the micro-batches per step ({} = {} / ({} x {})) to be a multiple of pp = {}", micro,
+    fail("batch.global", fmt::format("interleaved 1F1B needs the micro-batches per step ({} = {} / ({} x {})) to be a multiple of pp = {}", micro,
                      job.global_batch, job.micro_batch, p.dp, p.pp));
   }
   if (m.seq_len % (2 * p.cp) != 0 && p.cp > 1) {
-    fail(fmt::format("cp = {}: seq_len {} must split into 2 x cp load-balanced chunks", p.cp, m.seq_len));
+    fail("parallelism.cp", fmt::format("cp = {}: seq_len {} must split into 2 x cp load-balanced chunks", p.cp, m.seq_len));
   }
   if (p.sequence_parallel && p.tp > 1 && (m.seq_len / p.cp) % p.tp != 0) {
-    fail(fmt::format("sequence parallelism: the {} tokens of a CP rank do not split over tp = {}", m.seq_len / p.cp, p.tp));
+    fail("parallelism.sequence_parallel", fmt::format("sequence parallelism: the {} tokens of a CP rank do not split over tp = {}", m.seq_len / p.cp, p.tp));
   }
   if (p.ep > 1 || p.etp > 1) {
-    if (!m.moe) fail(fmt::format("ep = {} and etp = {} but the model {} has no experts", p.ep, p.etp, m.name));
-    if (m.moe->expert_ffn_hidden % p.etp != 0) fail(fmt::format("etp = {} must divide the experts' FFN width {}", p.etp, m.moe->expert_ffn_hidden));
+    if (!m.moe) fail("parallelism.ep", fmt::format("ep = {} and etp = {} but the model {} has no experts", p.ep, p.etp, m.name));
+    if (m.moe->expert_ffn_hidden % p.etp != 0) fail("parallelism.etp", fmt::format("etp = {} must divide the experts' FFN width {}", p.etp, m.moe->expert_ffn_hidden));
     if ((p.tp * p.cp * p.dp) % checked_product({p.etp, p.ep}) != 0) {
-      fail(fmt::format("etp x ep = {} x {} must divide tp x cp x dp = {} (the ranks of a pipeline stage, which the experts' mapping splits into etp x ep x "
+      fail("parallelism.ep", fmt::format("etp x ep = {} x {} must divide tp x cp x dp = {} (the ranks of a pipeline stage, which the experts' mapping splits into etp x ep x "
                        "the rest)",
                        p.etp, p.ep, p.tp * p.cp * p.dp));
     }
-    if (m.moe->experts % p.ep != 0) fail(fmt::format("ep = {} must divide the {} experts", p.ep, m.moe->experts));
+    if (m.moe->experts % p.ep != 0) fail("parallelism.ep", fmt::format("ep = {} must divide the {} experts", p.ep, m.moe->experts));
   }
-  if (p.zero_stage < 0 || p.zero_stage > 3) fail(fmt::format("zero_stage must be 0, 1, 2 or 3, found {}", p.zero_stage));
-  if (p.tp_overlap && !p.sequence_parallel && p.tp > 1) fail("tp_overlap needs sequence_parallel (as Megatron's does)");
-  if (!is_rank_order(p.order)) fail("order must name each of tp, cp, ep, dp, pp once");
+  if (m.moe && p.tp > 1 && !p.sequence_parallel) {
+    // Megatron-Core refuses it (TransformerConfig: with expert and tensor parallelism, sequence
+    // parallelism must be used; arguments.py: MoE with TP needs SP): its MoE layer routes the
+    // sequence-split tokens of each TP rank.
+    fail("parallelism.sequence_parallel", fmt::format("a mixture of experts with tp = {} needs sequence_parallel (Megatron's MoE layers route each TP rank's share of the tokens)", p.tp));
+  }
+  if (p.zero_stage < 0 || p.zero_stage > 3) fail("parallelism.zero_stage", fmt::format("zero_stage must be 0, 1, 2 or 3, found {}", p.zero_stage));
+  if (p.tp_overlap && !p.sequence_parallel && p.tp > 1) fail("parallelism.tp_overlap", "tp_overlap needs sequence_parallel (as Megatron's does)");
+  if (!is_rank_order(p.order)) fail("parallelism.order", "order must name each of tp, cp, ep, dp, pp once");
 }
 
 int rank_of(const ParallelismPlan& plan, const RankCoord& c) {

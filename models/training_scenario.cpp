@@ -301,12 +301,21 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   m.finish();
   try {
     check_job(sc.job, static_cast<int>(sc.topology->gpus().size()));
-    if (!sc.topology->gpu) throw std::invalid_argument("the topology names no GPU hardware profile");
+    if (!sc.topology->gpu) throw PlanError("topology", "the topology names no GPU hardware profile");
     if (!sc.topology->gpu->supports(sc.job.precision)) {
-      throw std::invalid_argument(fmt::format("precision {}: the {} has no {} tensor cores", precision, sc.topology->gpu->name, precision));
+      throw PlanError("precision", fmt::format("precision {}: the {} has no {} tensor cores", precision, sc.topology->gpu->name, precision));
     }
-  } catch (const std::invalid_argument& e) {
-    plan_node.fail_message(fmt::format("impossible plan: {}", e.what()));
+  } catch (const PlanError& e) {
+    // At the setting to blame where the scenario writes it; else at its section, else the plan.
+    std::optional<yaml::Node> at;
+    const std::string::size_type dot = e.field.find('.');
+    if (auto section = m.find(e.field.substr(0, dot))) {
+      at = section;
+      if (dot != std::string::npos && section->is_map()) {
+        if (auto key = yaml::Map(*section).find(e.field.substr(dot + 1))) at = key;
+      }
+    }
+    (at ? *at : plan_node).fail_message(fmt::format("impossible plan: {}", e.what()));
   }
   return sc;
 }

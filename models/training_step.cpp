@@ -91,7 +91,8 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   const OpsTime moe_layer = m.moe ? timed(layer_forward_ops(m, m.moe->dense_layers, shard)) : dense_layer;
   const OpsTime embedding = timed(embedding_forward_ops(m, shard));
   const OpsTime head = timed(head_forward_ops(m, shard));
-  result.layer_ops = dense_layer.ops;
+  // A model whose every layer has experts has no dense layer to list.
+  if (!m.moe || m.moe->dense_layers > 0) result.layer_ops = dense_layer.ops;
   if (m.moe) result.moe_layer_ops = moe_layer.ops;
   result.head_ops = head.ops;
   auto backward_of = [](const OpsTime& t) {

@@ -109,9 +109,16 @@ inline constexpr int kMaxMicroBatches = 65536;
 // never printed saturated.
 std::int64_t checked_product(std::initializer_list<std::int64_t> factors);
 
-// Checks a job against itself and the cluster's GPU count; throws std::invalid_argument naming the
-// setting and the numbers that clash. Products of the plan's degrees are checked before any is
-// taken in int (ParallelismPlan::gpus, micro_batches).
+// A plan that cannot run. `field` is the scenario setting to blame, dotted from the scenario's top
+// ("parallelism.tp", "batch.global", "precision"), for a reader to point at its line.
+struct PlanError : std::invalid_argument {
+  PlanError(std::string field_, const std::string& what) : std::invalid_argument(what), field(std::move(field_)) {}
+  std::string field;
+};
+
+// Checks a job against itself and the cluster's GPU count; throws PlanError naming the setting and
+// the numbers that clash. Products of the plan's degrees are checked before any is taken in int
+// (ParallelismPlan::gpus, micro_batches).
 void check_job(const TrainingJob& job, int cluster_gpus);
 
 // ------------------------------------------------------------------ operations of one layer
