@@ -41,6 +41,7 @@ double bottleneck(const topology::Path& p, const std::vector<double>& capacities
 CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptions options)
     : topo_(topo), options_(options), router_(topo, topology::RoutingOptions{.pxn = options.pxn}), direct_(topo) {
   capacities_.assign(topo.directed_link_count(), 0.0);
+  search_capacities_.assign(topo.directed_link_count(), 0.0);
   const auto& g = topo.graph();
   const hardware::HardwareProfile* gpu = topo.gpu.get();
   const auto calibrated = [gpu](const char* link) { return gpu ? hardware::calibrated_busbw(*gpu, link) : std::nullopt; };
@@ -70,7 +71,13 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
       cap = std::min(cap, pcie_calibrated->value());
     } else if (l.kind == LinkKind::pcie) {
       cap *= kPcieNcclOverRaw;
-    } else if (l.tier == 0 && network_share > 0) {
+    }
+    // NCCL's search sees the NIC's line rate; what collectives across nodes measured (its protocol
+    // and pipelining losses included) binds the flows alone. Searched on the measured figure, the
+    // speed ladder and the protocol losses would be charged a second time (a 2 x 8 A100 all-reduce
+    // fitted at 181 GB/s came out at 160).
+    search_capacities_[l.id] = cap;
+    if (l.tier == 0 && network_share > 0) {
       // A NIC's link to its leaf: its share of what collectives across nodes measured.
       cap = std::min(cap, network_share);
     }
@@ -119,8 +126,8 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
   double nvlink_total = 0, pcie = std::numeric_limits<double>::infinity();
   for (auto [e, end] = boost::out_edges(first, g); e != end; ++e) {
     const auto& l = topo_.link(*e);
-    if (l.kind == LinkKind::nvlink) nvlink_total += capacities_[l.id];
-    if (l.kind == LinkKind::pcie) pcie = std::min(pcie, capacities_[l.id]);
+    if (l.kind == LinkKind::nvlink) nvlink_total += search_capacities_[l.id];
+    if (l.kind == LinkKind::pcie) pcie = std::min(pcie, search_capacities_[l.id]);
     if (topo_.device(boost::target(*e, g)).kind == DeviceKind::nvswitch) in.nvswitch = true;
   }
   in.intra_nvlink = nvlink_total > 0;
@@ -145,7 +152,7 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
       }
     }
     if (a != b) {
-      if (auto p = direct_.route(a, b)) in.gpu_to_gpu = bottleneck(*p, capacities_, topo_);
+      if (auto p = direct_.route(a, b)) in.gpu_to_gpu = bottleneck(*p, search_capacities_, topo_);
     } else {
       in.gpu_to_gpu = in.gpu_total;
     }
@@ -158,8 +165,8 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
       for (topology::Edge e : p->links) {
         const auto& l = topo_.link(e);
         if (l.tier > 0) break;  // only the GPU's side, up to and including its NIC's link to the leaf
-        up = std::min(up, capacities_[l.id]);
-        if (l.tier == 0) in.nic = capacities_[l.id];
+        up = std::min(up, search_capacities_[l.id]);
+        if (l.tier == 0) in.nic = search_capacities_[l.id];
       }
       in.gpu_to_net = up;
     }

@@ -76,6 +76,7 @@ class CollectiveModel {
   topology::Router router_;  // with PXN when enabled
   topology::Router direct_;  // without
   std::vector<double> capacities_;
+  std::vector<double> search_capacities_;  // as NCCL's graph search sees the links (no measured network share)
 };
 
 }  // namespace cs::models
