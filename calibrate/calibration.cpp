@@ -1,6 +1,7 @@
 #include "clustersim/calibrate/calibration.hpp"
 
 #include <algorithm>
+#include <regex>
 #include <string>
 
 #include <fmt/format.h>
@@ -20,6 +21,23 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
     throw InputError(fmt::format("calibrate: the measurements are of a CPU ({}, from calibrate --device cpu), but --base {} is a {} GPU profile: give "
                                  "the profile of the device measured",
                                  device, base.name, base.architecture));
+  }
+  // The GPU's model in the device's name (A100, H100, H200, GB200, L40S, ...) against the base
+  // profile's: an H100's measurements fitted onto the H200 profile have the H200's SM count.
+  if (base.architecture != "cpu") {
+    const auto model_of = [](const std::string& name) {
+      static const std::regex token(R"((?:^|[^A-Za-z0-9])([A-Z]{1,2}[0-9]{2,3}[A-Z]?)(?=$|[^A-Za-z0-9]))");
+      std::smatch hit;
+      return std::regex_search(name, hit, token) ? hit[1].str() : std::string();
+    };
+    for (const char* key : {"device", "torch_probe_gpu"}) {
+      const std::string measured = model_of(meta(key)), profile = model_of(base.name);
+      if (!measured.empty() && !profile.empty() && measured != profile) {
+        throw InputError(fmt::format("calibrate: the measurements are of an {} ('{}'), but --base {} is an {} profile: give the profile of the GPU "
+                                     "measured",
+                                     measured, meta(key), base.name, profile));
+      }
+    }
   }
   if (!meta("sm_count").empty()) {
     if (base.architecture == "cpu") {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include <Eigen/Dense>
 #include <Eigen/Sparse>
@@ -32,6 +34,9 @@ constexpr double kOverheadWindow = 5.0;
 // (unless a copy probe measured it) the memory efficiency.
 struct Layout {
   std::vector<Dtype> dtypes;
+  // Per dtype: its tile ridge and k_half held at these (logarithms) when its samples are too few to
+  // tell them apart from its ceiling; empty: fitted.
+  std::vector<std::optional<std::pair<double, double>>> pinned_shape;
   bool memory = true;
   bool fit_overhead = true;
   [[nodiscard]] int per_dtype() const { return 3 * static_cast<int>(dtypes.size()); }
@@ -64,6 +69,10 @@ void clamp(const Layout& l, Eigen::VectorXd& u) {
     u[Layout::efficiency(k)] = std::clamp(u[Layout::efficiency(k)], std::log(kMinEfficiency), 0.0);
     u[Layout::ridge(k)] = std::clamp(u[Layout::ridge(k)], std::log(kMinRidge), std::log(1e4));
     u[Layout::k_half(k)] = std::clamp(u[Layout::k_half(k)], std::log(kMinKHalf), std::log(1e7));
+    if (i < l.pinned_shape.size() && l.pinned_shape[i]) {
+      u[Layout::ridge(k)] = l.pinned_shape[i]->first;
+      u[Layout::k_half(k)] = l.pinned_shape[i]->second;
+    }
   }
   if (l.fit_overhead) u[l.overhead()] = std::clamp(u[l.overhead()], std::log(kMinOverhead), std::log(1.0));
   if (l.memory) u[l.memory_index()] = std::clamp(u[l.memory_index()], std::log(kMinEfficiency), 0.0);
@@ -254,10 +263,39 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
     }
     layout.dtypes.assign(seen.begin(), seen.end());
   }
+  GemmFit fit;
+  // Three unknowns per dtype (ceiling, tile ridge, k_half): with fewer than three shapes of it the
+  // data cannot tell them apart, and the fit would move the shape terms anywhere (one 256^3 sample
+  // set k_half to 1,111). Such a dtype fits its ceiling alone, its shape terms kept from the base.
+  for (Dtype d : layout.dtypes) {
+    std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
+    for (const auto& s : samples) {
+      if (s.dtype == d) shapes.insert({s.m, s.n, s.k});
+    }
+    if (shapes.size() >= 3) {
+      layout.pinned_shape.emplace_back();
+      continue;
+    }
+    layout.pinned_shape.emplace_back(std::make_pair(std::log(std::max(base.gemm.ridge_for(d), kMinRidge)), std::log(std::max(base.gemm.k_half_for(d), kMinKHalf))));
+    fit.notes.push_back(fmt::format("{}: {} shape{} measured, fewer than the 3 that separate its ceiling from its tile ridge and k_half: only "
+                                    "max_efficiency is fitted, the shape terms kept from {}",
+                                    hardware::to_string(d), shapes.size(), shapes.size() == 1 ? "" : "s", base.name));
+  }
+  // A time 100 times what the base profile predicts for the shape (launch overhead included) is not
+  // a measurement of this GPU (a time in ms or us written as seconds, a stalled run): refused, not
+  // fitted. The base's shape terms are off by far less on any real GEMM.
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const GemmSample& s = samples[i];
+    const double predicted = hardware::estimate_gemm(base, {s.m, s.n, s.k}, s.dtype).time.value();
+    if (s.seconds > 100.0 * predicted) {
+      throw InputError(fmt::format("calibrate: GEMM sample {} ({} {}x{}x{}) took {:.3g} s, {:.3g} times the {:.3g} s that {} predicts: a time in "
+                                   "another unit, or a stalled run? Remove or correct it",
+                                   i, hardware::to_string(s.dtype), s.m, s.n, s.k, s.seconds, s.seconds / predicted, predicted, base.name));
+    }
+  }
   HardwareProfile hw = base;
   // The measured dtypes are fitted afresh; residual tables of the others stay as the base has them.
   for (Dtype d : layout.dtypes) hw.gemm.residuals.erase(d);
-  GemmFit fit;
   const LmOutcome lm = levenberg_marquardt(layout, hw, samples, options.max_iterations);
   fit.iterations = lm.iterations;
   if (!lm.converged) {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <ctime>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -149,6 +150,16 @@ double AttentionSample::flops() const {
 double AttentionSample::row_flops() const { return hardware::attention_pass_flops(hardware::attention_row_flops(seq, head_dim, head_dim), backward); }
 
 void Measurements::append(const Measurements& other) {
+  // One fit is of one device: measurements that name two (another GPU's file given by mistake) would
+  // be merged into a profile of neither.
+  for (const char* key : {"device", "sm_count", "torch_probe_gpu", "torch_probe_sm_count"}) {
+    const auto mine = std::as_const(meta).find(key);
+    const auto theirs = other.meta.find(key);
+    if (mine != meta.end() && theirs != other.meta.end() && mine->second != theirs->second) {
+      throw InputError(fmt::format("calibrate: the measurements given are of two devices (meta.{} '{}' and '{}'): fit each device's on its own",
+                                   key, mine->second, theirs->second));
+    }
+  }
   for (const auto& [k, v] : other.meta) meta.emplace(k, v);
   gemm.insert(gemm.end(), other.gemm.begin(), other.gemm.end());
   memory.insert(memory.end(), other.memory.begin(), other.memory.end());

@@ -286,8 +286,39 @@ TEST_CASE("calibrate: measurements of one kind of device are not fitted onto ano
   gpu.gemm.push_back({Dtype::bf16, 4096, 4096, 4096, 2e-4});
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(cpu_base_profile(), gpu, {}); }), Catch::Contains("is a CPU profile"));
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(shipped("a100-sxm4-80gb"), gpu, {}); }),
-             Catch::Contains("a GPU with 132 SMs (NVIDIA H200), but --base A100-SXM4-80GB has 108"));
+             Catch::Contains("the measurements are of an H200 ('NVIDIA H200'), but --base A100-SXM4-80GB is an A100 profile"));
+  // The same SM count, another GPU model (H100 and H200 are both 132-SM GH100s): refused by name.
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(shipped("h100-sxm5-80gb"), gpu, {}); }),
+             Catch::Contains("are of an H200 ('NVIDIA H200'), but --base H100-SXM5-80GB is an H100 profile"));
+  // A device whose name gives no model is held to its SM count.
+  Measurements unnamed = gpu;
+  unnamed.meta["device"] = "GPU 0";
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(shipped("a100-sxm4-80gb"), unnamed, {}); }),
+             Catch::Contains("a GPU with 132 SMs (GPU 0), but --base A100-SXM4-80GB has 108"));
   CHECK_NOTHROW(calibrate::calibrate(shipped("h200-sxm-141gb"), gpu, {}));
+  // Two devices' measurements are not merged into one fit.
+  Measurements other = gpu;
+  other.meta["device"] = "NVIDIA H100 80GB HBM3";
+  Measurements both = gpu;
+  CHECK_THAT(test::input_error([&] { both.append(other); }), Catch::Contains("of two devices (meta.device 'NVIDIA H200' and 'NVIDIA H100 80GB HBM3')"));
+}
+
+TEST_CASE("calibrate: a GEMM time far beyond the model is refused, and a dtype of too few shapes fits its ceiling alone") {
+  // Expectations: a time 100 times what the base profile predicts (1e300 s, or ms written as s) is
+  // refused naming the sample; one or two shapes of a dtype cannot separate its three terms, so its
+  // tile ridge and k_half stay the base's and a note says so.
+  const HardwareProfile h200 = shipped("h200-sxm-141gb");
+  Measurements m;
+  m.meta = {{"device", "NVIDIA H200"}, {"sm_count", "132"}};
+  m.gemm.push_back({Dtype::bf16, 4096, 4096, 4096, 2e-4});
+  m.gemm.push_back({Dtype::bf16, 256, 256, 2048, 1e300});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h200, m, {}); }), Catch::Contains("GEMM sample 1 (bf16 256x256x2048) took 1e+300 s"));
+  m.gemm.pop_back();
+  m.gemm.push_back({Dtype::bf16, 8192, 8192, 8192, 1.5e-3});
+  const CalibrationResult r = calibrate::calibrate(h200, m, {});
+  CHECK(r.profile.gemm.k_half_for(Dtype::bf16) == Approx(h200.gemm.k_half_for(Dtype::bf16)));
+  CHECK(r.profile.gemm.ridge_for(Dtype::bf16) == Approx(h200.gemm.ridge_for(Dtype::bf16)));
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("bf16: 2 shapes measured, fewer than the 3") != std::string::npos; }));
 }
 
 TEST_CASE("calibrate: a fit of recorded H100 cuBLAS measurements beats the shipped profile on them") {
