@@ -37,6 +37,18 @@ Offering on_demand(double price) {
   return o;
 }
 
+// Spot at $1 per GPU-hour, preempted node by node at a Poisson rate, with this notice and wait.
+Offering poisson_spot(double notice_s, double capacity_wait_s, double per_node_hour) {
+  Offering o = on_demand(1.0);
+  o.name = "spot";
+  o.pricing = Pricing::spot;
+  o.notice_s = notice_s;
+  o.capacity_wait_s = capacity_wait_s;
+  o.preemption.kind = PreemptionProcess::Kind::poisson;
+  o.preemption.rate_per_node_hour = per_node_hour;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("cost: Young's and Daly's intervals and Daly's expected wall time reproduce Daly's worked values") {
@@ -157,11 +169,7 @@ TEST_CASE("cost: the preemption closed forms hold where preemptions are frequent
   run.reliability.failures_per_1000_node_days = 0;
   run.nodes = 10;
   run.gpus = 80;
-  Offering spot = on_demand(1.0);
-  spot.name = "spot";
-  spot.pricing = Pricing::spot;
-  spot.capacity_wait_s = 600;
-  spot.preemption.kind = PreemptionProcess::Kind::poisson;
+  Offering spot = poisson_spot(0, 600, 0);
   CostOptions opt;
   opt.trials = 400;
   double break_even[2] = {0, 0};
@@ -446,13 +454,7 @@ TEST_CASE("cost: elastic rows pay the billing granularity per replica stretch, a
   run.gpus = 64;
   run.dp_replicas = 8;
   run.reliability.failures_per_1000_node_days = 1000.0 * 86400.0 / (400 * kHour * run.nodes);
-  Offering spot = on_demand(1.0);
-  spot.name = "spot";
-  spot.pricing = Pricing::spot;
-  spot.notice_s = 30 * kMinute;
-  spot.capacity_wait_s = 2 * kHour;
-  spot.preemption.kind = PreemptionProcess::Kind::poisson;
-  spot.preemption.rate_per_node_hour = 0.005;  // 8 nodes: every 25 h
+  Offering spot = poisson_spot(30 * kMinute, 2 * kHour, 0.005);  // 8 nodes: every 25 h
   CostOptions opt;
   opt.trials = 200;
   opt.elastic = true;
