@@ -169,7 +169,20 @@ void run(const Options& o) {
       copt.sources.push_back("clustersim-probe-cuda");
     }
     for (const auto& f : o.from) {
-      m.append(calibrate::load_measurements(f));
+      const calibrate::Measurements part = calibrate::load_measurements(f);
+      // Said of the file, with the record, where the fit would only say it of all of them.
+      if (part.gemm.empty() && part.memory.empty() && part.collectives.empty() && part.attention.empty()) {
+        throw InputError(fmt::format("{}: the gemm, memory, collectives and attention lists are all empty: nothing to fit", f));
+      }
+      if (!o.base.empty()) {
+        for (std::size_t i = 0; i < part.gemm.size(); ++i) {
+          if (!base.supports(part.gemm[i].dtype)) {
+            throw InputError(fmt::format("{}: gemm[{}].dtype: expected a dtype with a peak in --base {}, found {}", f, i, base.name,
+                                         hardware::to_string(part.gemm[i].dtype)));
+          }
+        }
+      }
+      m.append(part);
       copt.sources.push_back(fs::path(f).filename().string());
     }
     // The CPU's peak from its reported clock may sit below what it measured (a boosting VM core).

@@ -2,6 +2,9 @@
 
 #include <fstream>
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -20,8 +23,20 @@ std::string read_text(const std::filesystem::path& file, std::string_view what) 
 
 nlohmann::json parse_json(const std::string& text, const std::filesystem::path& file, std::string_view hint) {
   const SourceLocation where{std::make_shared<const std::string>(file.string())};
+  // A key written twice in one object would be read as its last value without a word (a record
+  // edited by hand, two records merged): refused.
+  std::vector<std::set<std::string>> keys;
+  const nlohmann::json::parser_callback_t no_duplicates = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second) {
+      throw InputError(where, fmt::format("key '{}' appears twice in one object: expected each key once (which value is meant?)", parsed.get<std::string>()));
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, no_duplicates);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(where, fmt::format("not valid JSON at byte {}{}: {}", e.byte, hint.empty() ? "" : fmt::format(" ({})", hint), e.what()));
   } catch (const nlohmann::json::exception& e) {  // a number out of range

@@ -56,7 +56,12 @@ echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "bf16", "m": 64
 expect_bad "field 'gemm[0].k': expected a positive integer, found -1" --from "$dir/bad.json" --base h100-sxm5-80gb
 expect_bad "--base PROFILE is needed" --from "$data/h100-cublas-waynehacking8.json"
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "fp4", "m": 64, "n": 64, "k": 64, "seconds": 1e-6}]}' >"$dir/fp4.json"
-expect_bad "no fp4 peak" --from "$dir/fp4.json" --base h100-sxm5-80gb
+expect_bad "fp4.json: gemm[0].dtype: expected a dtype with a peak in --base H100-SXM5-80GB, found fp4" --from "$dir/fp4.json" --base h100-sxm5-80gb
+# A key written twice, and a file of empty lists, are refused naming the file.
+echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "bf16", "m": 64, "n": 64, "k": 64, "seconds": 1e-5, "seconds": 2e-5}]}' >"$dir/twice.json"
+expect_bad "twice.json: key 'seconds' appears twice in one object" --from "$dir/twice.json" --base h100-sxm5-80gb
+echo '{"format": "clustersim-measurements/1", "gemm": []}' >"$dir/none.json"
+expect_bad "none.json: the gemm, memory, collectives and attention lists are all empty" --from "$dir/none.json" --base h100-sxm5-80gb
 expect_bad "GPU profile" --device cpu --base h100-sxm5-80gb
 expect_bad "'clustersim-torch-probe/1'" --from-torch-probe "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb
 expect_bad "the measurements hold none" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --attention-head-dim 64
