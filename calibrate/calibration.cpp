@@ -30,8 +30,9 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
       std::smatch hit;
       return std::regex_search(name, hit, token) ? hit[1].str() : std::string();
     };
+    const std::string profile = model_of(base.name);
     for (const char* key : {"device", "torch_probe_gpu"}) {
-      const std::string measured = model_of(meta(key)), profile = model_of(base.name);
+      const std::string measured = model_of(meta(key));
       if (!measured.empty() && !profile.empty() && measured != profile) {
         throw InputError(fmt::format("calibrate: the measurements are of an {} ('{}'), but --base {} is an {} profile: give the profile of the GPU "
                                      "measured",

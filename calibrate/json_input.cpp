@@ -3,9 +3,9 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
-#include <sstream>
 
 #include <fmt/format.h>
 

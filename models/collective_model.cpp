@@ -47,16 +47,15 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
   const auto calibrated = [gpu](const char* link) { return gpu ? hardware::calibrated_busbw(*gpu, link) : std::nullopt; };
   const std::optional<BytesPerSec> nvlink_calibrated = calibrated("nvlink");
   const std::optional<BytesPerSec> pcie_calibrated = calibrated("pcie");
+  for (auto [v, vend] = boost::vertices(g); v != vend; ++v) {
+    if (topo.device(*v).kind == DeviceKind::nic) ++nics_per_node_[topo.device(*v).node];
+  }
   // A NIC link's share of what collectives across nodes measured; 0: not calibrated.
   double network_share = 0;
   if (const std::optional<BytesPerSec> network = calibrated("network")) {
     // Across nodes NCCL runs one ring (channel) per NIC, so the bus bandwidth is the NICs of a node
     // together: one NIC's share is busbw / NICs per node (those of the first node with any).
-    std::map<int, int> nics_per_node;
-    for (auto [v, vend] = boost::vertices(g); v != vend; ++v) {
-      if (topo.device(*v).kind == DeviceKind::nic) ++nics_per_node[topo.device(*v).node];
-    }
-    if (!nics_per_node.empty()) network_share = network->value() / nics_per_node.begin()->second;
+    if (!nics_per_node_.empty()) network_share = network->value() / nics_per_node_.begin()->second;
   }
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const topology::Link& l = topo.link(*e);
@@ -166,28 +165,21 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
         const auto& l = topo_.link(e);
         if (l.tier > 0) break;  // only the GPU's side, up to and including its NIC's link to the leaf
         up = std::min(up, search_capacities_[l.id]);
-        if (l.tier == 0) in.nic = search_capacities_[l.id];
       }
       in.gpu_to_net = up;
     }
-    // NICs per node, and the fewest any node of the group uses (NCCL's channels are the minimum
-    // over its ranks: a node with two of the group's GPUs holds two NICs' channels, not eight).
-    std::map<int, int> nics_of;
-    for (auto [v, end] = boost::vertices(g); v != end; ++v) {
-      if (topo_.device(*v).kind == DeviceKind::nic) ++nics_of[topo_.device(*v).node];
-    }
+    // The fewest NICs any node of the group uses (NCCL's channels are the minimum over its ranks: a
+    // node with two of the group's GPUs holds two NICs' channels, not eight).
     in.nics = std::numeric_limits<int>::max();
     for (const auto& members : group.nodes) {
-      const int node = topo_.device(members.front()).node;
-      const auto it = nics_of.find(node);
-      in.nics = std::min(in.nics, std::min(static_cast<int>(members.size()), it == nics_of.end() ? 0 : it->second));
+      const auto it = nics_per_node_.find(topo_.device(members.front()).node);
+      in.nics = std::min(in.nics, std::min(static_cast<int>(members.size()), it == nics_per_node_.end() ? 0 : it->second));
     }
   }
   // GB/s for NCCL's model.
   in.gpu_total /= 1e9;
   in.gpu_to_gpu /= 1e9;
   in.gpu_to_net /= 1e9;
-  in.nic /= 1e9;
 
   CollectivePlan plan;
   plan.shape = nccl_graph(in);

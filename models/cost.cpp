@@ -71,6 +71,7 @@ struct Plan {
   double fallback_price = 0;     // mixed: on-demand price after the switch
   double granularity = 1, fallback_granularity = 1;
   double deadline = 0;           // mixed: switch to on-demand to finish by this
+  double fallback_interval = 0;  // mixed: the checkpoint interval on on-demand (its closed form's)
   bool elastic = false;          // a preempted node takes its data-parallel replica out; the rest go on
 };
 
@@ -83,15 +84,9 @@ struct Trial {
 // One trial of the whole run on the event engine.
 class RunTrial final : public sim::EventHandler {
  public:
-  RunTrial(const RunSpec& run, const Plan& plan, double tau, double delta, double restart, double cap, std::uint64_t seed)
-      : run_(run), plan_(plan), tau_(tau), delta_(delta), restart_(restart), cap_(cap), rng_(seed), next_checkpoint_(tau) {
-    // On on-demand capacity (a mixed row's fallback) only failures interrupt: the given interval, or
-    // Daly's for them, with the checkpoint's cost to the job (the snapshot when async).
-    ck_ = run_.checkpoint.async ? std::max(run_.checkpoint.snapshot_s, 1e-9) : delta_;
-    od_tau_ = run_.checkpoint.interval_s > 0 ? run_.checkpoint.interval_s
-              : plan_.failure_rate > 0   ? daly_interval(ck_, 1.0 / plan_.failure_rate)
-                                         : run_.work_s;
-  }
+  // ck: what a checkpoint costs the job (delta, or the snapshot when async).
+  RunTrial(const RunSpec& run, const Plan& plan, double tau, double delta, double ck, double restart, double cap, std::uint64_t seed)
+      : run_(run), plan_(plan), tau_(tau), delta_(delta), ck_(ck), restart_(restart), cap_(cap), rng_(seed), next_checkpoint_(tau) {}
 
   Trial run() {
     if (trace()) {
@@ -251,7 +246,7 @@ class RunTrial final : public sim::EventHandler {
   // Mixed: from now on on-demand, checkpointing at its own interval from the last save.
   void switch_to_on_demand() {
     switched_ = true;
-    tau_ = od_tau_;
+    tau_ = plan_.fallback_interval;
     next_checkpoint_ = saved_ + tau_;
   }
 
@@ -407,13 +402,12 @@ class RunTrial final : public sim::EventHandler {
   double on_demand_time() const {
     const double rest = std::max(0.0, run_.work_s - saved_);
     const double mtbf = plan_.failure_rate > 0 ? 1.0 / plan_.failure_rate : kInfinity;
-    return restart_ + (rest > 0 ? daly_wall_time(rest, od_tau_, ck_, restart_, mtbf) : 0.0);
+    return restart_ + (rest > 0 ? daly_wall_time(rest, plan_.fallback_interval, ck_, restart_, mtbf) : 0.0);
   }
 
   const RunSpec& run_;
   const Plan& plan_;
-  double tau_, delta_, restart_, cap_;
-  double ck_ = 0, od_tau_ = 0;
+  double tau_, delta_, ck_, restart_, cap_;
   std::uint64_t rng_;
   sim::Simulator sim_;
   Mode mode_ = Mode::running;
@@ -669,7 +663,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     for (int t = 0; t < options.trials; ++t) {
       std::uint64_t s = options.seed ^ (0x632be59bd9b4e019ull * static_cast<std::uint64_t>(t + 1));
       const std::uint64_t seed = splitmix64(s);
-      RunTrial trial(run, plan, e.interval_s, delta, restart, cap, seed);
+      RunTrial trial(run, plan, e.interval_s, delta, ck, restart, cap, seed);
       const Trial r = trial.run();
       interruptions += r.interruptions;
       lost += r.lost;
@@ -795,8 +789,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   }
   // Mixed: each spot offering with the cheapest on-demand one as the fallback that meets the deadline.
   if (options.deadline_s > 0 && cheapest_on_demand) {
-    // On-demand alone is expected to take this long: a tighter deadline is missed in most trials.
-    const double on_demand_wall = closed_form(plan_of(*cheapest_on_demand), 0.0).wall;
+    // On-demand alone: its checkpoint interval after a switch, and how long it is expected to take
+    // (a tighter deadline is missed in most trials).
+    const ClosedForm on_demand = closed_form(plan_of(*cheapest_on_demand), 0.0);
     for (const Offering& o : offerings) {
       if (o.pricing != Pricing::spot) continue;
       Plan plan = plan_of(o);
@@ -804,11 +799,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       plan.fallback_price = cheapest_on_demand->price_per_gpu_hour;
       plan.fallback_granularity = cheapest_on_demand->billing_granularity_s;
       plan.deadline = options.deadline_s;
+      plan.fallback_interval = on_demand.interval;
       CostEstimate e = estimate(plan, Pricing::mixed, o.name + " + " + cheapest_on_demand->name);  // the closed form does not switch
       const auto late = std::count_if(e.walls.begin(), e.walls.end(), [&](double w) { return w > options.deadline_s; });
       if (late > 0) {
         std::string note = fmt::format("{} of {} trials finished after the {} deadline", late, e.trials, duration(options.deadline_s));
-        if (options.deadline_s < on_demand_wall) note += fmt::format(" (on-demand alone is expected to take {})", duration(on_demand_wall));
+        if (options.deadline_s < on_demand.wall) note += fmt::format(" (on-demand alone is expected to take {})", duration(on_demand.wall));
         e.verdict = e.verdict.empty() ? note : e.verdict + "; " + note;
       }
       monte_carlo_only(std::move(e));

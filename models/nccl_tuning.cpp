@@ -134,7 +134,7 @@ CommShape nccl_graph(const GraphInputs& in) {
     // reach the GPU's total bandwidth (search.cc stops once nChannels x bwInter >= totalBw: a ring
     // over GB200 racks does not get 32 x 48 GB/s out of a 722 GB/s GPU).
     const double s = first_at_most(ladder(in.architecture, true), in.gpu_to_net);
-    const int per_nic = std::max(1, static_cast<int>(std::floor(std::min(in.nic, in.gpu_to_net) / s + 1e-9)));
+    const int per_nic = std::max(1, static_cast<int>(std::floor(in.gpu_to_net / s + 1e-9)));  // gpu_to_net includes the NIC
     const int enough = std::max(1, static_cast<int>(std::ceil(in.gpu_total / s - 1e-9)));
     c.channels = std::clamp(std::min(std::max(1, in.nics) * per_nic, enough), 1, kMaxRingChannels);
     c.bi = c.be = s;

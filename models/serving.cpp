@@ -246,10 +246,6 @@ class Replica final : public sim::EventHandler {
   }
   // KV blocks left after the tokens already queued here.
   [[nodiscard]] std::int64_t kv_headroom() const { return available() - blocks_for(queued_tokens_); }
-  [[nodiscard]] bool holds_prefix(int prefix) const {
-    const auto it = cache_.find(prefix);
-    return it != cache_.end() && it->second.blocks > 0;
-  }
   // Tokens of the prefix this replica holds computed (0 when it holds none).
   [[nodiscard]] std::int64_t cached_prefix_tokens(int prefix) const {
     const auto it = cache_.find(prefix);
@@ -386,7 +382,7 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
   // An arrival: route it among the entry replicas.
   void handle(std::uint64_t payload) override {
     const int i = static_cast<int>(payload);
-    const int k = pick(0, entry_, round_robin_entry_, seqs_[static_cast<std::size_t>(i)].request);
+    const int k = pick(0, entry_, round_robin_entry_, &seqs_[static_cast<std::size_t>(i)].request);
     seqs_[static_cast<std::size_t>(i)].result.replica = k;
     replicas_[static_cast<std::size_t>(k)]->enqueue(i);
   }
@@ -411,7 +407,7 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
 
   // Disaggregated: request i has its first token on a prefill replica; send it to a decode replica.
   void prefilled(int i) {
-    const int k = pick(entry_, static_cast<int>(replicas_.size()), round_robin_decode_, std::nullopt);
+    const int k = pick(entry_, static_cast<int>(replicas_.size()), round_robin_decode_, nullptr);
     seqs_[static_cast<std::size_t>(i)].result.decode_replica = k;
     replicas_[static_cast<std::size_t>(k)]->offer(i);
   }
@@ -435,9 +431,9 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
   double now() const { return sim_.now().to_seconds(); }
 
  private:
-  // The router's choice among replicas [first, last) for a request (none: a prefilled request that
+  // The router's choice among replicas [first, last) for a request (null: a prefilled request that
   // goes to a decode replica, whose whole prompt arrives as KV).
-  int pick(int first, int last, std::int64_t& rr, const std::optional<ServingRequest>& request) {
+  int pick(int first, int last, std::int64_t& rr, const ServingRequest* request) {
     switch (config_.router) {
       case Router::round_robin: return first + static_cast<int>(rr++ % (last - first));
       case Router::least_outstanding: {

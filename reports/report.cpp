@@ -94,10 +94,8 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
   const auto count_of = [&](const char* key, bool positive) {
     if (!d.contains(key)) return;
     const json& v = d[key];
-    const bool ok = v.is_number_integer() ? (positive ? v.get<std::int64_t>() > 0 : v.get<std::int64_t>() >= 0)
-                                          : v.is_number_unsigned() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                                                                       v.get<double>() == std::floor(v.get<double>()) && (positive ? v.get<double>() > 0 : v.get<double>() >= 0));
-    if (!ok || (v.is_number_unsigned() && positive && v.get<std::uint64_t>() == 0)) {
+    const double x = v.is_number() ? v.get<double>() : std::nan("");
+    if (!(std::isfinite(x) && x == std::floor(x) && (positive ? x > 0 : x >= 0))) {
       throw InputError(fmt::format("{}: field '{}': expected a {} whole number, found {}", file.string(), key, positive ? "positive" : "non-negative",
                                    v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump()));
     }

@@ -133,13 +133,9 @@ TEST_CASE("cost: spot without preemptions costs its price ratio, and the same se
 TEST_CASE("cost: noticed spot preemptions cost a checkpoint, a wait and a restart each, as the closed form says") {
   RunSpec run = daly_run(200 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;
-  Offering spot = on_demand(1.0);
-  spot.name = "spot";
-  spot.pricing = Pricing::spot;
-  spot.notice_s = 120;          // covers the 1-minute checkpoint: nothing is lost
-  spot.capacity_wait_s = 1800;  // half an hour to get capacity back
-  spot.preemption.kind = PreemptionProcess::Kind::poisson;
-  spot.preemption.rate_per_node_hour = 0.002;  // 100 nodes: one preemption every 5 h
+  // A 120 s notice covers the 1-minute checkpoint (nothing is lost); half an hour to get capacity
+  // back; 100 nodes: one preemption every 5 h.
+  Offering spot = poisson_spot(120, 1800, 0.002);
   CostOptions opt;
   opt.trials = 300;
   const auto rows = estimate_costs(run, {on_demand(3.0), spot}, opt);
@@ -333,13 +329,7 @@ TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisat
   REQUIRE(rows[1].break_even_utilisation);
   CHECK(*rows[1].break_even_utilisation == Approx((10000.0 + 1095.0) / 8760.0 / 4.0));
 
-  Offering spot = on_demand(1.0);
-  spot.name = "spot";
-  spot.pricing = Pricing::spot;
-  spot.notice_s = 30;
-  spot.capacity_wait_s = 6 * kHour;
-  spot.preemption.kind = PreemptionProcess::Kind::poisson;
-  spot.preemption.rate_per_node_hour = 0.001;
+  Offering spot = poisson_spot(30, 6 * kHour, 0.001);
   opt.deadline_s = 130 * kHour;
   const auto mixed = estimate_costs(run, {on_demand(4.0), spot}, opt);
   REQUIRE(mixed.size() == 3);
@@ -356,13 +346,8 @@ TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisat
 TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process, and a replayed availability trace drives losses and waits") {
   RunSpec run = daly_run(100 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;
-  Offering poisson = on_demand(1.0);
+  Offering poisson = poisson_spot(120, 1800, 0.002);
   poisson.name = "poisson";
-  poisson.pricing = Pricing::spot;
-  poisson.notice_s = 120;
-  poisson.capacity_wait_s = 1800;
-  poisson.preemption.kind = PreemptionProcess::Kind::poisson;
-  poisson.preemption.rate_per_node_hour = 0.002;
   Offering weibull = poisson;
   weibull.name = "weibull";
   weibull.preemption.kind = PreemptionProcess::Kind::weibull;
@@ -409,13 +394,7 @@ TEST_CASE("cost: elastic shrink keeps the other data-parallel replicas working w
   run.nodes = 8;
   run.gpus = 64;
   run.dp_replicas = 8;
-  Offering spot = on_demand(1.0);
-  spot.name = "spot";
-  spot.pricing = Pricing::spot;
-  spot.notice_s = 120;
-  spot.capacity_wait_s = 6 * kHour;
-  spot.preemption.kind = PreemptionProcess::Kind::poisson;
-  spot.preemption.rate_per_node_hour = 0.01;  // 8 nodes: one preemption every 12.5 h
+  Offering spot = poisson_spot(120, 6 * kHour, 0.01);  // 8 nodes: one preemption every 12.5 h
   CostOptions opt;
   opt.trials = 200;
   opt.elastic = true;
@@ -507,12 +486,7 @@ TEST_CASE("cost: elastic rows pay the billing granularity per replica stretch, a
 TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the percentiles past them infinite, and mixed falls back from a market that never has capacity") {
   RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;
-  Offering spot = on_demand(1.0);
-  spot.name = "spot";
-  spot.pricing = Pricing::spot;
-  spot.notice_s = 120;
-  spot.preemption.kind = PreemptionProcess::Kind::poisson;
-  spot.preemption.rate_per_node_hour = 0.002;
+  Offering spot = poisson_spot(120, 0, 0.002);
   CostOptions opt;
   opt.trials = 100;
   // Expectation: with no wait every trial finishes (a zero mean once drew an infinite wait).

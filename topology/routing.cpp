@@ -68,38 +68,35 @@ Router::Router(const Topology& topo, RoutingOptions options) : topo_(topo), opti
 void Router::number_ports_by_leaf() {
   const Graph& g = topo_.graph();
   const auto on_fabric = [&](Vertex v) { return topo_.device(v).node < 0; };
-  // Every NIC's first fabric port: its leaf and its place among that leaf's node ports, in vertex
-  // order (node by node, NIC by NIC).
-  std::unordered_map<Vertex, std::uint64_t> leaf_ordinal, ports_on_leaf;
-  std::unordered_map<Vertex, std::pair<Vertex, std::uint64_t>> nic_port;  // nic -> (leaf, place)
-  std::vector<Vertex> nics;                                                 // in vertex order
+  // Every NIC's first fabric port, in vertex order (node by node, NIC by NIC): its leaf's ordinal
+  // and its place among that leaf's node ports.
+  struct Port {
+    Vertex nic;
+    std::uint64_t leaf, place;
+  };
+  std::vector<Port> ports;
+  std::unordered_map<Vertex, std::pair<std::uint64_t, std::uint64_t>> leaves;  // leaf -> (ordinal, ports so far)
   std::uint64_t widest = 1;
   for (auto [v, end] = boost::vertices(g); v != end; ++v) {
     if (topo_.device(*v).kind != DeviceKind::nic || on_fabric(*v)) continue;
     for (auto [e, eend] = boost::out_edges(*v, g); e != eend; ++e) {
-      const Vertex leaf = boost::target(*e, g);
-      if (!on_fabric(leaf)) continue;
-      leaf_ordinal.emplace(leaf, leaf_ordinal.size());
-      const std::uint64_t place = ports_on_leaf[leaf]++;
-      widest = std::max(widest, place + 1);
-      nic_port.emplace(*v, std::make_pair(leaf, place));
-      nics.push_back(*v);
+      if (!on_fabric(boost::target(*e, g))) continue;
+      auto& [ordinal, count] = leaves.try_emplace(boost::target(*e, g), leaves.size(), 0).first->second;
+      ports.push_back({*v, ordinal, count++});
+      widest = std::max(widest, count);
       break;
     }
   }
-  if (nics.empty()) return;
-  // Each GPU takes the index of the NIC of its own local index in its node (NCCL's affinity; the
-  // first such NIC in vertex order).
-  std::map<std::pair<int, int>, Vertex> nic_of;  // (node, local index) -> nic
-  for (Vertex nic : nics) nic_of.emplace(std::make_pair(topo_.device(nic).node, topo_.device(nic).local_index), nic);
-  const auto index_of = [&](Vertex nic) {
-    const auto& [leaf, place] = nic_port.at(nic);
-    return leaf_ordinal.at(leaf) * widest + place;
-  };
-  for (Vertex nic : nics) leaf_order_.emplace(nic, index_of(nic));
+  // Each GPU takes its node's NIC of its own local index (NCCL's affinity; the first in vertex order).
+  std::map<std::pair<int, int>, std::uint64_t> by_local_index;  // (node, local index) -> index
+  for (const Port& p : ports) {
+    const std::uint64_t index = p.leaf * widest + p.place;
+    leaf_order_.emplace(p.nic, index);
+    by_local_index.emplace(std::make_pair(topo_.device(p.nic).node, topo_.device(p.nic).local_index), index);
+  }
   for (Vertex v : topo_.gpus()) {
     const Device& d = topo_.device(v);
-    if (const auto it = nic_of.find({d.node, d.local_index}); it != nic_of.end()) leaf_order_.emplace(v, index_of(it->second));
+    if (const auto it = by_local_index.find({d.node, d.local_index}); it != by_local_index.end()) leaf_order_.emplace(v, it->second);
   }
 }
 

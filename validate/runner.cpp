@@ -96,12 +96,12 @@ int nvlink_domain_gpus(const topology::Topology& topo) {
   if (topo.gpus().empty()) return 0;
   const auto& g = topo.graph();
   std::vector<bool> seen(topo.device_count(), false);
-  std::vector<topology::Vertex> todo{topo.gpus().front()};
+  std::vector<topology::Vertex> frontier{topo.gpus().front()};
   seen[topo.gpus().front()] = true;
   int gpus = 0;
-  while (!todo.empty()) {
-    const topology::Vertex v = todo.back();
-    todo.pop_back();
+  while (!frontier.empty()) {
+    const topology::Vertex v = frontier.back();
+    frontier.pop_back();
     if (topo.device(v).kind == topology::DeviceKind::gpu) ++gpus;
     for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
       const topology::Vertex t = boost::target(*e, g);
@@ -109,7 +109,7 @@ int nvlink_domain_gpus(const topology::Topology& topo) {
       if (topo.link(*e).kind != topology::LinkKind::nvlink || seen[t]) continue;
       if (kind != topology::DeviceKind::gpu && kind != topology::DeviceKind::nvswitch) continue;
       seen[t] = true;
-      todo.push_back(t);
+      frontier.push_back(t);
     }
   }
   return gpus;

@@ -10,6 +10,7 @@
 // lane), not the datasheet's raw rate. Algorithms and the choice between them: docs/collectives.md.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,7 @@ class CollectiveModel {
   topology::Router direct_;  // without
   std::vector<double> capacities_;
   std::vector<double> search_capacities_;  // as NCCL's graph search sees the links (no measured network share)
+  std::map<int, int> nics_per_node_;       // node -> its NICs
 };
 
 }  // namespace cs::models

@@ -45,8 +45,7 @@ struct GraphInputs {
   bool in_network_reduction = false;
   double gpu_total = 0;        // GB/s: a GPU's NVLink total (or its PCIe link), NCCL's totalBw
   double gpu_to_gpu = 0;       // GB/s: bottleneck of a GPU-to-GPU path inside a node
-  double gpu_to_net = 0;       // GB/s: bottleneck of a GPU's path to its NIC (min of PCIe and NIC)
-  double nic = 0;              // GB/s: one NIC port
+  double gpu_to_net = 0;       // GB/s: bottleneck of a GPU's path to its NIC, the NIC's port included
   int nics = 0;                // NICs of a node the group's GPUs use
 };
 
