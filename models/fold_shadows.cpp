@@ -1,0 +1,156 @@
+#include "fold_shadows.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cs::models {
+
+namespace {
+constexpr double kEps = 1e-9;  // relative: a load at capacity does not fill a link
+}  // namespace
+
+FoldShadows::FoldShadows(const std::vector<double>& capacity)
+    : capacity_(capacity), load_bound_(capacity.size(), 0.0), sources_(capacity.size(), 0) {}
+
+std::vector<std::map<std::size_t, double>> FoldShadows::phase_loads(const CollectivePlan& plan) const {
+  std::vector<std::map<std::size_t, double>> loads;
+  for (const CollectivePhase& phase : plan.phases) {
+    auto& load = loads.emplace_back();
+    for (const sim::FlowSpec& f : phase.flows) {
+      // A flow runs at most at its cap and its path's narrowest link.
+      double rate = f.rate_cap;
+      for (auto l : f.path) rate = std::min(rate, capacity_[static_cast<std::size_t>(l)]);
+      for (auto l : f.path) load[static_cast<std::size_t>(l)] += rate;
+    }
+  }
+  return loads;
+}
+
+void FoldShadows::add_source(const std::vector<const CollectivePlan*>& plans, double copies) {
+  // Plans that take turns add the most any of their phases puts on each link.
+  std::map<std::size_t, double> most;
+  for (const CollectivePlan* plan : plans) {
+    for (const auto& load : phase_loads(*plan)) {
+      for (const auto& [l, v] : load) most[l] = std::max(most[l], v);
+    }
+  }
+  for (const auto& [l, v] : most) {
+    load_bound_[l] += copies * v;
+    ++sources_[l];
+  }
+}
+
+void FoldShadows::add_group_plan(const GroupKey& key, int op, double bytes, const CollectivePlan* plan, bool representative) {
+  Group& group = groups_[key];
+  group.plans[{op, bytes}] = plan;
+  group.representative = group.simulated = representative;
+}
+
+const std::vector<double>& FoldShadows::busiest(const CollectivePlan& plan) {
+  auto [it, fresh] = busiest_.try_emplace(&plan);
+  if (fresh) {
+    for (const auto& load : phase_loads(plan)) {
+      double most = 0;
+      for (const auto& [l, v] : load) most = std::max(most, v / capacity_[l]);
+      it->second.push_back(most);
+    }
+  }
+  return it->second;
+}
+
+bool FoldShadows::contended(const CollectivePlan& plan) const {
+  for (const CollectivePhase& phase : plan.phases) {
+    for (const sim::FlowSpec& f : phase.flows) {
+      for (auto l : f.path) {
+        const auto i = static_cast<std::size_t>(l);
+        if (sources_[i] > 1 && load_bound_[i] > capacity_[i] * (1 + kEps)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool FoldShadows::differs(const Group& group, const Group* representative) {
+  if (!representative) return true;
+  for (const auto& [what, plan] : group.plans) {
+    const auto counterpart = representative->plans.find(what);
+    if (counterpart == representative->plans.end()) return true;
+    const std::vector<double>& mine = busiest(*plan);
+    const std::vector<double>& theirs = busiest(*counterpart->second);
+    if (mine.size() != theirs.size()) return true;
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      if (std::abs(mine[i] - theirs[i]) > kEps * std::max(mine[i], theirs[i])) return true;
+    }
+  }
+  return false;
+}
+
+void FoldShadows::choose() {
+  // Groups that share a GPU take turns: each set of groups joined that way is one source.
+  std::vector<Group*> listed;
+  for (auto& [key, group] : groups_) listed.push_back(&group);
+  std::vector<std::size_t> parent(listed.size());
+  for (std::size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  const auto root = [&](std::size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::map<int, std::size_t> holder;  // GPU -> a group holding it
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    for (const auto& [what, plan] : listed[i]->plans) {
+      for (int g : plan->gpus) {
+        const auto [it, fresh] = holder.emplace(g, i);
+        if (!fresh) parent[root(i)] = root(it->second);
+      }
+    }
+  }
+  std::map<std::size_t, std::vector<const CollectivePlan*>> source_plans;
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    for (const auto& [what, plan] : listed[i]->plans) source_plans[root(i)].push_back(plan);
+  }
+  for (const auto& [r, plans] : source_plans) add_source(plans, 1.0);
+
+  std::vector<char> busy_gpu;  // GPUs of the shadow groups simulated
+  const auto simulate = [&](Group& group) {
+    group.simulated = true;
+    for (const auto& [what, plan] : group.plans) {
+      for (int g : plan->gpus) {
+        if (busy_gpu.size() <= static_cast<std::size_t>(g)) busy_gpu.resize(static_cast<std::size_t>(g) + 1, 0);
+        busy_gpu[static_cast<std::size_t>(g)] = 1;
+      }
+    }
+  };
+  const auto shares_gpu = [&](const Group& group) {
+    for (const auto& [what, plan] : group.plans) {
+      for (int g : plan->gpus) {
+        if (static_cast<std::size_t>(g) < busy_gpu.size() && busy_gpu[static_cast<std::size_t>(g)]) return true;
+      }
+    }
+    return false;
+  };
+  std::map<std::pair<int, int>, const Group*> representative;  // by part and stage
+  for (const auto& [key, group] : groups_) {
+    if (group.representative) representative[{std::get<0>(key), std::get<2>(key)}] = &group;
+  }
+  for (auto& [key, group] : groups_) {
+    if (group.simulated) continue;
+    const bool contends = std::any_of(group.plans.begin(), group.plans.end(), [&](const auto& entry) { return contended(*entry.second); });
+    const auto rep = representative.find({std::get<0>(key), std::get<2>(key)});
+    if (contends || differs(group, rep == representative.end() ? nullptr : rep->second)) simulate(group);
+  }
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (auto& [key, group] : groups_) {
+      if (group.simulated || !shares_gpu(group)) continue;
+      simulate(group);
+      grew = true;
+    }
+  }
+}
+
+bool FoldShadows::simulated(const GroupKey& key) const {
+  const auto it = groups_.find(key);
+  return it != groups_.end() && it->second.simulated;
+}
+
+}  // namespace cs::models
