@@ -245,7 +245,7 @@ class BoundModel {
     // Both parts of a unit's parameters: the dense ones over every data-parallel rank, the experts'
     // over the ranks that hold the same experts.
     const auto both = [&](CollectiveOp op, const StageParameters& params, double bytes_per) {
-      return alone(op, groups.dense, params.dense * bytes_per) + alone(op, groups.expert, params.expert * bytes_per);
+      return together(op, groups.dense, params.dense * bytes_per) + together(op, groups.expert, params.expert * bytes_per);
     };
     const double grad = j.gradient_bytes();
     if (p.zero_stage >= 3) {
@@ -268,40 +268,66 @@ class BoundModel {
     return end;
   }
 
-  // The data-parallel groups of stage s (TP rank 0): every dp x cp rank for dense weights, the ranks
-  // that hold the same experts for expert weights.
+  // The data-parallel groups of stage s, of every TP rank: every dp x cp rank for dense weights, the
+  // ranks that hold the same experts for expert weights (every such group of the stage). They move
+  // the same bytes at the same time, as the step simulation runs them.
   struct DataParallelGroups {
-    std::vector<topology::Vertex> dense, expert;
+    std::vector<std::vector<topology::Vertex>> dense, expert;
   };
   DataParallelGroups data_parallel_groups(const TrainingJob& j, int s) const {
     const ParallelismPlan& p = j.plan;
     DataParallelGroups g;
     const auto& gpus = topo_.gpus();
-    for (int d = 0; d < p.dp; ++d) {
-      for (int c = 0; c < p.cp; ++c) g.dense.push_back(gpus[static_cast<std::size_t>(rank_of(p, RankCoord{0, c, d, s}))]);
+    for (int t = 0; t < p.tp; ++t) {
+      auto& group = g.dense.emplace_back();
+      for (int d = 0; d < p.dp; ++d) {
+        for (int c = 0; c < p.cp; ++c) group.push_back(gpus[static_cast<std::size_t>(rank_of(p, RankCoord{t, c, d, s}))]);
+      }
     }
     if (j.model.moe) {
-      for (int r : expert_data_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, s}))) g.expert.push_back(gpus[static_cast<std::size_t>(r)]);
+      std::set<std::vector<int>> seen;
+      for (int t = 0; t < p.tp; ++t) {
+        for (int d = 0; d < p.dp; ++d) {
+          for (int c = 0; c < p.cp; ++c) {
+            std::vector<int> ranks = expert_data_parallel_ranks(p, rank_of(p, RankCoord{t, c, d, s}));
+            std::sort(ranks.begin(), ranks.end());
+            if (!seen.insert(ranks).second) continue;
+            auto& group = g.expert.emplace_back();
+            for (int r : ranks) group.push_back(gpus[static_cast<std::size_t>(r)]);
+          }
+        }
+      }
     }
     return g;
   }
 
-  // One layer's FSDP weight gather over a stage's data-parallel groups, timed alone.
+  // One layer's FSDP weight gather over a stage's data-parallel groups.
   double fsdp_gather(const TrainingJob& j, const DataParallelGroups& g, int layer) {
     const StageParameters lp = layer_parameters(j.model, j.plan, layer);
-    return alone(CollectiveOp::all_gather, g.dense, lp.dense * 2.0) + alone(CollectiveOp::all_gather, g.expert, lp.expert * 2.0);
+    return together(CollectiveOp::all_gather, g.dense, lp.dense * 2.0) + together(CollectiveOp::all_gather, g.expert, lp.expert * 2.0);
   }
 
-  double alone(CollectiveOp op, const std::vector<topology::Vertex>& group, double bytes) {
-    if (group.size() < 2 || bytes <= 0) return 0;
-    std::string key = fmt::format("{} {} |", static_cast<int>(op), bytes);
-    for (auto v : group) key += fmt::format(" {}", v);
+  // The time of one collective on each of `groups` at once, on the topology with nothing else: the
+  // step's collectives of the same bytes start together and may only meet more traffic there.
+  double together(CollectiveOp op, const std::vector<std::vector<topology::Vertex>>& groups, double bytes) {
+    if (groups.empty() || groups.front().size() < 2 || bytes <= 0) return 0;
+    std::string key = fmt::format("{} {}", static_cast<int>(op), bytes);
+    for (const auto& group : groups) {
+      key += " |";
+      for (auto v : group) key += fmt::format(" {}", v);
+    }
     if (auto it = collectives_.find(key); it != collectives_.end()) return it->second;
-    Collective c;
-    c.op = op;
-    c.ranks = group;
-    c.bytes = Bytes(bytes);
-    const double t = cm_.simulate(c).time.value();
+    sim::Simulator sim;
+    sim::FluidNetwork net(sim, cm_.capacities());
+    sim::TaskGraph graph(sim, net, static_cast<int>(topo_.gpus().size()));
+    for (const auto& group : groups) {
+      Collective c;
+      c.op = op;
+      c.ranks = group;
+      c.bytes = Bytes(bytes);
+      cm_.add_to(graph, cm_.plan(c));
+    }
+    const double t = graph.run().to_seconds();
     collectives_.emplace(std::move(key), t);
     return t;
   }
@@ -335,7 +361,7 @@ class BoundModel {
   const topology::Topology& topo_;
   CollectiveModel cm_;
   std::map<std::string, LayerTimes> cache_;
-  std::map<std::string, double> collectives_;  // times alone, by op, bytes and group
+  std::map<std::string, double> collectives_;  // times together, by op, bytes and groups
 };
 
 }  // namespace

@@ -126,7 +126,8 @@ struct SearchResult {
 // before it; the bound is the largest over the stages. For the plans this keeps, a refined bound adds
 // what the stage's data-parallel traffic forces (ZeRO-3's gathers and reduce-scatters on the DP
 // stream, the gathers inside each pass that its units wait for, a reduction or gather that is not
-// overlapped, each timed alone on the topology) and the optimizer step. Pipeline sends, blocking
+// overlapped, each timed on the topology with the other TP ranks' same collective and nothing else)
+// and the optimizer step. Pipeline sends, blocking
 // waits for them and the tied embeddings' all-reduce are left out. The first four rounds are ordered
 // by the refined bound (no plan can be pruned before K are simulated).
 // Deterministic: the same space gives the same outcomes in the same order, whatever the thread count
