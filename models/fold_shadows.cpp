@@ -86,29 +86,15 @@ bool FoldShadows::differs(const Group& group, const Group* representative) {
 }
 
 void FoldShadows::choose() {
-  // Groups that share a GPU take turns: each set of groups joined that way is one source.
-  std::vector<Group*> listed;
-  for (auto& [key, group] : groups_) listed.push_back(&group);
-  std::vector<std::size_t> parent(listed.size());
-  for (std::size_t i = 0; i < parent.size(); ++i) parent[i] = i;
-  const auto root = [&](std::size_t i) {
-    while (parent[i] != i) i = parent[i] = parent[parent[i]];
-    return i;
-  };
-  std::map<int, std::size_t> holder;  // GPU -> a group holding it
-  for (std::size_t i = 0; i < listed.size(); ++i) {
-    for (const auto& [what, plan] : listed[i]->plans) {
-      for (int g : plan->gpus) {
-        const auto [it, fresh] = holder.emplace(g, i);
-        if (!fresh) parent[root(i)] = root(it->second);
-      }
-    }
+  // Each group is a source of its own. Two groups that share a GPU take turns on its stream, but
+  // groups joined only through a third (two TP ranks' dense groups, through an expert group that
+  // spans both) run at once, so they are not merged: the bound may count a link twice, never too
+  // little.
+  for (const auto& [key, group] : groups_) {
+    std::vector<const CollectivePlan*> plans;
+    for (const auto& [what, plan] : group.plans) plans.push_back(plan);
+    add_source(plans, 1.0);
   }
-  std::map<std::size_t, std::vector<const CollectivePlan*>> source_plans;
-  for (std::size_t i = 0; i < listed.size(); ++i) {
-    for (const auto& [what, plan] : listed[i]->plans) source_plans[root(i)].push_back(plan);
-  }
-  for (const auto& [r, plans] : source_plans) add_source(plans, 1.0);
 
   std::vector<char> busy_gpu;  // GPUs of the shadow groups simulated
   const auto simulate = [&](Group& group) {

@@ -9,9 +9,8 @@
 // So the step is built twice over its data-parallel collectives: a first pass plans them all and
 // records them here, with the other traffic (pipeline pairs, tied-embedding pairs) as sources of
 // load. Each link's load is then bounded with every source at once, each flow at its path's
-// bottleneck. A source is the collectives of groups joined by shared GPUs (a collective holds the
-// stream of each of its GPUs, so they take turns), a pipeline pair or a tied-embedding pair. A
-// shadow group is simulated when
+// bottleneck. A source is a group's collectives (they take turns on its GPUs' stream), a pipeline
+// pair or a tied-embedding pair. A shadow group is simulated when
 // - one of its links may be filled by two sources;
 // - one of its collectives alone loads its busiest link of a phase differently from the
 //   representative's same collective (hashing put two of its own flows together); or

@@ -226,23 +226,31 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
         if (params <= 0 || (part == 0 ? p.dp * p.cp : expert_data_parallel_size(p)) < 2) continue;
         // A group's collective of one size is planned once: dense groups by TP rank, expert groups
         // by their lowest rank.
+        // Folded, a group feeds replica 0's passes (`out`) only if it holds a rank of replica 0's TP
+        // group, which waits for it through the TP collectives: an expert group of other replicas'
+        // ranks feeds those replicas.
         struct Group {
           int id;
           std::vector<topology::Vertex> members;
           bool representative;
+          bool feeds;
         };
         std::vector<Group> groups;
         if (part == 0) {
-          groups.push_back({t, dp_group(t, s), !options.fold || t == 0});
+          groups.push_back({t, dp_group(t, s), !options.fold || t == 0, true});
         } else {
           const int rank0 = gpu_of(0, 0, 0, s);
           for (const auto& ranks : edp_groups(t, s)) {
             std::vector<topology::Vertex> g;
-            for (int r : ranks) g.push_back(gpus[static_cast<std::size_t>(r)]);
-            groups.push_back({ranks.front(), std::move(g), !options.fold || std::find(ranks.begin(), ranks.end(), rank0) != ranks.end()});
+            bool feeds = !options.fold;
+            for (int r : ranks) {
+              g.push_back(gpus[static_cast<std::size_t>(r)]);
+              for (int u = 0; u < p.tp; ++u) feeds = feeds || r == gpu_of(u, 0, 0, s);
+            }
+            groups.push_back({ranks.front(), std::move(g), !options.fold || std::find(ranks.begin(), ranks.end(), rank0) != ranks.end(), feeds});
           }
         }
-        for (auto& [id, members, representative] : groups) {
+        for (auto& [id, members, representative, feeds] : groups) {
           const auto key = std::make_tuple(static_cast<int>(op), id, s, part, params * bytes_per);
           auto it = dp_plans.find(key);
           if (it == dp_plans.end()) {
@@ -261,7 +269,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
           for (TaskId a : after) graph.depend(a, ids.first);
           dp_lasts.push_back(ids.second);
           stage_dp[static_cast<std::size_t>(s)].push_back(ids.second);
-          if (out) out->push_back(ids);
+          if (out && feeds) out->push_back(ids);
         }
       }
     }
