@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 
 #include <fmt/format.h>
@@ -649,24 +650,37 @@ TEST_CASE("a tied embedding held by two pipeline stages all-reduces its gradient
   CHECK(one_stage_tied.tasks == simulate_training(job, topo).tasks);
 }
 
-TEST_CASE("folded and unfolded simulations agree") {
-  const topology::Topology topo = h100_nodes(4);
-  TrainingJob job;
-  job.model = gpt(8, 4096, 32, 2048);
-  job.plan.tp = 2;
-  job.plan.pp = 2;
-  job.plan.dp = 8;
-  job.plan.sequence_parallel = true;
-  job.micro_batch = 1;
-  job.global_batch = 32;
-  for (int zero : {0, 1, 3}) {
+namespace {
+
+// The folded step against the unfolded one (every rank simulated), for each ZeRO stage given.
+void check_folding(TrainingJob job, const topology::Topology& topo, std::initializer_list<int> zero_stages, double tolerance) {
+  for (int zero : zero_stages) {
     INFO("zero stage " << zero);
     job.plan.zero_stage = zero;
     const TrainingResult folded = simulate_training(job, topo, {.fold = true});
     const TrainingResult unfolded = simulate_training(job, topo, {.fold = false});
     CHECK(unfolded.tasks > folded.tasks);
-    CHECK(folded.step_time.value() == Approx(unfolded.step_time.value()).epsilon(0.01));
+    CHECK(folded.step_time.value() == Approx(unfolded.step_time.value()).epsilon(tolerance));
   }
+}
+
+// An 8-layer GPT of hidden 4096 and 2K tokens, micro-batches of one sequence, sequence parallel.
+TrainingJob gpt_job(int tp, int pp, int dp, int global_batch, int vocab = 51200) {
+  TrainingJob job;
+  job.model = gpt(8, 4096, 32, 2048, vocab);
+  job.plan.tp = tp;
+  job.plan.pp = pp;
+  job.plan.dp = dp;
+  job.plan.sequence_parallel = true;
+  job.micro_batch = 1;
+  job.global_batch = global_batch;
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("folded and unfolded simulations agree") {
+  check_folding(gpt_job(2, 2, 8, 32), h100_nodes(4), {0, 1, 3}, 0.01);
 }
 
 namespace {
@@ -695,29 +709,14 @@ TEST_CASE("folded and unfolded simulations agree where routing mixes the TP rank
   const topology::Topology roce = from_text(
       "topology: {name: t, node: dgx-h100, nodes: 16, fabric: {kind: fat-tree, technology: roce, "
       "tiers: [{radix: 16}, {radix: 16}, {radix: 16}]}}\n");
-  TrainingJob job;
-  job.model = gpt(8, 4096, 32, 2048, 32000);
-  job.plan.tp = 8;
-  job.plan.dp = 16;
-  job.plan.sequence_parallel = true;
-  job.micro_batch = 1;
-  job.global_batch = 64;
-  for (int zero : {0, 1, 3}) {
-    INFO("zero stage " << zero);
-    job.plan.zero_stage = zero;
-    const TrainingResult folded = simulate_training(job, roce, {.fold = true});
-    const TrainingResult unfolded = simulate_training(job, roce, {.fold = false});
-    CHECK(folded.step_time.value() == Approx(unfolded.step_time.value()).epsilon(0.01));
-  }
+  check_folding(gpt_job(8, 1, 16, 64, 32000), roce, {0, 1, 3}, 0.01);
   // A mixture of experts with expert groups across TP ranks, on a smaller tree of the same kind.
   const topology::Topology small = from_text(
       "topology: {name: t, node: dgx-h100, nodes: 8, fabric: {kind: fat-tree, technology: roce, "
       "tiers: [{radix: 8}, {radix: 8}, {radix: 8}]}}\n");
   TrainingJob moe = mixtral_job(8, 1, 8, 2);
   moe.model.layers = 4;
-  const TrainingResult folded = simulate_training(moe, small, {.fold = true});
-  const TrainingResult unfolded = simulate_training(moe, small, {.fold = false});
-  CHECK(folded.step_time.value() == Approx(unfolded.step_time.value()).epsilon(0.01));
+  check_folding(moe, small, {1}, 0.01);
 }
 
 TEST_CASE("folded and unfolded simulations agree when an expert group spans the TP ranks' dense groups") {
@@ -729,22 +728,14 @@ TEST_CASE("folded and unfolded simulations agree when an expert group spans the 
       "tiers: [{radix: 16}, {radix: 16}, {radix: 16}]}}\n");
   TrainingJob job = mixtral_job(2, 1, 32, 1);
   job.model.layers = 4;
-  job.plan.zero_stage = 2;
-  const TrainingResult folded = simulate_training(job, ib, {.fold = true});
-  const TrainingResult unfolded = simulate_training(job, ib, {.fold = false});
-  CHECK(folded.step_time.value() == Approx(unfolded.step_time.value()).epsilon(0.02));
+  check_folding(job, ib, {2}, 0.02);
 }
 
 TEST_CASE("a folded step simulates no other TP rank's traffic where it cannot meet the representative's") {
   // Rail-optimized: each TP rank's data-parallel ring stays on its own rail, so the folded run's
   // flows are the representative's alone, and the step is the unfolded one's.
   const topology::Topology rails = h100_nodes(16);
-  TrainingJob job;
-  job.model = gpt(8, 4096, 32, 2048, 32000);
-  job.plan.tp = 8;
-  job.plan.dp = 16;
-  job.plan.sequence_parallel = true;
-  job.global_batch = 64;
+  const TrainingJob job = gpt_job(8, 1, 16, 64, 32000);
   const TrainingResult folded = simulate_training(job, rails, {.fold = true});
   const TrainingResult unfolded = simulate_training(job, rails, {.fold = false});
   CHECK(folded.step_time.value() == Approx(unfolded.step_time.value()).epsilon(1e-6));
