@@ -9,8 +9,8 @@ namespace {
 constexpr double kEps = 1e-9;  // relative: a load at capacity does not fill a link
 }  // namespace
 
-FoldShadows::FoldShadows(const std::vector<double>& capacity)
-    : capacity_(capacity), load_bound_(capacity.size(), 0.0), sources_(capacity.size(), 0) {}
+FoldShadows::FoldShadows(const std::vector<double>& capacity, std::size_t gpus)
+    : capacity_(capacity), load_bound_(capacity.size(), 0.0), sources_(capacity.size(), 0), gpus_(gpus) {}
 
 std::vector<std::map<std::size_t, double>> FoldShadows::phase_loads(const CollectivePlan& plan) const {
   std::vector<std::map<std::size_t, double>> loads;
@@ -96,21 +96,16 @@ void FoldShadows::choose() {
     add_source(plans, 1.0);
   }
 
-  std::vector<char> busy_gpu;  // GPUs of the shadow groups simulated
+  std::vector<char> busy_gpu(gpus_, 0);  // GPUs of the shadow groups simulated
   const auto simulate = [&](Group& group) {
     group.simulated = true;
     for (const auto& [what, plan] : group.plans) {
-      for (int g : plan->gpus) {
-        if (busy_gpu.size() <= static_cast<std::size_t>(g)) busy_gpu.resize(static_cast<std::size_t>(g) + 1, 0);
-        busy_gpu[static_cast<std::size_t>(g)] = 1;
-      }
+      for (int g : plan->gpus) busy_gpu[static_cast<std::size_t>(g)] = 1;
     }
   };
   const auto shares_gpu = [&](const Group& group) {
     for (const auto& [what, plan] : group.plans) {
-      for (int g : plan->gpus) {
-        if (static_cast<std::size_t>(g) < busy_gpu.size() && busy_gpu[static_cast<std::size_t>(g)]) return true;
-      }
+      if (std::any_of(plan->gpus.begin(), plan->gpus.end(), [&](int g) { return busy_gpu[static_cast<std::size_t>(g)] != 0; })) return true;
     }
     return false;
   };

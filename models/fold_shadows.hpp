@@ -33,7 +33,8 @@ class FoldShadows {
   // group's lowest rank).
   using GroupKey = std::tuple<int, int, int>;  // part, id, stage
 
-  explicit FoldShadows(const std::vector<double>& capacity);
+  // `capacity`: the links' (bytes/s, by link id); `gpus`: how many GPUs the topology has.
+  FoldShadows(const std::vector<double>& capacity, std::size_t gpus);
 
   // Traffic outside the data-parallel groups: plans run one at a time, `copies` of them at once.
   void add_source(const std::vector<const CollectivePlan*>& plans, double copies);
@@ -61,6 +62,7 @@ class FoldShadows {
   const std::vector<double>& capacity_;
   std::vector<double> load_bound_;
   std::vector<int> sources_;  // sources that may load each link
+  std::size_t gpus_;
   std::map<GroupKey, Group> groups_;
   std::map<const CollectivePlan*, std::vector<double>> busiest_;
 };

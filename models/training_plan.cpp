@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -196,6 +197,21 @@ std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank) { 
 std::vector<int> expert_data_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).edp); }
 
 std::vector<int> expert_tensor_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).etp); }
+
+std::vector<std::vector<int>> stage_expert_data_parallel_groups(const ParallelismPlan& plan, int stage) {
+  const ExpertDim edp = expert_dims(plan).edp;
+  std::vector<std::vector<int>> out;
+  std::set<int> seen;  // each group by its lowest rank (along() lists a group's ranks in order)
+  for (int t = 0; t < plan.tp; ++t) {
+    for (int d = 0; d < plan.dp; ++d) {
+      for (int c = 0; c < plan.cp; ++c) {
+        std::vector<int> group = along(rank_of(plan, RankCoord{t, c, d, stage}), edp);
+        if (seen.insert(group.front()).second) out.push_back(std::move(group));
+      }
+    }
+  }
+  return out;
+}
 
 std::vector<int> chunk_layers(int layers, int pp, int vpp) {
   const int chunks = pp * vpp;

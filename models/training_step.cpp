@@ -1,8 +1,10 @@
 // One training step as a task graph on the engine. See docs/training.md for the model.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -179,38 +181,47 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     }
     return g;
   };
-  // The expert-data-parallel groups (the ranks holding the same experts, expert_data_parallel_ranks)
-  // whose reductions are simulated under TP rank t: every group of stage s whose lowest rank has TP
-  // rank t, so that each is simulated once.
-  std::vector<int> tp_of_rank;
-  if (m.moe) {
-    tp_of_rank.assign(gpus.size(), 0);
-    for (int s = 0; s < p.pp; ++s) {
+  // Data-parallel groups of every TP rank, folded or not, by stage and TP rank: the dense group, and
+  // the expert groups (the ranks holding the same experts) whose lowest rank has that TP rank, so
+  // that each is simulated once. Folded, replica 0's groups (the dense group of TP rank 0, the expert
+  // group holding rank (0, 0, 0)) are the representative's, and the others its shadows, simulated
+  // where they can meet the simulated traffic (fold_shadows.hpp): left out, Llama 3 405B on the
+  // 16K-GPU RoCE Clos came out 3.4% fast. Folded, a group feeds replica 0's passes only if it holds
+  // a rank of replica 0's TP group, which waits for it through the TP collectives: an expert group of
+  // other replicas' ranks feeds those replicas.
+  struct DpGroup {
+    int id;  // dense: the TP rank; experts: the lowest rank
+    std::vector<topology::Vertex> members;
+    bool representative;
+    bool feeds;
+  };
+  // [stage][tp rank][part: 0 dense, 1 experts]
+  std::vector<std::vector<std::array<std::vector<DpGroup>, 2>>> dp_groups(static_cast<std::size_t>(p.pp),
+                                                                          std::vector<std::array<std::vector<DpGroup>, 2>>(static_cast<std::size_t>(p.tp)));
+  for (int s = 0; s < p.pp; ++s) {
+    auto& stage = dp_groups[static_cast<std::size_t>(s)];
+    for (int t = 0; t < p.tp; ++t) stage[static_cast<std::size_t>(t)][0].push_back({t, dp_group(t, s), !options.fold || t == 0, true});
+    if (!m.moe) continue;
+    std::map<int, int> tp_of;  // rank -> TP rank, for the stage's ranks
+    for (int t = 0; t < p.tp; ++t) {
       for (int d = 0; d < p.dp; ++d) {
-        for (int c = 0; c < p.cp; ++c) {
-          for (int t = 0; t < p.tp; ++t) tp_of_rank[static_cast<std::size_t>(gpu_of(t, c, d, s))] = t;
-        }
+        for (int c = 0; c < p.cp; ++c) tp_of[gpu_of(t, c, d, s)] = t;
       }
+    }
+    const int rank0 = gpu_of(0, 0, 0, s);
+    std::set<int> tp_group0;  // replica 0's TP group
+    for (int t = 0; t < p.tp; ++t) tp_group0.insert(gpu_of(t, 0, 0, s));
+    for (const std::vector<int>& ranks : stage_expert_data_parallel_groups(p, s)) {
+      DpGroup g{ranks.front(), {}, !options.fold, !options.fold};
+      for (int r : ranks) {
+        g.members.push_back(gpus[static_cast<std::size_t>(r)]);
+        g.representative = g.representative || r == rank0;
+        g.feeds = g.feeds || tp_group0.count(r) > 0;
+      }
+      stage[static_cast<std::size_t>(tp_of.at(ranks.front()))][1].push_back(std::move(g));
     }
   }
-  auto edp_groups = [&](int t, int s) {
-    std::vector<std::vector<int>> out;
-    for (int d = 0; d < p.dp; ++d) {
-      for (int c = 0; c < p.cp; ++c) {
-        std::vector<int> g = expert_data_parallel_ranks(p, gpu_of(t, c, d, s));
-        std::sort(g.begin(), g.end());
-        if (tp_of_rank[static_cast<std::size_t>(g.front())] != t) continue;
-        if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(std::move(g));
-      }
-    }
-    return out;
-  };
-  // Data-parallel traffic of every TP rank, folded or not. Folded, replica 0's groups are the
-  // representative's and the others its shadows, simulated where they can meet the simulated traffic
-  // (fold_shadows.hpp): left out, Llama 3 405B on the 16K-GPU RoCE Clos came out 3.4% fast.
-  std::vector<int> dp_tps;
-  for (int t = 0; t < p.tp; ++t) dp_tps.push_back(t);
-  FoldShadows shadows(cm.capacities());
+  FoldShadows shadows(cm.capacities(), topo.gpus().size());
   bool planning_dp = false;  // the first pass: plan and record, add nothing
   std::vector<TaskId> dp_lasts;                 // every data-parallel collective's last task
   std::vector<std::vector<TaskId>> stage_dp(static_cast<std::size_t>(p.pp));
@@ -219,58 +230,31 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   // alike.
   std::map<std::tuple<int, int, int, int, double>, CollectivePlan> dp_plans;
   auto add_dp = [&](CollectiveOp op, double dense, double expert, double bytes_per, int s, const std::vector<TaskId>& after,
-                    std::vector<std::pair<TaskId, TaskId>>* out, const std::vector<int>& tps) {
-    for (int t : tps) {
-      for (int part = 0; part < 2; ++part) {
-        const double params = part == 0 ? dense : expert;
-        if (params <= 0 || (part == 0 ? p.dp * p.cp : expert_data_parallel_size(p)) < 2) continue;
-        // A group's collective of one size is planned once: dense groups by TP rank, expert groups
-        // by their lowest rank.
-        // Folded, a group feeds replica 0's passes (`out`) only if it holds a rank of replica 0's TP
-        // group, which waits for it through the TP collectives: an expert group of other replicas'
-        // ranks feeds those replicas.
-        struct Group {
-          int id;
-          std::vector<topology::Vertex> members;
-          bool representative;
-          bool feeds;
-        };
-        std::vector<Group> groups;
-        if (part == 0) {
-          groups.push_back({t, dp_group(t, s), !options.fold || t == 0, true});
-        } else {
-          const int rank0 = gpu_of(0, 0, 0, s);
-          for (const auto& ranks : edp_groups(t, s)) {
-            std::vector<topology::Vertex> g;
-            bool feeds = !options.fold;
-            for (int r : ranks) {
-              g.push_back(gpus[static_cast<std::size_t>(r)]);
-              for (int u = 0; u < p.tp; ++u) feeds = feeds || r == gpu_of(u, 0, 0, s);
-            }
-            groups.push_back({ranks.front(), std::move(g), !options.fold || std::find(ranks.begin(), ranks.end(), rank0) != ranks.end(), feeds});
-          }
+                    std::vector<std::pair<TaskId, TaskId>>* out, int t) {
+    for (int part = 0; part < 2; ++part) {
+      const double params = part == 0 ? dense : expert;
+      if (params <= 0 || (part == 0 ? p.dp * p.cp : expert_data_parallel_size(p)) < 2) continue;
+      for (const DpGroup& group : dp_groups[static_cast<std::size_t>(s)][static_cast<std::size_t>(t)][static_cast<std::size_t>(part)]) {
+        const auto& [id, members, representative, feeds] = group;
+        const auto key = std::make_tuple(static_cast<int>(op), id, s, part, params * bytes_per);
+        auto it = dp_plans.find(key);
+        if (it == dp_plans.end()) {
+          Collective c;
+          c.op = op;
+          c.ranks = members;
+          c.bytes = Bytes(params * bytes_per);
+          it = dp_plans.emplace(key, cm.plan(c)).first;
         }
-        for (auto& [id, members, representative, feeds] : groups) {
-          const auto key = std::make_tuple(static_cast<int>(op), id, s, part, params * bytes_per);
-          auto it = dp_plans.find(key);
-          if (it == dp_plans.end()) {
-            Collective c;
-            c.op = op;
-            c.ranks = std::move(members);
-            c.bytes = Bytes(params * bytes_per);
-            it = dp_plans.emplace(key, cm.plan(c)).first;
-          }
-          if (planning_dp) {
-            shadows.add_group_plan({part, id, s}, static_cast<int>(op), params * bytes_per, &it->second, representative);
-            continue;
-          }
-          if (!representative && !shadows.simulated({part, id, s})) continue;
-          const auto ids = cm.add_to(graph, it->second, kDpStream);
-          for (TaskId a : after) graph.depend(a, ids.first);
-          dp_lasts.push_back(ids.second);
-          stage_dp[static_cast<std::size_t>(s)].push_back(ids.second);
-          if (out && feeds) out->push_back(ids);
+        if (planning_dp) {
+          shadows.add_group_plan({part, id, s}, static_cast<int>(op), params * bytes_per, &it->second, representative);
+          continue;
         }
+        if (!representative && !shadows.simulated({part, id, s})) continue;
+        const auto ids = cm.add_to(graph, it->second, kDpStream);
+        for (TaskId a : after) graph.depend(a, ids.first);
+        dp_lasts.push_back(ids.second);
+        stage_dp[static_cast<std::size_t>(s)].push_back(ids.second);
+        if (out && feeds) out->push_back(ids);
       }
     }
   };
@@ -460,7 +444,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
         // whole gradients and reduce the last micro-batch's. A micro-batch's units finish in the same
         // order (chunk by chunk, last layer first) whichever micro-batch it is.
         for (int mb = zero2 ? 0 : micro - 1; mb < micro; ++mb) {
-          for (int t : dp_tps) {
+          for (int t = 0; t < p.tp; ++t) {
             const auto& reps = replicas_of_tp[static_cast<std::size_t>(t)];
             for (const Bucket& b : buckets) {
               std::vector<TaskId> after;
@@ -475,7 +459,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
                   after.push_back(mb == micro - 1 ? last_compute[r][static_cast<std::size_t>(s)] : pt.last);
                 }
               }
-              add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.dense, b.expert, grad_bytes, s, after, nullptr, {t});
+              add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.dense, b.expert, grad_bytes, s, after, nullptr, t);
             }
           }
         }
@@ -486,9 +470,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
             const Bucket& b = buckets[bi];
             // The first unit of the bucket in forward order is its last member.
             const Ready& first = b.members.back();
-            for (int t : dp_tps) {
+            for (int t = 0; t < p.tp; ++t) {
               std::vector<std::pair<TaskId, TaskId>> ids;
-              add_dp(CollectiveOp::all_gather, b.dense, b.expert, 2.0, s, {}, &ids, {t});
+              add_dp(CollectiveOp::all_gather, b.dense, b.expert, 2.0, s, {}, &ids, t);
               for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
                 const TaskId f = fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(first.chunk)][0].units[first.unit];
                 for (const auto& id : ids) {
@@ -508,7 +492,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       // ready (FSDP's BACKWARD_PRE), so the gather of unit i + 1 goes ahead of the reduce-scatter of
       // unit i, not behind it, where it would wait for unit i's backward to end.
       for (int s = 0; s < p.pp; ++s) {
-        for (int t : dp_tps) {
+        for (int t = 0; t < p.tp; ++t) {
           const auto& reps = replicas_of_tp[static_cast<std::size_t>(t)];
           for (const Pass& pass : orders[static_cast<std::size_t>(s)]) {
             const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
@@ -520,7 +504,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
               for (std::size_t r : reps) {
                 done.push_back((bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)]).units[i]);
               }
-              add_dp(CollectiveOp::reduce_scatter, u.dense, u.expert, grad_bytes, s, done, nullptr, {t});
+              add_dp(CollectiveOp::reduce_scatter, u.dense, u.expert, grad_bytes, s, done, nullptr, t);
             };
             for (std::size_t i = 0; i < n; ++i) {
               const std::size_t ui = pass.forward ? i : n - 1 - i;
@@ -532,7 +516,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
                 if (i >= 2) after.push_back(pt.units[i - 2]);
               }
               std::vector<std::pair<TaskId, TaskId>> ids;
-              add_dp(CollectiveOp::all_gather, u.dense, u.expert, 2.0, s, after, &ids, {t});
+              add_dp(CollectiveOp::all_gather, u.dense, u.expert, 2.0, s, after, &ids, t);
               for (std::size_t r : reps) {
                 const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
                 for (const auto& id : ids) {
@@ -573,7 +557,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     if (gather_after_optimizer) {
       for (int s = 0; s < p.pp; ++s) {
         const StageParameters sp = stage_parameters(m, p, s);
-        add_dp(CollectiveOp::all_gather, sp.dense, sp.expert, 2.0, s, {}, nullptr, dp_tps);
+        for (int t = 0; t < p.tp; ++t) add_dp(CollectiveOp::all_gather, sp.dense, sp.expert, 2.0, s, {}, nullptr, t);
       }
     }
     planning_dp = false;
@@ -636,7 +620,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       const StageParameters& sp = stage_params[static_cast<std::size_t>(s)];
       std::vector<TaskId> after;
       for (std::size_t r = 0; r < replicas.size(); ++r) after.push_back(step_ends[r * static_cast<std::size_t>(p.pp) + static_cast<std::size_t>(s)]);
-      add_dp(CollectiveOp::all_gather, sp.dense, sp.expert, 2.0, s, after, nullptr, dp_tps);
+      for (int t = 0; t < p.tp; ++t) add_dp(CollectiveOp::all_gather, sp.dense, sp.expert, 2.0, s, after, nullptr, t);
     }
   }
 

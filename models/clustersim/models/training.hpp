@@ -303,5 +303,8 @@ std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank);
 std::vector<int> expert_tensor_parallel_ranks(const ParallelismPlan& plan, int rank);
 // The ranks holding the same experts as `rank` (its expert-data-parallel group), in order.
 std::vector<int> expert_data_parallel_ranks(const ParallelismPlan& plan, int rank);
+// Every expert-data-parallel group of pipeline stage `stage`, each once, in the order its first rank
+// is met going through the stage's ranks by TP rank, then dp, then cp.
+std::vector<std::vector<int>> stage_expert_data_parallel_groups(const ParallelismPlan& plan, int stage);
 
 }  // namespace cs::models
