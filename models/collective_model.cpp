@@ -292,6 +292,14 @@ std::pair<sim::TaskGraph::TaskId, sim::TaskGraph::TaskId> CollectiveModel::add_t
   return {*first, *last};
 }
 
+Seconds CollectiveModel::simulate_together(const std::vector<Collective>& collectives) const {
+  sim::Simulator sim;
+  sim::FluidNetwork net(sim, capacities_);
+  sim::TaskGraph graph(sim, net, static_cast<int>(topo_.gpus().size()));
+  for (const Collective& c : collectives) add_to(graph, plan(c));
+  return Seconds(graph.run().to_seconds());
+}
+
 CollectiveResult CollectiveModel::simulate(const Collective& c) const {
   CollectiveResult r;
   r.plan = plan(c);

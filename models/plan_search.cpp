@@ -270,33 +270,36 @@ class BoundModel {
 
   // The data-parallel groups of stage s, of every TP rank: every dp x cp rank for dense weights, the
   // ranks that hold the same experts for expert weights (every such group of the stage). They move
-  // the same bytes at the same time, as the step simulation runs them.
+  // the same bytes at the same time, as the step simulation runs them. Each part's key names its
+  // groups for the memo of collective times.
+  struct Groups {
+    std::vector<std::vector<topology::Vertex>> groups;
+    std::string key;
+  };
   struct DataParallelGroups {
-    std::vector<std::vector<topology::Vertex>> dense, expert;
+    Groups dense, expert;
   };
   DataParallelGroups data_parallel_groups(const TrainingJob& j, int s) const {
     const ParallelismPlan& p = j.plan;
-    DataParallelGroups g;
     const auto& gpus = topo_.gpus();
-    for (int t = 0; t < p.tp; ++t) {
-      auto& group = g.dense.emplace_back();
-      for (int d = 0; d < p.dp; ++d) {
-        for (int c = 0; c < p.cp; ++c) group.push_back(gpus[static_cast<std::size_t>(rank_of(p, RankCoord{t, c, d, s}))]);
+    const auto add = [&](Groups& into, const std::vector<int>& ranks) {
+      auto& group = into.groups.emplace_back();
+      into.key += " |";
+      for (int r : ranks) {
+        group.push_back(gpus[static_cast<std::size_t>(r)]);
+        into.key += fmt::format(" {}", group.back());
       }
+    };
+    DataParallelGroups g;
+    for (int t = 0; t < p.tp; ++t) {
+      std::vector<int> ranks;
+      for (int d = 0; d < p.dp; ++d) {
+        for (int c = 0; c < p.cp; ++c) ranks.push_back(rank_of(p, RankCoord{t, c, d, s}));
+      }
+      add(g.dense, ranks);
     }
     if (j.model.moe) {
-      std::set<std::vector<int>> seen;
-      for (int t = 0; t < p.tp; ++t) {
-        for (int d = 0; d < p.dp; ++d) {
-          for (int c = 0; c < p.cp; ++c) {
-            std::vector<int> ranks = expert_data_parallel_ranks(p, rank_of(p, RankCoord{t, c, d, s}));
-            std::sort(ranks.begin(), ranks.end());
-            if (!seen.insert(ranks).second) continue;
-            auto& group = g.expert.emplace_back();
-            for (int r : ranks) group.push_back(gpus[static_cast<std::size_t>(r)]);
-          }
-        }
-      }
+      for (const std::vector<int>& ranks : stage_expert_data_parallel_groups(p, s)) add(g.expert, ranks);
     }
     return g;
   }
@@ -307,27 +310,20 @@ class BoundModel {
     return together(CollectiveOp::all_gather, g.dense, lp.dense * 2.0) + together(CollectiveOp::all_gather, g.expert, lp.expert * 2.0);
   }
 
-  // The time of one collective on each of `groups` at once, on the topology with nothing else: the
+  // The time of one collective on each of the groups at once, on the topology with nothing else: the
   // step's collectives of the same bytes start together and may only meet more traffic there.
-  double together(CollectiveOp op, const std::vector<std::vector<topology::Vertex>>& groups, double bytes) {
-    if (groups.empty() || groups.front().size() < 2 || bytes <= 0) return 0;
-    std::string key = fmt::format("{} {}", static_cast<int>(op), bytes);
-    for (const auto& group : groups) {
-      key += " |";
-      for (auto v : group) key += fmt::format(" {}", v);
-    }
+  double together(CollectiveOp op, const Groups& g, double bytes) {
+    if (g.groups.empty() || g.groups.front().size() < 2 || bytes <= 0) return 0;
+    std::string key = fmt::format("{} {}{}", static_cast<int>(op), bytes, g.key);
     if (auto it = collectives_.find(key); it != collectives_.end()) return it->second;
-    sim::Simulator sim;
-    sim::FluidNetwork net(sim, cm_.capacities());
-    sim::TaskGraph graph(sim, net, static_cast<int>(topo_.gpus().size()));
-    for (const auto& group : groups) {
-      Collective c;
+    std::vector<Collective> all;
+    for (const auto& group : g.groups) {
+      Collective& c = all.emplace_back();
       c.op = op;
       c.ranks = group;
       c.bytes = Bytes(bytes);
-      cm_.add_to(graph, cm_.plan(c));
     }
-    const double t = graph.run().to_seconds();
+    const double t = cm_.simulate_together(all).value();
     collectives_.emplace(std::move(key), t);
     return t;
   }

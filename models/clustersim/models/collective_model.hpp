@@ -61,6 +61,8 @@ class CollectiveModel {
   [[nodiscard]] CollectivePlan plan(const Collective& c) const;
   // Simulates one collective alone on the topology.
   [[nodiscard]] CollectiveResult simulate(const Collective& c) const;
+  // Simulates collectives started together, with nothing else on the topology: when the last ends.
+  [[nodiscard]] Seconds simulate_together(const std::vector<Collective>& collectives) const;
   // Adds a planned collective to a task graph on stream `stream`; returns its first and last task.
   std::pair<sim::TaskGraph::TaskId, sim::TaskGraph::TaskId> add_to(sim::TaskGraph& graph, const CollectivePlan& plan,
                                                                    int stream = 1) const;
