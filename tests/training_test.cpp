@@ -5,6 +5,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -61,15 +62,24 @@ TransformerSpec gpt(int layers, int hidden, int heads, int seq, int vocab = 5120
   return m;
 }
 
-TrainingJob zero1_without_overlap(int global_batch) {
+// A job of micro-batches of one sequence, sequence parallel where there is TP.
+TrainingJob job_of(TransformerSpec model, int tp, int pp, int dp, int global_batch) {
   TrainingJob job;
-  job.model = gpt(4, 2048, 16, 2048, 512);
-  job.plan.dp = 2;
+  job.model = std::move(model);
+  job.plan.tp = tp;
+  job.plan.pp = pp;
+  job.plan.dp = dp;
+  job.plan.sequence_parallel = tp > 1;
+  job.micro_batch = 1;
+  job.global_batch = global_batch;
+  return job;
+}
+
+TrainingJob zero1_without_overlap(int global_batch) {
+  TrainingJob job = job_of(gpt(4, 2048, 16, 2048, 512), 1, 1, 2, global_batch);
   job.plan.zero_stage = 1;
   job.plan.overlap_grad_reduce = false;
   job.plan.overlap_param_gather = false;
-  job.micro_batch = 1;
-  job.global_batch = global_batch;
   return job;
 }
 
@@ -664,17 +674,16 @@ void check_folding(TrainingJob job, const topology::Topology& topo, std::initial
   }
 }
 
-// An 8-layer GPT of hidden 4096 and 2K tokens, micro-batches of one sequence, sequence parallel.
+// DGX H100 nodes on a non-blocking 3-tier fat tree of radix-`radix` switches.
+topology::Topology three_tier_fat_tree(int nodes, const std::string& technology, int radix) {
+  return from_text(fmt::format("topology: {{name: t, node: dgx-h100, nodes: {}, fabric: {{kind: fat-tree, technology: {}, "
+                               "tiers: [{{radix: {}}}, {{radix: {}}}, {{radix: {}}}]}}}}\n",
+                               nodes, technology, radix, radix, radix));
+}
+
+// An 8-layer GPT of hidden 4096 and 2K tokens.
 TrainingJob gpt_job(int tp, int pp, int dp, int global_batch, int vocab = 51200) {
-  TrainingJob job;
-  job.model = gpt(8, 4096, 32, 2048, vocab);
-  job.plan.tp = tp;
-  job.plan.pp = pp;
-  job.plan.dp = dp;
-  job.plan.sequence_parallel = true;
-  job.micro_batch = 1;
-  job.global_batch = global_batch;
-  return job;
+  return job_of(gpt(8, 4096, 32, 2048, vocab), tp, pp, dp, global_batch);
 }
 
 }  // namespace
@@ -706,29 +715,20 @@ TEST_CASE("folded and unfolded simulations agree where routing mixes the TP rank
   // A 3-tier RoCE fat tree: ECMP hashes the eight TP ranks' data-parallel rings onto shared uplinks.
   // Folding had simulated TP rank 0's rings alone and came out 43-62% fast (ZeRO-1: 0.068 s against
   // 0.120 s).
-  const topology::Topology roce = from_text(
-      "topology: {name: t, node: dgx-h100, nodes: 16, fabric: {kind: fat-tree, technology: roce, "
-      "tiers: [{radix: 16}, {radix: 16}, {radix: 16}]}}\n");
-  check_folding(gpt_job(8, 1, 16, 64, 32000), roce, {0, 1, 3}, 0.01);
+  check_folding(gpt_job(8, 1, 16, 64, 32000), three_tier_fat_tree(16, "roce", 16), {0, 1, 3}, 0.01);
   // A mixture of experts with expert groups across TP ranks, on a smaller tree of the same kind.
-  const topology::Topology small = from_text(
-      "topology: {name: t, node: dgx-h100, nodes: 8, fabric: {kind: fat-tree, technology: roce, "
-      "tiers: [{radix: 8}, {radix: 8}, {radix: 8}]}}\n");
   TrainingJob moe = mixtral_job(8, 1, 8, 2);
   moe.model.layers = 4;
-  check_folding(moe, small, {1}, 0.01);
+  check_folding(moe, three_tier_fat_tree(8, "roce", 8), {1}, 0.01);
 }
 
 TEST_CASE("folded and unfolded simulations agree when an expert group spans the TP ranks' dense groups") {
   // Expert parallelism 1: one expert group holds every rank of the stage, both TP ranks'. The two
   // dense groups run their reduce-scatters at once on a 3-tier InfiniBand tree; counted as one
   // source with the expert group (they only meet through it), they were left out: 4.7% fast.
-  const topology::Topology ib = from_text(
-      "topology: {name: t, node: dgx-h100, nodes: 8, fabric: {kind: fat-tree, technology: infiniband, "
-      "tiers: [{radix: 16}, {radix: 16}, {radix: 16}]}}\n");
   TrainingJob job = mixtral_job(2, 1, 32, 1);
   job.model.layers = 4;
-  check_folding(job, ib, {2}, 0.02);
+  check_folding(job, three_tier_fat_tree(8, "infiniband", 16), {2}, 0.02);
 }
 
 TEST_CASE("a folded step simulates no other TP rank's traffic where it cannot meet the representative's") {
