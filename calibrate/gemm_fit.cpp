@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <set>
 #include <tuple>
 
@@ -28,15 +27,18 @@ constexpr double kMinKHalf = 1e-3;       // elements
 constexpr double kMinEfficiency = 1e-4;
 // The launch overhead is fitted only when the shortest sample lasts at most this many overheads.
 constexpr double kOverheadWindow = 5.0;
+// A GEMM time this many times what the base profile predicts is refused as not a measurement (a time
+// in ms or us written as seconds, a stalled run); the base's shape terms miss real GEMMs by far less.
+constexpr double kImplausibleFactor = 100.0;
 
 // The unknowns of the fit, as logarithms, and how they map onto a profile: per measured dtype its
 // ceiling, tile ridge and k_half (each dtype runs its own kernels); shared, the launch overhead and
 // (unless a copy probe measured it) the memory efficiency.
 struct Layout {
   std::vector<Dtype> dtypes;
-  // Per dtype: its tile ridge and k_half held at these (logarithms) when its samples are too few to
-  // tell them apart from its ceiling; empty: fitted.
-  std::vector<std::optional<std::pair<double, double>>> pinned_shape;
+  // Per dtype: its tile ridge and k_half held at the base's when its samples are too few to tell
+  // them apart from its ceiling (their Jacobian columns stay zero, so no step moves them).
+  std::vector<bool> shape_fixed;
   bool memory = true;
   bool fit_overhead = true;
   [[nodiscard]] int per_dtype() const { return 3 * static_cast<int>(dtypes.size()); }
@@ -46,6 +48,7 @@ struct Layout {
   [[nodiscard]] static int k_half(int i) { return 3 * i + 2; }
   [[nodiscard]] int overhead() const { return per_dtype(); }
   [[nodiscard]] int memory_index() const { return per_dtype() + (fit_overhead ? 1 : 0); }
+  [[nodiscard]] bool fixed(int j) const { return j < per_dtype() && j % 3 != 0 && shape_fixed[static_cast<std::size_t>(j / 3)]; }
 };
 
 Eigen::VectorXd pack(const Layout& l, const HardwareProfile& hw) {
@@ -69,10 +72,6 @@ void clamp(const Layout& l, Eigen::VectorXd& u) {
     u[Layout::efficiency(k)] = std::clamp(u[Layout::efficiency(k)], std::log(kMinEfficiency), 0.0);
     u[Layout::ridge(k)] = std::clamp(u[Layout::ridge(k)], std::log(kMinRidge), std::log(1e4));
     u[Layout::k_half(k)] = std::clamp(u[Layout::k_half(k)], std::log(kMinKHalf), std::log(1e7));
-    if (i < l.pinned_shape.size() && l.pinned_shape[i]) {
-      u[Layout::ridge(k)] = l.pinned_shape[i]->first;
-      u[Layout::k_half(k)] = l.pinned_shape[i]->second;
-    }
   }
   if (l.fit_overhead) u[l.overhead()] = std::clamp(u[l.overhead()], std::log(kMinOverhead), std::log(1.0));
   if (l.memory) u[l.memory_index()] = std::clamp(u[l.memory_index()], std::log(kMinEfficiency), 0.0);
@@ -112,9 +111,10 @@ LmOutcome levenberg_marquardt(const Layout& l, HardwareProfile& hw, const std::v
   const int n = l.size();
   int iteration = 0;
   for (; iteration < max_iterations && cost > 1e-28; ++iteration) {
-    // Forward-difference Jacobian in the log parameters.
-    Eigen::MatrixXd J(r.size(), n);
+    // Forward-difference Jacobian in the log parameters (held ones: zero).
+    Eigen::MatrixXd J = Eigen::MatrixXd::Zero(r.size(), n);
     for (int j = 0; j < n; ++j) {
+      if (l.fixed(j)) continue;
       Eigen::VectorXd v = u;
       const double h = 1e-6;
       v[j] += h;
@@ -272,22 +272,18 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
     for (const auto& s : samples) {
       if (s.dtype == d) shapes.insert({s.m, s.n, s.k});
     }
-    if (shapes.size() >= 3) {
-      layout.pinned_shape.emplace_back();
-      continue;
-    }
-    layout.pinned_shape.emplace_back(std::make_pair(std::log(std::max(base.gemm.ridge_for(d), kMinRidge)), std::log(std::max(base.gemm.k_half_for(d), kMinKHalf))));
+    layout.shape_fixed.push_back(shapes.size() < 3);
+    if (!layout.shape_fixed.back()) continue;
     fit.notes.push_back(fmt::format("{}: {} shape{} measured, fewer than the 3 that separate its ceiling from its tile ridge and k_half: only "
                                     "max_efficiency is fitted, the shape terms kept from {}",
                                     hardware::to_string(d), shapes.size(), shapes.size() == 1 ? "" : "s", base.name));
   }
-  // A time 100 times what the base profile predicts for the shape (launch overhead included) is not
-  // a measurement of this GPU (a time in ms or us written as seconds, a stalled run): refused, not
-  // fitted. The base's shape terms are off by far less on any real GEMM.
+  // A time kImplausibleFactor times what the base predicts for the shape (launch overhead included)
+  // is refused, not fitted.
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const GemmSample& s = samples[i];
-    const double predicted = hardware::estimate_gemm(base, {s.m, s.n, s.k}, s.dtype).time.value();
-    if (s.seconds > 100.0 * predicted) {
+    const double predicted = model_seconds(base, s);
+    if (s.seconds > kImplausibleFactor * predicted) {
       throw InputError(fmt::format("calibrate: GEMM sample {} ({} {}x{}x{}) took {:.3g} s, {:.3g} times the {:.3g} s that {} predicts: a time in "
                                    "another unit, or a stalled run? Remove or correct it",
                                    i, hardware::to_string(s.dtype), s.m, s.n, s.k, s.seconds, s.seconds / predicted, predicted, base.name));
