@@ -171,7 +171,7 @@ void run(const Options& o) {
     for (const auto& f : o.from) {
       const calibrate::Measurements part = calibrate::load_measurements(f);
       // Said of the file, with the record, where the fit would only say it of all of them.
-      if (part.gemm.empty() && part.memory.empty() && part.collectives.empty() && part.attention.empty()) {
+      if (part.empty()) {
         throw InputError(fmt::format("{}: the gemm, memory, collectives and attention lists are all empty: nothing to fit", f));
       }
       if (!o.base.empty()) {

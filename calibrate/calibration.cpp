@@ -1,7 +1,6 @@
 #include "clustersim/calibrate/calibration.hpp"
 
 #include <algorithm>
-#include <regex>
 #include <string>
 
 #include <fmt/format.h>
@@ -11,7 +10,7 @@
 namespace cs::calibrate {
 
 CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measurements& m, const CalibrationOptions& options) {
-  if (m.gemm.empty() && m.memory.empty() && m.collectives.empty() && m.attention.empty()) throw InputError("calibrate: the measurements are empty: nothing to fit");
+  if (m.empty()) throw InputError("calibrate: the measurements are empty: nothing to fit");
   // Measurements describe the device they were taken on: fitting them onto another kind of device, or
   // a GPU of another SM count, gives a profile of neither.
   const auto meta = [&](const char* key) { return m.meta.count(key) ? m.meta.at(key) : std::string(); };
@@ -25,14 +24,9 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   // The GPU's model in the device's name (A100, H100, H200, GB200, L40S, ...) against the base
   // profile's: an H100's measurements fitted onto the H200 profile have the H200's SM count.
   if (base.architecture != "cpu") {
-    const auto model_of = [](const std::string& name) {
-      static const std::regex token(R"((?:^|[^A-Za-z0-9])([A-Z]{1,2}[0-9]{2,3}[A-Z]?)(?=$|[^A-Za-z0-9]))");
-      std::smatch hit;
-      return std::regex_search(name, hit, token) ? hit[1].str() : std::string();
-    };
-    const std::string profile = model_of(base.name);
+    const std::string profile = gpu_model_of(base.name);
     for (const char* key : {"device", "torch_probe_gpu"}) {
-      const std::string measured = model_of(meta(key));
+      const std::string measured = gpu_model_of(meta(key));
       if (!measured.empty() && !profile.empty() && measured != profile) {
         throw InputError(fmt::format("calibrate: the measurements are of an {} ('{}'), but --base {} is an {} profile: give the profile of the GPU "
                                      "measured",

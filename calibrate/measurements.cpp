@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <ctime>
+#include <regex>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -149,13 +151,24 @@ double AttentionSample::flops() const {
 
 double AttentionSample::row_flops() const { return hardware::attention_pass_flops(hardware::attention_row_flops(seq, head_dim, head_dim), backward); }
 
+std::string gpu_model_of(const std::string& name) {
+  static const std::regex token(R"((?:^|[^A-Za-z0-9])([A-Z]{1,2}[0-9]{2,3}[A-Z]?)(?=$|[^A-Za-z0-9]))");
+  std::smatch hit;
+  return std::regex_search(name, hit, token) ? hit[1].str() : std::string();
+}
+
 void Measurements::append(const Measurements& other) {
   // One fit is of one device: measurements that name two (another GPU's file given by mistake) would
-  // be merged into a profile of neither.
+  // be merged into a profile of neither. Device names are compared by the GPU model they name, when
+  // both name one: probes word the same GPU differently ("NVIDIA H100 80GB HBM3" from CUDA, with its
+  // SM count and power limit added by others).
   for (const char* key : {"device", "sm_count", "torch_probe_gpu", "torch_probe_sm_count"}) {
-    const auto mine = std::as_const(meta).find(key);
+    const auto mine = meta.find(key);
     const auto theirs = other.meta.find(key);
-    if (mine != meta.end() && theirs != other.meta.end() && mine->second != theirs->second) {
+    if (mine == meta.end() || theirs == other.meta.end()) continue;
+    const std::string a = gpu_model_of(mine->second), b = gpu_model_of(theirs->second);
+    const bool same = !a.empty() && !b.empty() ? a == b : mine->second == theirs->second;
+    if (!same) {
       throw InputError(fmt::format("calibrate: the measurements given are of two devices (meta.{} '{}' and '{}'): fit each device's on its own",
                                    key, mine->second, theirs->second));
     }

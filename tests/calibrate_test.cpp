@@ -301,6 +301,15 @@ TEST_CASE("calibrate: measurements of one kind of device are not fitted onto ano
   other.meta["device"] = "NVIDIA H100 80GB HBM3";
   Measurements both = gpu;
   CHECK_THAT(test::input_error([&] { both.append(other); }), Catch::Contains("of two devices (meta.device 'NVIDIA H200' and 'NVIDIA H100 80GB HBM3')"));
+  // One GPU worded two ways (a CUDA probe's name, another tool's with its SM count and power added)
+  // is one device: by the model it names.
+  Measurements cuda;
+  cuda.meta["device"] = "NVIDIA H200";
+  Measurements annotated;
+  annotated.meta["device"] = "NVIDIA H200 (sm 90; 700 W SXM)";
+  CHECK_NOTHROW(cuda.append(annotated));
+  CHECK(calibrate::gpu_model_of("NVIDIA H100 80GB HBM3") == "H100");
+  CHECK(calibrate::gpu_model_of("a CPU") == "");
 }
 
 TEST_CASE("calibrate: a GEMM time far beyond the model is refused, and a dtype of too few shapes fits its ceiling alone") {

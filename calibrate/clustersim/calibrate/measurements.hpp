@@ -97,8 +97,14 @@ struct Measurements {
   std::vector<AttentionSample> attention;
 
   // Appends another set (meta keys of `other` are kept under "<key>" unless already present).
+  // Throws InputError if the two name different devices.
   void append(const Measurements& other);
+  [[nodiscard]] bool empty() const { return gemm.empty() && memory.empty() && collectives.empty() && attention.empty(); }
 };
+
+// The GPU model named in a device or profile name ("H100" in "NVIDIA H100 80GB HBM3", "A100" in
+// "a100-sxm4-80gb"): a token of one or two capitals and two or three digits; empty when none.
+std::string gpu_model_of(const std::string& name);
 
 // JSON in the format above. `from_json` throws InputError naming `file` and the record at fault
 // (a missing or mistyped field, an unknown dtype, op or kind, a non-positive size or time).
