@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,9 @@ namespace {
 
 constexpr double kHour = 3600.0;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Adds a note to a row's verdict.
+void add_note(CostEstimate& e, const std::string& note) { e.verdict = e.verdict.empty() ? note : e.verdict + "; " + note; }
 
 // "2.7 s", "88 min", "3.2 h", "48.9 days", "1.3e+17 years", for messages.
 std::string duration(double s) {
@@ -159,35 +163,31 @@ class RunTrial final : public sim::EventHandler {
   // Progress so far, when running.
   double progress() const { return mode_ == Mode::running ? progress_ + (now() - run_start_) * rate() : progress_; }
   // Elastic: the job runs at the share of its data-parallel replicas that are up.
-  double rate() const { return plan_.elastic ? static_cast<double>(active_) / run_.dp_replicas : 1.0; }
-  int nodes_up() const { return plan_.elastic ? active_ * (run_.nodes / run_.dp_replicas) : run_.nodes; }
+  // Elastic: the replicas up, each held since its own start.
+  int active() const { return static_cast<int>(replica_since_.size()); }
+  double rate() const { return plan_.elastic ? static_cast<double>(active()) / run_.dp_replicas : 1.0; }
+  int nodes_up() const { return plan_.elastic ? active() * (run_.nodes / run_.dp_replicas) : run_.nodes; }
 
-  // Elastic billing: each replica's nodes are billed for their own stretch of holding, rounded up
-  // to the billing granularity, when they go (or the job ends).
-  void bill_replica(double since) {
-    const double held = now() - since, g = plan_.granularity;
-    const double billed = g > 0 ? std::ceil(held / g - 1e-9) * g : held;
-    const double gpus = static_cast<double>(run_.gpus) / run_.dp_replicas;
-    result_.cost += billed / kHour * gpus * plan_.price;
+  // Bills `gpus` held for `held` seconds, rounded up to the billing granularity; returns the GPU
+  // hours billed.
+  double bill(double held, double gpus, double granularity, double price) {
+    const double billed = granularity > 0 ? std::ceil(held / granularity - 1e-9) * granularity : held;
+    result_.cost += billed / kHour * gpus * price;
     result_.gpu_hours += billed / kHour * gpus;
+    return billed / kHour * gpus;
   }
+  // Elastic billing: each replica's nodes are billed for their own stretch of holding when they go
+  // (or the job ends).
   void drop_replica() {
-    bill_replica(replica_since_.back());
+    bill(now() - replica_since_.back(), static_cast<double>(run_.gpus) / run_.dp_replicas, plan_.granularity, plan_.price);
     replica_since_.pop_back();
-    --active_;
   }
-  void add_replica() {
-    replica_since_.push_back(now());
-    ++active_;
-  }
+  void add_replica() { replica_since_.push_back(now()); }
 
   void acquire(bool restart) {
     holding_ = true;
     hold_start_ = now();
-    if (plan_.elastic) {
-      active_ = run_.dp_replicas;
-      replica_since_.assign(static_cast<std::size_t>(active_), now());
-    }
+    if (plan_.elastic) replica_since_.assign(static_cast<std::size_t>(run_.dp_replicas), now());
     schedule_interrupts();
     if (restart) {
       ++generation_;
@@ -230,14 +230,10 @@ class RunTrial final : public sim::EventHandler {
       ++epoch_;
       return;
     }
-    const double held = now() - hold_start_;
-    const bool od = !on_spot();
-    const double g = od && plan_.deadline > 0 ? plan_.fallback_granularity : plan_.granularity;
-    const double billed = g > 0 ? std::ceil(held / g - 1e-9) * g : held;
-    const double price = od && plan_.deadline > 0 ? plan_.fallback_price : plan_.price;
-    result_.cost += billed / kHour * run_.gpus * price;
-    result_.gpu_hours += billed / kHour * run_.gpus;
-    if (od && plan_.deadline > 0) result_.on_demand_gpu_hours += billed / kHour * run_.gpus;
+    const bool fallback = !on_spot() && plan_.deadline > 0;
+    const double gpu_hours = bill(now() - hold_start_, run_.gpus, fallback ? plan_.fallback_granularity : plan_.granularity,
+                                  fallback ? plan_.fallback_price : plan_.price);
+    if (fallback) result_.on_demand_gpu_hours += gpu_hours;
     holding_ = false;
     ++interrupt_generation_;
   }
@@ -332,7 +328,7 @@ class RunTrial final : public sim::EventHandler {
     } else {
       lose_work();
     }
-    if (plan_.elastic && active_ > 1) {
+    if (plan_.elastic && active() > 1) {
       // One node goes: its data-parallel replica leaves, the others restart without it and go on.
       drop_replica();
       at(now() + plan_.notice + exponential(plan_.capacity_wait, rng_), Event::replica_back, epoch_);
@@ -416,7 +412,6 @@ class RunTrial final : public sim::EventHandler {
   bool holding_ = false, switched_ = false, first_wait_ = false;
   double offset_ = 0;
   std::vector<double> replica_since_;  // elastic: when each replica up was last acquired
-  int active_ = 1;
   std::uint64_t epoch_ = 0;
   std::uint64_t generation_ = 0, interrupt_generation_ = 0;
   Trial result_;
@@ -688,7 +683,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const std::string within = cap < options.cap_factor * run.work_s ? fmt::format("{} (the Monte Carlo's clock)", duration(cap))
                                                                        : fmt::format("{:g} x the failure-free time", options.cap_factor);
       const std::string note = fmt::format("{} of {} trials did not finish within {}", e.trials - e.finished, e.trials, within);
-      e.verdict = e.verdict.empty() ? note : e.verdict + "; " + note;
+      add_note(e, note);
     }
     e.walls = std::move(walls);
     e.costs = std::move(costs);
@@ -718,6 +713,14 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   for (const Offering& o : offerings) {
     if (o.pricing == Pricing::on_demand && (!cheapest_on_demand || o.price_per_gpu_hour < cheapest_on_demand->price_per_gpu_hour)) cheapest_on_demand = &o;
   }
+  // A spot offering dearer per GPU-hour than the fallback gets no mixed row: falling back would only
+  // make it cheaper and never slower, so the row would cost less the more it failed.
+  const auto cheaper_than_fallback = [&](const Offering& o) {
+    return o.pricing == Pricing::spot && cheapest_on_demand && o.effective_price_per_gpu_hour() < cheapest_on_demand->price_per_gpu_hour;
+  };
+  // On-demand alone (the break-evens' reference; after a mixed row's switch, its checkpoint interval
+  // and how long it is expected to take), where there is an on-demand offering.
+  const ClosedForm on_demand = cheapest_on_demand ? closed_form(plan_of(*cheapest_on_demand), 0.0) : ClosedForm{};
   if (options.deadline_s > 0) {
     // The deadline drives the mixed rows only: one that no row can use, or that not even a
     // failure-free run meets, would be dropped without a word.
@@ -730,12 +733,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       throw CostInputError(Input::deadline, "", fmt::format("a deadline of {} is shorter than the run's {} failure-free: no offering can meet it",
                                                             duration(options.deadline_s), duration(run.work_s)));
     }
-    // A spot offering dearer per GPU-hour than the fallback gets no mixed row: falling back would
-    // only make it cheaper and never slower, so the row would cost less the more it failed.
-    const bool cheaper_spot = std::any_of(offerings.begin(), offerings.end(), [&](const Offering& o) {
-      return o.pricing == Pricing::spot && o.effective_price_per_gpu_hour() < cheapest_on_demand->price_per_gpu_hour;
-    });
-    if (!cheaper_spot) {
+    if (std::none_of(offerings.begin(), offerings.end(), cheaper_than_fallback)) {
       throw CostInputError(Input::deadline, "",
                            fmt::format("a deadline sets when a spot run falls back to on-demand, but no spot offering costs less per GPU-hour than {} at {:.3f}",
                                        cheapest_on_demand->name, cheapest_on_demand->price_per_gpu_hour));
@@ -758,8 +756,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         const ClosedForm c = closed_form(plan, per_node_hour * nodes / kHour);
         return c.finite ? c.held / kHour * run.gpus * plan.price : kInfinity;
       };
-      const ClosedForm od = closed_form(plan_of(*cheapest_on_demand), 0.0);
-      const double od_cost = od.held / kHour * run.gpus * cheapest_on_demand->price_per_gpu_hour;
+      const double od_cost = on_demand.held / kHour * run.gpus * cheapest_on_demand->price_per_gpu_hour;
       if (cost_at(0) < od_cost) {
         double lo = 0, hi = std::max(1e-6, o.preemption.rate_per_node_hour);
         while (cost_at(hi) < od_cost && hi < 1e3) hi *= 2;
@@ -789,13 +786,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   }
   // Mixed: each spot offering with the cheapest on-demand one as the fallback that meets the deadline.
   if (options.deadline_s > 0 && cheapest_on_demand) {
-    // On-demand alone: its checkpoint interval after a switch, and how long it is expected to take
-    // (a tighter deadline is missed in most trials).
-    const ClosedForm on_demand = closed_form(plan_of(*cheapest_on_demand), 0.0);
     for (const Offering& o : offerings) {
-      if (o.pricing != Pricing::spot) continue;
+      if (!cheaper_than_fallback(o)) continue;
       Plan plan = plan_of(o);
-      if (plan.price >= cheapest_on_demand->price_per_gpu_hour) continue;  // see the deadline's check above
       plan.fallback_price = cheapest_on_demand->price_per_gpu_hour;
       plan.fallback_granularity = cheapest_on_demand->billing_granularity_s;
       plan.deadline = options.deadline_s;
@@ -804,8 +797,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const auto late = std::count_if(e.walls.begin(), e.walls.end(), [&](double w) { return w > options.deadline_s; });
       if (late > 0) {
         std::string note = fmt::format("{} of {} trials finished after the {} deadline", late, e.trials, duration(options.deadline_s));
+        // (a deadline tighter than on-demand alone is missed in most trials)
         if (options.deadline_s < on_demand.wall) note += fmt::format(" (on-demand alone is expected to take {})", duration(on_demand.wall));
-        e.verdict = e.verdict.empty() ? note : e.verdict + "; " + note;
+        add_note(e, note);
       }
       monte_carlo_only(std::move(e));
     }
