@@ -20,7 +20,7 @@ Router::Router(const Topology& topo, RoutingOptions options) : topo_(topo), opti
   std::vector<std::size_t> size(nodes, 0);
   node_first_.assign(nodes, 0);
   fabric_index_.assign(boost::num_vertices(g), -1);
-  number_ports_by_leaf();
+  if (by_destination_) number_ports_by_leaf();
   bool uniform = nodes > 0;
   for (auto [v, end] = boost::vertices(g); v != end; ++v) {
     const Device& d = topo_.device(*v);
@@ -87,16 +87,22 @@ void Router::number_ports_by_leaf() {
       break;
     }
   }
-  // Each GPU takes its node's NIC of its own local index (NCCL's affinity; the first in vertex order).
-  std::map<std::pair<int, int>, std::uint64_t> by_local_index;  // (node, local index) -> index
+  // Each GPU takes its node's NIC of its own local index (NCCL's affinity; the first in vertex
+  // order); where a node has fewer NICs than GPUs (PCIe hosts), GPU i takes NIC i mod the NICs.
+  leaf_order_.assign(boost::num_vertices(g), kNoIndex);
+  std::map<std::pair<int, int>, std::uint64_t> by_local_index;  // (node, NIC's local index) -> index
+  std::map<int, int> nics_of;                                    // node -> NICs with a fabric port
   for (const Port& p : ports) {
     const std::uint64_t index = p.leaf * widest + p.place;
-    leaf_order_.emplace(p.nic, index);
+    leaf_order_[p.nic] = index;
     by_local_index.emplace(std::make_pair(topo_.device(p.nic).node, topo_.device(p.nic).local_index), index);
+    ++nics_of[topo_.device(p.nic).node];
   }
   for (Vertex v : topo_.gpus()) {
     const Device& d = topo_.device(v);
-    if (const auto it = by_local_index.find({d.node, d.local_index}); it != by_local_index.end()) leaf_order_.emplace(v, it->second);
+    auto it = by_local_index.find({d.node, d.local_index});
+    if (it == by_local_index.end() && nics_of.count(d.node)) it = by_local_index.find({d.node, d.local_index % nics_of[d.node]});
+    if (it != by_local_index.end()) leaf_order_[v] = it->second;
   }
 }
 

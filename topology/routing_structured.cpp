@@ -25,9 +25,10 @@ std::uint64_t mix64(std::uint64_t x) {
 std::uint64_t Router::destination_index(Vertex dst) const {
   // D-mod-k's destination index: the place of the destination's own NIC port in the leaf-by-leaf
   // numbering, so that the ports under one leaf are consecutive and a permutation of them spreads
-  // over any number of uplinks. A device without one (no fabric): consecutive for the nodes, and
-  // for the local indices of one node (the odd multiplier keeps them apart modulo any power of two).
-  if (const auto it = leaf_order_.find(dst); it != leaf_order_.end()) return it->second;
+  // over any number of uplinks. A device without one (a node with no NIC on the fabric, or routing
+  // that hashes): consecutive for the nodes, and for the local indices of one node (the odd
+  // multiplier keeps them apart modulo any power of two).
+  if (dst < leaf_order_.size() && leaf_order_[dst] != kNoIndex) return leaf_order_[dst];
   const Device& d = topo_.device(dst);
   if (d.node < 0) return static_cast<std::uint64_t>(dst);
   return static_cast<std::uint64_t>(d.node) +

@@ -123,9 +123,11 @@ class Router {
   std::vector<Vertex> fabric_vertices_;
   std::vector<std::vector<NicPortRef>> node_ports_;  // per node: NIC ports with their fabric links
   bool by_destination_ = false;
-  // D-mod-k's index of each device that has one (its own NIC's first fabric port: the port's leaf,
-  // then its place among that leaf's node ports), as the subnet manager numbers LIDs leaf by leaf.
-  std::unordered_map<Vertex, std::uint64_t> leaf_order_;
+  // D-mod-k's index of each device (by vertex) that has one: its own NIC's first fabric port, the
+  // port's leaf, then its place among that leaf's node ports, as the subnet manager numbers LIDs leaf
+  // by leaf; kNoIndex for the others, and empty when routing hashes flows.
+  static constexpr std::uint64_t kNoIndex = ~std::uint64_t{0};
+  std::vector<std::uint64_t> leaf_order_;
   mutable std::vector<std::unique_ptr<LocalTree>> local_cache_;
   mutable std::unordered_map<Vertex, LocalTree> fabric_cache_;
   mutable std::list<Vertex> cache_order_;
