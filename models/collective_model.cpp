@@ -113,7 +113,8 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
   const detail::Group group = detail::make_group(topo_, c.ranks);
   const int nodes = static_cast<int>(group.nodes.size());
 
-  // NCCL's graph-search inputs, measured on the topology with the capacities flows will see.
+  // NCCL's graph-search inputs, measured on the topology at search_capacities_: the flows' capacities
+  // but for a calibrated network's share, which binds the flows alone.
   GraphInputs in;
   in.ranks = static_cast<int>(c.ranks.size());
   in.nodes = nodes;

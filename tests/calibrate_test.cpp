@@ -322,6 +322,12 @@ TEST_CASE("calibrate: a GEMM time far beyond the model is refused, and a dtype o
   m.gemm.push_back({Dtype::bf16, 4096, 4096, 4096, 2e-4});
   m.gemm.push_back({Dtype::bf16, 256, 256, 2048, 1e300});
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h200, m, {}); }), Catch::Contains("GEMM sample 1 (bf16 256x256x2048) took 1e+300 s"));
+  // The line is at 100 times the prediction: 150 times is refused, 50 times (a slow run) is fitted.
+  const double predicted = hardware::estimate_gemm(h200, {256, 256, 2048}, Dtype::bf16).time.value();
+  m.gemm.back().seconds = 150 * predicted;
+  CHECK_THROWS_AS(calibrate::calibrate(h200, m, {}), InputError);
+  m.gemm.back().seconds = 50 * predicted;
+  CHECK_NOTHROW(calibrate::calibrate(h200, m, {}));
   m.gemm.pop_back();
   m.gemm.push_back({Dtype::bf16, 8192, 8192, 8192, 1.5e-3});
   const CalibrationResult r = calibrate::calibrate(h200, m, {});

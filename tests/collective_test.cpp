@@ -148,6 +148,8 @@ TEST_CASE("NCCL's channel count respects what a GPU can carry: uneven nodes and 
     c.algorithm = Algorithm::ring;
     c.protocol = Protocol::simple;
     const auto r = m.simulate(c);
+    // The search stops at ceil(totalBw / Be) channels: totalBw = 18 NVLink 5 links x 40.1 GB/s
+    // (NCCL's SM100_NVLINK_BW) = 722 GB/s, Be = 48 GB/s, so ceil(15.04) = 16.
     CHECK(r.plan.shape.channels <= 16);
     CHECK(r.time.value() == Approx(r.plan.model.time.value()).epsilon(0.1));
   }
