@@ -287,6 +287,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   // Each compute task's successor on its stream, for blocking pipeline sends.
   const bool blocking_sends = p.pp > 1 && !p.p2p_overlapped();
   std::map<TaskId, TaskId> next_compute;
+  // Unfolded: each replica's compute tasks per stage, in order, to start a TP and CP group's alike
+  // tasks together (below).
+  std::vector<std::vector<std::vector<TaskId>>> passes(options.fold ? 0 : replicas.size(), std::vector<std::vector<TaskId>>(static_cast<std::size_t>(p.pp)));
   for (std::size_t r = 0; r < replicas.size(); ++r) {
     const Replica& rep = replicas[r];
     for (int s = 0; s < p.pp; ++s) {
@@ -307,6 +310,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
             if (blocking_sends) next_compute[*prev] = id;
           }
           prev = id;
+          if (!options.fold) passes[r][static_cast<std::size_t>(s)].push_back(id);
           if (r == 0) timeline[static_cast<std::size_t>(s)].push_back({id, parts, false, {}});
           return id;
         };
@@ -624,6 +628,25 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     }
   }
 
+  if (!options.fold && p.tp * p.cp > 1) {
+    // The TP and CP ranks of a replica synchronise inside every layer, through their TP collectives
+    // and ring attention's exchanges, which are timed, not simulated: so each of their alike tasks
+    // (a pass, or a unit of a split pass) starts once all of them may. Folded, the representative
+    // waits for every TP rank's data-parallel traffic that feeds its passes instead.
+    std::map<std::pair<int, int>, std::vector<std::size_t>> group_of;  // (dp rank, stage) -> replicas
+    for (std::size_t r = 0; r < replicas.size(); ++r) {
+      for (int s = 0; s < p.pp; ++s) group_of[{replicas[r].dp, s}].push_back(r);
+    }
+    std::vector<std::vector<TaskId>> sets;
+    for (const auto& [where, members] : group_of) {
+      const auto& first = passes[members.front()][static_cast<std::size_t>(where.second)];
+      for (std::size_t k = 0; k < first.size(); ++k) {
+        auto& set = sets.emplace_back();
+        for (std::size_t r : members) set.push_back(passes[r][static_cast<std::size_t>(where.second)][k]);
+      }
+    }
+    graph.start_together(sets, "TP and CP ranks start together");
+  }
   const Time end = graph.run();
   const double step = end.to_seconds();
   result.step_time = Seconds(step);

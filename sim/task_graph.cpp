@@ -84,6 +84,34 @@ void TaskGraph::depend(TaskId before, TaskId after) {
   ++tasks_[after].waiting;
 }
 
+void TaskGraph::start_together(const std::vector<std::vector<TaskId>>& sets, const std::string& name) {
+  constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+  const std::size_t existing = tasks_.size();
+  std::vector<std::uint32_t> set_of(existing, kNone);
+  for (std::size_t j = 0; j < sets.size(); ++j) {
+    for (TaskId t : sets[j]) {
+      assert(t < existing && set_of[t] == kNone);
+      set_of[t] = static_cast<std::uint32_t>(j);
+    }
+  }
+  std::vector<TaskId> gates;
+  gates.reserve(sets.size());
+  for (std::size_t j = 0; j < sets.size(); ++j) gates.push_back(add_delay(Time(), name));
+  std::vector<std::uint32_t> joined;
+  for (TaskId p = 0; p < existing; ++p) {
+    joined.clear();
+    for (TaskId s : tasks_[p].successors) {
+      if (s < existing && set_of[s] != kNone && set_of[s] != set_of[p]) joined.push_back(set_of[s]);
+    }
+    std::sort(joined.begin(), joined.end());
+    joined.erase(std::unique(joined.begin(), joined.end()), joined.end());
+    for (std::uint32_t j : joined) depend(p, gates[j]);
+  }
+  for (std::size_t j = 0; j < sets.size(); ++j) {
+    for (TaskId t : sets[j]) depend(gates[j], t);
+  }
+}
+
 void TaskGraph::trace_links(std::vector<std::string> names) {
   link_names_ = std::move(names);
   net_.set_link_observer([this](Time t, FluidNetwork::LinkId l, double load) { link_samples_.push_back({t, l, load}); });

@@ -237,6 +237,42 @@ TEST_CASE("compute slows down while a transfer shares its GPU", "[sim][tasks]") 
   CHECK(g.record(c).end == Time::us(110));
 }
 
+TEST_CASE("tasks started together wait for every predecessor of the set", "[sim][tasks]") {
+  Simulator sim;
+  FluidNetwork net(sim, {1 * GB});
+  TaskGraph g(sim, net, 3);
+  // Three GPUs: a1 (10 us) then b1, a2 (30 us) then b2, a transfer (1 MB at 1 GB/s = 1 ms) then b3.
+  // Together, b1, b2 and b3 start when the last of their predecessors, the transfer, ends.
+  const auto a1 = g.add_compute(0, 0, Time::us(10), "a1");
+  const auto a2 = g.add_compute(1, 0, Time::us(30), "a2");
+  const auto x = g.add_transfer({2}, 1, {FlowSpec{{0}, 1e6, Time::zero()}}, "x");
+  const auto b1 = g.add_compute(0, 0, Time::us(5), "b1");
+  const auto b2 = g.add_compute(1, 0, Time::us(5), "b2");
+  const auto b3 = g.add_compute(2, 0, Time::us(5), "b3");
+  const auto c1 = g.add_compute(0, 0, Time::us(1), "c1");
+  g.depend(a1, b1);
+  g.depend(a2, b2);
+  g.depend(x, b3);
+  g.depend(b1, c1);
+  g.start_together({{b1, b2, b3}}, "together");
+  g.run();
+  for (auto b : {b1, b2, b3}) CHECK(g.record(b).start == Time::ms(1));
+  CHECK(g.record(c1).start == Time::ms(1) + Time::us(5));  // the set's successors are not held
+  // Apart, each starts after its own predecessor.
+  Simulator sim2;
+  FluidNetwork net2(sim2, {1 * GB});
+  TaskGraph apart(sim2, net2, 2);
+  const auto d1 = apart.add_compute(0, 0, Time::us(10), "d1");
+  const auto d2 = apart.add_compute(1, 0, Time::us(30), "d2");
+  const auto e1 = apart.add_compute(0, 0, Time::us(5), "e1");
+  const auto e2 = apart.add_compute(1, 0, Time::us(5), "e2");
+  apart.depend(d1, e1);
+  apart.depend(d2, e2);
+  apart.run();
+  CHECK(apart.record(e1).start == Time::us(10));
+  CHECK(apart.record(e2).start == Time::us(30));
+}
+
 TEST_CASE("a dependency cycle is reported, not hung", "[sim][tasks]") {
   Simulator sim;
   FluidNetwork net(sim, {1 * GB});

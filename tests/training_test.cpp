@@ -731,6 +731,15 @@ TEST_CASE("folded and unfolded simulations agree when an expert group spans the 
   check_folding(job, three_tier_fat_tree(8, "infiniband", 16), {2}, 0.02);
 }
 
+TEST_CASE("an unfolded step starts a TP group's alike tasks together, as its TP collectives make it") {
+  // Experts with ZeRO-2 and -3 on rails: each TP rank's expert and FSDP traffic runs on its own rail
+  // at its own pace. The unfolded step's TP collectives are timed, not simulated, and had let each TP
+  // rank run at its own pace, away from the folded step, which waits for every TP rank's traffic.
+  TrainingJob job = mixtral_job(8, 1, 8, 2);
+  job.model.layers = 4;
+  check_folding(job, h100_nodes(8), {2, 3}, 1e-9);
+}
+
 TEST_CASE("a folded step simulates no other TP rank's traffic where it cannot meet the representative's") {
   // Rail-optimized: each TP rank's data-parallel ring stays on its own rail, so the folded run's
   // flows are the representative's alone, and the step is the unfolded one's.

@@ -56,6 +56,11 @@ class TaskGraph final : public EventHandler, public FluidNetwork::Listener {
   TaskId add_delay(Time duration, std::string name);
   // `after` starts only once `before` has ended.
   void depend(TaskId before, TaskId after);
+  // The tasks of each set start together: none before every predecessor of every task of the set
+  // has ended (ranks that synchronise through collectives inside these tasks). Each set joins its
+  // tasks' predecessors through one zero-length task. Call once the set's tasks have all their
+  // predecessors; a task is in one set at most.
+  void start_together(const std::vector<std::vector<TaskId>>& sets, const std::string& name);
 
   // Starts every task without predecessors and runs the simulation to the end. Returns the time
   // the last task ended. Throws std::logic_error if tasks are left unfinished (a dependency cycle).
