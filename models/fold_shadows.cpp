@@ -10,7 +10,12 @@ constexpr double kEps = 1e-9;  // relative: a load at capacity does not fill a l
 }  // namespace
 
 FoldShadows::FoldShadows(const std::vector<double>& capacity, std::size_t gpus)
-    : capacity_(capacity), load_bound_(capacity.size(), 0.0), sources_(capacity.size(), 0), gpus_(gpus) {}
+    : capacity_(capacity),
+      load_bound_(capacity.size(), 0.0),
+      sources_(capacity.size(), 0),
+      sources_before_(capacity.size(), 0),
+      rank_(capacity.size(), kSpansRanks),
+      gpus_(gpus) {}
 
 std::vector<std::map<std::size_t, double>> FoldShadows::phase_loads(const CollectivePlan& plan) const {
   std::vector<std::map<std::size_t, double>> loads;
@@ -26,7 +31,7 @@ std::vector<std::map<std::size_t, double>> FoldShadows::phase_loads(const Collec
   return loads;
 }
 
-void FoldShadows::add_source(const std::vector<const CollectivePlan*>& plans, double copies) {
+void FoldShadows::add_source(const std::vector<const CollectivePlan*>& plans, double copies, int tp_rank, bool other_rank_pipeline) {
   // Plans that take turns add the most any of their phases puts on each link.
   std::map<std::size_t, double> most;
   for (const CollectivePlan* plan : plans) {
@@ -36,13 +41,16 @@ void FoldShadows::add_source(const std::vector<const CollectivePlan*>& plans, do
   }
   for (const auto& [l, v] : most) {
     load_bound_[l] += copies * v;
+    rank_[l] = sources_[l] == 0 || rank_[l] == tp_rank ? tp_rank : kSpansRanks;
     ++sources_[l];
+    if (!other_rank_pipeline) ++sources_before_[l];
   }
 }
 
-void FoldShadows::add_group_plan(const GroupKey& key, int op, double bytes, const CollectivePlan* plan, bool representative) {
+void FoldShadows::add_group_plan(const GroupKey& key, const Label& label, const CollectivePlan* plan, bool representative, int tp_rank) {
   Group& group = groups_[key];
-  group.plans[{op, bytes}] = plan;
+  group.plans[label] = plan;
+  group.tp_rank = tp_rank;
   group.representative = group.simulated = representative;
 }
 
@@ -58,12 +66,16 @@ const std::vector<double>& FoldShadows::busiest(const CollectivePlan& plan) {
   return it->second;
 }
 
-bool FoldShadows::contended(const CollectivePlan& plan) const {
+bool FoldShadows::contended(const CollectivePlan& plan, int tp_rank, bool data_parallel) const {
   for (const CollectivePhase& phase : plan.phases) {
     for (const sim::FlowSpec& f : phase.flows) {
       for (auto l : f.path) {
         const auto i = static_cast<std::size_t>(l);
-        if (sources_[i] > 1 && load_bound_[i] > capacity_[i] * (1 + kEps)) return true;
+        if (load_bound_[i] <= capacity_[i] * (1 + kEps)) continue;
+        // TP rank 0's own traffic is the representative's: nothing mirrors its meetings.
+        const bool other_rank = tp_rank == 0 || tp_rank == kSpansRanks || rank_[i] != tp_rank;
+        if (sources_[i] > 1 && other_rank) return true;
+        if (data_parallel && sources_before_[i] > 1) return true;
       }
     }
   }
@@ -91,19 +103,22 @@ void FoldShadows::choose() {
   // spans both) run at once, so they are not merged: the bound may count a link twice, never too
   // little.
   for (const auto& [key, group] : groups_) {
+    if (std::get<0>(key) == kPipeline) continue;  // its pairs are sources already
     std::vector<const CollectivePlan*> plans;
     for (const auto& [what, plan] : group.plans) plans.push_back(plan);
-    add_source(plans, 1.0);
+    add_source(plans, 1.0, group.tp_rank);
   }
 
-  std::vector<char> busy_gpu(gpus_, 0);  // GPUs of the shadow groups simulated
-  const auto simulate = [&](Group& group) {
+  std::vector<char> busy_gpu(gpus_, 0);  // GPUs of the data-parallel shadow groups simulated
+  const auto simulate = [&](const GroupKey& key, Group& group) {
     group.simulated = true;
+    if (std::get<0>(key) == kPipeline) return;
     for (const auto& [what, plan] : group.plans) {
       for (int g : plan->gpus) busy_gpu[static_cast<std::size_t>(g)] = 1;
     }
   };
-  const auto shares_gpu = [&](const Group& group) {
+  const auto shares_gpu = [&](const GroupKey& key, const Group& group) {
+    if (std::get<0>(key) == kPipeline) return false;
     for (const auto& [what, plan] : group.plans) {
       if (std::any_of(plan->gpus.begin(), plan->gpus.end(), [&](int g) { return busy_gpu[static_cast<std::size_t>(g)] != 0; })) return true;
     }
@@ -115,15 +130,17 @@ void FoldShadows::choose() {
   }
   for (auto& [key, group] : groups_) {
     if (group.simulated) continue;
-    const bool contends = std::any_of(group.plans.begin(), group.plans.end(), [&](const auto& entry) { return contended(*entry.second); });
+    const bool contends = std::any_of(group.plans.begin(), group.plans.end(), [&](const auto& entry) {
+      return contended(*entry.second, group.tp_rank, std::get<0>(key) != kPipeline);
+    });
     const auto rep = representative.find({std::get<0>(key), std::get<2>(key)});
-    if (contends || differs(group, rep == representative.end() ? nullptr : rep->second)) simulate(group);
+    if (contends || differs(group, rep == representative.end() ? nullptr : rep->second)) simulate(key, group);
   }
   for (bool grew = true; grew;) {
     grew = false;
     for (auto& [key, group] : groups_) {
-      if (group.simulated || !shares_gpu(group)) continue;
-      simulate(group);
+      if (group.simulated || !shares_gpu(key, group)) continue;
+      simulate(key, group);
       grew = true;
     }
   }

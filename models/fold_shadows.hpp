@@ -1,21 +1,30 @@
-// Folded training steps: which of the representative's shadow data-parallel groups to simulate.
+// Folded training steps: which of the representative's shadows to simulate.
 //
-// A folded step simulates one rank per pipeline stage (replica 0). The data-parallel groups of the
-// other TP ranks, and the expert groups without replica 0's rank, are its shadows: they move the
-// same bytes at the same times over other GPUs. Folding assumes a shadow's traffic runs as the
-// representative's does; that fails where routing puts different groups' flows on one link (ECMP
-// hashing on RoCE, an oversubscribed tier, rails meeting at a core tier).
+// A folded step simulates one rank per pipeline stage (replica 0). Its shadows move the same bytes
+// at the same times over other GPUs: the data-parallel groups of the other TP ranks, the expert
+// groups without replica 0's rank, and the pipeline sends of replica 0's other TP and CP ranks.
+// Folding assumes a shadow's traffic runs as the representative's does; that fails where routing
+// puts different flows on one link (ECMP hashing on RoCE, an oversubscribed tier, rails meeting at
+// a core tier).
 //
-// So the step is built twice over its data-parallel collectives: a first pass plans them all and
-// records them here, with the other traffic (pipeline pairs, tied-embedding pairs) as sources of
-// load. Each link's load is then bounded with every source at once, each flow at its path's
-// bottleneck. A source is a group's collectives (they take turns on its GPUs' stream), a pipeline
-// pair or a tied-embedding pair. A shadow group is simulated when
-// - one of its links may be filled by two sources;
+// So the step's collectives are planned first and recorded here: the data-parallel groups', the
+// pipeline pairs of replica 0's TP and CP ranks, and replica 0's tied-embedding pair. Each link's
+// load is then bounded with every source at once, each flow at its path's bottleneck. A source is
+// a group's data-parallel collectives (they take turns on its GPUs' stream), a pipeline pair (both
+// directions at once) or a tied-embedding pair, tagged with the TP rank of its GPUs (or as spanning
+// ranks). A shadow is simulated when
+// - one of its links may be filled by two sources, one of them of another TP rank than the
+//   shadow's, or of any rank for a shadow of TP rank 0 (another CP rank's sends); a data-parallel
+//   group also when two sources other than the other TP and CP ranks' pipeline pairs may fill one
+//   (the rule from before those pairs were sources, kept);
 // - one of its collectives alone loads its busiest link of a phase differently from the
 //   representative's same collective (hashing put two of its own flows together); or
-// - it shares a GPU, so a stream, with a shadow group simulated.
-// The others cannot slow anything simulated and run as the representative's groups do.
+// - it is a data-parallel group that shares a GPU, so a stream, with one simulated (a rank's
+//   pipeline sends are one shadow, on streams of their own).
+// The traffic of a TP rank other than 0 that meets only its own rank's other traffic is taken to
+// meet it as TP rank 0's meets its own: on rails, each TP rank's sends and rings share its rail
+// alone.
+// The others cannot slow anything simulated and run as the representative's do.
 #pragma once
 
 #include <map>
@@ -30,16 +39,26 @@ namespace cs::models {
 class FoldShadows {
  public:
   // A data-parallel group of one stage: part 0 (dense weights, id the TP rank) or 1 (experts, id the
-  // group's lowest rank).
+  // group's lowest rank); or part 2, the pipeline sends of one of replica 0's TP and CP ranks (id its
+  // place in the group, stage 0).
   using GroupKey = std::tuple<int, int, int>;  // part, id, stage
+  static constexpr int kPipeline = 2;
+  // What a plan does, to match it with the representative's plan of the same label: a data-parallel
+  // collective's operation and bytes; a pipeline pair's stages, sending x pp + receiving.
+  using Label = std::pair<int, double>;
+
+  static constexpr int kSpansRanks = -1;  // the tag of a source on GPUs of several TP ranks
 
   // `capacity`: the links' (bytes/s, by link id); `gpus`: how many GPUs the topology has.
   FoldShadows(const std::vector<double>& capacity, std::size_t gpus);
 
-  // Traffic outside the data-parallel groups: plans run one at a time, `copies` of them at once.
-  void add_source(const std::vector<const CollectivePlan*>& plans, double copies);
-  // A data-parallel group's collective of operation `op` and `bytes`, from the first pass.
-  void add_group_plan(const GroupKey& key, int op, double bytes, const CollectivePlan* plan, bool representative);
+  // Traffic outside the data-parallel groups: plans run one at a time, `copies` of them at once, on
+  // GPUs of TP rank `tp_rank` (or kSpansRanks). `other_rank_pipeline`: the pipeline pair of another
+  // TP or CP rank than the representative's.
+  void add_source(const std::vector<const CollectivePlan*>& plans, double copies, int tp_rank, bool other_rank_pipeline = false);
+  // A plan of a shadow or of the representative, on GPUs of TP rank `tp_rank` (or kSpansRanks). A
+  // pipeline pair's plan must also be a source of its own (add_source): a rank's pairs send at once.
+  void add_group_plan(const GroupKey& key, const Label& label, const CollectivePlan* plan, bool representative, int tp_rank);
   // After the first pass: the groups become sources, and the shadows to simulate are chosen.
   void choose();
   // Whether the group is simulated: representative groups always are.
@@ -47,7 +66,8 @@ class FoldShadows {
 
  private:
   struct Group {
-    std::map<std::pair<int, double>, const CollectivePlan*> plans;  // by operation and bytes
+    std::map<Label, const CollectivePlan*> plans;
+    int tp_rank = kSpansRanks;
     bool representative = false;
     bool simulated = false;
   };
@@ -55,13 +75,18 @@ class FoldShadows {
   [[nodiscard]] std::vector<std::map<std::size_t, double>> phase_loads(const CollectivePlan& plan) const;
   // Each phase's busiest link, its load over its capacity: how the collective runs alone.
   const std::vector<double>& busiest(const CollectivePlan& plan);
-  [[nodiscard]] bool contended(const CollectivePlan& plan) const;
+  // Whether a link of the plan may be filled by two sources (above), for a shadow of `tp_rank`.
+  [[nodiscard]] bool contended(const CollectivePlan& plan, int tp_rank, bool data_parallel) const;
   // Whether a shadow group's collectives alone run otherwise than the representative's.
   bool differs(const Group& group, const Group* representative);
 
   const std::vector<double>& capacity_;
   std::vector<double> load_bound_;
-  std::vector<int> sources_;  // sources that may load each link
+  // Per link: the sources that may load it; those that are not other ranks' pipeline pairs; the TP
+  // rank of all of them, or kSpansRanks when they are of several.
+  std::vector<int> sources_;
+  std::vector<int> sources_before_;
+  std::vector<int> rank_;
   std::size_t gpus_;
   std::map<GroupKey, Group> groups_;
   std::map<const CollectivePlan*, std::vector<double>> busiest_;

@@ -194,13 +194,14 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     std::vector<topology::Vertex> members;
     bool representative;
     bool feeds;
+    int tp_rank;  // of every member, or FoldShadows::kSpansRanks
   };
   // [stage][tp rank][part: 0 dense, 1 experts]
   std::vector<std::vector<std::array<std::vector<DpGroup>, 2>>> dp_groups(static_cast<std::size_t>(p.pp),
                                                                           std::vector<std::array<std::vector<DpGroup>, 2>>(static_cast<std::size_t>(p.tp)));
   for (int s = 0; s < p.pp; ++s) {
     auto& stage = dp_groups[static_cast<std::size_t>(s)];
-    for (int t = 0; t < p.tp; ++t) stage[static_cast<std::size_t>(t)][0].push_back({t, dp_group(t, s), !options.fold || t == 0, true});
+    for (int t = 0; t < p.tp; ++t) stage[static_cast<std::size_t>(t)][0].push_back({t, dp_group(t, s), !options.fold || t == 0, true, t});
     if (!m.moe) continue;
     std::map<int, int> tp_of;  // rank -> TP rank, for the stage's ranks
     for (int t = 0; t < p.tp; ++t) {
@@ -212,11 +213,12 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     std::set<int> tp_group0;  // replica 0's TP group
     for (int t = 0; t < p.tp; ++t) tp_group0.insert(gpu_of(t, 0, 0, s));
     for (const std::vector<int>& ranks : stage_expert_data_parallel_groups(p, s)) {
-      DpGroup g{ranks.front(), {}, !options.fold, !options.fold};
+      DpGroup g{ranks.front(), {}, !options.fold, !options.fold, tp_of.at(ranks.front())};
       for (int r : ranks) {
         g.members.push_back(gpus[static_cast<std::size_t>(r)]);
         g.representative = g.representative || r == rank0;
         g.feeds = g.feeds || tp_group0.count(r) > 0;
+        if (tp_of.at(r) != g.tp_rank) g.tp_rank = FoldShadows::kSpansRanks;
       }
       stage[static_cast<std::size_t>(tp_of.at(ranks.front()))][1].push_back(std::move(g));
     }
@@ -235,7 +237,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       const double params = part == 0 ? dense : expert;
       if (params <= 0 || (part == 0 ? p.dp * p.cp : expert_data_parallel_size(p)) < 2) continue;
       for (const DpGroup& group : dp_groups[static_cast<std::size_t>(s)][static_cast<std::size_t>(t)][static_cast<std::size_t>(part)]) {
-        const auto& [id, members, representative, feeds] = group;
+        const auto& [id, members, representative, feeds, tp_rank] = group;
         const auto key = std::make_tuple(static_cast<int>(op), id, s, part, params * bytes_per);
         auto it = dp_plans.find(key);
         if (it == dp_plans.end()) {
@@ -246,7 +248,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
           it = dp_plans.emplace(key, cm.plan(c)).first;
         }
         if (planning_dp) {
-          shadows.add_group_plan({part, id, s}, static_cast<int>(op), params * bytes_per, &it->second, representative);
+          shadows.add_group_plan({part, id, s}, {static_cast<int>(op), params * bytes_per}, &it->second, representative, tp_rank);
           continue;
         }
         if (!representative && !shadows.simulated({part, id, s})) continue;
@@ -345,63 +347,71 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     if (it != where[static_cast<std::size_t>(s)].end()) timeline[static_cast<std::size_t>(s)][it->second].waits.push_back(w);
   };
 
-  // ---- pipeline sends
-  if (p.pp > 1) {
-    const double bytes = pipeline_bytes / p.tp;  // 1/tp each: sequence parallelism's shard, or Megatron's scatter-gather
-    std::map<std::pair<int, int>, CollectivePlan> plans;
-    auto send = [&](int from, int to, TaskId after, TaskId before, int stream, std::size_t r, int s_from, int s_to) {
-      auto key = std::make_pair(from, to);
-      auto it = plans.find(key);
-      if (it == plans.end()) {
-        Collective c;
-        c.op = CollectiveOp::send_recv;
-        c.ranks = {gpus[static_cast<std::size_t>(from)], gpus[static_cast<std::size_t>(to)]};
-        c.bytes = Bytes(bytes);
-        it = plans.emplace(key, cm.plan(c)).first;
-        shadows.add_source({&it->second}, 2.0);  // the pair may carry a forward and a backward send at once
+  // ---- pipeline pairs. Folded, the pipeline sends of replica 0's other TP and CP ranks are shadows
+  // (fold_shadows.hpp): simulated where they can meet simulated traffic, on replica 0's passes, which
+  // wait for them as their TP collectives and ring attention make them wait for the slowest rank.
+  // The other data-parallel replicas' sends are not simulated (docs/training.md, "Folding").
+  std::vector<Replica> senders = replicas;  // folded: replica 0, then its shadows
+  if (options.fold) {
+    for (int c = 0; c < p.cp; ++c) {
+      for (int t = 0; t < p.tp; ++t) {
+        if (t != 0 || c != 0) senders.push_back({t, c, 0});
       }
-      const auto ids = cm.add_to(graph, it->second, stream);
-      graph.depend(after, ids.first);
-      graph.depend(ids.second, before);
-      wait_on(r, s_to, before, {ids.first, ids.second, WaitKind::pipeline});
-      if (blocking_sends) {
-        // Blocking: the sender's next pass starts once its send has finished.
-        if (auto n = next_compute.find(after); n != next_compute.end()) {
-          graph.depend(ids.second, n->second);
-          wait_on(r, s_from, n->second, {ids.first, ids.second, WaitKind::pipeline});
-        }
+    }
+  }
+  std::map<std::pair<int, int>, CollectivePlan> pair_plans;  // by sending and receiving rank
+  // `rep`: the replica that sends; folded, any but replica 0 is a shadow.
+  const auto pipeline_plan = [&](const Replica& rep, int from, int to) -> const CollectivePlan& {
+    auto it = pair_plans.find({from, to});
+    if (it == pair_plans.end()) {
+      Collective c;
+      c.op = CollectiveOp::send_recv;
+      c.ranks = {gpus[static_cast<std::size_t>(from)], gpus[static_cast<std::size_t>(to)]};
+      c.bytes = Bytes(pipeline_bytes / p.tp);  // 1/tp each: sequence parallelism's shard, or Megatron's scatter-gather
+      it = pair_plans.emplace(std::make_pair(from, to), cm.plan(c)).first;
+      // The pair may carry a forward and a backward send at once.
+      shadows.add_source({&it->second}, 2.0, rep.tp, options.fold && (rep.tp != 0 || rep.cp != 0 || rep.dp != 0));
+    }
+    return it->second;
+  };
+  // A replica's sends, in the order they are added: each stage's and chunk's input from the previous
+  // stage (or the last stage's previous chunk), then its gradient from the next stage (or the first
+  // stage's next chunk).
+  struct Hop {
+    int from, from_chunk, to, to_chunk;
+    bool forward;
+  };
+  std::vector<Hop> hops;
+  for (int s = 0; s < p.pp && p.pp > 1; ++s) {
+    for (int v = 0; v < chunks; ++v) {
+      if (s > 0) hops.push_back({s - 1, v, s, v, true});
+      if (s == 0 && v > 0) hops.push_back({p.pp - 1, v - 1, s, v, true});
+      if (s < p.pp - 1) hops.push_back({s + 1, v, s, v, false});
+      if (s == p.pp - 1 && v + 1 < chunks) hops.push_back({0, v + 1, s, v, false});
+    }
+  }
+  if (options.fold) {
+    for (std::size_t e = 0; e < senders.size(); ++e) {
+      const Replica& rep = senders[e];
+      for (const Hop& h : hops) {
+        const CollectivePlan& plan = pipeline_plan(rep, gpu_of(rep.tp, rep.cp, rep.dp, h.from), gpu_of(rep.tp, rep.cp, rep.dp, h.to));
+        shadows.add_group_plan({FoldShadows::kPipeline, static_cast<int>(e), 0}, {static_cast<int>(CollectiveOp::send_recv), h.from * p.pp + h.to}, &plan, e == 0, rep.tp);
       }
-    };
-    for (std::size_t r = 0; r < replicas.size(); ++r) {
-      const Replica& rep = replicas[r];
-      for (int s = 0; s < p.pp; ++s) {
-        for (int v = 0; v < chunks; ++v) {
-          for (int i = 0; i < micro; ++i) {
-            // Forward input from the previous stage (or the last stage's previous chunk).
-            int ps = s - 1, pv = v;
-            if (s == 0) {
-              ps = p.pp - 1;
-              pv = v - 1;
-            }
-            if (pv >= 0) {
-              send(gpu_of(rep.tp, rep.cp, rep.dp, ps), gpu_of(rep.tp, rep.cp, rep.dp, s),
-                   fwd[r][static_cast<std::size_t>(ps)][static_cast<std::size_t>(pv)][static_cast<std::size_t>(i)].last,
-                   fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(v)][static_cast<std::size_t>(i)].first, kSendForward, r, ps, s);
-            }
-            // Gradient from the next stage (or the first stage's next chunk).
-            int ns = s + 1, nv = v;
-            if (s == p.pp - 1) {
-              ns = 0;
-              nv = v + 1;
-            }
-            if (nv < chunks) {
-              send(gpu_of(rep.tp, rep.cp, rep.dp, ns), gpu_of(rep.tp, rep.cp, rep.dp, s),
-                   bwd[r][static_cast<std::size_t>(ns)][static_cast<std::size_t>(nv)][static_cast<std::size_t>(i)].last,
-                   bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(v)][static_cast<std::size_t>(i)].first, kSendBackward, r, ns, s);
-            }
-          }
-        }
-      }
+    }
+  }
+
+  // The pairs holding the tied embeddings (below), planned here for the choice of shadows.
+  std::vector<CollectivePlan> tied_plans;
+  if (m.tied_embeddings && p.pp > 1) {
+    const double bytes = embedding_parameters(m, p).dense * grad_bytes;
+    tied_plans.reserve(replicas.size());
+    for (const Replica& rep : replicas) {
+      Collective c;
+      c.op = CollectiveOp::all_reduce;
+      c.ranks = {gpus[static_cast<std::size_t>(gpu_of(rep.tp, rep.cp, rep.dp, 0))], gpus[static_cast<std::size_t>(gpu_of(rep.tp, rep.cp, rep.dp, p.pp - 1))]};
+      c.bytes = Bytes(bytes);
+      tied_plans.push_back(cm.plan(c));
+      shadows.add_source({&tied_plans.back()}, 1.0, rep.tp);
     }
   }
 
@@ -539,23 +549,11 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       }
     }
   };
-  // The embedding pair's all-reduce of tied embeddings (below), planned here for the first pass.
-  std::vector<CollectivePlan> tied_plans;
-  if (m.tied_embeddings && p.pp > 1) {
-    const double bytes = embedding_parameters(m, p).dense * grad_bytes;
-    for (const Replica& rep : replicas) {
-      Collective c;
-      c.op = CollectiveOp::all_reduce;
-      c.ranks = {gpus[static_cast<std::size_t>(gpu_of(rep.tp, rep.cp, rep.dp, 0))], gpus[static_cast<std::size_t>(gpu_of(rep.tp, rep.cp, rep.dp, p.pp - 1))]};
-      c.bytes = Bytes(bytes);
-      tied_plans.push_back(cm.plan(c));
-      shadows.add_source({&tied_plans.back()}, 1.0);
-    }
-  }
+
   const bool gather_after_optimizer = has_dp && distributed && !fsdp && !gather_at_start;
   if (options.fold) {
-    // The first pass: plan every data-parallel collective of the step, then choose the shadow groups
-    // to simulate.
+    // The first pass: plan every data-parallel collective of the step, then choose the shadows to
+    // simulate (the pipeline pairs and tied-embedding pairs are planned above).
     planning_dp = true;
     add_dp_traffic();
     if (gather_after_optimizer) {
@@ -567,6 +565,39 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     planning_dp = false;
     shadows.choose();
   }
+
+  // ---- pipeline sends: the simulated replicas', then the shadows simulated, on replica 0's passes
+  if (p.pp > 1) {
+    auto send = [&](const Replica& rep, int from, int to, TaskId after, TaskId before, int stream, std::size_t r, int s_from, int s_to) {
+      const auto ids = cm.add_to(graph, pipeline_plan(rep, from, to), stream);
+      graph.depend(after, ids.first);
+      graph.depend(ids.second, before);
+      wait_on(r, s_to, before, {ids.first, ids.second, WaitKind::pipeline});
+      if (blocking_sends) {
+        // Blocking: the sender's next pass starts once its send has finished.
+        if (auto n = next_compute.find(after); n != next_compute.end()) {
+          graph.depend(ids.second, n->second);
+          wait_on(r, s_from, n->second, {ids.first, ids.second, WaitKind::pipeline});
+        }
+      }
+    };
+    for (std::size_t e = 0; e < senders.size(); ++e) {
+      const bool shadow = e >= replicas.size();
+      if (shadow && !shadows.simulated({FoldShadows::kPipeline, static_cast<int>(e), 0})) continue;
+      const Replica& rep = senders[e];
+      const std::size_t r = shadow ? 0 : e;
+      for (const Hop& h : hops) {
+        const Grid& grid = h.forward ? fwd : bwd;
+        for (int i = 0; i < micro; ++i) {
+          send(rep, gpu_of(rep.tp, rep.cp, rep.dp, h.from), gpu_of(rep.tp, rep.cp, rep.dp, h.to),
+               grid[r][static_cast<std::size_t>(h.from)][static_cast<std::size_t>(h.from_chunk)][static_cast<std::size_t>(i)].last,
+               grid[r][static_cast<std::size_t>(h.to)][static_cast<std::size_t>(h.to_chunk)][static_cast<std::size_t>(i)].first,
+               h.forward ? kSendForward : kSendBackward, r, h.from, h.to);
+        }
+      }
+    }
+  }
+
   add_dp_traffic();
 
   // ---- tied embeddings held by two stages: the first stage's embedding and the last stage's output
@@ -632,7 +663,8 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     // The TP and CP ranks of a replica synchronise inside every layer, through their TP collectives
     // and ring attention's exchanges, which are timed, not simulated: so each of their alike tasks
     // (a pass, or a unit of a split pass) starts once all of them may. Folded, the representative
-    // waits for every TP rank's data-parallel traffic that feeds its passes instead.
+    // waits instead for the other TP and CP ranks' traffic that feeds its passes: their parameter
+    // gathers, and their pipeline sends where they are simulated.
     std::map<std::pair<int, int>, std::vector<std::size_t>> group_of;  // (dp rank, stage) -> replicas
     for (std::size_t r = 0; r < replicas.size(); ++r) {
       for (int s = 0; s < p.pp; ++s) group_of[{replicas[r].dp, s}].push_back(r);

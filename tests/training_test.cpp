@@ -740,6 +740,13 @@ TEST_CASE("an unfolded step starts a TP group's alike tasks together, as its TP 
   check_folding(job, h100_nodes(8), {2, 3}, 1e-9);
 }
 
+TEST_CASE("a folded step simulates the other TP ranks' pipeline sends where they meet its traffic") {
+  // TP 8, PP 4 on a 3-tier RoCE fat tree: ECMP hashes the eight TP ranks' sends between two stages
+  // onto shared uplinks. Folding had simulated TP rank 0's sends alone. With one data-parallel
+  // replica the folded step now holds every rank's traffic, and the two steps agree exactly.
+  check_folding(job_of(gpt(4, 1024, 16, 8192, 32000), 8, 4, 1, 16), three_tier_fat_tree(4, "roce", 8), {0}, 1e-9);
+}
+
 TEST_CASE("a folded step simulates no other TP rank's traffic where it cannot meet the representative's") {
   // Rail-optimized: each TP rank's data-parallel ring stays on its own rail, so the folded run's
   // flows are the representative's alone, and the step is the unfolded one's.
