@@ -130,9 +130,10 @@ void FoldShadows::choose() {
   }
   for (auto& [key, group] : groups_) {
     if (group.simulated) continue;
-    const bool contends = std::any_of(group.plans.begin(), group.plans.end(), [&](const auto& entry) {
-      return contended(*entry.second, group.tp_rank, std::get<0>(key) != kPipeline);
-    });
+    const int tp_rank = group.tp_rank;
+    const bool data_parallel = std::get<0>(key) != kPipeline;
+    const bool contends = std::any_of(group.plans.begin(), group.plans.end(),
+                                      [&](const auto& entry) { return contended(*entry.second, tp_rank, data_parallel); });
     const auto rep = representative.find({std::get<0>(key), std::get<2>(key)});
     if (contends || differs(group, rep == representative.end() ? nullptr : rep->second)) simulate(key, group);
   }

@@ -258,19 +258,6 @@ TEST_CASE("tasks started together wait for every predecessor of the set", "[sim]
   g.run();
   for (auto b : {b1, b2, b3}) CHECK(g.record(b).start == Time::ms(1));
   CHECK(g.record(c1).start == Time::ms(1) + Time::us(5));  // the set's successors are not held
-  // Apart, each starts after its own predecessor.
-  Simulator sim2;
-  FluidNetwork net2(sim2, {1 * GB});
-  TaskGraph apart(sim2, net2, 2);
-  const auto d1 = apart.add_compute(0, 0, Time::us(10), "d1");
-  const auto d2 = apart.add_compute(1, 0, Time::us(30), "d2");
-  const auto e1 = apart.add_compute(0, 0, Time::us(5), "e1");
-  const auto e2 = apart.add_compute(1, 0, Time::us(5), "e2");
-  apart.depend(d1, e1);
-  apart.depend(d2, e2);
-  apart.run();
-  CHECK(apart.record(e1).start == Time::us(10));
-  CHECK(apart.record(e2).start == Time::us(30));
 }
 
 TEST_CASE("a dependency cycle is reported, not hung", "[sim][tasks]") {
