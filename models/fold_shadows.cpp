@@ -13,7 +13,8 @@ FoldShadows::FoldShadows(const std::vector<double>& capacity, std::size_t gpus)
     : capacity_(capacity),
       load_bound_(capacity.size(), 0.0),
       sources_(capacity.size(), 0),
-      sources_before_(capacity.size(), 0),
+      sources_but_shadow_sends_(capacity.size(), 0),
+      load_but_shadow_sends_(capacity.size(), 0.0),
       rank_(capacity.size(), kSpansRanks),
       gpus_(gpus) {}
 
@@ -41,9 +42,12 @@ void FoldShadows::add_source(const std::vector<const CollectivePlan*>& plans, do
   }
   for (const auto& [l, v] : most) {
     load_bound_[l] += copies * v;
-    rank_[l] = sources_[l] == 0 || rank_[l] == tp_rank ? tp_rank : kSpansRanks;
+    rank_[l] = (sources_[l] == 0 || rank_[l] == tp_rank) ? tp_rank : kSpansRanks;
     ++sources_[l];
-    if (!other_rank_pipeline) ++sources_before_[l];
+    if (!other_rank_pipeline) {
+      ++sources_but_shadow_sends_[l];
+      load_but_shadow_sends_[l] += copies * v;
+    }
   }
 }
 
@@ -71,11 +75,11 @@ bool FoldShadows::contended(const CollectivePlan& plan, int tp_rank, bool data_p
     for (const sim::FlowSpec& f : phase.flows) {
       for (auto l : f.path) {
         const auto i = static_cast<std::size_t>(l);
-        if (load_bound_[i] <= capacity_[i] * (1 + kEps)) continue;
+        const double fill = capacity_[i] * (1 + kEps);
         // TP rank 0's own traffic is the representative's: nothing mirrors its meetings.
         const bool other_rank = tp_rank == 0 || tp_rank == kSpansRanks || rank_[i] != tp_rank;
-        if (sources_[i] > 1 && other_rank) return true;
-        if (data_parallel && sources_before_[i] > 1) return true;
+        if (sources_[i] > 1 && other_rank && load_bound_[i] > fill) return true;
+        if (data_parallel && sources_but_shadow_sends_[i] > 1 && load_but_shadow_sends_[i] > fill) return true;
       }
     }
   }

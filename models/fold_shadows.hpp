@@ -13,10 +13,11 @@
 // a group's data-parallel collectives (they take turns on its GPUs' stream), a pipeline pair (both
 // directions at once) or a tied-embedding pair, tagged with the TP rank of its GPUs (or as spanning
 // ranks). A shadow is simulated when
-// - one of its links may be filled by two sources, one of them of another TP rank than the
-//   shadow's, or of any rank for a shadow of TP rank 0 (another CP rank's sends); a data-parallel
-//   group also when two sources other than the other TP and CP ranks' pipeline pairs may fill one
-//   (the rule from before those pairs were sources, kept);
+// - one of its links may be filled by its sources, two or more, one of them of another TP rank
+//   than the shadow's (any source counts for a shadow of TP rank 0, such as another CP rank's
+//   sends, or of several ranks, such as an expert group across TP ranks); a data-parallel group
+//   also when two sources other than the other TP and CP ranks' pipeline pairs may fill one by
+//   themselves (the rule from before those pairs were sources, kept);
 // - one of its collectives alone loads its busiest link of a phase differently from the
 //   representative's same collective (hashing put two of its own flows together); or
 // - it is a data-parallel group that shares a GPU, so a stream, with one simulated (a rank's
@@ -82,10 +83,11 @@ class FoldShadows {
 
   const std::vector<double>& capacity_;
   std::vector<double> load_bound_;
-  // Per link: the sources that may load it; those that are not other ranks' pipeline pairs; the TP
-  // rank of all of them, or kSpansRanks when they are of several.
+  // Per link: the sources that may load it; those that are not the other TP and CP ranks' pipeline
+  // pairs, and their load; the TP rank of all sources, or kSpansRanks when they are of several.
   std::vector<int> sources_;
-  std::vector<int> sources_before_;
+  std::vector<int> sources_but_shadow_sends_;
+  std::vector<double> load_but_shadow_sends_;
   std::vector<int> rank_;
   std::size_t gpus_;
   std::map<GroupKey, Group> groups_;

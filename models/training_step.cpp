@@ -382,12 +382,14 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     bool forward;
   };
   std::vector<Hop> hops;
-  for (int s = 0; s < p.pp && p.pp > 1; ++s) {
-    for (int v = 0; v < chunks; ++v) {
-      if (s > 0) hops.push_back({s - 1, v, s, v, true});
-      if (s == 0 && v > 0) hops.push_back({p.pp - 1, v - 1, s, v, true});
-      if (s < p.pp - 1) hops.push_back({s + 1, v, s, v, false});
-      if (s == p.pp - 1 && v + 1 < chunks) hops.push_back({0, v + 1, s, v, false});
+  if (p.pp > 1) {
+    for (int s = 0; s < p.pp; ++s) {
+      for (int v = 0; v < chunks; ++v) {
+        if (s > 0) hops.push_back({s - 1, v, s, v, true});
+        if (s == 0 && v > 0) hops.push_back({p.pp - 1, v - 1, s, v, true});
+        if (s < p.pp - 1) hops.push_back({s + 1, v, s, v, false});
+        if (s == p.pp - 1 && v + 1 < chunks) hops.push_back({0, v + 1, s, v, false});
+      }
     }
   }
   if (options.fold) {
@@ -404,7 +406,6 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   std::vector<CollectivePlan> tied_plans;
   if (m.tied_embeddings && p.pp > 1) {
     const double bytes = embedding_parameters(m, p).dense * grad_bytes;
-    tied_plans.reserve(replicas.size());
     for (const Replica& rep : replicas) {
       Collective c;
       c.op = CollectiveOp::all_reduce;

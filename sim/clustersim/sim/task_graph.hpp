@@ -57,8 +57,8 @@ class TaskGraph final : public EventHandler, public FluidNetwork::Listener {
   // `after` starts only once `before` has ended.
   void depend(TaskId before, TaskId after);
   // The tasks of each set start together: none before every predecessor of every task of the set
-  // has ended (ranks that synchronise through collectives inside these tasks). Each set joins its
-  // tasks' predecessors through one zero-length task. Call once the set's tasks have all their
+  // has ended (tasks whose work waits on each other inside them). Each set joins its tasks'
+  // predecessors through one zero-length delay task. Call once the set's tasks have all their
   // predecessors; a task is in one set at most.
   void start_together(const std::vector<std::vector<TaskId>>& sets, const std::string& name);
 
