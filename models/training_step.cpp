@@ -13,6 +13,7 @@
 #include "clustersim/models/collective_model.hpp"
 #include "clustersim/models/training.hpp"
 #include "clustersim/sim/task_graph.hpp"
+#include "clustersim/topology/analysis.hpp"
 #include "fold_shadows.hpp"
 #include "training_internal.hpp"
 
@@ -682,6 +683,22 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   }
   const Time end = graph.run();
   const double step = end.to_seconds();
+  if (options.fold && p.pp > 1 && p.dp > 1) {
+    // What folding leaves out: the other data-parallel replicas' sends meet the simulated traffic
+    // where flows are hashed over equal-cost paths or a tier is oversubscribed (docs/training.md,
+    // "Folding": random small plans on such fabrics came out fast; elsewhere within 1.1%).
+    const auto tiers = topology::fabric_tiers(topo);
+    const bool oversubscribed = std::any_of(tiers.begin(), tiers.end(), [](const topology::TierSummary& t) {
+      return t.up.value() > 0 && t.down.value() > t.up.value() * (1 + 1e-9);
+    });
+    const bool hashed = topo.fabric_tiers >= 2 && !cm.router().routes_by_destination();
+    if (hashed || oversubscribed) {
+      result.notes.push_back(fmt::format(
+          "folding leaves out the other {} data-parallel replicas' pipeline sends, which {} can put on the links of the simulated "
+          "traffic: the step may come out fast (docs/training.md, \"Folding\"); --no-fold simulates every rank",
+          p.dp - 1, hashed && oversubscribed ? "hashing over equal-cost paths and an oversubscribed tier" : hashed ? "hashing over equal-cost paths" : "an oversubscribed tier"));
+    }
+  }
   result.step_time = Seconds(step);
   result.stats = sim.stats();
   result.tasks = graph.size();

@@ -747,6 +747,25 @@ TEST_CASE("a folded step simulates the other TP ranks' pipeline sends where they
   check_folding(job_of(gpt(4, 1024, 16, 8192, 32000), 8, 4, 1, 16), three_tier_fat_tree(4, "roce", 8), {0}, 1e-9);
 }
 
+TEST_CASE("a folded step says when it leaves out other replicas' pipeline sends that can meet its traffic") {
+  const auto says = [](const TrainingResult& r) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("folding leaves out the other") != std::string::npos; });
+  };
+  const TrainingJob job = job_of(gpt(4, 1024, 16, 4096, 32000), 2, 2, 4, 16);
+  // ECMP hashing on RoCE: said, and not when every rank is simulated.
+  const topology::Topology roce = three_tier_fat_tree(2, "roce", 8);
+  CHECK(says(simulate_training(job, roce)));
+  CHECK_FALSE(says(simulate_training(job, roce, {.fold = false})));
+  // Rails, and D-mod-k on a non-blocking InfiniBand tree: not said.
+  CHECK_FALSE(says(simulate_training(job, h100_nodes(2))));
+  CHECK_FALSE(says(simulate_training(job, three_tier_fat_tree(2, "infiniband", 8))));
+  // A 3:1 oversubscribed leaf tier: said.
+  CHECK(says(simulate_training(job, from_text("topology: {name: t, node: dgx-h100, nodes: 2, fabric: {kind: fat-tree, "
+                                              "technology: infiniband, tiers: [{radix: 16, oversubscription: 3}, {radix: 16}]}}\n"))));
+  // One data-parallel replica: nothing left out.
+  CHECK_FALSE(says(simulate_training(job_of(gpt(4, 1024, 16, 4096, 32000), 8, 2, 1, 16), roce)));
+}
+
 TEST_CASE("a folded step simulates no other TP rank's traffic where it cannot meet the representative's") {
   // Rail-optimized: each TP rank's data-parallel ring stays on its own rail, so the folded run's
   // flows are the representative's alone, and the step is the unfolded one's.

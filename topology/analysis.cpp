@@ -98,6 +98,30 @@ BytesPerSec fabric_cut(const Topology& topo, const std::vector<char>& side_a) {
 
 }  // namespace
 
+std::vector<TierSummary> fabric_tiers(const Topology& topo) {
+  const Graph& g = topo.graph();
+  std::map<int, TierSummary> tiers;
+  for (auto [v, end] = boost::vertices(g); v != end; ++v) {
+    const Device& d = topo.device(*v);
+    if (d.tier <= 0) continue;
+    TierSummary& t = tiers[d.tier];
+    t.tier = d.tier;
+    t.name = std::string(to_string(d.kind));
+    ++t.switches;
+  }
+  for (auto [e, end] = boost::edges(g); e != end; ++e) {
+    const Device& from = topo.device(boost::source(*e, g));
+    const Device& to = topo.device(boost::target(*e, g));
+    if (from.tier > 0) {
+      TierSummary& t = tiers[from.tier];
+      (to.tier > from.tier ? t.up : t.down) += topo.link(*e).bandwidth;
+    }
+  }
+  std::vector<TierSummary> out;
+  for (auto& [tier, t] : tiers) out.push_back(t);
+  return out;
+}
+
 TopologySummary summarize(const Topology& topo, const Router& router) {
   const Graph& g = topo.graph();
   TopologySummary s;
@@ -111,35 +135,24 @@ TopologySummary summarize(const Topology& topo, const Router& router) {
   s.gpus_per_node = s.nodes > 0 ? s.gpus / s.nodes : 0;
   s.assumptions = topo.assumptions;
 
-  std::map<int, TierSummary> tiers;
   std::vector<int> ports(boost::num_vertices(g), 0);
   for (auto [v, end] = boost::vertices(g); v != end; ++v) {
     const Device& d = topo.device(*v);
     ++s.devices[d.kind];
     if (d.kind == DeviceKind::nvswitch) s.nvswitch_chips += d.chips;
-    if (d.tier > 0) {
-      TierSummary& t = tiers[d.tier];
-      t.tier = d.tier;
-      t.name = std::string(to_string(d.kind));
-      ++t.switches;
-    }
   }
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const Link& l = topo.link(*e);
-    const Device& from = topo.device(boost::source(*e, g));
-    const Device& to = topo.device(boost::target(*e, g));
     if ((l.id & 1u) == 0) s.cables[l.kind] += l.lanes;
     ports[boost::source(*e, g)] += l.lanes;
-    if (from.tier > 0) {
-      TierSummary& t = tiers[from.tier];
-      (to.tier > from.tier ? t.up : t.down) += l.bandwidth;
-    }
   }
+  s.tiers = fabric_tiers(topo);
   for (auto [v, end] = boost::vertices(g); v != end; ++v) {
     const Device& d = topo.device(*v);
-    if (d.tier > 0) tiers[d.tier].max_ports = std::max(tiers[d.tier].max_ports, ports[*v]);
+    for (TierSummary& t : s.tiers) {
+      if (t.tier == d.tier) t.max_ports = std::max(t.max_ports, ports[*v]);
+    }
   }
-  for (auto& [tier, t] : tiers) s.tiers.push_back(t);
 
   if (!topo.gpus().empty()) {
     const Vertex gpu0 = topo.gpus().front();

@@ -61,4 +61,7 @@ inline constexpr int kDiameterSampleNodes = 32;
 
 TopologySummary summarize(const Topology& topo, const Router& router);
 
+// Each fabric tier's switches and bandwidth down and up (max_ports left 0), lowest tier first.
+std::vector<TierSummary> fabric_tiers(const Topology& topo);
+
 }  // namespace cs::topology

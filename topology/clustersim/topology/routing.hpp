@@ -76,6 +76,8 @@ class Router {
   [[nodiscard]] const std::vector<int>& distances_to(Vertex dst) const { return tree_to(dst).hops; }
 
   [[nodiscard]] const RoutingOptions& options() const { return options_; }
+  // Whether equal-cost next hops are chosen by destination (D-mod-k); otherwise by a hash of the flow.
+  [[nodiscard]] bool routes_by_destination() const { return by_destination_; }
 
  private:
   // Whether a path may step u -> w on its way to dst.
