@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -59,6 +60,22 @@ struct PassTasks {
   TaskId last = 0;
   std::vector<TaskId> units;  // per unit when split, else empty
 };
+
+// What folding leaves out: the other data-parallel replicas' pipeline sends meet the simulated
+// traffic where flows are hashed over equal-cost paths or a tier is oversubscribed (docs/training.md,
+// "Folding": random small plans on such fabrics came out fast; elsewhere within 1.1%). Empty where
+// the fabric does neither.
+std::string left_out_sends_note(const topology::Topology& topo, const topology::Router& router, int other_replicas) {
+  const auto tiers = topology::fabric_tiers(topo);
+  const bool oversubscribed = std::any_of(tiers.begin(), tiers.end(), [](const topology::TierSummary& t) { return t.oversubscription() > 1 + 1e-9; });
+  const bool hashed = topo.fabric_tiers >= 2 && !router.routes_by_destination();
+  if (!hashed && !oversubscribed) return {};
+  return fmt::format(
+      "folding leaves out the other {} data-parallel replicas' pipeline sends, which {} can put on the links of the simulated traffic: the "
+      "step may come out fast (docs/training.md, \"Folding\"); --no-fold simulates every rank",
+      other_replicas,
+      hashed && oversubscribed ? "hashing over equal-cost paths and an oversubscribed tier" : hashed ? "hashing over equal-cost paths" : "an oversubscribed tier");
+}
 
 }  // namespace
 
@@ -371,7 +388,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       c.bytes = Bytes(pipeline_bytes / p.tp);  // 1/tp each: sequence parallelism's shard, or Megatron's scatter-gather
       it = pair_plans.emplace(std::make_pair(from, to), cm.plan(c)).first;
       // The pair may carry a forward and a backward send at once.
-      shadows.add_source({&it->second}, 2.0, rep.tp, options.fold && (rep.tp != 0 || rep.cp != 0 || rep.dp != 0));
+      if (options.fold) shadows.add_source({&it->second}, 2.0, rep.tp, rep.tp != 0 || rep.cp != 0 || rep.dp != 0);
     }
     return it->second;
   };
@@ -413,7 +430,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       c.ranks = {gpus[static_cast<std::size_t>(gpu_of(rep.tp, rep.cp, rep.dp, 0))], gpus[static_cast<std::size_t>(gpu_of(rep.tp, rep.cp, rep.dp, p.pp - 1))]};
       c.bytes = Bytes(bytes);
       tied_plans.push_back(cm.plan(c));
-      shadows.add_source({&tied_plans.back()}, 1.0, rep.tp);
+      if (options.fold) shadows.add_source({&tied_plans.back()}, 1.0, rep.tp);
     }
   }
 
@@ -684,20 +701,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   const Time end = graph.run();
   const double step = end.to_seconds();
   if (options.fold && p.pp > 1 && p.dp > 1) {
-    // What folding leaves out: the other data-parallel replicas' sends meet the simulated traffic
-    // where flows are hashed over equal-cost paths or a tier is oversubscribed (docs/training.md,
-    // "Folding": random small plans on such fabrics came out fast; elsewhere within 1.1%).
-    const auto tiers = topology::fabric_tiers(topo);
-    const bool oversubscribed = std::any_of(tiers.begin(), tiers.end(), [](const topology::TierSummary& t) {
-      return t.up.value() > 0 && t.down.value() > t.up.value() * (1 + 1e-9);
-    });
-    const bool hashed = topo.fabric_tiers >= 2 && !cm.router().routes_by_destination();
-    if (hashed || oversubscribed) {
-      result.notes.push_back(fmt::format(
-          "folding leaves out the other {} data-parallel replicas' pipeline sends, which {} can put on the links of the simulated "
-          "traffic: the step may come out fast (docs/training.md, \"Folding\"); --no-fold simulates every rank",
-          p.dp - 1, hashed && oversubscribed ? "hashing over equal-cost paths and an oversubscribed tier" : hashed ? "hashing over equal-cost paths" : "an oversubscribed tier"));
-    }
+    if (std::string note = left_out_sends_note(topo, cm.router(), p.dp - 1); !note.empty()) result.notes.push_back(std::move(note));
   }
   result.step_time = Seconds(step);
   result.stats = sim.stats();
