@@ -316,8 +316,8 @@ void add_validate_command(CLI::App& app) {
   auto* plans = cmd->add_option("--plans", o->plans,
                   "Search the plan space of the training cases whose id starts with this, and compare the best plan found with the published one");
   auto* unknowns = cmd->add_flag("--unknowns", o->unknowns,
-                "For each training case, the step time under every other value of each plan setting it leaves unknown (micro batch up to 8, vpp up to 8, "
-                "ZeRO 0 instead of 1, sequence parallelism, recompute), one at a time, and whether the measurement lies inside that range");
+                "For each training case, the step time under every other value of each plan setting it leaves unknown (micro batch up to 8, every vpp that splits "
+                "a stage's layers evenly, ZeRO 0 instead of 1, sequence parallelism, recompute), one at a time, and whether the measurement lies inside that range");
   unknowns->excludes(plans);
   cmd->add_flag("--pairs", o->pairs, "With --unknowns: also every two values of different unknown settings together (one setting at a time can miss what two reach)")
       ->needs(unknowns);

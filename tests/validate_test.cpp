@@ -211,6 +211,27 @@ TEST_CASE("a case's unknown plan settings are tried one at a time, each as if th
   CHECK(full.low_at == "default");
 }
 
+TEST_CASE("an unknown vpp is tried at every interleaving depth that splits a stage's layers evenly", "[validate]") {
+  const auto cases = validate::read_cases(kShared / "validation/training.yaml");
+  auto vpps = [&](const std::string& id) {
+    const auto it = std::find_if(cases.begin(), cases.end(), [&](const validate::Case& c) { return c.id == id; });
+    REQUIRE(it != cases.end());
+    REQUIRE_FALSE(it->training->vpp);
+    const validate::Sensitivity s = validate::sensitivity(*it);
+    REQUIRE(s.status == "ok");
+    std::vector<std::string> out;
+    for (const auto& a : s.alternatives) {
+      if (a.setting == "vpp") out.push_back(a.value);
+    }
+    return out;
+  };
+  // 84 layers over 2 stages: 42 a stage, down to one layer a chunk (Megatron's
+  // --num-layers-per-virtual-pipeline-stage 1).
+  CHECK(vpps("megatron-core-2024-h100-weak-70B") == std::vector<std::string>{"2", "3", "6", "7", "14", "21", "42"});
+  // 92 layers over 4 stages: 23 a stage, a prime, so one layer a chunk is the only interleaving.
+  CHECK(vpps("megatron-core-2024-h100-weak-119B") == std::vector<std::string>{"23"});
+}
+
 TEST_CASE("with pairs, two unknown settings are also tried together, and the range only widens", "[validate]") {
   const auto cases = validate::read_cases(kShared / "validation/training.yaml");
   const auto it = std::find_if(cases.begin(), cases.end(), [](const validate::Case& c) { return c.id == "megatron-core-2024-h100-weak-70B"; });

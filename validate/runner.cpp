@@ -594,9 +594,12 @@ std::vector<Edit> unknown_settings(const Case& c, const models::TrainingJob& job
     }
   }
   if (!t.vpp && t.pp > 1) {
-    // Interleaving depths of up to 8 chunks that split the layers evenly (check_job drops the rest).
-    for (int v = 2; v <= 8; ++v) {
-      if (t.model.layers % (t.pp * v) != 0) continue;
+    // Every interleaving depth that splits a stage's layers evenly, down to one layer a chunk: Megatron
+    // takes any --num-layers-per-virtual-pipeline-stage that divides them (check_job drops the rest,
+    // such as a batch whose micro-batches do not divide by pp).
+    const int layers_per_stage = t.model.layers / t.pp;
+    for (int v = 2; t.model.layers % t.pp == 0 && v <= layers_per_stage; ++v) {
+      if (layers_per_stage % v != 0) continue;
       out.push_back({"vpp", std::to_string(v), [v, &c](models::TrainingJob& j) {
                        j.plan.vpp = v;
                        j.plan.schedule = models::PipelineSchedule::interleaved;
