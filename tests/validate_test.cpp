@@ -44,6 +44,27 @@ TEST_CASE("every published training case runs", "[validate]") {
   CHECK(s.mape_pct < 8.0);
 }
 
+TEST_CASE("the project's own published cases read, run, and hold one step's FLOPs at both ends", "[validate]") {
+  // validate/extra holds published end points beyond ../shared: Megatron-Core's strong scaling of one
+  // GPT-3 step (the same FLOPs) from 96 to 4,608 H100s, step times derived from the stated MFUs.
+  const auto cases = validate::read_cases(std::filesystem::path(CLUSTERSIM_SOURCE_DIR) / "validate/extra/megatron-core-2024-strong-scaling.yaml");
+  REQUIRE(cases.size() == 2);
+  std::vector<double> flops;
+  for (const auto& c : cases) {
+    INFO(c.id);
+    const auto r = validate::run_case(c);
+    CHECK(r.status == "ok");
+    const double step = c.measured.at("step_time_s");
+    flops.push_back(c.measured.at("tflops_per_gpu") * 1e12 * step * c.cluster.gpus);
+    CHECK(c.measured.at("mfu") * 989.4 == Approx(c.measured.at("tflops_per_gpu")).epsilon(0.001));
+    CHECK(1152.0 * 4096.0 / (step * c.cluster.gpus) == Approx(c.measured.at("tokens_per_s_per_gpu")).epsilon(0.001));
+  }
+  // Strong scaling: the same batch, so the same model FLOPs a step, which the table's 177B row
+  // (432.8 TFLOP/s on 2,304 GPUs, 5.259 s) fixes.
+  CHECK(flops[0] == Approx(432.8e12 * 2304 * 5.259).epsilon(0.001));
+  CHECK(flops[1] == Approx(flops[0]).epsilon(0.001));
+}
+
 TEST_CASE("every published serving case runs and predicts a throughput", "[validate]") {
   const auto cases = validate::read_cases(kShared / "validation/inference.yaml");
   REQUIRE(!cases.empty());
