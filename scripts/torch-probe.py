@@ -11,6 +11,10 @@ model's attention efficiencies and memory-bound op times against a real GPU:
               backward, a fused AdamW step over a given number of parameters
   layer       one whole GPT layer (pre-norm, MHA, GeLU MLP, no dropout), forward and backward, in
               eager PyTorch with the cuDNN attention backend
+  tp_layer    one tensor-parallel rank's share of such a layer with sequence parallelism and no
+              communication, at the shapes of Megatron-Core's 2024 H100 runs (7.1B at TP 2, 16B at
+              TP 4, 32B and the 177B GPT-3 at TP 8, one 4k sequence): what the model charges a rank
+              for a layer's compute, without the collectives beside it
   step        a whole training step of Megatron-Core's 1.7B model on this one GPU: 4 micro-batches
               of one 4k sequence, bf16 weights and gradients, then Megatron's mixed-precision
               optimizer (gradients cast to fp32 main gradients, fused AdamW on fp32 main
@@ -39,12 +43,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="the JSON file to write")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
-    ap.add_argument("--only", default="attention,ops,layer,step", help="comma-separated sections to run")
+    ap.add_argument("--only", default="attention,ops,layer,tp_layer,step", help="comma-separated sections to run")
     args = ap.parse_args()
     wanted = set(args.only.split(","))
-    unknown = wanted - {"attention", "ops", "layer", "step"}
+    unknown = wanted - {"attention", "ops", "layer", "tp_layer", "step"}
     if unknown:
-        sys.exit("torch-probe: unknown section(s) %s (expected attention, ops, layer, step)" % ", ".join(sorted(unknown)))
+        sys.exit("torch-probe: unknown section(s) %s (expected attention, ops, layer, tp_layer, step)" % ", ".join(sorted(unknown)))
 
     import torch
     import torch.nn.functional as F
@@ -282,6 +286,65 @@ def main():
             del blk, params, x, g
             torch.cuda.empty_cache()
 
+    class TPLayer(torch.nn.Module):
+        # One TP rank's share of Layer under Megatron's sequence parallelism, its collectives left out:
+        # the layer norms and residual adds on this rank's tokens / tp rows, the GEMMs on all tokens
+        # with the weights split tp ways (column-parallel qkv and fc1, row-parallel proj and fc2),
+        # heads / tp attention heads. Where Megatron all-gathers the sequence, this repeats the rank's
+        # rows tp times (one copy kernel); where it reduce-scatters, it keeps the first tokens / tp rows
+        # (a view, whose backward zero-fills the rest: one kernel over the GEMM's output).
+        def __init__(self, hid, ffn, heads, tp):
+            super().__init__()
+            lin = lambda i, o: torch.nn.Linear(i, o, device=dev, dtype=bf16)
+            self.hid, self.heads, self.tp = hid, heads, tp
+            self.ln1 = torch.nn.LayerNorm(hid, device=dev, dtype=bf16)
+            self.ln2 = torch.nn.LayerNorm(hid, device=dev, dtype=bf16)
+            self.qkv, self.proj = lin(hid, 3 * hid // tp), lin(hid // tp, hid)
+            self.fc1, self.fc2 = lin(hid, ffn // tp), lin(ffn // tp, hid)
+
+        def forward(self, x):
+            b, rows, _ = x.shape
+            t = rows * self.tp
+            a = self.qkv(self.ln1(x).repeat(1, self.tp, 1))
+            a = a.view(b, t, 3, self.heads // self.tp, self.hid // self.heads).permute(2, 0, 3, 1, 4)
+            q, k, v = (a[i].contiguous() for i in range(3))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            h1 = x + self.proj(o.transpose(1, 2).reshape(b, t, self.hid // self.tp))[:, :rows]
+            return h1 + self.fc2(F.gelu(self.fc1(self.ln2(h1).repeat(1, self.tp, 1))))[:, :rows]
+
+    # (hidden, ffn, heads, tp, tokens): training.yaml's Megatron-Core 2024 H100 runs with TP (7.1B,
+    # 16B, 32B) and the 177B GPT-3 of its table and strong-scaling series, one 4k sequence.
+    tp_layers = [(4096, 16384, 32, 2, 4096), (6144, 24576, 48, 4, 4096), (7168, 28672, 56, 8, 4096), (12288, 49152, 96, 8, 4096)]
+    if args.quick:
+        tp_layers = tp_layers[-1:]
+
+    def tp_layer():
+        for hid, ffn, heads, tp, tokens in tp_layers:
+            blk = TPLayer(hid, ffn, heads, tp)
+            x = torch.randn(1, tokens // tp, hid, device=dev, dtype=bf16, requires_grad=True)
+            g = torch.randn(1, tokens // tp, hid, device=dev, dtype=bf16)
+            params = list(blk.parameters())
+
+            def forward():
+                return blk(x)
+
+            def fwd_bwd():
+                for p in params:
+                    p.grad = None
+                x.grad = None
+                forward().backward(g)
+
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                tf = timed(forward)
+                tfb = timed(fwd_bwd)
+            gemm_flops = 2.0 * tokens * hid * (3 * hid + hid + 2 * ffn) / tp
+            att_flops = 2.0 * tokens * tokens * hid / tp  # causal, forward
+            dims = dict(hidden=hid, ffn=ffn, heads=heads, tp=tp, tokens=tokens)
+            sample("tp_layer", "forward", tf, flops=gemm_flops + att_flops, **dims)
+            sample("tp_layer", "forward_backward", tfb, flops=3 * gemm_flops + 3.5 * att_flops, **dims)
+            del blk, params, x, g
+            torch.cuda.empty_cache()
+
     def step():
         # Megatron-Core's 1.7B (training.yaml's megatron-core-2024-h100-weak-1.7B): 24 layers, h 2048,
         # 16 heads, ffn 8192, vocab 131072, 4k sequences; 4 micro-batches of 1. The output layer is a
@@ -329,7 +392,7 @@ def main():
         print("torch-probe: peak memory %.1f GiB" % (torch.cuda.max_memory_allocated() / 2**30), flush=True)
         del emb, blocks, lnf, head, params, mains, opt
 
-    for name, fn in (("attention", attention), ("ops", ops), ("layer", layer), ("step", step)):
+    for name, fn in (("attention", attention), ("ops", ops), ("layer", layer), ("tp_layer", tp_layer), ("step", step)):
         if name in wanted and not (name == "step" and args.quick):
             section(name, fn)
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
