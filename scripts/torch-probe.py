@@ -259,31 +259,37 @@ def main():
             h1 = x + self.proj(o.transpose(1, 2).reshape(b, t, self.hid))
             return h1 + self.fc2(F.gelu(self.fc1(self.ln2(h1))))
 
+    def time_layer(section, blk, rows, tp, hid, ffn, heads, tokens):
+        # Forward, and forward with backward, of a layer (or a TP rank's share of one: tp > 1) fed
+        # `rows` tokens; samples carry the model's FLOPs of the pass.
+        x = torch.randn(1, rows, hid, device=dev, dtype=bf16, requires_grad=True)
+        g = torch.randn(1, rows, hid, device=dev, dtype=bf16)
+        params = list(blk.parameters())
+
+        def forward():
+            return blk(x)
+
+        def fwd_bwd():
+            for p in params:
+                p.grad = None
+            x.grad = None
+            forward().backward(g)
+
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            tf = timed(forward)
+            tfb = timed(fwd_bwd)
+        gemm_flops = 2.0 * tokens * hid * (3 * hid + hid + 2 * ffn) / tp
+        att_flops = 2.0 * tokens * tokens * hid / tp  # causal, forward
+        dims = dict(hidden=hid, ffn=ffn, heads=heads, tokens=tokens)
+        if tp > 1:
+            dims["tp"] = tp
+        sample(section, "forward", tf, flops=gemm_flops + att_flops, **dims)
+        sample(section, "forward_backward", tfb, flops=3 * gemm_flops + 3.5 * att_flops, **dims)
+        del params, x, g
+
     def layer():
         for hid, ffn, heads, vocab, tokens in layers:
-            blk = Layer(hid, ffn, heads)
-            x = torch.randn(1, tokens, hid, device=dev, dtype=bf16, requires_grad=True)
-            g = torch.randn(1, tokens, hid, device=dev, dtype=bf16)
-            params = list(blk.parameters())
-
-            def forward():
-                return blk(x)
-
-            def fwd_bwd():
-                for p in params:
-                    p.grad = None
-                x.grad = None
-                forward().backward(g)
-
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                tf = timed(forward)
-                tfb = timed(fwd_bwd)
-            gemm_flops = 2.0 * tokens * hid * (3 * hid + hid + 2 * ffn)
-            att_flops = 2.0 * tokens * tokens * hid  # causal, forward
-            dims = dict(hidden=hid, ffn=ffn, heads=heads, tokens=tokens)
-            sample("layer", "forward", tf, flops=gemm_flops + att_flops, **dims)
-            sample("layer", "forward_backward", tfb, flops=3 * gemm_flops + 3.5 * att_flops, **dims)
-            del blk, params, x, g
+            time_layer("layer", Layer(hid, ffn, heads), tokens, 1, hid, ffn, heads, tokens)
             torch.cuda.empty_cache()
 
     class TPLayer(torch.nn.Module):
@@ -320,29 +326,7 @@ def main():
 
     def tp_layer():
         for hid, ffn, heads, tp, tokens in tp_layers:
-            blk = TPLayer(hid, ffn, heads, tp)
-            x = torch.randn(1, tokens // tp, hid, device=dev, dtype=bf16, requires_grad=True)
-            g = torch.randn(1, tokens // tp, hid, device=dev, dtype=bf16)
-            params = list(blk.parameters())
-
-            def forward():
-                return blk(x)
-
-            def fwd_bwd():
-                for p in params:
-                    p.grad = None
-                x.grad = None
-                forward().backward(g)
-
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                tf = timed(forward)
-                tfb = timed(fwd_bwd)
-            gemm_flops = 2.0 * tokens * hid * (3 * hid + hid + 2 * ffn) / tp
-            att_flops = 2.0 * tokens * tokens * hid / tp  # causal, forward
-            dims = dict(hidden=hid, ffn=ffn, heads=heads, tp=tp, tokens=tokens)
-            sample("tp_layer", "forward", tf, flops=gemm_flops + att_flops, **dims)
-            sample("tp_layer", "forward_backward", tfb, flops=3 * gemm_flops + 3.5 * att_flops, **dims)
-            del blk, params, x, g
+            time_layer("tp_layer", TPLayer(hid, ffn, heads, tp), tokens // tp, tp, hid, ffn, heads, tokens)
             torch.cuda.empty_cache()
 
     def step():

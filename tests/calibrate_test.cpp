@@ -27,10 +27,7 @@ using hardware::HardwareProfile;
 
 namespace {
 
-HardwareProfile shipped(const std::string& name) {
-  IncludeStack includes;
-  return hardware::load_hardware_profile(resolve_part(name, "hardware"), includes);
-}
+using test::shipped;
 
 // The probe's GEMM sweep shape: powers of two from 256 to 16384 on each axis, plus uneven shapes.
 std::vector<GemmSample> synthetic_gemms(const HardwareProfile& truth, const std::vector<Dtype>& dtypes) {

@@ -20,10 +20,7 @@ double attention_s(const HardwareProfile& hw, double flops, double row_flops, Dt
   return fused_attention_time(hw, Flops(flops), Flops(row_flops), dtype, backward, load).value();
 }
 
-HardwareProfile shipped(const std::string& name) {
-  IncludeStack includes;
-  return load_hardware_profile(resolve_part(name, "hardware"), includes);
-}
+using test::shipped;
 
 // A profile from text, with the minimum of fields; `extra` is appended under `hardware:`.
 std::string minimal_profile(const std::string& gemm = "    max_efficiency: {bf16: 0.8}\n") {

@@ -9,7 +9,9 @@
 #include "catch.hpp"
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/parts.hpp"
 #include "clustersim/common/yaml_reader.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
 #include "clustersim/topology/topology_loader.hpp"
 
 namespace cs::test {
@@ -27,6 +29,12 @@ inline std::string input_error(const std::function<void()>& fn) {
 
 inline yaml::Node parse(const std::string& text, const std::string& name = "test.yaml") {
   return yaml::Document::load_string(text, name)->root();
+}
+
+// A shipped hardware profile by name (scenarios/hardware/NAME.yaml).
+inline hardware::HardwareProfile shipped(const std::string& name) {
+  IncludeStack includes;
+  return hardware::load_hardware_profile(resolve_part(name, "hardware"), includes);
 }
 
 // A topology from the text of a topology file (`topology: {...}`).
