@@ -164,7 +164,7 @@ void training_cost(const Options& o) {
     std::string even;
     if (e.break_even_preemptions_per_node_hour) {
       even = *e.break_even_preemptions_per_node_hour > 0 ? fmt::format("{:.2g} preemptions/node-h", *e.break_even_preemptions_per_node_hour)
-                                                          : "dearer than on-demand unpreempted";
+                                                          : "no cheaper than on-demand unpreempted";
     }
     if (e.break_even_utilisation) even = fmt::format("utilisation {:.0f}%", 100 * *e.break_even_utilisation);
     if (e.pricing == models::Pricing::mixed) even = fmt::format("{:.0f}% on on-demand", 100 * e.on_demand_fraction);

@@ -635,19 +635,27 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     const ClosedForm c = closed_form(plan, preempt_rate);
     e.mtbi_s = c.mtbi;
     e.interval_s = c.interval;
-    e.can_finish = c.finite && e.mtbi_s > ck + restart && c.wall < options.cap_factor * run.work_s;
+    // Whether the expected wall time stays under the trials' cap. Interruptions that come sooner on
+    // average than a checkpoint and a restart do not decide it alone: each attempt still survives
+    // with probability e^(-(tau + delta)/M), and Daly's expectation stays finite (and the Monte
+    // Carlo's trials finish) while it is under the cap.
+    e.can_finish = c.finite && c.wall < cap;
+    const std::string within = cap < options.cap_factor * run.work_s ? fmt::format("{} (the Monte Carlo's clock)", duration(cap))
+                                                                     : fmt::format("{:g} x the failure-free time", options.cap_factor);
     if (e.can_finish) {
       e.expected_wall_s = c.wall;
       e.expected_cost = c.held / kHour * run.gpus * plan.price;
     } else {
       // On spot alone; a mixed row's fallback can still finish it (its Monte Carlo says whether).
       const char* what = pricing == Pricing::mixed ? "cannot finish on spot alone" : "cannot finish";
+      const std::string expected =
+          c.finite ? fmt::format("the expected wall time is {:.3g} x the failure-free time", c.wall / run.work_s) : std::string("the expected wall time overflows");
       if (c.noticed_rate > 0 && 1.0 / c.noticed_rate < e.mtbi_s) {
-        e.verdict = fmt::format("{}: noticed preemptions every {:.3g} h on average, a restart and the notice take {:.3g} h", what,
-                                1.0 / c.noticed_rate / kHour, (restart + plan.notice) / kHour);
+        e.verdict = fmt::format("{} within {}: {}, with noticed preemptions every {:.3g} h on average and a restart and the notice taking {:.3g} h",
+                                what, within, expected, 1.0 / c.noticed_rate / kHour, (restart + plan.notice) / kHour);
       } else {
-        e.verdict = fmt::format("{}: interruptions every {:.3g} h on average, a checkpoint and restart take {:.3g} h", what, e.mtbi_s / kHour,
-                                (ck + restart) / kHour);
+        e.verdict = fmt::format("{} within {}: {}, with interruptions every {:.3g} h on average and a checkpoint and restart taking {:.3g} h",
+                                what, within, expected, e.mtbi_s / kHour, (ck + restart) / kHour);
       }
       e.expected_wall_s = kInfinity;
       e.expected_cost = kInfinity;
@@ -680,8 +688,6 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     if (pricing == Pricing::mixed) e.can_finish = e.finished > 0;
     if (e.finished < e.trials) {
       e.can_finish = e.finished > 0 && e.can_finish;
-      const std::string within = cap < options.cap_factor * run.work_s ? fmt::format("{} (the Monte Carlo's clock)", duration(cap))
-                                                                       : fmt::format("{:g} x the failure-free time", options.cap_factor);
       const std::string note = fmt::format("{} of {} trials did not finish within {}", e.trials - e.finished, e.trials, within);
       add_note(e, note);
     }

@@ -171,8 +171,17 @@ CostSheet load_cost_sheet_reference(const yaml::Node& node, IncludeStack& includ
   return read_cost_sheet(part_body(doc->root(), "cost_sheet"));
 }
 
-CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes) {
+CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes, bool training) {
   yaml::Map m(node);
+  if (!training) {
+    for (const char* key : {"reliability", "checkpoint", "deadline", "elastic", "trials", "seed"}) {
+      if (auto k = m.find(key)) {
+        k->fail_message(fmt::format("'{}' applies to training runs only: an inference scenario's cost prices the simulated fleet from its "
+                                    "sheet and offerings",
+                                    key));
+      }
+    }
+  }
   CostSection c;
   c.sheet = load_cost_sheet_reference(m.at("sheet", "a cost sheet: a shipped name, a path, or a map"), includes);
   if (auto list = m.find("offerings")) {
@@ -214,6 +223,10 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
       c.origin.restart = *r2;
     }
     rm.finish();
+  }
+  if (!training) {
+    m.finish();
+    return c;
   }
   {
     c.origin.checkpoint = m.at("checkpoint", "a checkpoint map with write_bandwidth (bytes/s the job writes at)");

@@ -355,7 +355,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     }
     w.finish();
   }
-  if (auto c = m.find("cost")) sc.cost = read_cost_section(*c, hw.name, includes);
+  if (auto c = m.find("cost")) sc.cost = read_cost_section(*c, hw.name, includes, false);
   std::optional<yaml::Node> sizing_node = m.find("sizing");
   if (sizing_node) sc.sizing = read_sizing(*sizing_node, includes);
   if (auto s = m.find("slo")) {

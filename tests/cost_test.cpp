@@ -201,6 +201,30 @@ TEST_CASE("cost: a run whose interruptions come faster than a checkpoint and a r
   CHECK(std::isinf(e.expected_wall_s));
 }
 
+TEST_CASE("cost: interruptions sooner than a checkpoint and a restart still finish when Daly's expectation is under the cap") {
+  // MTBF 12 min against a 5 min checkpoint and a 10 min restart: most attempts are lost, but one of
+  // e^((tau + delta)/M) survives, and Daly's expected wall time is about 7 x the work, under 100 x.
+  RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 12 * kMinute);
+  CostOptions opt;
+  opt.trials = 20;
+  opt.cap_factor = 100;
+  const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
+  const CostEstimate& e = rows[0];
+  CHECK(e.mtbi_s < e.checkpoint_s + e.restart_s);
+  CHECK(e.finished == e.trials);
+  CHECK(e.can_finish);
+  CHECK(e.verdict.empty());
+  CHECK(e.expected_wall_s > 3 * run.work_s);
+  CHECK(e.expected_wall_s < 20 * run.work_s);
+  // The closed form and the trials agree on what they say.
+  CHECK(e.wall_s.mean == Approx(e.expected_wall_s).epsilon(0.15));
+  // Under a cap below the expectation the same run cannot finish, and the verdict says how far off it is.
+  opt.cap_factor = 2;
+  const CostEstimate capped = estimate_costs(run, {on_demand(2.0)}, opt)[0];
+  CHECK_FALSE(capped.can_finish);
+  CHECK_THAT(capped.verdict, Catch::Contains("cannot finish within 2 x the failure-free time") && Catch::Contains("x the failure-free time"));
+}
+
 namespace {
 // The refusal estimate_costs makes, or a failed test when it runs the Monte Carlo instead.
 CostInputError refusal(const RunSpec& run, const std::vector<Offering>& offerings) {

@@ -70,7 +70,9 @@ struct CostSection {
 };
 
 // Reads a scenario's `cost:` section; `gpu` is the scenario's GPU profile name (offerings for another
-// GPU are refused when named, left out when not).
-CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes);
+// GPU are refused when named, left out when not). A training run's section describes its
+// checkpoints, failures and trials; an inference scenario's holds the sheet and offerings only
+// (`training` false: the training keys are refused, naming the key).
+CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes, bool training = true);
 
 }  // namespace cs::models
