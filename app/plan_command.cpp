@@ -38,6 +38,7 @@ struct Options {
   int top = 10;
   int bound = 0;
   std::string report;
+  std::vector<std::string> training_only;  // training options given on the command line
 };
 
 std::string layout(const models::SizingCandidate& c) {
@@ -410,6 +411,12 @@ void plan(const Options& o) {
     training_plan(o);
     return;
   }
+  if (!o.training_only.empty()) {
+    std::string given;
+    for (const auto& name : o.training_only) given += (given.empty() ? "" : ", ") + name;
+    throw InputError(fmt::format("{} appl{} to training scenarios only: {} is an inference scenario", given, o.training_only.size() == 1 ? "ies" : "y",
+                                 o.scenario));
+  }
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.sizing) throw InputError(fmt::format("{}: no 'sizing' section (gpus with prices, tp, attainment) to plan from", o.scenario));
   const models::SizingResult r = models::size_fleet(sc);
@@ -437,13 +444,17 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("scenario", o->scenario, "Training scenario (optional search section) or inference scenario with a sizing section")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)")->check(output_directory());
-  cmd->add_option("--threads", o->threads, "Training: threads simulating plans (default: every core)")->check(CLI::Range(0, 4096));
-  cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds");
-  cmd->add_option("--bound", o->bound, "Training: branch and bound, skipping plans whose lower bound cannot reach the top K by time or cost")->check(CLI::Range(1, 100000));
-  cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000));
+  const std::vector<CLI::Option*> training_only = {
+      cmd->add_option("--threads", o->threads, "Training: threads simulating plans (default: every core)")->check(CLI::Range(0, 4096)),
+      cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds"),
+      cmd->add_option("--bound", o->bound, "Training: branch and bound, skipping plans whose lower bound cannot reach the top K by time or cost")->check(CLI::Range(1, 100000)),
+      cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000))};
   cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->check(output_directory());
-  cmd->callback([o] {
+  cmd->callback([o, training_only] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
+    for (const CLI::Option* opt : training_only) {
+      if (opt->count() > 0) o->training_only.push_back(opt->get_name());
+    }
     plan(*o);
   });
 }

@@ -361,7 +361,7 @@ nlohmann::json rate_sweep(const models::InferenceScenario& sc) {
     a.rate = w.arrivals.rate * f;
     const int count = w.duration > 0 ? static_cast<int>(std::llround(w.duration * a.rate)) : w.requests;
     if (count < 1 || count > 10'000'000) continue;  // the workload limit of a scenario
-    at.requests = models::generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix);
+    at.requests = models::generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix, w.context);
     const models::ServingMetrics m = models::simulate_inference(at).metrics;
     points.push_back({{"rate_rps", a.rate}, {"request_throughput", m.request_throughput}, {"request_goodput", m.request_goodput},
                       {"output_token_throughput", m.output_throughput}, {"ttft_p90_ms", m.ttft.p90 * 1e3}, {"tpot_p90_ms", m.tpot.p90 * 1e3}});
@@ -371,6 +371,7 @@ nlohmann::json rate_sweep(const models::InferenceScenario& sc) {
 
 void run_inference(const Options& o) {
   if (o.no_fold) throw InputError("--no-fold applies to training scenarios only");
+  if (o.ops) throw InputError("--ops applies to training scenarios only");
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   const models::InferenceResult r = models::simulate_inference(sc);
   nlohmann::json j = inference_json(sc, r);

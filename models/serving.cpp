@@ -1066,7 +1066,7 @@ int LengthDistribution::sample(std::uint64_t& state) const {
 }
 
 std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& arrivals, const LengthDistribution& prompt,
-                                              const LengthDistribution& output, std::uint64_t seed, const SharedPrefix& prefix) {
+                                              const LengthDistribution& output, std::uint64_t seed, const SharedPrefix& prefix, int context) {
   if (prefix.tokens < 0 || prefix.groups < 1) throw std::invalid_argument("a shared prefix needs tokens >= 0 and at least one group");
   std::uint64_t prefix_state = seed ^ 0x5deece66dull;
   if (count < 0) throw std::invalid_argument("the request count cannot be negative");
@@ -1088,6 +1088,21 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
     r.arrival = t;
     r.prompt_tokens = prompt.sample(state);
     r.output_tokens = output.sample(state);
+    const auto fits = [&] { return std::int64_t{r.prompt_tokens} + prefix.tokens + r.output_tokens <= context; };
+    const bool random_lengths = prompt.kind != LengthDistribution::Kind::fixed || output.kind != LengthDistribution::Kind::fixed;
+    if (context > 0 && random_lengths && !fits()) {
+      // Drawn again from a stream of the request's own, so that the requests that fit (and every
+      // arrival) are the ones the seed gives without the context.
+      std::uint64_t again = seed ^ (0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1));
+      for (int draws = 1; !fits(); ++draws) {
+        if (draws == kMaxLengthDraws) {
+          throw std::invalid_argument(fmt::format("{} draws in a row of request {}'s prompt{} and output lengths exceed the model's context of {} tokens",
+                                                  kMaxLengthDraws, i, prefix.tokens > 0 ? " (with its shared prefix)" : "", context));
+        }
+        r.prompt_tokens = prompt.sample(again);
+        r.output_tokens = output.sample(again);
+      }
+    }
     if (prefix.tokens > 0) {
       r.prefix_id = static_cast<int>(uniform01(prefix_state) * prefix.groups);
       r.prefix_tokens = prefix.tokens;

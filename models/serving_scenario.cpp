@@ -297,7 +297,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       if (!std::filesystem::exists(path, ec)) f.fail("the path of a trace CSV file", fmt::format("no file at {}", path.string()));
       a.finish();
       sc.requests = read_trace(path);
-      sc.workload_text = fmt::format("trace {} ({} requests)", path.filename().string(), sc.requests.size());
+      sc.workload_text = fmt::format("trace {} ({} request{})", path.filename().string(), sc.requests.size(), sc.requests.size() == 1 ? "" : "s");
       for (const char* key : {"requests", "duration", "prompt_tokens", "output_tokens", "shared_prefix"}) {
         if (w.find(key)) w.at(key, "").fail_message(fmt::format("'{}' comes from the trace file; remove it", key));
       }
@@ -343,15 +343,20 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
         prefix.groups = pm.get_or<int>("groups", 1, yaml::in_range(1, 1'000'000, "from 1 to 1,000,000 prefixes"));
         pm.finish();
       }
-      sc.requests = generate_requests(count, p, prompt, output, seed, prefix);
+      try {
+        sc.requests = generate_requests(count, p, prompt, output, seed, prefix, r.model.seq_len);
+      } catch (const std::invalid_argument& e) {
+        wnode.fail_message(fmt::format("impossible workload: {} (raise the model's seq_len, or shorten the lengths)", e.what()));
+      }
       if (kind == "poisson" || kind == "gamma") {
-        WorkloadRecipe recipe{p, prompt, output, count, 0.0, seed, prefix};
+        WorkloadRecipe recipe{p, prompt, output, count, 0.0, seed, prefix, r.model.seq_len};
         if (auto d = w.find("duration")) recipe.duration = d->as<Seconds>().value();
         sc.recipe = recipe;
       }
-      sc.workload_text = kind == "closed-loop" ? fmt::format("{} requests, closed loop of {}", count, sc.closed_loop->concurrency)
-                         : kind == "offline"   ? fmt::format("{} requests, offline (all at once)", count)
-                                               : fmt::format("{} requests, {} at {:g} req/s", count, kind, p.rate);
+      const std::string requests = fmt::format("{} request{}", count, count == 1 ? "" : "s");
+      sc.workload_text = kind == "closed-loop" ? fmt::format("{}, closed loop of {}", requests, sc.closed_loop->concurrency)
+                         : kind == "offline"   ? fmt::format("{}, offline (all at once)", requests)
+                                               : fmt::format("{}, {} at {:g} req/s", requests, kind, p.rate);
     }
     w.finish();
   }
@@ -387,7 +392,8 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
                                             sc.recipe->requests, sc.sizing->rate, sc.recipe->requests / sc.sizing->rate, kMaxArrivalSeconds));
     }
   }
-  // Every request must fit one replica's KV pool and, without chunked prefill, one batch.
+  // Every request must fit one replica's KV pool, the model's context and, without chunked prefill,
+  // one batch.
   const std::int64_t blocks = kv_block_capacity(r, hw);
   for (const auto& q : sc.requests) {
     const std::int64_t need = (q.total_tokens() + r.block_size - 1) / r.block_size;
@@ -395,6 +401,12 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       // Named at the workload, which the request came from (a trace, or its length distributions).
       workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} ({} + {} tokens) needs {} KV blocks; a replica holds {}",
                                                             q.id, q.prompt_tokens, q.output_tokens, need, blocks));
+    }
+    if (q.total_tokens() > r.model.seq_len) {
+      // vLLM refuses such a request (its max_model_len defaults to the model's context).
+      workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than {}'s context of {} "
+                                                            "(the model's seq_len; raise it for a model trained or extended to longer contexts)",
+                                                            q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.model.name, r.model.seq_len));
     }
     if (!r.chunked_prefill && q.total_tokens() > r.max_num_batched_tokens) {
       const yaml::Node where = yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node);

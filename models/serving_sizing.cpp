@@ -148,7 +148,7 @@ SizingResult size_fleet(const InferenceScenario& sc) {
     ArrivalProcess a = w.arrivals;
     if (z.rate > 0) a.rate = z.rate;
     const int count = w.duration > 0 ? static_cast<int>(std::llround(w.duration * a.rate)) : w.requests;
-    requests = generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix);
+    requests = generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix, w.context);
     out.rate = a.rate;
   } else if (requests.size() > 1) {
     out.rate = static_cast<double>(requests.size()) / std::max(1e-9, requests.back().arrival - requests.front().arrival);
@@ -161,7 +161,7 @@ SizingResult size_fleet(const InferenceScenario& sc) {
     }
     for (int tp : tps) {
       std::string why = tp_split_problem(sc.replica.model, tp);
-      if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) why = fmt::format("TP {} does not divide a {}-GPU node", tp, offer.node.gpus());
+      if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) why = fmt::format("TP {} does not divide the node's {} GPUs", tp, offer.node.gpus());
       if (why.empty() && tp * sc.replica.pp > z.max_gpus) {
         why = fmt::format("one replica needs TP {} x PP {} = {} GPUs, more than max_gpus ({})", tp, sc.replica.pp, tp * sc.replica.pp, z.max_gpus);
       }
@@ -197,7 +197,12 @@ SizingResult size_fleet(const InferenceScenario& sc) {
   }
   std::stable_sort(out.candidates.begin(), out.candidates.end(), [](const SizingCandidate& a, const SizingCandidate& b) {
     if (a.feasible != b.feasible) return a.feasible;
-    if (a.feasible) return a.cost_per_hour < b.cost_per_hour || (a.cost_per_hour == b.cost_per_hour && a.attainment > b.attainment);
+    if (a.feasible) {
+      // Equal $/hour: the higher attainment, then the fewer $ per million output tokens.
+      if (a.cost_per_hour != b.cost_per_hour) return a.cost_per_hour < b.cost_per_hour;
+      if (a.attainment != b.attainment) return a.attainment > b.attainment;
+      return a.cost_per_million_output_tokens < b.cost_per_million_output_tokens;
+    }
     return a.attainment > b.attainment;
   });
   return out;

@@ -78,4 +78,11 @@ grep -q -- "--results: expected a file (JSON lines), found the directory $out/di
 status=0
 "$cli" plan "$data/plan-small.yaml" --results "$out/missing/r.jsonl" >/dev/null 2>"$out/missing.err" || status=$?
 [ "$status" -eq 2 ] && grep -q "its directory $out/missing does not exist" "$out/missing.err" || { echo "--results in a missing directory: status $status"; cat "$out/missing.err"; exit 1; }
+# Training options on an inference scenario: refused (status 2, naming them), not ignored.
+status=0
+"$cli" plan "$data/sizing-small.yaml" --bound 3 --top 4 >/dev/null 2>"$out/training-only.err" || status=$?
+[ "$status" -eq 2 ] && grep -q -- "--bound, --top apply to training scenarios only" "$out/training-only.err" || { echo "--bound on an inference scenario: status $status"; cat "$out/training-only.err"; exit 1; }
+status=0
+"$cli" run "$data/sizing-small.yaml" --ops >/dev/null 2>"$out/ops.err" || status=$?
+[ "$status" -eq 2 ] && grep -q -- "--ops applies to training scenarios only" "$out/ops.err" || { echo "--ops on an inference scenario: status $status"; cat "$out/ops.err"; exit 1; }
 echo ok

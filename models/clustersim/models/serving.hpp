@@ -299,8 +299,14 @@ struct SharedPrefix {
 // (sim::Time::kLimit, about 146 years), so that the requests' own times after them still fit.
 // Traces are held to it row by row, generated workloads by their mean span.
 inline constexpr double kMaxArrivalSeconds = 0.5 * static_cast<double>(sim::Time::kLimit) * 1e-9;
+// With `context` > 0, random lengths are drawn from the distributions truncated to requests whose
+// prompt (its shared prefix included) and output fit `context` tokens, as a client that must fit the
+// model's context sends them: a pair that does not fit is drawn again (std::invalid_argument after
+// kMaxLengthDraws misses in a row). Fixed lengths are kept as given, for the caller to refuse.
+inline constexpr int kMaxLengthDraws = 1000;
 std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& arrivals, const LengthDistribution& prompt,
-                                              const LengthDistribution& output, std::uint64_t seed, const SharedPrefix& prefix = {});
+                                              const LengthDistribution& output, std::uint64_t seed, const SharedPrefix& prefix = {},
+                                              int context = 0);
 // A trace CSV with header `arrival_s,prompt_tokens,output_tokens` (optionally `,prefix_id,prefix_tokens`);
 // throws InputError naming the file and line for a malformed or unsorted row.
 std::vector<ServingRequest> read_trace(const std::filesystem::path& file);

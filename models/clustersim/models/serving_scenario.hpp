@@ -45,6 +45,7 @@ struct WorkloadRecipe {
   double duration = 0;    // s, when given as a duration (requests = duration x rate)
   std::uint64_t seed = 1;
   SharedPrefix prefix;
+  int context = 0;        // tokens a request may hold (the model's seq_len): lengths are drawn to fit it
 };
 
 // What `clustersim plan` may buy for an inference scenario (the `sizing` section).
