@@ -159,6 +159,37 @@ TEST_CASE("serving: goodput never exceeds throughput, and a tight SLO lowers it"
   CHECK(loose.output_throughput == Approx(loose.request_throughput * 256));
 }
 
+TEST_CASE("serving: random lengths are drawn to fit the model's context, and the requests that fit stay as the seed gave them") {
+  const ArrivalProcess p{ArrivalProcess::Kind::poisson, 10, 1};
+  const LengthDistribution prompt{LengthDistribution::Kind::lognormal, 600, 0.8, {}};
+  const LengthDistribution output{LengthDistribution::Kind::lognormal, 200, 0.6, {}};
+  const SharedPrefix prefix{100, 4};
+  const int context = 2048;
+  const auto free = generate_requests(5000, p, prompt, output, 9, prefix);
+  const auto fitted = generate_requests(5000, p, prompt, output, 9, prefix, context);
+  REQUIRE(free.size() == fitted.size());
+  int redrawn = 0;
+  for (std::size_t i = 0; i < free.size(); ++i) {
+    CHECK(fitted[i].total_tokens() <= context);
+    CHECK(fitted[i].arrival == free[i].arrival);
+    CHECK(fitted[i].prefix_id == free[i].prefix_id);
+    if (free[i].total_tokens() <= context) {
+      CHECK(fitted[i].prompt_tokens == free[i].prompt_tokens);
+      CHECK(fitted[i].output_tokens == free[i].output_tokens);
+    } else {
+      ++redrawn;
+    }
+  }
+  // About P(prompt + output > 2048) of them: a few percent.
+  CHECK(redrawn > 20);
+  CHECK(redrawn < 500);
+  // Lengths that cannot fit: refused after kMaxLengthDraws misses; fixed ones are left to the caller.
+  const LengthDistribution wide{LengthDistribution::Kind::uniform, 3000, 4000, {}};
+  CHECK_THROWS_AS(generate_requests(3, p, wide, output, 9, {}, context), std::invalid_argument);
+  const LengthDistribution fixed{LengthDistribution::Kind::fixed, 3000, 0, {}};
+  CHECK(generate_requests(3, p, fixed, fixed, 9, {}, context).front().total_tokens() == 6000);
+}
+
 TEST_CASE("serving: workloads are seeded and follow their distributions") {
   const ArrivalProcess p{ArrivalProcess::Kind::poisson, 10, 1};
   const LengthDistribution u{LengthDistribution::Kind::uniform, 100, 200, {}};
