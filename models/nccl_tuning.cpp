@@ -120,6 +120,9 @@ CommShape nccl_graph(const GraphInputs& in) {
   c.nvswitch = in.nvswitch;
   // NCCL enables CollNet with a SHARP plugin, at least 2 nodes and at most 8 GPUs per node (init.cc).
   c.collnet = in.in_network_reduction && in.nodes >= 2 && in.ppn <= 8;
+  c.gpu_total = in.gpu_total;
+  c.gpu_to_gpu = std::min(in.gpu_to_gpu, in.gpu_total);
+  if (in.nodes > 1) c.net_per_gpu = in.gpu_to_net * std::min(1.0, static_cast<double>(std::max(1, in.nics)) / std::max(1, in.ppn));
   const int cc = compute_capability(in.architecture);
   if (in.nodes == 1) {
     // Rings inside a node: the first ladder speed the GPU-to-GPU path allows, as many channels as
@@ -243,15 +246,21 @@ BytesPerSec nccl_algbw(CollectiveOp op, Algorithm a, Protocol p, const CommShape
     }
     case Algorithm::hierarchical:
       return BytesPerSec(0);  // not NCCL's: its cost is the sum of its three rings (collective_model.cpp)
-    case Algorithm::pairwise:
+    case Algorithm::pairwise: {
       if (op != CollectiveOp::all_to_all || p != Protocol::simple) return BytesPerSec(0);
-      // Each GPU sends (n-1)/n of its buffer, through NVLink in a node or its share of the NICs.
-      bus = c.nodes == 1 ? c.channels * c.bi : c.be * std::max(1, c.channels / std::max(1, c.ppn));
-      ratio = static_cast<double>(n) / (n - 1);
+      // Each GPU sends 1/n of its buffer to every other rank: to the ppn - 1 in its node through its
+      // NVLink (or PCIe) at once, to the n - ppn elsewhere through its share of the NICs, both at once.
+      const double local = c.gpu_total > 0 ? (c.ppn - 1.0) / n / c.gpu_total : 0.0;
+      const double remote = c.nodes > 1 && c.net_per_gpu > 0 ? (n - static_cast<double>(c.ppn)) / n / c.net_per_gpu : 0.0;
+      const double per_byte = std::max(local, remote);
+      if (per_byte <= 0) return BytesPerSec(0);
+      bus = 1.0 / per_byte;  // algbw
       break;
+    }
     case Algorithm::direct:
       if (op != CollectiveOp::send_recv || p != Protocol::simple) return BytesPerSec(0);
-      bus = c.nodes == 1 ? c.channels * c.bi : c.be * std::max(1, c.channels / std::max(1, c.ppn));
+      // The path between the two GPUs: inside a node, or through one GPU's NIC.
+      bus = c.nodes == 1 ? c.gpu_to_gpu : c.net_per_gpu;
       break;
     case Algorithm::collnet: {
       if (op != CollectiveOp::all_reduce || p != Protocol::simple || !c.collnet) return BytesPerSec(0);

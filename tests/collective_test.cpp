@@ -286,6 +286,34 @@ TEST_CASE("all-to-allv moves each pair's own size", "[collectives][all-to-all]")
   CHECK_THROWS_WITH(m.plan(v), Catch::Contains("per-pair sizes need 8 x 8 entries, found 10"));
 }
 
+TEST_CASE("send/recv and all-to-all alone take their estimate: node-mates over NVLink, the rest through the NICs", "[collectives][all-to-all]") {
+  // NCCL's tuner has no model of either; the estimate is the bytes over the GPUs' paths. On two DGX
+  // H100 an all-to-all sends 7/16 of a GPU's buffer over NVLink and 8/16 through its NIC at once:
+  // the NIC's half sets the time, about half of what all of it through the NIC would take.
+  const Topology topo = nodes_of("dgx-h100", 2);
+  const CollectiveModel m(topo);
+  Collective a;
+  a.op = CollectiveOp::all_to_all;
+  a.ranks = topo.gpus();
+  a.bytes = Bytes(1 << 30);
+  const auto ra = m.simulate(a);
+  CHECK(ra.time.value() == Approx(ra.plan.model.time.value()).epsilon(0.01));
+  // 8/16 of 1 GiB through a GPU's path to its NIC, NCCL's PCIe Gen5 48 GB/s.
+  CHECK(ra.plan.model.time.value() == Approx(0.5 * (1 << 30) / 48e9).epsilon(0.02));
+  // Inside one node: 7/8 of the buffer over the GPU's NVLink.
+  a.ranks = std::vector<Vertex>(topo.gpus().begin(), topo.gpus().begin() + 8);
+  const auto one = m.simulate(a);
+  CHECK(one.time.value() == Approx(one.plan.model.time.value()).epsilon(0.01));
+  Collective p;
+  p.op = CollectiveOp::send_recv;
+  p.bytes = Bytes(1 << 30);
+  for (const std::size_t peer : {std::size_t{1}, std::size_t{8}}) {
+    p.ranks = {topo.gpus()[0], topo.gpus()[peer]};
+    const auto rp = m.simulate(p);
+    CHECK(rp.time.value() == Approx(rp.plan.model.time.value()).epsilon(0.01));
+  }
+}
+
 TEST_CASE("broadcast, reduce and send/recv", "[collectives]") {
   const Topology topo = nodes_of("dgx-h100", 2);
   const CollectiveModel m(topo);

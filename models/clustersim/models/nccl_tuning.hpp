@@ -31,6 +31,12 @@ struct CommShape {
   // NVLS graph (single NVSwitch node, Hopper and later); nvls_channels == 0 when not available.
   int nvls_channels = 0;
   double nvls_bi = 0;
+  // Point-to-point paths, for send/recv and all-to-all (NCCL's tuner has no model of them; their
+  // estimate is the bytes over these paths): a GPU's NVLink total (or PCIe link), a GPU-to-GPU path
+  // inside a node, and a GPU's share of its node's NICs (0 in one node), all GB/s.
+  double gpu_total = 0;
+  double gpu_to_gpu = 0;
+  double net_per_gpu = 0;
 };
 
 // Inputs of NCCL's graph search for one communicator, from the topology.
