@@ -19,6 +19,11 @@ FluidNetwork::FluidNetwork(Simulator& sim, std::vector<double> capacities) : sim
   }
 }
 
+void FluidNetwork::reserve(std::size_t more) {
+  flows_.reserve(flows_.size() + more);
+  scratch_position_.reserve(flows_.size() + more);
+}
+
 FluidNetwork::FlowId FluidNetwork::start(std::vector<LinkId> path, double bytes, Time latency, Listener* listener,
                                          std::uint64_t tag, double rate_cap) {
   assert(bytes >= 0 && rate_cap > 0);
@@ -91,6 +96,9 @@ void FluidNetwork::complete(FlowId id) {
     }
   }
   mark_dirty(id);
+  // A finished flow needs its path no more: its memory goes to the flows that start later.
+  std::vector<LinkId>().swap(f.path);
+  std::vector<std::uint32_t>().swap(f.slot);
   if (f.listener) f.listener->flow_done(id, f.tag);
 }
 

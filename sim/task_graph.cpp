@@ -118,6 +118,9 @@ void TaskGraph::trace_links(std::vector<std::string> names) {
 }
 
 Time TaskGraph::run() {
+  std::size_t flows = 0;
+  for (const Task& t : tasks_) flows += t.flows.size();
+  net_.reserve(flows);
   for (TaskId t = 0; t < tasks_.size(); ++t) {
     if (tasks_[t].waiting == 0) make_ready(t);
   }

@@ -43,6 +43,10 @@ class FluidNetwork final : public EventHandler {
   FlowId start(std::vector<LinkId> path, double bytes, Time latency, Listener* listener, std::uint64_t tag,
                double rate_cap = std::numeric_limits<double>::infinity());
 
+  // Room for `more` flows beyond those started, so that the flow table is allocated once: grown by
+  // doubling, a table of millions of flows was copied into fresh pages again and again.
+  void reserve(std::size_t more);
+
   [[nodiscard]] double rate(FlowId f) const { return flows_[f].rate; }
   [[nodiscard]] double remaining(FlowId f) const { return flows_[f].remaining; }
   [[nodiscard]] std::size_t link_count() const { return links_.size(); }
