@@ -72,6 +72,10 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
   }
   if (const std::string why = tp_split_problem(m, p.tp); !why.empty()) fail("parallelism.tp", why);
   if (m.ffn_hidden % p.tp != 0) fail("parallelism.tp", fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
+  if (m.moe && m.moe->shared_experts > 0 && m.moe->shared_expert_ffn_hidden % p.tp != 0) {
+    // Shared experts are split over the TP group as a dense FFN is.
+    fail("parallelism.tp", fmt::format("tp = {} must divide the shared experts' FFN width {}", p.tp, m.moe->shared_expert_ffn_hidden));
+  }
   if (checked_product({p.pp, p.vpp}) > m.layers) {
     fail(p.vpp > 1 ? "parallelism.vpp" : "parallelism.pp", fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", p.pp, p.vpp, m.layers));
   }
@@ -101,7 +105,7 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
     fail("parallelism.sequence_parallel", fmt::format("sequence parallelism: the {} tokens of a CP rank do not split over tp = {}", m.seq_len / p.cp, p.tp));
   }
   if (p.ep > 1 || p.etp > 1) {
-    if (!m.moe) fail("parallelism.ep", fmt::format("ep = {} and etp = {} but the model {} has no experts", p.ep, p.etp, m.name));
+    if (!m.moe) fail(p.ep > 1 ? "parallelism.ep" : "parallelism.etp", fmt::format("ep = {} and etp = {} but the model {} has no experts", p.ep, p.etp, m.name));
     if (m.moe->expert_ffn_hidden % p.etp != 0) fail("parallelism.etp", fmt::format("etp = {} must divide the experts' FFN width {}", p.etp, m.moe->expert_ffn_hidden));
     if ((p.tp * p.cp * p.dp) % checked_product({p.etp, p.ep}) != 0) {
       fail("parallelism.ep", fmt::format("etp x ep = {} x {} must divide tp x cp x dp = {} (the ranks of a pipeline stage, which the experts' mapping splits into etp x ep x "

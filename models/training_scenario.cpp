@@ -59,7 +59,12 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
   if (auto order = m.find("order")) p.order = parse_order(*order);
   p.flash_attention = m.choice_or("attention", "flash", {"flash", "unfused"}) == "flash";
   p.overlap_grad_reduce = m.get_or<bool>("overlap_grad_reduce", true);
-  p.overlap_param_gather = m.get_or<bool>("overlap_param_gather", true);
+  // Megatron asserts --overlap-param-gather needs --overlap-grad-reduce (arguments.py): the gather
+  // follows the reduction when not given, and is refused on its own.
+  p.overlap_param_gather = m.get_or<bool>("overlap_param_gather", p.overlap_grad_reduce);
+  if (p.overlap_param_gather && !p.overlap_grad_reduce) {
+    m.at("overlap_param_gather", "").fail_message("overlap_param_gather needs overlap_grad_reduce (Megatron refuses --overlap-param-gather without --overlap-grad-reduce)");
+  }
   // Unset: Megatron-Core overlaps pipeline sends with compute for the interleaved schedule only.
   if (m.find("overlap_p2p")) p.overlap_p2p = m.get<bool>("overlap_p2p");
   p.bucket_parameters = m.get_or<double>("bucket_parameters", 0.0, yaml::non_negative<double>());
