@@ -8,7 +8,11 @@ Each plan draws a fabric (rail-optimized, rail-only, 2- and 3-tier InfiniBand an
 vpp and a batch, on 4, 8 or 16 DGX H100 nodes. A plan the fabric cannot hold is printed as ERR and
 not counted. The same seed draws the same plans.
 
-  python3 scripts/fold-sweep.py [--seed N] [--plans N] [--clustersim PATH]
+  python3 scripts/fold-sweep.py [--seed N] [--plans N] [--orders] [--clustersim PATH]
+
+--orders also draws each plan's rank order (Megatron's default and three others that move the
+experts' groups across TP ranks and nodes), from a generator of its own, so that a seed draws the
+same plans with or without it.
 
 Prints one line per plan (a difference over 1% is marked <<<), then a summary line.
 """
@@ -31,7 +35,10 @@ FABRICS = [
 ]
 
 
-def draw(rng):
+ORDERS = ["tp-cp-ep-dp-pp", "tp-dp-cp-ep-pp", "tp-cp-dp-ep-pp", "dp-tp-cp-ep-pp"]
+
+
+def draw(rng, order_rng=None):
     """One plan as (label, scenario YAML), or None when its GPUs do not divide."""
     name, fabric = rng.choice(FABRICS)
     tp = rng.choice([1, 2, 4, 8])
@@ -52,6 +59,8 @@ def draw(rng):
              f"seq_len: 2048, activation: gelu{experts}}}")
     plan = (f"tp: {tp}, pp: {pp}, dp: {dp}, cp: {cp}, ep: {ep}, vpp: {vpp}, "
             f"sequence_parallel: {'true' if tp > 1 else 'false'}, zero_stage: {zero}")
+    if order_rng is not None:
+        plan += f", order: {order_rng.choice(ORDERS)}"
     scenario = f"""scenario:
   name: fold-sweep
   kind: training
@@ -79,13 +88,15 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--plans", type=int, default=80, help="plans drawn, those that do not divide included")
     ap.add_argument("--clustersim", default=os.path.join(root, "build", "release", "bin", "clustersim"))
+    ap.add_argument("--orders", action="store_true", help="also draw each plan's rank order")
     a = ap.parse_args()
     rng = random.Random(a.seed)
+    order_rng = random.Random(a.seed + 1_000_003) if a.orders else None
     gaps = []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "plan.yaml")
         for _ in range(a.plans):
-            drawn = draw(rng)
+            drawn = draw(rng, order_rng)
             if drawn is None:
                 continue
             label, scenario = drawn
