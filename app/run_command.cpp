@@ -361,7 +361,11 @@ nlohmann::json rate_sweep(const models::InferenceScenario& sc) {
     a.rate = w.arrivals.rate * f;
     const int count = w.duration > 0 ? static_cast<int>(std::llround(w.duration * a.rate)) : w.requests;
     if (count < 1 || count > 10'000'000) continue;  // the workload limit of a scenario
-    at.requests = models::generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix, w.context);
+    try {
+      at.requests = models::generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix, w.context);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(fmt::format("{}: the report's request-rate sweep at {:g} requests/s: impossible workload: {}", sc.file.string(), a.rate, e.what()));
+    }
     const models::ServingMetrics m = models::simulate_inference(at).metrics;
     points.push_back({{"rate_rps", a.rate}, {"request_throughput", m.request_throughput}, {"request_goodput", m.request_goodput},
                       {"output_token_throughput", m.output_throughput}, {"ttft_p90_ms", m.ttft.p90 * 1e3}, {"tpot_p90_ms", m.tpot.p90 * 1e3}});

@@ -1093,10 +1093,11 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
     if (context > 0 && random_lengths && !fits()) {
       // Drawn again from a stream of the request's own, so that the requests that fit (and every
       // arrival) are the ones the seed gives without the context.
-      std::uint64_t again = seed ^ (0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1));
+      std::uint64_t mix = seed ^ (0x632be59bd9b4e019ull * static_cast<std::uint64_t>(i + 1));
+      std::uint64_t again = splitmix64(mix);  // hashed, so that it is none of the main stream's states
       for (int draws = 1; !fits(); ++draws) {
         if (draws == kMaxLengthDraws) {
-          throw std::invalid_argument(fmt::format("{} draws in a row of request {}'s prompt{} and output lengths exceed the model's context of {} tokens",
+          throw std::invalid_argument(fmt::format("{} draws in a row of request {}'s prompt{} and output lengths exceed max_model_len ({} tokens)",
                                                   kMaxLengthDraws, i, prefix.tokens > 0 ? " (with its shared prefix)" : "", context));
         }
         r.prompt_tokens = prompt.sample(again);
@@ -1106,6 +1107,10 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
     if (prefix.tokens > 0) {
       r.prefix_id = static_cast<int>(uniform01(prefix_state) * prefix.groups);
       r.prefix_tokens = prefix.tokens;
+      if (std::int64_t{r.prompt_tokens} + prefix.tokens > std::numeric_limits<int>::max()) {
+        throw std::invalid_argument(fmt::format("request {}'s prompt of {} tokens and shared prefix of {} are more tokens than a request can hold", i,
+                                                r.prompt_tokens, prefix.tokens));
+      }
       r.prompt_tokens += prefix.tokens;
     }
     out.push_back(r);

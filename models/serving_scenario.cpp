@@ -228,6 +228,9 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       if (!hw.supports(r.weights)) s.at("weights", "").fail(fmt::format("a dtype the {} computes in (it has no {} peak)", hw.name, weights), weights);
     }
     r.kv_bytes_per_element = s.choice_or("kv_cache", "bf16", {"fp16", "bf16", "fp8"}) == "fp8" ? 1.0 : 2.0;
+    // vLLM's max_model_len: the model's context unless the server is told otherwise (a preset carries
+    // its training length: Llama 3.1 405B serves 131,072 tokens).
+    r.max_model_len = s.get_or<int>("max_model_len", r.model.seq_len, yaml::positive<int>());
     r.max_num_seqs = s.get_or<int>("max_num_seqs", r.max_num_seqs, yaml::positive<int>());
     r.max_num_batched_tokens = s.get_or<int>("max_num_batched_tokens", r.max_num_batched_tokens, yaml::positive<int>());
     r.chunked_prefill = s.get_or<bool>("chunked_prefill", r.chunked_prefill);
@@ -344,12 +347,12 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
         pm.finish();
       }
       try {
-        sc.requests = generate_requests(count, p, prompt, output, seed, prefix, r.model.seq_len);
+        sc.requests = generate_requests(count, p, prompt, output, seed, prefix, r.max_model_len);
       } catch (const std::invalid_argument& e) {
-        wnode.fail_message(fmt::format("impossible workload: {} (raise the model's seq_len, or shorten the lengths)", e.what()));
+        wnode.fail_message(fmt::format("impossible workload: {} (raise serving.max_model_len, or shorten the lengths)", e.what()));
       }
       if (kind == "poisson" || kind == "gamma") {
-        WorkloadRecipe recipe{p, prompt, output, count, 0.0, seed, prefix, r.model.seq_len};
+        WorkloadRecipe recipe{p, prompt, output, count, 0.0, seed, prefix, r.max_model_len};
         if (auto d = w.find("duration")) recipe.duration = d->as<Seconds>().value();
         sc.recipe = recipe;
       }
@@ -402,11 +405,12 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} ({} + {} tokens) needs {} KV blocks; a replica holds {}",
                                                             q.id, q.prompt_tokens, q.output_tokens, need, blocks));
     }
-    if (q.total_tokens() > r.model.seq_len) {
-      // vLLM refuses such a request (its max_model_len defaults to the model's context).
-      workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than {}'s context of {} "
-                                                            "(the model's seq_len; raise it for a model trained or extended to longer contexts)",
-                                                            q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.model.name, r.model.seq_len));
+    if (q.total_tokens() > r.max_model_len) {
+      // vLLM refuses such a request (max_model_len, by default the model's context).
+      workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_model_len ({}, {}) "
+                                                            "allows (raise serving.max_model_len for a model extended to longer contexts)",
+                                                            q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_model_len,
+                                                            r.max_model_len == r.model.seq_len ? fmt::format("{}'s seq_len", r.model.name) : std::string("given")));
     }
     if (!r.chunked_prefill && q.total_tokens() > r.max_num_batched_tokens) {
       const yaml::Node where = yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node);

@@ -481,8 +481,8 @@ class Builder {
       Table t{{"offering", "pricing", "$/GPU-h", "expected cost", "expected days", "finishes"}, {false, false, true, true, true, true}, {}};
       const std::string who = str(d, "scenario");
       for (const json& o : d["offerings"]) {
-        // An offering that cannot finish (a spot market that preempts faster than a checkpoint
-        // interval) has no cost or finish time: say so rather than print zeros.
+        // An offering that cannot finish (interruptions so frequent that the expected wall time
+        // reaches the trials' cap) has no cost or finish time: say so rather than print zeros.
         const bool finishes = o.value("can_finish", true);
         t.rows.push_back({str(o, "offering"), str(o, "pricing"), fixed(num(o, "price_per_gpu_hour"), 3), finishes ? usd(num(o, "expected_cost_usd")) : "never finishes",
                           finishes ? fixed(num(o, "expected_wall_days"), 1) : "never",

@@ -188,7 +188,7 @@ TEST_CASE("cost: the preemption closed forms hold where preemptions are frequent
   CHECK(break_even[1] < break_even[0]);
 }
 
-TEST_CASE("cost: a run whose interruptions come faster than a checkpoint and a restart is reported, not infinite") {
+TEST_CASE("cost: a run whose expected wall time is past the cap (failures every 20 min against a 90-min checkpoint and restart) is reported, not infinite") {
   RunSpec run = daly_run(100 * kHour, 30 * kMinute, 60 * kMinute, 20 * kMinute);
   CostOptions opt;
   opt.trials = 20;

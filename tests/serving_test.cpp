@@ -378,6 +378,38 @@ TEST_CASE("serving: swap preemption keeps the work done, falls back to recompute
   CHECK_THROWS_WITH(run_replica(requests, c, hw), Catch::Contains("swap_bandwidth"));
 }
 
+TEST_CASE("serving: max_model_len sets the context requests must fit, in place of the model's seq_len") {
+  test::TempDir dir;
+  const auto scenario = [&](const std::string& serving) {
+    return dir.write("s.yaml", fmt::format(R"(scenario:
+  name: context
+  kind: inference
+  model: llama3-8b
+  topology: {{name: one, node: dgx-h100, nodes: 1}}
+  serving: {}
+  workload:
+    requests: 2000
+    arrival: {{kind: offline}}
+    prompt_tokens: {{kind: lognormal, median: 6000, sigma: 0.5}}
+    output_tokens: 100
+)",
+                                           serving));
+  };
+  // Llama 3 8B's seq_len, 8,192, holds some of these prompts and not others: they are drawn to fit it.
+  const InferenceScenario within = load_inference_scenario(scenario("{tp: 1}"));
+  CHECK(within.replica.max_model_len == 8192);
+  // A server extended to 32K admits the long ones as drawn.
+  const InferenceScenario extended = load_inference_scenario(scenario("{tp: 1, max_model_len: 32768}"));
+  int longer = 0;
+  for (std::size_t i = 0; i < within.requests.size(); ++i) {
+    CHECK(within.requests[i].total_tokens() <= 8192);
+    CHECK(extended.requests[i].total_tokens() <= 32768);
+    if (extended.requests[i].total_tokens() > 8192) ++longer;
+  }
+  CHECK(longer > 100);
+  CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("{tp: 1, max_model_len: 0}")); }), Catch::Contains("max_model_len"));
+}
+
 TEST_CASE("serving: disaggregated prefill and decode copy the KV cache over the fabric, and copies contend") {
   test::TempDir dir;
   const auto scenario = [&](const std::string& serving, double rate) {

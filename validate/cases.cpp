@@ -34,6 +34,7 @@ models::TransformerSpec read_model(const Node& node, const std::string& id) {
   t.heads = m.get<int>("heads", kPositive);
   t.kv_heads = m.get<int>("kv_heads", kPositive);
   if (t.heads % t.kv_heads != 0) m.at("kv_heads", "").fail(fmt::format("a divisor of heads ({})", t.heads), std::to_string(t.kv_heads));
+  if (t.hidden % t.heads != 0) m.at("heads", "").fail(fmt::format("a divisor of hidden ({})", t.hidden), std::to_string(t.heads));
   t.head_dim = t.hidden / t.heads;
   t.vocab = m.get<int>("vocab", kPositive);
   t.seq_len = m.get_or<int>("seq_len", 0, kPositive);  // training cases give it; serving cases take it from the workload

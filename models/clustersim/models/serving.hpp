@@ -77,6 +77,7 @@ struct ReplicaConfig {
   hardware::Dtype weights = hardware::Dtype::bf16;  // the GEMMs' dtype (fp8 weights run fp8 GEMMs)
   double weight_bytes_per_parameter = 0;            // 0: the dtype's size; 0.5 for int4 weight-only
   double kv_bytes_per_element = 2;                  // 2 for fp16/bf16, 1 for fp8
+  int max_model_len = 0;                            // tokens a request may hold (vLLM's); 0: the model's seq_len
   int max_num_seqs = 256;                           // vLLM's default
   int max_num_batched_tokens = 8192;                // vLLM V1's default with chunked prefill
   bool chunked_prefill = true;
@@ -299,10 +300,12 @@ struct SharedPrefix {
 // (sim::Time::kLimit, about 146 years), so that the requests' own times after them still fit.
 // Traces are held to it row by row, generated workloads by their mean span.
 inline constexpr double kMaxArrivalSeconds = 0.5 * static_cast<double>(sim::Time::kLimit) * 1e-9;
-// With `context` > 0, random lengths are drawn from the distributions truncated to requests whose
-// prompt (its shared prefix included) and output fit `context` tokens, as a client that must fit the
-// model's context sends them: a pair that does not fit is drawn again (std::invalid_argument after
-// kMaxLengthDraws misses in a row). Fixed lengths are kept as given, for the caller to refuse.
+// With `context` > 0 (the server's max_model_len), random lengths are drawn from the distributions
+// truncated to requests whose prompt (its shared prefix included) and output fit `context` tokens,
+// as a client that must fit the context sends them: a pair that does not fit is drawn again, from a
+// stream of the request's own (std::invalid_argument after kMaxLengthDraws misses in a row). Fixed
+// lengths are kept as given, for the caller to refuse. std::invalid_argument too for a prompt and
+// shared prefix past an int.
 inline constexpr int kMaxLengthDraws = 1000;
 std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& arrivals, const LengthDistribution& prompt,
                                               const LengthDistribution& output, std::uint64_t seed, const SharedPrefix& prefix = {},
