@@ -357,17 +357,12 @@ nlohmann::json rate_sweep(const models::InferenceScenario& sc) {
   const models::WorkloadRecipe& w = *sc.recipe;
   for (const double f : {0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0}) {
     models::InferenceScenario at = sc;
-    models::ArrivalProcess a = w.arrivals;
-    a.rate = w.arrivals.rate * f;
-    const int count = w.duration > 0 ? static_cast<int>(std::llround(w.duration * a.rate)) : w.requests;
+    const double rate = w.arrivals.rate * f;
+    const int count = w.count_at(rate);
     if (count < 1 || count > 10'000'000) continue;  // the workload limit of a scenario
-    try {
-      at.requests = models::generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix, w.context);
-    } catch (const std::invalid_argument& e) {
-      throw InputError(fmt::format("{}: the report's request-rate sweep at {:g} requests/s: impossible workload: {}", sc.file.string(), a.rate, e.what()));
-    }
+    at.requests = w.generate_at(rate, sc.file);
     const models::ServingMetrics m = models::simulate_inference(at).metrics;
-    points.push_back({{"rate_rps", a.rate}, {"request_throughput", m.request_throughput}, {"request_goodput", m.request_goodput},
+    points.push_back({{"rate_rps", rate}, {"request_throughput", m.request_throughput}, {"request_goodput", m.request_goodput},
                       {"output_token_throughput", m.output_throughput}, {"ttft_p90_ms", m.ttft.p90 * 1e3}, {"tpot_p90_ms", m.tpot.p90 * 1e3}});
   }
   return points;

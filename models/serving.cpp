@@ -1073,6 +1073,8 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
   if (arrivals.kind != ArrivalProcess::Kind::offline && !(arrivals.rate > 0)) throw std::invalid_argument("the arrival rate must be positive");
   if (arrivals.kind == ArrivalProcess::Kind::gamma && !(arrivals.burstiness > 0)) throw std::invalid_argument("the burstiness must be positive");
   std::uint64_t state = seed;
+  // Fixed lengths are never drawn again: they are the caller's to refuse.
+  const bool redraw = context > 0 && (prompt.kind != LengthDistribution::Kind::fixed || output.kind != LengthDistribution::Kind::fixed);
   std::vector<ServingRequest> out;
   out.reserve(static_cast<std::size_t>(count));
   double t = 0;
@@ -1089,8 +1091,7 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
     r.prompt_tokens = prompt.sample(state);
     r.output_tokens = output.sample(state);
     const auto fits = [&] { return std::int64_t{r.prompt_tokens} + prefix.tokens + r.output_tokens <= context; };
-    const bool random_lengths = prompt.kind != LengthDistribution::Kind::fixed || output.kind != LengthDistribution::Kind::fixed;
-    if (context > 0 && random_lengths && !fits()) {
+    if (redraw && !fits()) {
       // Drawn again from a stream of the request's own, so that the requests that fit (and every
       // arrival) are the ones the seed gives without the context.
       std::uint64_t mix = seed ^ (0x632be59bd9b4e019ull * static_cast<std::uint64_t>(i + 1));

@@ -179,6 +179,18 @@ std::function<double(double)> pp_send_seconds(const std::shared_ptr<const topolo
   return cached_collective_seconds(topo, CollectiveOp::send_recv, {gpus[0], gpus[static_cast<std::size_t>(tp)]});
 }
 
+int WorkloadRecipe::count_at(double rate) const { return duration > 0 ? static_cast<int>(std::llround(duration * rate)) : requests; }
+
+std::vector<ServingRequest> WorkloadRecipe::generate_at(double rate, const std::filesystem::path& file) const {
+  ArrivalProcess a = arrivals;
+  a.rate = rate;
+  try {
+    return generate_requests(count_at(rate), a, prompt, output, seed, prefix, context);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(fmt::format("{}: the workload at {:g} requests/s: impossible workload: {}", file.string(), rate, e.what()));
+  }
+}
+
 std::string scenario_kind(const std::filesystem::path& file) {
   auto doc = yaml::Document::load_file(file);
   const yaml::Node body = part_body(doc->root(), "scenario");

@@ -144,16 +144,8 @@ SizingResult size_fleet(const InferenceScenario& sc) {
   out.attainment = z.attainment;
   std::vector<ServingRequest> requests = sc.requests;
   if (sc.recipe) {
-    const WorkloadRecipe& w = *sc.recipe;
-    ArrivalProcess a = w.arrivals;
-    if (z.rate > 0) a.rate = z.rate;
-    const int count = w.duration > 0 ? static_cast<int>(std::llround(w.duration * a.rate)) : w.requests;
-    try {
-      requests = generate_requests(count, a, w.prompt, w.output, w.seed, w.prefix, w.context);
-    } catch (const std::invalid_argument& e) {
-      throw InputError(fmt::format("{}: sizing at {:g} requests/s: impossible workload: {}", sc.file.string(), a.rate, e.what()));
-    }
-    out.rate = a.rate;
+    out.rate = z.rate > 0 ? z.rate : sc.recipe->arrivals.rate;
+    requests = sc.recipe->generate_at(out.rate, sc.file);
   } else if (requests.size() > 1) {
     out.rate = static_cast<double>(requests.size()) / std::max(1e-9, requests.back().arrival - requests.front().arrival);
   }

@@ -285,6 +285,13 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       }
     }
   };
+  // Calls add(dense, expert, t) one part at a time, dense then expert, each for every TP rank: the
+  // order every rank issues them in (above).
+  const auto in_issue_order = [&](double dense, double expert, const auto& add) {
+    for (int part = 0; part < 2; ++part) {
+      for (int t = 0; t < p.tp; ++t) add(part == 0 ? dense : 0.0, part == 1 ? expert : 0.0, t);
+    }
+  };
 
   // Compute tasks, per replica, stage, chunk and micro-batch.
   std::vector<std::vector<ComputeTask>> timeline(static_cast<std::size_t>(p.pp));  // replica 0
@@ -485,24 +492,21 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
         // order (chunk by chunk, last layer first) whichever micro-batch it is.
         for (int mb = zero2 ? 0 : micro - 1; mb < micro; ++mb) {
           for (const Bucket& b : buckets) {
-            for (int part = 0; part < 2; ++part) {
-              for (int t = 0; t < p.tp; ++t) {
-                std::vector<TaskId> after;
-                for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
-                  const Ready& lastm = b.members.back();
-                  const PassTasks& pt = bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)][static_cast<std::size_t>(mb)];
-                  // pt.units holds the chunk's units in backward order.
-                  const std::size_t n = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)].size();
-                  if (p.overlap_grad_reduce) {
-                    after.push_back(pt.units[n - 1 - lastm.unit]);
-                  } else {
-                    after.push_back(mb == micro - 1 ? last_compute[r][static_cast<std::size_t>(s)] : pt.last);
-                  }
+            in_issue_order(b.dense, b.expert, [&](double dense, double expert, int t) {
+              std::vector<TaskId> after;
+              for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
+                const Ready& lastm = b.members.back();
+                const PassTasks& pt = bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)][static_cast<std::size_t>(mb)];
+                // pt.units holds the chunk's units in backward order.
+                const std::size_t n = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(lastm.chunk)].size();
+                if (p.overlap_grad_reduce) {
+                  after.push_back(pt.units[n - 1 - lastm.unit]);
+                } else {
+                  after.push_back(mb == micro - 1 ? last_compute[r][static_cast<std::size_t>(s)] : pt.last);
                 }
-                add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, part == 0 ? b.dense : 0.0,
-                       part == 1 ? b.expert : 0.0, grad_bytes, s, after, nullptr, t);
               }
-            }
+              add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, dense, expert, grad_bytes, s, after, nullptr, t);
+            });
           }
         }
         if (gather_at_start) {
@@ -512,19 +516,17 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
             const Bucket& b = buckets[bi];
             // The first unit of the bucket in forward order is its last member.
             const Ready& first = b.members.back();
-            for (int part = 0; part < 2; ++part) {
-              for (int t = 0; t < p.tp; ++t) {
-                std::vector<std::pair<TaskId, TaskId>> ids;
-                add_dp(CollectiveOp::all_gather, part == 0 ? b.dense : 0.0, part == 1 ? b.expert : 0.0, 2.0, s, {}, &ids, t);
-                for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
-                  const TaskId f = fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(first.chunk)][0].units[first.unit];
-                  for (const auto& id : ids) {
-                    graph.depend(id.second, f);
-                    wait_on(r, s, f, {id.first, id.second, WaitKind::data_parallel});
-                  }
+            in_issue_order(b.dense, b.expert, [&](double dense, double expert, int t) {
+              std::vector<std::pair<TaskId, TaskId>> ids;
+              add_dp(CollectiveOp::all_gather, dense, expert, 2.0, s, {}, &ids, t);
+              for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
+                const TaskId f = fwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(first.chunk)][0].units[first.unit];
+                for (const auto& id : ids) {
+                  graph.depend(id.second, f);
+                  wait_on(r, s, f, {id.first, id.second, WaitKind::data_parallel});
                 }
               }
-            }
+            });
           }
         }
       }
@@ -542,39 +544,35 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
           std::optional<std::size_t> pending;  // the unit whose reduce-scatter waits for the next gather
           const auto reduce_scatter = [&](std::size_t i) {
             const Unit& u = list[n - 1 - i];
-            for (int part = 0; part < 2; ++part) {
-              for (int t = 0; t < p.tp; ++t) {
-                std::vector<TaskId> done;
-                for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
-                  done.push_back((bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)]).units[i]);
-                }
-                add_dp(CollectiveOp::reduce_scatter, part == 0 ? u.dense : 0.0, part == 1 ? u.expert : 0.0, grad_bytes, s, done, nullptr, t);
+            in_issue_order(u.dense, u.expert, [&](double dense, double expert, int t) {
+              std::vector<TaskId> done;
+              for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
+                done.push_back((bwd[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)]).units[i]);
               }
-            }
+              add_dp(CollectiveOp::reduce_scatter, dense, expert, grad_bytes, s, done, nullptr, t);
+            });
           };
           for (std::size_t i = 0; i < n; ++i) {
             const std::size_t ui = pass.forward ? i : n - 1 - i;
             const Unit& u = list[ui];
-            for (int part = 0; part < 2; ++part) {
-              for (int t = 0; t < p.tp; ++t) {
-                const auto& reps = replicas_of_tp[static_cast<std::size_t>(t)];
-                std::vector<TaskId> after;
-                for (std::size_t r : reps) {
-                  const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
-                  // Prefetch one unit ahead: gather i once unit i - 2 has finished.
-                  if (i >= 2) after.push_back(pt.units[i - 2]);
-                }
-                std::vector<std::pair<TaskId, TaskId>> ids;
-                add_dp(CollectiveOp::all_gather, part == 0 ? u.dense : 0.0, part == 1 ? u.expert : 0.0, 2.0, s, after, &ids, t);
-                for (std::size_t r : reps) {
-                  const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
-                  for (const auto& id : ids) {
-                    graph.depend(id.second, pt.units[i]);
-                    wait_on(r, s, pt.units[i], {id.first, id.second, WaitKind::data_parallel});
-                  }
+            in_issue_order(u.dense, u.expert, [&](double dense, double expert, int t) {
+              const auto& reps = replicas_of_tp[static_cast<std::size_t>(t)];
+              std::vector<TaskId> after;
+              for (std::size_t r : reps) {
+                const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
+                // Prefetch one unit ahead: gather i once unit i - 2 has finished.
+                if (i >= 2) after.push_back(pt.units[i - 2]);
+              }
+              std::vector<std::pair<TaskId, TaskId>> ids;
+              add_dp(CollectiveOp::all_gather, dense, expert, 2.0, s, after, &ids, t);
+              for (std::size_t r : reps) {
+                const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
+                for (const auto& id : ids) {
+                  graph.depend(id.second, pt.units[i]);
+                  wait_on(r, s, pt.units[i], {id.first, id.second, WaitKind::data_parallel});
                 }
               }
-            }
+            });
             if (!pass.forward) {
               if (pending) reduce_scatter(*pending);
               pending = i;
@@ -595,9 +593,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     if (gather_after_optimizer) {
       for (int s = 0; s < p.pp; ++s) {
         const StageParameters sp = stage_parameters(m, p, s);
-        for (int part = 0; part < 2; ++part) {
-          for (int t = 0; t < p.tp; ++t) add_dp(CollectiveOp::all_gather, part == 0 ? sp.dense : 0.0, part == 1 ? sp.expert : 0.0, 2.0, s, {}, nullptr, t);
-        }
+        in_issue_order(sp.dense, sp.expert, [&](double dense, double expert, int t) { add_dp(CollectiveOp::all_gather, dense, expert, 2.0, s, {}, nullptr, t); });
       }
     }
     planning_dp = false;
@@ -693,9 +689,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       const StageParameters& sp = stage_params[static_cast<std::size_t>(s)];
       std::vector<TaskId> after;
       for (std::size_t r = 0; r < replicas.size(); ++r) after.push_back(step_ends[r * static_cast<std::size_t>(p.pp) + static_cast<std::size_t>(s)]);
-      for (int part = 0; part < 2; ++part) {
-        for (int t = 0; t < p.tp; ++t) add_dp(CollectiveOp::all_gather, part == 0 ? sp.dense : 0.0, part == 1 ? sp.expert : 0.0, 2.0, s, after, nullptr, t);
-      }
+      in_issue_order(sp.dense, sp.expert, [&](double dense, double expert, int t) { add_dp(CollectiveOp::all_gather, dense, expert, 2.0, s, after, nullptr, t); });
     }
   }
 

@@ -32,13 +32,15 @@ std::vector<Vertex> gpus_where(const Topology& t, const std::function<bool(const
   return out;
 }
 
-Collective all_reduce(std::vector<Vertex> ranks, double bytes) {
+Collective collective(CollectiveOp op, std::vector<Vertex> ranks, double bytes) {
   Collective c;
-  c.op = CollectiveOp::all_reduce;
+  c.op = op;
   c.ranks = std::move(ranks);
   c.bytes = Bytes(bytes);
   return c;
 }
+
+Collective all_reduce(std::vector<Vertex> ranks, double bytes) { return collective(CollectiveOp::all_reduce, std::move(ranks), bytes); }
 
 // Runs several planned collectives at once in one task graph; returns each one's time.
 std::vector<double> concurrently(const CollectiveModel& m, const std::vector<Collective>& cs) {
@@ -271,10 +273,7 @@ TEST_CASE("CollNet reduces in the switches of a SHARP fabric", "[collectives][co
 TEST_CASE("all-to-allv moves each pair's own size", "[collectives][all-to-all]") {
   const Topology t = nodes_of("dgx-h100", 1);
   const CollectiveModel m(t);
-  Collective even;
-  even.op = CollectiveOp::all_to_all;
-  even.ranks = t.gpus();
-  even.bytes = Bytes(8 << 20);
+  const Collective even = collective(CollectiveOp::all_to_all, t.gpus(), 8 << 20);
   // The same matrix written out: 1 MiB between every pair, equal to the even all-to-all of 8 MiB.
   Collective v = even;
   v.pair_bytes.assign(64, 1 << 20);
@@ -292,10 +291,7 @@ TEST_CASE("send/recv and all-to-all alone take their estimate: node-mates over N
   // the NIC's half sets the time, about half of what all of it through the NIC would take.
   const Topology topo = nodes_of("dgx-h100", 2);
   const CollectiveModel m(topo);
-  Collective a;
-  a.op = CollectiveOp::all_to_all;
-  a.ranks = topo.gpus();
-  a.bytes = Bytes(1 << 30);
+  Collective a = collective(CollectiveOp::all_to_all, topo.gpus(), 1 << 30);
   const auto ra = m.simulate(a);
   CHECK(ra.time.value() == Approx(ra.plan.model.time.value()).epsilon(0.01));
   // 8/16 of 1 GiB through a GPU's path to its NIC, NCCL's PCIe Gen5 48 GB/s.
@@ -304,12 +300,8 @@ TEST_CASE("send/recv and all-to-all alone take their estimate: node-mates over N
   a.ranks = std::vector<Vertex>(topo.gpus().begin(), topo.gpus().begin() + 8);
   const auto one = m.simulate(a);
   CHECK(one.time.value() == Approx(one.plan.model.time.value()).epsilon(0.01));
-  Collective p;
-  p.op = CollectiveOp::send_recv;
-  p.bytes = Bytes(1 << 30);
   for (const std::size_t peer : {std::size_t{1}, std::size_t{8}}) {
-    p.ranks = {topo.gpus()[0], topo.gpus()[peer]};
-    const auto rp = m.simulate(p);
+    const auto rp = m.simulate(collective(CollectiveOp::send_recv, {topo.gpus()[0], topo.gpus()[peer]}, 1 << 30));
     CHECK(rp.time.value() == Approx(rp.plan.model.time.value()).epsilon(0.01));
   }
 }

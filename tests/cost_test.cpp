@@ -188,13 +188,18 @@ TEST_CASE("cost: the preemption closed forms hold where preemptions are frequent
   CHECK(break_even[1] < break_even[0]);
 }
 
-TEST_CASE("cost: a run whose expected wall time is past the cap (failures every 20 min against a 90-min checkpoint and restart) is reported, not infinite") {
-  RunSpec run = daly_run(100 * kHour, 30 * kMinute, 60 * kMinute, 20 * kMinute);
+namespace {
+// One on-demand offering's estimate from 20 trials capped at cap_factor x the failure-free time.
+CostEstimate on_demand_estimate(const RunSpec& run, double cap_factor) {
   CostOptions opt;
   opt.trials = 20;
-  opt.cap_factor = 20;
-  const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
-  const CostEstimate& e = rows[0];
+  opt.cap_factor = cap_factor;
+  return estimate_costs(run, {on_demand(2.0)}, opt)[0];
+}
+}  // namespace
+
+TEST_CASE("cost: a run whose expected wall time is past the cap (failures every 20 min against a 90-min checkpoint and restart) is reported, not infinite") {
+  const CostEstimate e = on_demand_estimate(daly_run(100 * kHour, 30 * kMinute, 60 * kMinute, 20 * kMinute), 20);
   CHECK_FALSE(e.can_finish);
   CHECK_THAT(e.verdict, Catch::Contains("cannot finish"));
   CHECK(e.finished == 0);
@@ -204,12 +209,8 @@ TEST_CASE("cost: a run whose expected wall time is past the cap (failures every 
 TEST_CASE("cost: interruptions sooner than a checkpoint and a restart still finish when Daly's expectation is under the cap") {
   // MTBF 12 min against a 5 min checkpoint and a 10 min restart: most attempts are lost, but one of
   // e^((tau + delta)/M) survives, and Daly's expected wall time is about 7 x the work, under 100 x.
-  RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 12 * kMinute);
-  CostOptions opt;
-  opt.trials = 20;
-  opt.cap_factor = 100;
-  const auto rows = estimate_costs(run, {on_demand(2.0)}, opt);
-  const CostEstimate& e = rows[0];
+  const RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 12 * kMinute);
+  const CostEstimate e = on_demand_estimate(run, 100);
   CHECK(e.mtbi_s < e.checkpoint_s + e.restart_s);
   CHECK(e.finished == e.trials);
   CHECK(e.can_finish);
@@ -219,8 +220,7 @@ TEST_CASE("cost: interruptions sooner than a checkpoint and a restart still fini
   // The closed form and the trials agree on what they say.
   CHECK(e.wall_s.mean == Approx(e.expected_wall_s).epsilon(0.15));
   // Under a cap below the expectation the same run cannot finish, and the verdict says how far off it is.
-  opt.cap_factor = 2;
-  const CostEstimate capped = estimate_costs(run, {on_demand(2.0)}, opt)[0];
+  const CostEstimate capped = on_demand_estimate(run, 2);
   CHECK_FALSE(capped.can_finish);
   CHECK_THAT(capped.verdict, Catch::Contains("cannot finish within 2 x the failure-free time") && Catch::Contains("x the failure-free time"));
 }

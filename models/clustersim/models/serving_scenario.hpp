@@ -45,7 +45,13 @@ struct WorkloadRecipe {
   double duration = 0;    // s, when given as a duration (requests = duration x rate)
   std::uint64_t seed = 1;
   SharedPrefix prefix;
-  int context = 0;        // tokens a request may hold (the model's seq_len): lengths are drawn to fit it
+  int context = 0;        // tokens a request may hold (max_model_len): lengths are drawn to fit it
+
+  // Requests at `rate` requests/s: as many as the duration then holds (or the count).
+  [[nodiscard]] int count_at(double rate) const;
+  // The workload replayed at `rate` requests/s, with the same lengths and seed; InputError naming
+  // `file` when its lengths cannot fit the context.
+  [[nodiscard]] std::vector<ServingRequest> generate_at(double rate, const std::filesystem::path& file) const;
 };
 
 // What `clustersim plan` may buy for an inference scenario (the `sizing` section).
