@@ -80,7 +80,16 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
                                             c.tp, c.pp, to_string(hw.memory_capacity), c.gpu_memory_utilization, to_string(Bytes(usable))));
   }
   const double block_bytes = kv_bytes_per_token(c) * c.block_size;
-  return static_cast<std::int64_t>((usable - weights_per_gpu) / block_bytes);
+  const auto blocks = static_cast<std::int64_t>((usable - weights_per_gpu) / block_bytes);
+  // vLLM refuses to start a server whose KV pool cannot hold one request of max_model_len tokens
+  // (vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory).
+  const int context = c.max_model_len > 0 ? c.max_model_len : c.model.seq_len;
+  if (blocks * c.block_size < context) {
+    throw std::invalid_argument(fmt::format("the KV pool holds {} tokens per replica ({} blocks of {}), fewer than one request of max_model_len ({}) needs; "
+                                            "vLLM refuses to start such a server (raise gpu_memory_utilization or TP, or lower serving.max_model_len)",
+                                            blocks * c.block_size, blocks, c.block_size, context));
+  }
+  return blocks;
 }
 
 IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw, GemmTimeCache* cache) {
@@ -324,12 +333,14 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
       for (int k = 0; k < config.replicas; ++k) replicas_.push_back(std::make_unique<Replica>(*this, k, Replica::Role::unified, c, hw));
       entry_ = config.replicas;
     }
-    const std::int64_t capacity = kv_block_capacity(c, hw);
+    // The pool holds one request of max_model_len tokens (kv_block_capacity refuses a smaller one),
+    // so a request inside the context fits it.
+    (void)kv_block_capacity(c, hw);
+    const int context = c.max_model_len > 0 ? c.max_model_len : c.model.seq_len;
     for (const auto& r : requests) {
       if (r.prompt_tokens < 1 || r.output_tokens < 1) throw std::invalid_argument(fmt::format("request {}: prompt and output need at least 1 token", r.id));
-      const std::int64_t need = replicas_.front()->blocks_for(r.total_tokens());
-      if (need > capacity) {
-        throw std::invalid_argument(fmt::format("request {} needs {} KV blocks ({} tokens) but the replica holds {}", r.id, need, r.total_tokens(), capacity));
+      if (r.total_tokens() > context) {
+        throw std::invalid_argument(fmt::format("request {} has {} tokens, more than max_model_len ({})", r.id, r.total_tokens(), context));
       }
       if (!c.chunked_prefill && r.total_tokens() > c.max_num_batched_tokens) {
         throw std::invalid_argument(fmt::format("request {} has {} tokens, more than max_num_batched_tokens ({}) without chunked prefill", r.id,
@@ -1059,7 +1070,7 @@ int LengthDistribution::sample(std::uint64_t& state) const {
       break;
   }
   // A heavy tail (a lognormal's large sigma) can draw lengths past an int: keep them representable;
-  // a request that long is then refused for not fitting the KV pool, with its size.
+  // a request that long is then refused for not fitting the context, with its size.
   if (!(v >= 1.0)) return 1;
   if (v >= static_cast<double>(std::numeric_limits<int>::max())) return std::numeric_limits<int>::max();
   return static_cast<int>(v);

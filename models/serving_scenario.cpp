@@ -407,23 +407,15 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
                                             sc.recipe->requests, sc.sizing->rate, sc.recipe->requests / sc.sizing->rate, kMaxArrivalSeconds));
     }
   }
-  // Every request must fit the model's context, one replica's KV pool and, without chunked prefill,
-  // one batch.
-  const std::int64_t blocks = kv_block_capacity(r, hw);
+  // Every request must fit the context (and so one replica's KV pool, which holds a whole context)
+  // and, without chunked prefill, one batch.
   for (const auto& q : sc.requests) {
-    const std::int64_t need = (q.total_tokens() + r.block_size - 1) / r.block_size;
-    // The context first: no memory setting lifts it.
     if (q.total_tokens() > r.max_model_len) {
       // vLLM refuses such a request (max_model_len, by default the model's context).
       workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_model_len ({}, {}) "
                                                             "allows (raise serving.max_model_len for a model extended to longer contexts)",
                                                             q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_model_len,
                                                             r.max_model_len == r.model.seq_len ? fmt::format("{}'s seq_len", r.model.name) : std::string("given")));
-    }
-    if (need > blocks) {
-      // Named at the workload, which the request came from (a trace, or its length distributions).
-      workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} ({} + {} tokens) needs {} KV blocks; a replica holds {}",
-                                                            q.id, q.prompt_tokens, q.output_tokens, need, blocks));
     }
     if (!r.chunked_prefill && q.total_tokens() > r.max_num_batched_tokens) {
       const yaml::Node where = yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node);

@@ -114,7 +114,12 @@ TEST_CASE("serving: KV blocks never exceed the pool, and preempted requests stil
 TEST_CASE("serving: a request that can never fit is refused") {
   ReplicaConfig c = llama8b();
   c.gpu_memory_utilization = (count_parameters(c.model).total() * 2 + 100 * 16 * kv_bytes_per_token(c)) / h100().memory_capacity.value();
-  CHECK_THROWS_WITH(run_replica({{0, 0, 5000, 10}}, c, h100()), Catch::Contains("needs") && Catch::Contains("KV blocks"));
+  // A pool of 1,600 tokens cannot hold one request of Llama 3's 8,192-token context: vLLM would not start.
+  CHECK_THROWS_WITH(kv_block_capacity(c, h100()), Catch::Contains("the KV pool holds 1600 tokens") && Catch::Contains("max_model_len (8192)"));
+  c.max_model_len = 1600;
+  CHECK(kv_block_capacity(c, h100()) == 100);
+  CHECK_THROWS_WITH(run_replica({{0, 0, 5000, 10}}, c, h100()), Catch::Contains("5010 tokens, more than max_model_len (1600)"));
+  CHECK(run_replica({{0, 0, 1590, 10}}, c, h100()).requests.size() == 1);
   c.gpu_memory_utilization = 0.1;  // 8 GB: less than the 16 GB of weights
   CHECK_THROWS_WITH(kv_block_capacity(c, h100()), Catch::Contains("the weights need"));
 }
@@ -261,6 +266,7 @@ TEST_CASE("serving: reserving whole requests never preempts, and whole prefills 
     // The first token needs at least the prompt's own prefill iteration.
     CHECK(r.first_token - r.first_scheduled >= iteration_seconds({{3000, 0}}, whole, hw) - 1e-9);
   }
+  whole.max_model_len = 16384;  // inside the context, past one batch
   CHECK_THROWS_WITH(run_replica({{0, 0, 9000, 10}}, whole, hw), Catch::Contains("max_num_batched_tokens"));
 }
 
@@ -590,6 +596,7 @@ TEST_CASE("serving: KV-aware routing weighs a cached prefix against load, and do
   ClusterConfig config;
   config.replica = llama8b();
   config.replicas = 8;
+  config.replica.max_model_len = 32768;  // the lognormal tails pass Llama 3's 8,192
   const auto requests = generate_requests(7200, {ArrivalProcess::Kind::poisson, 120, 1}, {LengthDistribution::Kind::lognormal, 600, 0.8, {}},
                                           {LengthDistribution::Kind::lognormal, 200, 0.6, {}}, 1, SharedPrefix{1000, 4});
   config.router = Router::round_robin;

@@ -485,6 +485,10 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
     r.defaults_applied.push_back("kv_cache: 16-bit (the engines' default)");
   }
   rc.kv_bytes_per_element = kv == "fp8" ? 1.0 : 2.0;
+  // The benchmark's sequences are its longest: trtllm-bench builds its engine with max_seq_len =
+  // input + output of the dataset, and a benchmark server needs no longer context.
+  rc.max_model_len = s.input_tokens + s.output_tokens;
+  r.defaults_applied.push_back(fmt::format("max_model_len: {} (input + output)", rc.max_model_len));
   if (s.engine == "tensorrt-llm") {
     rc.max_num_seqs = 2048;
     rc.reserve_full_kv = true;
