@@ -9,6 +9,37 @@
 
 namespace cs::calibrate {
 
+namespace {
+
+// A PCIe link's raw rate per direction: lanes x the generation's transfer rate (PCI-SIG base
+// specifications: 2.5, 5, 8, 16, 32, 64 GT/s per lane for generations 1-6) / 8 bits. Encoding and
+// packet overheads only lower it, so a measurement above it is not a measurement.
+double pcie_raw_bytes_per_second(const hardware::HardwareProfile& hw) {
+  if (!hw.pcie || hw.pcie->generation < 1 || hw.pcie->lanes < 1) return 0;
+  constexpr double kGtPerLane[] = {2.5, 5, 8, 16, 32, 64};
+  const double gt_per_lane = kGtPerLane[std::min(hw.pcie->generation, 6) - 1];
+  return hw.pcie->lanes * gt_per_lane * 1e9 / 8.0;
+}
+
+// The most a collective's bus bandwidth over a link class can be on this GPU: twice (a reduction in
+// the switches, NVLS or SHARP, halves what a GPU sends) what the links a GPU reaches it through carry.
+// 0 where the profile does not say.
+double busbw_ceiling(const hardware::HardwareProfile& hw, LinkClass link) {
+  const double nvlink = hw.nvlink ? hw.nvlink->bandwidth.value() : 0.0;
+  const double pcie = pcie_raw_bytes_per_second(hw);
+  switch (link) {
+    case LinkClass::nvlink: return 2.0 * nvlink;
+    case LinkClass::pcie: return 2.0 * pcie;
+    // Between nodes a GPU's bytes leave through its PCIe link to a NIC, or over NVLink to a peer's
+    // NIC (PXN), and what stays inside the node rides NVLink.
+    case LinkClass::network: return pcie > 0 ? 2.0 * (nvlink + pcie) : 0.0;
+    case LinkClass::process: return 0.0;
+  }
+  return 0.0;
+}
+
+}  // namespace
+
 CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measurements& m, const CalibrationOptions& options) {
   if (m.empty()) throw InputError("calibrate: the measurements are empty: nothing to fit");
   // Measurements describe the device they were taken on: fitting them onto another kind of device, or
@@ -70,10 +101,17 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
         hw.gemm.memory_efficiency = eff;
       }
       memory_measured = true;
-    } else if (c.kind == MemoryKind::h2d) {
-      hw.host_to_device = c.transfer;
-    } else if (c.kind == MemoryKind::d2h) {
-      hw.device_to_host = c.transfer;
+    } else if (c.kind == MemoryKind::h2d || c.kind == MemoryKind::d2h) {
+      // A host copy crosses the GPU's PCIe link (or, on a Grace superchip, its NVLink-C2C, no faster
+      // than its NVLink): nothing carries it faster.
+      const double ceiling = std::max(pcie_raw_bytes_per_second(base), base.nvlink ? base.nvlink->bandwidth.value() : 0.0);
+      if (ceiling > 0 && c.transfer.bandwidth.value() > ceiling) {
+        throw InputError(fmt::format("calibrate: the {} copies fit {}, more than {}'s host link can carry ({}, its PCIe or NVLink rate per "
+                                     "direction): the measurements' sizes or times are wrong",
+                                     c.kind == MemoryKind::h2d ? "host-to-device" : "device-to-host", to_string(c.transfer.bandwidth), base.name,
+                                     to_string(BytesPerSec(ceiling))));
+      }
+      (c.kind == MemoryKind::h2d ? hw.host_to_device : hw.device_to_host) = c.transfer;
     }
   }
 
@@ -104,6 +142,14 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   r.links = fit_collectives(m.collectives);
   // New fits replace the base's fits of the same group; the base's other fits stay.
   for (const LinkFit& l : r.links) {
+    const auto link = std::find_if(m.collectives.begin(), m.collectives.end(), [&](const CollectiveSample& s) { return to_string(s.link) == l.result.link; });
+    const double ceiling = link == m.collectives.end() ? 0.0 : busbw_ceiling(base, link->link);
+    if (l.bandwidth_bound && ceiling > 0 && l.result.busbw.value() > ceiling) {
+      throw InputError(fmt::format("calibrate: {} over {} ({} x {} ranks) fits a bus bandwidth of {}, more than {}, twice what {}'s links carry "
+                                   "(a reduction in the switches at best halves a GPU's bytes): the measurements' sizes or times are wrong",
+                                   l.result.op, l.result.link, l.result.nodes, l.result.ranks, to_string(l.result.busbw), to_string(BytesPerSec(ceiling)),
+                                   base.name));
+    }
     if (l.samples == 1) {
       // One size cannot separate a latency from a bandwidth: the line goes through the origin.
       r.notes.push_back(fmt::format("{} over {} ({} x {} ranks) was measured at one size only ({}): its latency is taken as 0 and its bus bandwidth "

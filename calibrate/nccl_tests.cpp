@@ -255,6 +255,16 @@ std::optional<std::string> busbw_mismatch(const Run& run, double algbw, double b
                      busbw, f, expected, models::to_string(run.op), run.ranks);
 }
 
+// nccl-tests prints algbw = size / time: a time that disagrees (an edit, a damaged row) would be
+// fitted as measured. The expected time when they disagree by more than the printed digits allow
+// (algbw has two decimals: 0.005 GB/s, plus 5% for the time's own rounding).
+std::optional<std::string> time_mismatch(std::uint64_t size, double us, double algbw) {
+  if (size == 0) return std::nullopt;
+  const double implied_algbw = static_cast<double>(size) / (us * 1e3);
+  if (std::abs(implied_algbw - algbw) <= 0.0051 + 0.05 * algbw) return std::nullopt;
+  return fmt::format("about {:.4g} us, the time {} bytes take at the row's algbw of {} GB/s", static_cast<double>(size) / (algbw * 1e3), size, algbw);
+}
+
 // ---- the text form -----------------------------------------------------------------------------
 
 class TextReader {
@@ -414,7 +424,10 @@ class TextReader {
     const int n = static_cast<int>(t.size());
     if (!r.columns) {
       // No header in this run (a pasted table): the current layout has 13 tokens, the old one 12.
-      if (n != 13 && n != 12) return;  // a stray number, not a row
+      if (n != 13 && n != 12) {
+        fail(fmt::format("expected a row of nccl-tests' table: 13 columns (12 before nccl-tests 2.13), as no header announces another layout; found {}", n),
+             t[0]);
+      }
       Columns c;
       c.left = n - 8;
       r.columns = c;
@@ -444,14 +457,7 @@ class TextReader {
     r.listed = static_cast<int>(r.rank_lines.size());
     if (!r.resolved) resolve(r, file_, options_, [&](const std::string& message) { fail(message, t[0]); });
     if (auto mismatch = busbw_mismatch(r, algbw, busbw)) fail(*mismatch, t[g + c.busbw]);
-    // nccl-tests prints algbw = size / time: a time that disagrees (an edit, a damaged row) would be
-    // fitted as measured. Checked where both carry three digits, so rounding stays under 5%.
-    if (algbw >= 1.0 && us >= 20.0) {
-      const double implied_us = static_cast<double>(*size) / (algbw * 1e3);
-      if (std::abs(us / implied_us - 1.0) > 0.05) {
-        fail(t[g], fmt::format("time ({}, us)", which), fmt::format("about {:.4g} us, the time {} bytes take at the row's algbw of {} GB/s", implied_us, *size, algbw));
-      }
-    }
+    if (auto expected = time_mismatch(*size, us, algbw)) fail(t[g], fmt::format("time ({}, us)", which), *expected);
     if (*size == 0) return;
     m_.collectives.push_back(CollectiveSample{r.op, r.link, r.ranks, r.nodes, static_cast<double>(*size), us * 1e-6});
   }
@@ -573,6 +579,7 @@ class JsonReader {
       const double busbw = number(*half, half_path, "bus_bw", false);
       if (auto mismatch = busbw_mismatch(run, algbw, busbw)) throw InputError(where_, path + ": " + *mismatch);
       const auto bytes = size.get<std::uint64_t>();
+      if (auto expected = time_mismatch(bytes, us, algbw)) fail(half_path + ".time", *expected, fmt::format("{:g}", us));
       if (bytes == 0) continue;
       zero_only = false;
       m.collectives.push_back(CollectiveSample{run.op, run.link, run.ranks, run.nodes, static_cast<double>(bytes), us * 1e-6});

@@ -404,6 +404,25 @@ TEST_CASE("calibrate: an NVLS fit is kept apart and never taken as the link's ba
   CHECK_FALSE(hardware::calibrated_busbw(r.profile, "network"));
 }
 
+TEST_CASE("calibrate: a fit faster than the GPU's links can carry is refused") {
+  // Expectation: an H100's NVLink carries 450 GB/s per direction, so an NVLink all-reduce may fit up
+  // to twice that (NVLS reduces in the switch: 480 GB/s is a real H100 figure) but not 1 TB/s; its
+  // PCIe Gen5 x16 link carries 64 GB/s raw, so host copies may reach NVLink-C2C rates at most.
+  const HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  const auto sweep = [](double busbw) {
+    Measurements m;
+    for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) m.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, bytes, 10e-6 + bytes * 1.75 / busbw});
+    return m;
+  };
+  CHECK(calibrate::calibrate(h100, sweep(480e9), {}).links.at(0).result.busbw.value() == Approx(480e9).epsilon(1e-3));
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, sweep(1e12), {}); }),
+             Catch::Contains("all_reduce over nvlink (1 x 8 ranks) fits a bus bandwidth of 1000 GB/s, more than 900 GB/s"));
+  Measurements copies;
+  for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) copies.memory.push_back({MemoryKind::h2d, bytes, 5e-6 + bytes / 1e15});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, copies, {}); }),
+             Catch::Contains("host-to-device copies fit") && Catch::Contains("more than H100-SXM5-80GB's host link can carry (450 GB/s"));
+}
+
 TEST_CASE("calibrate: a collective measured at one size only is fitted through the origin, and says so") {
   // Expectation: one 1 GiB all-reduce in 5 ms; latency 0 and the bus bandwidth of that one size,
   // with a note that a sweep is needed to fit both.

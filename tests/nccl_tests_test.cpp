@@ -213,6 +213,17 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
     gap.erase(gap.find("#  Rank  3"), gap.find("#  Rank  4") - gap.find("#  Rank  3"));
     CHECK_THAT(error_of(gap + kHeader + good_row, "all_reduce_perf.txt"), Contains("names ranks up to 7 but has no line for rank 3"));
   }
+  SECTION("a headerless table whose first row is not nccl-tests' width") {
+    // Expectation: with no header to give the layout, a first row of 14 tokens is refused, not
+    // skipped (the fit lost that size without a word).
+    NcclTestsOptions options;
+    options.op = CollectiveOp::all_reduce;
+    options.ranks = 8;
+    const std::string wide = "     1048576        262144     float     sum      -1    50.00   20.97   36.70       0    51.00   20.56   35.98       0  x\n";
+    CHECK_THAT(test::input_error([&] { parse_nccl_tests(wide + good_row, "pasted.txt", options); }),
+               Contains("pasted.txt:1:6: expected a row of nccl-tests' table: 13 columns") && Contains("found 14"));
+    CHECK(parse_nccl_tests(good_row, "pasted.txt", options).collectives.size() == 1);
+  }
   SECTION("no data rows") {
     CHECK_THAT(error_of(devices() + kHeader + "# Out of bounds values : 0 OK\n", "all_reduce_perf.txt"),
                Contains("all_reduce_perf.txt: no data rows") && Contains("one row per size"));
@@ -341,6 +352,11 @@ TEST_CASE("nccl-tests: the -J JSON document", "[calibrate][nccl-tests]") {
   cpu.replace(cpu.find("\"time\":100.0"), 6, "\"cpu_time\"");
   CHECK_THAT(test::input_error([&] { parse_nccl_tests(cpu, "ag.json"); }),
              Contains("ag.json: results[0].out_of_place: this document reports CPU time (-C 1)"));
+  // A time that disagrees with its alg_bw is refused as in the text form (it had been fitted).
+  std::string fast = nccl_tests_json();
+  fast.replace(fast.find("\"time\":100.0"), 12, "\"time\":10.00");
+  CHECK_THAT(test::input_error([&] { parse_nccl_tests(fast, "ag.json"); }),
+             Contains("ag.json: field 'results[0].out_of_place.time': expected about 100 us") && Contains("found 10"));
   // Version 1 (commit cfa8a96) wrote the same records.
   CHECK(parse_nccl_tests(nccl_tests_json("1"), "ag.json").collectives.size() == 2);
 }
