@@ -231,13 +231,10 @@ class Replica final : public sim::EventHandler {
 
   Replica(Cluster& cluster, int index, Role role, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
 
-  // 0: the oldest batch in flight has left the last stage; 1: the first stage is free again.
-  void handle(std::uint64_t payload) override {
-    if (payload == 0) {
-      finish_iteration();
-    } else {
-      wake_pending_ = false;
-    }
+  // The oldest batch in flight has left the last stage.
+  void handle(std::uint64_t) override {
+    integrate_kv();
+    finish_iteration();
     step();
   }
 
@@ -262,6 +259,13 @@ class Replica final : public sim::EventHandler {
   }
   [[nodiscard]] std::int64_t blocks_for(std::int64_t tokens) const { return (tokens + c_.block_size - 1) / c_.block_size; }
   ReplicaRun& stats() { return run_; }
+  // Adds the blocks in use since the last call, over the time since: blocks change only inside the
+  // entry points, each of which calls this first.
+  void integrate_kv() {
+    const double t = now();
+    run_.kv_block_seconds += static_cast<double>(run_.kv_blocks - free_ - evictable_) * (t - kv_since_);
+    kv_since_ = t;
+  }
 
  private:
   double now() const;
@@ -300,6 +304,7 @@ class Replica final : public sim::EventHandler {
   };
   std::map<int, CachedPrefix> cache_;  // prefix caching: prefix id -> its cached full blocks
   std::int64_t evictable_ = 0;         // blocks of cached prefixes with no reference
+  double kv_since_ = 0;                // when integrate_kv last ran
   double swap_free_ = 0;
   double swap_seconds_ = 0;      // swap copies to charge to the next iteration
   double block_bytes_ = 0;
@@ -309,7 +314,6 @@ class Replica final : public sim::EventHandler {
   };
   std::deque<InFlight> inflight_;
   std::vector<double> stage_free_;   // when each stage finishes the batches given to it
-  bool wake_pending_ = false;        // a wake-up is scheduled for when the first stage frees
   ReplicaRun run_;
 };
 
@@ -365,6 +369,7 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
       for (std::size_t i = 0; i < seqs_.size(); ++i) sim_.schedule_at(sim::Time::seconds(seqs_[i].request.arrival), this, i);
     }
     sim_.run();
+    for (auto& r : replicas_) r->integrate_kv();
     ClusterRun out;
     for (const auto& s : seqs_) {
       out.requests.push_back(s.result);
@@ -505,6 +510,7 @@ double Replica::now() const { return cl_.now(); }
 Sequence& Replica::seq(int i) { return cl_.seq(i); }
 
 void Replica::enqueue(int i) {
+  integrate_kv();
   Sequence& s = seq(i);
   waiting_.push_back(i);
   queued_tokens_ += s.known - s.computed;
@@ -518,6 +524,7 @@ void Replica::push_waiting_front(int i) {
 }
 
 void Replica::offer(int i) {
+  integrate_kv();
   incoming_.push_back(i);
   try_transfers();
 }
@@ -543,12 +550,14 @@ void Replica::try_transfers() {
 }
 
 void Replica::received(int i) {
+  integrate_kv();
   --in_transfer_;
   running_.push_back(i);
   step();
 }
 
 void Replica::release(int i) {
+  integrate_kv();
   Sequence& s = seq(i);
   free_ += s.held_blocks;
   s.held_blocks = 0;
@@ -664,15 +673,11 @@ bool Replica::admit_static(std::vector<int>& batch, int& budget) {
 
 // Forms the next batch and starts its iteration (or goes idle).
 void Replica::step() {
+  // As vLLM V1's engine loop (step_with_batch_queue): a batch is formed whenever fewer than pp are
+  // in flight, and waits for the first stage if it is busy. (Waiting to form it until the stage was
+  // free let batches that came out meanwhile merge into one, never to split again: a loaded PP-4
+  // replica drifted to one batch of nearly every sequence and ran at a PP-1 replica's rate.)
   if (static_cast<int>(inflight_.size()) >= c_.pp) return;
-  if (sim::Time::seconds(stage_free_[0]) > cl_.sim().now()) {
-    // The first stage still computes the last batch: come back when it is free.
-    if (!wake_pending_) {
-      wake_pending_ = true;
-      cl_.sim().schedule_at(sim::Time::seconds(stage_free_[0]), this, 1);
-    }
-    return;
-  }
   int budget = c_.max_num_batched_tokens;
   std::vector<int> batch;
   bool preempted = false;
@@ -805,20 +810,16 @@ void Replica::step() {
   const int layers = c_.model.layers, base = layers / c_.pp, extra = layers % c_.pp;
   double ready = now() + cost.fixed + swap_seconds_;
   swap_seconds_ = 0;
-  double first_stage = 0;
   for (int st = 0, first = 0; st < c_.pp; ++st) {
     const int count = base + (st < extra ? 1 : 0);
     const double start = std::max(ready, stage_free_[static_cast<std::size_t>(st)]);
     const double end = start + cost.stage(c_.model, first, count, st == c_.pp - 1);
     stage_free_[static_cast<std::size_t>(st)] = end;
-    if (st == 0) first_stage = end - now();
     ready = end + (st < c_.pp - 1 ? cost.stage_send : 0.0);
     first += count;
   }
   const std::int64_t used = run_.kv_blocks - free_ - evictable_;
   run_.peak_kv_blocks = std::max(run_.peak_kv_blocks, used);
-  // Blocks in use, weighted by how long the first stage keeps this batch (the whole iteration without PP).
-  run_.kv_block_seconds += static_cast<double>(used) * first_stage;
   ++run_.iterations;
   ++run_.batch_size_histogram[std::min(batch.size(), run_.batch_size_histogram.size() - 1)];
   inflight_.push_back({std::move(batch)});
