@@ -117,6 +117,25 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
     for (const char* key : it->second.first) count_of(key, !zero_allowed);
     for (const char* key : it->second.second) text_of(key);
   }
+  // Every other number these results hold is a time, rate, count, fraction, size or price: none is
+  // negative. (A sizing candidate that cannot run has the attainment -1; a validation's errors are
+  // signed, and its numbers are not checked here.)
+  if (kind != ReportSource::Kind::validation) {
+    const auto walk = [&](const auto& self, const json& v, const std::string& where) -> void {
+      if (v.is_object()) {
+        for (const auto& [k, x] : v.items()) self(self, x, where.empty() ? k : where + "." + k);
+      } else if (v.is_array()) {
+        for (std::size_t i = 0; i < v.size(); ++i) self(self, v[i], fmt::format("{}[{}]", where, i));
+      } else if (v.is_number()) {
+        const double x = v.get<double>();
+        const bool sentinel = kind == ReportSource::Kind::sizing && x == -1 && where.ends_with(".attainment");
+        if (!std::isfinite(x) || (x < 0 && !sentinel)) {
+          throw InputError(fmt::format("{}: field '{}': expected a non-negative number, found {}", file.string(), where, v.dump()));
+        }
+      }
+    };
+    walk(walk, d, "");
+  }
   if (kind == ReportSource::Kind::training_run) {
     check(d, "", "step_time_s", true);
     for (const char* k : {"mfu", "hfu", "tokens_per_s", "tflops_per_gpu"}) check(d, "", k, false);
@@ -491,7 +510,7 @@ class Builder {
         csv("headline", subject, "expected_cost", finishes ? num(o, "expected_cost_usd") : std::nan(""), "USD");
         csv("headline", subject, "expected_days", finishes ? num(o, "expected_wall_days") : std::nan(""), "days");
       }
-      para(s, fmt::format("{}: cost on each offering (expected values of the Monte Carlo; distributions below).", who));
+      para(s, fmt::format("{}: cost on each offering (expected values from Daly's closed form; the Monte Carlo's distributions below).", who));
       table(s, std::move(t));
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
@@ -1134,6 +1153,8 @@ std::string md_text(const std::string& s) {
       out += "&lt;";
     } else if (c == '&') {
       out += "&amp;";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';  // a paragraph's lines join anyway; a name's newline must not start a heading or end a table row
     } else {
       out += c;
     }

@@ -111,7 +111,7 @@ TEST_CASE("profile errors name the field", "[hardware]") {
   CHECK_THAT(test::input_error([&] { from_text(with("bf16: 989TFLOPS", "bf16: 989FLOPS")); }),
              Contains("field 'hardware.peak_flops.bf16': expected a peak of at least 1GFLOPS, found '989FLOPS'"));
   CHECK_THAT(test::input_error([&] { from_text(with("bandwidth: 3.35TB/s", "bandwidth: 3.35B/s")); }),
-             Contains("field 'hardware.memory.bandwidth': expected a bandwidth of at least 1KB/s, found '3.35B/s'"));
+             Contains("field 'hardware.memory.bandwidth': expected a bandwidth of at least 1KB/s and at most 1PB/s, found '3.35B/s'"));
 }
 
 TEST_CASE("GEMM model: a large square GEMM loses only wave quantisation and the K loop", "[hardware][gemm]") {

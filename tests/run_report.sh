@@ -70,6 +70,13 @@ if grep -q '<script>alert\|<b onmouseover' "$dir/hostile-report/report.html"; th
   exit 1
 fi
 grep -q '&lt;/script&gt;&lt;script&gt;alert(1)' "$dir/hostile-report/report.html" || { echo "report.html does not show the hostile name as text"; exit 1; }
+# A newline in a name neither starts a Markdown heading nor splits a table row.
+mkdir -p "$dir/newline"
+sed 's,"scenario": "cost-small","scenario": "a\\n# Injected\\n| b",' "$dir/train/summary.json" >"$dir/newline/summary.json"
+grep -q 'Injected' "$dir/newline/summary.json" || { echo "the newline name was not planted"; exit 1; }
+"$cli" report "$dir/newline" --out "$dir/newline-report" >/dev/null
+if grep -q '^# Injected' "$dir/newline-report/report.md"; then echo "report.md lets a name's newline start a heading"; exit 1; fi
+grep -q 'a # Injected' "$dir/newline-report/report.md" || { echo "report.md does not show the name on one line"; exit 1; }
 # What is not a result is refused with status 2, a message, and no files written.
 refused() {  # refused INPUT EXPECTED-MESSAGE WHAT
   local out status
@@ -96,6 +103,13 @@ sed 's|"step_time_s": [0-9.e+-]*|"step_time_s": "x"|' "$dir/train/summary.json" 
 refused "$dir/bad-step" "field 'step_time_s': expected a positive number, found 'x'" "a step time that is not a number"
 sed 's|"p99_ms": [0-9.e+-]*|"p99_ms": -1|' "$dir/serve/summary.json" >"$dir/bad-ttft/summary.json"
 refused "$dir/bad-ttft" "_ms': expected a non-negative number, found -1" "a negative latency"
+# So is any other number of a result, wherever it sits: a price, a goodput (each had been printed
+# as "$-4.0 k" or "-1.00 within the SLO").
+mkdir -p "$dir/bad-cost" "$dir/bad-goodput"
+sed 's|"expected_cost_usd": [0-9.e+]*|"expected_cost_usd": -4000.0|' "$dir/cost/cost.json" >"$dir/bad-cost/cost.json"
+refused "$dir/bad-cost" "field 'offerings\[0\].expected_cost_usd': expected a non-negative number, found -4000.0" "a negative cost"
+sed 's|"request_goodput": [0-9.e+]*|"request_goodput": -1|' "$dir/serve/summary.json" >"$dir/bad-goodput/summary.json"
+refused "$dir/bad-goodput" "request_goodput': expected a non-negative number, found -1" "a negative goodput"
 # The counts and names the scenario paragraph prints are refused by field too, not printed as
 # "on -3 GPUs" or "with the plan 5".
 mkdir -p "$dir/bad-gpus" "$dir/bad-plan"

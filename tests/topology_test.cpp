@@ -304,7 +304,7 @@ TEST_CASE("topology errors are clear", "[topology][errors]") {
                from_text("topology:\n  name: x\n  node:\n    name: n\n    gpu: l40s\n    devices:\n"
                          "      - {name: gpu, kind: gpu, count: 2}\n    links:\n      - {from: gpu0, to: gpu1, kind: pcie, bandwidth: 0GB/s}\n");
              }),
-             Contains("field 'topology.node.links[0].bandwidth': expected a bandwidth of at least 1KB/s, found '0GB/s'"));
+             Contains("field 'topology.node.links[0].bandwidth': expected a bandwidth of at least 1KB/s and at most 1PB/s, found '0GB/s'"));
   // A link endpoint that is not a device of the node.
   CHECK_THAT(test::input_error([] {
                from_text("topology:\n  name: x\n  node:\n    name: n\n    gpu: l40s\n    devices:\n"

@@ -75,10 +75,12 @@ Check<T> in_range(T low, T high, std::string expected) {
   return {std::move(expected), [low, high](const T& v) { return !(v < low) && !(high < v); }};
 }
 
-// The bandwidth of a link, a NIC or a memory: at least 1 KB/s. Anything slower is a unit typed
-// many orders of magnitude off, whose transfers would outlast the simulated clock (146 years).
+// The bandwidth of a link, a NIC or a memory: from 1 KB/s to 1 PB/s. Anything slower is a unit typed
+// many orders of magnitude off, whose transfers would outlast the simulated clock (146 years); a
+// petabyte per second is a hundred times the fastest HBM and would overflow the max-flow's integer
+// capacities once summed over a fabric.
 inline Check<BytesPerSec> bandwidth() {
-  return {"a bandwidth of at least 1KB/s", [](const BytesPerSec& v) { return !(v.value() < 1e3); }};
+  return {"a bandwidth of at least 1KB/s and at most 1PB/s", [](const BytesPerSec& v) { return !(v.value() < 1e3) && !(v.value() > 1e15); }};
 }
 
 // A compute peak: at least 1 GFLOP/s (a CPU core's is tens); slower is a unit typed many orders
