@@ -138,6 +138,7 @@ void training_cost(const Options& o) {
   j["offerings"] = list;
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
+    check_report_targets(o.report);
     std::string csv = "offering,trial,wall_days,cost_usd\n";
     for (const auto& e : rows) {
       for (std::size_t t = 0; t < e.walls.size(); ++t) csv += fmt::format("{},{},{:.6f},{:.2f}\n", e.offering, t, e.walls[t] / kDay, e.costs[t]);
@@ -215,6 +216,7 @@ void inference_cost(const Options& o) {
   j["offerings"] = list;
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
+    check_report_targets(o.report);
     reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
   }
   if (o.json) {

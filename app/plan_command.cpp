@@ -327,6 +327,7 @@ void training_plan(const Options& o) {
   };
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
+    check_report_targets(o.report);
     // Both files or neither, streamed (a wide search's can be large).
     reports::write_files_atomically(o.out, {"plans.json", "plans.csv"}, [&](std::size_t i, reports::AtomicFileWriter& file) {
       const auto put = [&](std::string_view text) { file.write(text); };
@@ -424,6 +425,7 @@ void plan(const Options& o) {
   j["source"] = source_of(o.scenario);
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
+    check_report_targets(o.report);
     reports::write_files_atomically(o.out, {{"sizing.json", j.dump(2) + "\n"}, {"sizing.csv", to_csv(r)}});
   }
   if (o.json) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/report.hpp"
 #include "output_dir.hpp"
 
@@ -37,6 +38,10 @@ void write_report_of(const std::filesystem::path& dir, const std::vector<std::fi
   }
   reports::write_report(dir, sources, report_options(""));
   if (announce) std::cout << fmt::format("wrote {0}/report.html, {0}/report.md and {0}/report.csv\n", dir.string());
+}
+
+void check_report_targets(const std::string& report_dir) {
+  if (!report_dir.empty()) reports::check_targets(report_dir, reports::report_file_names());
 }
 
 nlohmann::json source_of(const std::string& scenario_file) {

@@ -381,6 +381,7 @@ void run_inference(const Options& o) {
   }
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
+    check_report_targets(o.report);
     std::string csv = "id,arrival_s,prompt_tokens,output_tokens,replica,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions";
     if (sc.disaggregation) csv += ",decode_replica,kv_transfer_start_s,kv_transfer_end_s";
     csv += "\n";
@@ -419,6 +420,7 @@ void run(const Options& o) {
   if (!o.report.empty()) j["scaling"] = scaling_sweep(sc, r, opt.fold);
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
+    check_report_targets(o.report);
     reports::write_files_atomically(o.out, {{"summary.json", j.dump(2) + "\n"}, {"trace.json", r.trace}});
   }
   if (o.json) {

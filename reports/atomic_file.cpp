@@ -168,11 +168,15 @@ void write_file_atomically(const fs::path& path, std::string_view content) {
   w.commit();
 }
 
-void write_files_atomically(const fs::path& dir, const std::vector<std::string>& names, const std::function<void(std::size_t, AtomicFileWriter&)>& fill) {
+void check_targets(const fs::path& dir, const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     std::error_code ec;
     if (fs::is_directory(dir / name, ec)) throw std::runtime_error(fmt::format("cannot write {}: a directory of that name is in the way", (dir / name).string()));
   }
+}
+
+void write_files_atomically(const fs::path& dir, const std::vector<std::string>& names, const std::function<void(std::size_t, AtomicFileWriter&)>& fill) {
+  check_targets(dir, names);
   // Every temporary is written and synced before the first rename; a writer left uncommitted removes its own.
   std::vector<std::unique_ptr<AtomicFileWriter>> writers;
   for (std::size_t i = 0; i < names.size(); ++i) {

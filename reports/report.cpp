@@ -1215,6 +1215,11 @@ std::string render_csv(const Document& d) {
 
 }  // namespace
 
+const std::vector<std::string>& report_file_names() {
+  static const std::vector<std::string> names{"report.html", "report.md", "report.csv"};
+  return names;
+}
+
 void write_report(const fs::path& dir, const std::vector<ReportSource>& sources, const ReportOptions& options) {
   if (sources.empty()) throw InputError("no results to report on");
   if (!html_reports_available()) {
@@ -1236,7 +1241,8 @@ void write_report(const fs::path& dir, const std::vector<ReportSource>& sources,
     throw InputError(fmt::format("{}: the results do not fit together: {}", sources.front().path.string(), e.what()));
   }
   make_output_directory(dir, "the report's directory");
-  write_files_atomically(dir, {{"report.html", render_html(doc)}, {"report.md", render_markdown(doc)}, {"report.csv", render_csv(doc)}});
+  const auto& names = report_file_names();
+  write_files_atomically(dir, {{names[0], render_html(doc)}, {names[1], render_markdown(doc)}, {names[2], render_csv(doc)}});
 }
 
 }  // namespace cs::reports

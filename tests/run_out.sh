@@ -36,3 +36,16 @@ if [ $status -ne 2 ] || [[ "$err" != *"--report $dir/a-file/report: expected a d
   echo "run --report under a file: expected status 2 naming --report, got $status: $err"
   exit 1
 fi
+# A report file that cannot be written (a directory in its way) is found before the run's own files
+# are replaced: a failed run leaves the older summary.json as it was (it had written the new one and
+# then failed on the report).
+mkdir -p "$dir/c/report.md"
+echo old >"$dir/c/summary.json"
+set +e
+err=$("$cli" run "$scenario" --report "$dir/c" 2>&1 >/dev/null)
+status=$?
+set -e
+if [ $status -eq 0 ] || [[ "$err" != *"report.md: a directory of that name is in the way"* ]] || [ "$(cat "$dir/c/summary.json")" != old ]; then
+  echo "run --report with report.md a directory: status $status, summary.json '$(head -c 20 "$dir/c/summary.json")': $err"
+  exit 1
+fi

@@ -27,6 +27,9 @@ struct OutputFile {
   std::string content;
 };
 void write_files_atomically(const std::filesystem::path& dir, const std::vector<OutputFile>& files);
+// Throws std::runtime_error as write_files_atomically would if a directory is in the way of one of
+// `names`: for a command that writes two sets of files, checked for the second before the first.
+void check_targets(const std::filesystem::path& dir, const std::vector<std::string>& names);
 
 // The same for a file too large to hold in memory: write() appends (buffered), commit() flushes,
 // syncs and renames. A writer destroyed without commit() removes its temporary file, so the

@@ -44,5 +44,7 @@ bool html_reports_available();
 // Deterministic: the same results give byte-identical files. Throws InputError for no results, and
 // std::runtime_error when this build has no charting library (see html_reports_available).
 void write_report(const std::filesystem::path& dir, const std::vector<ReportSource>& sources, const ReportOptions& options);
+// The files write_report writes.
+const std::vector<std::string>& report_file_names();
 
 }  // namespace cs::reports
