@@ -1,5 +1,6 @@
 #include "collective_command.hpp"
 
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -40,8 +41,9 @@ struct Options {
 
 Bytes parse_size(const std::string& text, const char* option) {
   double v = 0;
-  if (!parse_quantity_text(text, UnitTable<Bytes>::begin(), UnitTable<Bytes>::size(), v) || v <= 0) {
-    throw InputError(fmt::format("{}: expected a positive size with a unit ({}), found '{}'", option,
+  // Whole bytes: nccl-tests counts elements, and 1.5B is no message.
+  if (!parse_quantity_text(text, UnitTable<Bytes>::begin(), UnitTable<Bytes>::size(), v) || !(v >= 1) || v != std::floor(v)) {
+    throw InputError(fmt::format("{}: expected a size of whole bytes, at least 1, with a unit ({}), found '{}'", option,
                                  list_units(UnitTable<Bytes>::begin(), UnitTable<Bytes>::size()), text));
   }
   return Bytes(v);
@@ -172,7 +174,7 @@ void add_collective_command(CLI::App& app) {
                              "RANKS"));
   cmd->add_option("--algorithm", o->algorithm, "Force ring, tree, hierarchical, nvls, collnet, pairwise or direct (default: NCCL's choice)");
   cmd->add_option("--protocol", o->protocol, "Force LL, LL128 or Simple");
-  cmd->add_option("--channels", o->channels, "Rings or tree pairs to build (default: one per NIC rail used)")->check(CLI::Range(0, 64));
+  cmd->add_option("--channels", o->channels, "Rings or tree pairs to build (default, or 0: one per NIC rail used)")->check(CLI::Range(0, 64));
   CLI::Option* root = cmd->add_option("--root", o->root, "Root rank of broadcast and reduce")->default_val(0);
   cmd->add_flag("--no-pxn", o->no_pxn, "Route inter-node traffic without NVLink relaying (NCCL_PXN_DISABLE=1)");
   cmd->add_flag("--json", o->json, "Print JSON");

@@ -189,6 +189,7 @@ void run_topo(const TopoOptions& o) {
   if (!o.path.empty()) {
     const Vertex a = parse_device(topo, o.path[0]);
     const Vertex b = parse_device(topo, o.path[1]);
+    if (a == b) throw InputError(fmt::format("--path: expected two different devices, found {} twice", topo.device(a).name));
     if (o.json) {
       std::cout << route_json(topo, router, a, b, o).dump(2) << "\n";
     } else {
