@@ -1,6 +1,7 @@
 #include "clustersim/topology/node_template.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -93,6 +94,26 @@ int NodeTemplate::nic_ports() const {
   return n;
 }
 
+// The (from, to) device pairs a link group joins, as indices within their groups.
+template <class F>
+static void for_each_pair(const LinkGroup& lg, const std::vector<DeviceGroup>& groups, F f) {
+  const int nf = lg.from.index ? 1 : groups[lg.from.group].count;
+  const int nt = lg.to.index ? 1 : groups[lg.to.group].count;
+  const auto visit = [&](int i, int j) { f(lg.from.index.value_or(i), lg.to.index.value_or(j)); };
+  switch (lg.pattern) {
+    case LinkPattern::all:
+      for (int i = 0; i < nf; ++i)
+        for (int j = 0; j < nt; ++j) visit(i, j);
+      break;
+    case LinkPattern::zip:
+      for (int i = 0; i < nf; ++i) visit(i, i);
+      break;
+    case LinkPattern::block:
+      for (int i = 0; i < nf; ++i) visit(i, static_cast<int>(static_cast<long long>(i) * nt / nf));
+      break;
+  }
+}
+
 static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
   yaml::Map m(node);
   NodeTemplate t;
@@ -144,6 +165,21 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
       t.links.push_back(std::move(lg));
     }
   }
+  // Links are bidirectional: a pair joined twice (cpu0 to cpu1 and cpu1 to cpu0, or two groups
+  // listed twice) would be two parallel links, each routed as a path of its own.
+  std::map<std::pair<std::pair<std::size_t, int>, std::pair<std::size_t, int>>, const LinkGroup*> joined;
+  for (const LinkGroup& lg : t.links) {
+    for_each_pair(lg, t.groups, [&](int i, int j) {
+      auto a = std::make_pair(lg.from.group, i), b = std::make_pair(lg.to.group, j);
+      if (b < a) std::swap(a, b);
+      const auto [it, fresh] = joined.emplace(std::make_pair(a, b), &lg);
+      if (!fresh && it->second != &lg) {
+        lg.where.fail(fmt::format("each pair of devices joined once (links carry both directions; give one link with the bandwidth of both)"),
+                      fmt::format("{}{} and {}{} joined again, first at line {}", t.groups[a.first].name, a.second, t.groups[b.first].name, b.second,
+                                  it->second->where.where().line));
+      }
+    });
+  }
   m.finish();
   return t;
 }
@@ -185,25 +221,10 @@ std::vector<NicPort> instantiate_node(const NodeTemplate& t, int index, Topology
     }
   }
   for (const LinkGroup& lg : t.links) {
-    const int nf = lg.from.index ? 1 : t.groups[lg.from.group].count;
-    const int nt = lg.to.index ? 1 : t.groups[lg.to.group].count;
-    auto connect = [&](int i, int j) {
-      const Vertex a = first[lg.from.group] + static_cast<Vertex>(lg.from.index.value_or(i));
-      const Vertex b = first[lg.to.group] + static_cast<Vertex>(lg.to.index.value_or(j));
-      topo.add_link(a, b, Link{.kind = lg.kind, .bandwidth = lg.bandwidth, .latency = lg.latency});
-    };
-    switch (lg.pattern) {
-      case LinkPattern::all:
-        for (int i = 0; i < nf; ++i)
-          for (int j = 0; j < nt; ++j) connect(i, j);
-        break;
-      case LinkPattern::zip:
-        for (int i = 0; i < nf; ++i) connect(i, i);
-        break;
-      case LinkPattern::block:
-        for (int i = 0; i < nf; ++i) connect(i, static_cast<int>(static_cast<long long>(i) * nt / nf));
-        break;
-    }
+    for_each_pair(lg, t.groups, [&](int i, int j) {
+      topo.add_link(first[lg.from.group] + static_cast<Vertex>(i), first[lg.to.group] + static_cast<Vertex>(j),
+                    Link{.kind = lg.kind, .bandwidth = lg.bandwidth, .latency = lg.latency});
+    });
   }
   return ports;
 }
