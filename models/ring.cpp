@@ -1,8 +1,9 @@
 // Ring collectives, built the way NCCL's search builds rail-aligned rings: ring r enters node k at
-// member s = (r - k) mod l, visits the members in order, and leaves from member s - 1, which is
+// member s = (f(r) - k) mod l, visits the members in order, and leaves from member s - 1, which is
 // where it enters node k + 1; so every hop between nodes joins two GPUs of the same local index,
 // on one rail through one NIC each, without relaying. Only the hop that closes the ring may cross
-// rails when the node count is not a multiple of l. Every ring edge
+// rails when the node count is not a multiple of l. f(r) = r, or r l / R with fewer rings R than
+// members, spread so that rings leave through different NICs. Every ring edge
 // carries its ring's share of the bytes that a pipelined ring moves over one hop in total:
 //   all-reduce 2(n-1)/n S, all-gather and reduce-scatter (n-1)/n S, broadcast and reduce S
 // (a chain from or to the root, without the closing edge).
@@ -36,7 +37,12 @@ std::vector<CollectivePhase> build_ring(const CollectiveModel& m, const Group& g
     for (std::size_t node = 0; node < g.nodes.size(); ++node) {
       const auto& members = g.nodes[node];
       const std::size_t k = members.size();
-      const std::size_t start = ((static_cast<std::size_t>(r) % k) + k - node % k) % k;
+      // Fewer rings than members (GPUs sharing NICs: 4 rings for 8 GPUs and 4 NICs) spread their
+      // entries evenly, so that rings leave through different GPUs' NICs rather than two rings
+      // through neighbours that share one.
+      const std::size_t rings_z = static_cast<std::size_t>(rings);
+      const std::size_t first = rings_z < k ? static_cast<std::size_t>(r) * k / rings_z : static_cast<std::size_t>(r) % k;
+      const std::size_t start = (first + k - node % k) % k;
       for (std::size_t i = 0; i < k; ++i) order.push_back(members[(start + i) % k]);
     }
     if (chain) {

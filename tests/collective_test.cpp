@@ -99,6 +99,42 @@ TEST_CASE("ring all-reduce on an uncontended ring takes 2(n-1) alpha + 2(n-1)/n 
   CHECK(r.busbw.value() == Approx(2 * (n - 1) / n * S / expected));
 }
 
+TEST_CASE("ring all-reduce across nodes whose GPUs share NICs leaves through every NIC", "[collectives][ring]") {
+  // Expectation: two DGX H100-like nodes with 4 NICs of 400G, GPUs 2i and 2i+1 behind NIC i. Rings
+  // that leave through neighbouring GPUs had put two rings on one NIC and none on another: all 16
+  // GPUs took 2.06x as long as 8 (one per NIC). With every NIC used, the 16 take what the bytes a
+  // ring moves per hop ask, 2(15)/16 against 2(7)/8 of 8 GPUs': 1.07x.
+  const Topology topo = from_text(R"(topology:
+  name: four-nics
+  nodes: 2
+  fabric: {kind: fat-tree, technology: infiniband, tiers: [{radix: 64}, {radix: 64}]}
+  node:
+    name: dgx-h100-4nic
+    gpu: h100-sxm5-80gb
+    devices:
+      - {name: gpu, kind: gpu, count: 8}
+      - {name: nvswitch, kind: nvswitch, count: 1, chips: 4}
+      - {name: pcie, kind: pcie_switch, count: 8}
+      - {name: cpu, kind: cpu, count: 2}
+      - {name: nic, kind: nic, count: 4, rate: 400Gbps}
+    links:
+      - {from: gpu, to: nvswitch, kind: nvlink, bandwidth: 450GB/s}
+      - {from: gpu, to: pcie, pattern: zip, kind: pcie, bandwidth: 63GB/s}
+      - {from: pcie, to: nic, pattern: block, kind: pcie, bandwidth: 63GB/s}
+      - {from: pcie, to: cpu, pattern: block, kind: pcie, bandwidth: 63GB/s}
+      - {from: cpu0, to: cpu1, kind: socket, bandwidth: 128GB/s}
+)");
+  const CollectiveModel m(topo);
+  const auto time = [&](std::vector<Vertex> gpus) {
+    Collective c = all_reduce(std::move(gpus), 16.0 * (1 << 30));
+    c.algorithm = Algorithm::ring;
+    return m.simulate(c).time.value();
+  };
+  const double all = time(topo.gpus());
+  const double one_per_nic = time(gpus_where(topo, [](const topology::Device& d) { return d.local_index % 2 == 0; }));
+  CHECK(all / one_per_nic == Approx((30.0 / 16) / (14.0 / 8)).epsilon(0.02));
+}
+
 TEST_CASE("a tree all-reduce alone takes NCCL's predicted time, whatever the GPUs per node", "[collectives][tree]") {
   // Expectation (docs/collectives.md): alone on the network a collective takes NCCL's predicted
   // time. Inside a node both trees run down the node's chain; they must not share one flow's rate
