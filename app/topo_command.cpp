@@ -1,5 +1,6 @@
 #include "topo_command.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -143,7 +144,11 @@ std::string render_path(const Topology& topo, const Router& router, Vertex a, Ve
   auto chosen = router.route(a, b, o.flow);
   if (!chosen) throw InputError(fmt::format("--path: no route from {} to {} in topology {}", an, bn, topo.name));
   const bool by_destination = topo.technology == "infiniband";
-  std::string out = fmt::format("route {} -> {}{}; ECMP {}\n", an, bn, o.pxn ? " (PXN)" : "",
+  // PXN relays through a GPU of the source's node over NVLink, where the destination's rail needs it.
+  const bool relayed = chosen->devices.size() > 2 && std::any_of(chosen->devices.begin() + 1, chosen->devices.end() - 1, [&](Vertex v) {
+                         return topo.device(v).kind == topology::DeviceKind::gpu;
+                       });
+  std::string out = fmt::format("route {} -> {}{}; ECMP {}\n", an, bn, !o.pxn ? "" : relayed ? " (PXN)" : " (PXN: no relay on this route)",
                                 by_destination ? "by destination (D-mod-k, InfiniBand)" : "by flow hash");
   out += fmt::format("  flow {}: {}\n", o.flow, path_line(topo, *chosen));
   const auto alternatives = router.all_paths(a, b, o.paths);

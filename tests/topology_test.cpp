@@ -215,6 +215,22 @@ TEST_CASE("PXN moves a cross-rail flow onto the destination's rail over NVLink",
   }
 }
 
+TEST_CASE("PXN does not relay through a GPU reached without NVLink", "[topology][routing]") {
+  // Expectation: on PCIe-only L40S hosts NCCL's PXN finds no NVLink peer, so a cross-rail flow goes
+  // out through its own NIC (6 hops), as without PXN. It had relayed over PCIe and the socket link
+  // to the destination's rail GPU (11 hops), and an all-to-all ran 1.5x as long.
+  const Topology t = from_text(
+      "topology:\n  name: l40s-x2\n  node: l40s-pcie-8x\n  nodes: 2\n"
+      "  fabric: {kind: fat-tree, technology: infiniband, tiers: [{radix: 64}, {radix: 64}]}\n");
+  const auto a = dev(t, "n0.gpu0"), b = dev(t, "n1.gpu5");
+  const auto pxn = Router(t, RoutingOptions{.pxn = true}).route(a, b);
+  const auto plain = Router(t).route(a, b);
+  REQUIRE(pxn);
+  REQUIRE(plain);
+  CHECK(pxn->devices == plain->devices);
+  CHECK(pxn->hops() == 6);
+}
+
 TEST_CASE("rail-only fabrics have no path between rails through the fabric", "[topology][rail-only]") {
   const Topology t = from_text(
       "topology:\n  name: ro\n  node: dgx-h100\n  nodes: 64\n  fabric:\n    kind: rail-only\n    scalable_unit: 32\n"

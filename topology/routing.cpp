@@ -235,7 +235,12 @@ std::optional<Path> Router::route(Vertex src, Vertex dst, std::uint64_t flow_id)
   if (auto relay = pxn_relay(src, dst)) {
     auto first = route_direct(src, *relay, flow_id);
     auto second = route_direct(*relay, dst, flow_id);
-    if (first && second) {
+    // NCCL relays through a peer only over NVLink ("PXN = PCI + NVLink", src/graph/paths.cc): on a
+    // PCIe-only host the hop to the peer would cross PCIe switches, even the sockets, twice.
+    const auto over_nvlink = [&](const Path& p) {
+      return std::all_of(p.links.begin(), p.links.end(), [&](Edge e) { return topo_.link(e).kind == LinkKind::nvlink; });
+    };
+    if (first && second && over_nvlink(*first)) {
       Path p = std::move(*first);
       p.links.insert(p.links.end(), second->links.begin(), second->links.end());
       p.devices.insert(p.devices.end(), second->devices.begin() + 1, second->devices.end());
