@@ -38,6 +38,13 @@ double bottleneck(const topology::Path& p, const std::vector<double>& capacities
 
 }  // namespace
 
+std::string multi_plane_note(const topology::Topology& topo) {
+  if (topo.fabric_planes <= 1) return {};
+  return fmt::format("the fabric has {} planes, but a flow between nodes uses one NIC port: traffic between nodes gets one plane's bandwidth, "
+                     "{} of what the planes carry (a known limitation)",
+                     topo.fabric_planes, topo.fabric_planes == 2 ? "half" : fmt::format("1/{}", topo.fabric_planes));
+}
+
 CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptions options)
     : topo_(topo), options_(options), router_(topo, topology::RoutingOptions{.pxn = options.pxn}), direct_(topo) {
   capacities_.assign(topo.directed_link_count(), 0.0);

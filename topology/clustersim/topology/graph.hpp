@@ -97,6 +97,7 @@ class Topology {
   std::string fabric_kind;    // "none", "fat-tree", "rail-optimized", "rail-only"
   std::string technology;     // "infiniband", "roce" or empty
   int fabric_tiers = 0;
+  int fabric_planes = 1;  // independent fabric planes (NIC port p on plane p)
   bool in_network_reduction = false;  // the fabric's switches reduce (SHARP), and NCCL may use CollNet
   std::vector<std::string> assumptions;  // defaults the builder applied, for the output to state
   std::shared_ptr<const hardware::HardwareProfile> gpu;  // the profile of every GPU (one node template)
