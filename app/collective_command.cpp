@@ -3,7 +3,6 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
-#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -153,17 +152,12 @@ void run(const Options& o) {
     graph.run();
     reports::write_file_atomically(o.trace, graph.chrome_trace());
   }
-  std::vector<std::string> notes;
-  std::set<int> nodes;
-  for (const topology::Vertex v : c.ranks) nodes.insert(topo.device(v).node);
-  if (std::string note = models::multi_plane_note(topo); !note.empty() && nodes.size() > 1) notes.push_back(std::move(note));
   if (o.json) {
-    std::cout << nlohmann::json{{"topology", topo.name}, {"op", o.op}, {"ranks", c.ranks.size()}, {"results", rows}, {"notes", notes}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"topology", topo.name}, {"op", o.op}, {"ranks", c.ranks.size()}, {"results", rows}}.dump(2) << "\n";
     return;
   }
   std::cout << fmt::format("{} over {} GPUs of {} (busbw as nccl-tests defines it)\n", to_string(c.op), c.ranks.size(), topo.name);
   std::cout << table.render("  ");
-  for (const auto& n : notes) std::cout << fmt::format("note: {}\n", n);
 }
 
 }  // namespace

@@ -44,17 +44,23 @@ double FlowBuilder::cap_for(const std::vector<std::uint32_t>& path) const {
 
 void FlowBuilder::add(Vertex src, Vertex dst, double bytes, std::uint64_t flow_id, bool relay) {
   const auto& router = relay ? model_.router() : model_.direct_router();
-  const auto path = router.route(src, dst, flow_id);
-  if (!path) {
-    throw std::invalid_argument(fmt::format("no route from {} to {}", model_.topology().device(src).name,
-                                            model_.topology().device(dst).name));
+  const topology::Topology& topo = model_.topology();
+  // Between nodes of a multi-plane fabric the bytes go out through every port of the NIC, a share
+  // on each plane (NCCL sees each port as a NIC of its own and gives each its channels).
+  const int node_a = topo.device(src).node, node_b = topo.device(dst).node;
+  const int planes = topo.fabric_planes > 1 && node_a >= 0 && node_b >= 0 && node_a != node_b ? topo.fabric_planes : 1;
+  for (int plane = 0; plane < planes; ++plane) {
+    const auto path = router.route(src, dst, flow_id, planes > 1 ? plane : -1);
+    if (!path) {
+      throw std::invalid_argument(fmt::format("no route from {} to {}", topo.device(src).name, topo.device(dst).name));
+    }
+    sim::FlowSpec f;
+    for (topology::Edge e : path->links) f.path.push_back(topo.link(e).id);
+    f.bytes = bytes / planes;
+    f.latency = latency_;
+    f.rate_cap = cap_for(f.path);
+    flows_.push_back(std::move(f));
   }
-  sim::FlowSpec f;
-  for (topology::Edge e : path->links) f.path.push_back(model_.topology().link(e).id);
-  f.bytes = bytes;
-  f.latency = latency_;
-  f.rate_cap = cap_for(f.path);
-  flows_.push_back(std::move(f));
 }
 
 void FlowBuilder::add_link(Vertex a, Vertex b, double bytes) {

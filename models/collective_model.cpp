@@ -38,13 +38,6 @@ double bottleneck(const topology::Path& p, const std::vector<double>& capacities
 
 }  // namespace
 
-std::string multi_plane_note(const topology::Topology& topo) {
-  if (topo.fabric_planes <= 1) return {};
-  return fmt::format("the fabric has {} planes, but a flow between nodes uses one NIC port: traffic between nodes gets one plane's bandwidth, "
-                     "{} of what the planes carry (a known limitation)",
-                     topo.fabric_planes, topo.fabric_planes == 2 ? "half" : fmt::format("1/{}", topo.fabric_planes));
-}
-
 CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptions options)
     : topo_(topo), options_(options), router_(topo, topology::RoutingOptions{.pxn = options.pxn}), direct_(topo) {
   capacities_.assign(topo.directed_link_count(), 0.0);
@@ -172,7 +165,8 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
       for (topology::Edge e : p->links) {
         const auto& l = topo_.link(e);
         if (l.tier > 0) break;  // only the GPU's side, up to and including its NIC's link to the leaf
-        up = std::min(up, search_capacities_[l.id]);
+        // A NIC has a port (and a link to a leaf) on every plane, and sends on all of them.
+        up = std::min(up, search_capacities_[l.id] * (l.tier == 0 ? topo_.fabric_planes : 1));
       }
       in.gpu_to_net = up;
     }

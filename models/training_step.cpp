@@ -98,10 +98,6 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   // ---- collective times of the representative groups (TP, CP and EP groups are alike)
   GroupCollectives groups(p, topo, cm);
   if (groups.tp_spans_nodes()) result.notes.push_back(fmt::format("the TP group of {} GPUs spans nodes: its collectives are timed alone on the topology", p.tp));
-  if (std::string note = multi_plane_note(topo); !note.empty() && topo.node_count() > 1 &&
-                                                 static_cast<std::size_t>(p.tp) * p.cp * p.dp * p.pp * topo.node_count() > topo.gpus().size()) {
-    result.notes.push_back(std::move(note));  // the job spans nodes
-  }
   if (hw.gemm.sustained_fraction < 1.0) {
     result.notes.push_back(fmt::format("compute-bound kernels run at {:.3g} of their burst rate, the {}'s sustained clock under load (gemm.sustained_fraction)",
                                        hw.gemm.sustained_fraction, hw.name));

@@ -135,6 +135,36 @@ TEST_CASE("ring all-reduce across nodes whose GPUs share NICs leaves through eve
   CHECK(all / one_per_nic == Approx((30.0 / 16) / (14.0 / 8)).epsilon(0.02));
 }
 
+TEST_CASE("a multi-plane fabric carries between nodes what its planes together carry", "[collectives][planes]") {
+  // Expectation: 16 single-GPU hosts whose NIC has two 200G ports on two planes move what the same
+  // hosts move through one 400G port on one plane, for every pattern between nodes. Each flow had
+  // been pinned to one port (the plane chosen by destination) and the NCCL model had seen one port:
+  // half the bandwidth, for an all-to-all 40.3 ms against 21.0 ms.
+  const auto hosts = [](const std::string& nic, const std::string& planes) {
+    return from_text(fmt::format(R"(topology:
+  name: hosts
+  node: {{name: h1, gpu: h100-sxm5-80gb, devices: [{{name: gpu, kind: gpu, count: 1}}, {{name: nic, kind: nic, count: 1, {}}}],
+          links: [{{from: gpu, to: nic, kind: pcie, bandwidth: 63GB/s}}]}}
+  nodes: 16
+  fabric: {{kind: fat-tree, technology: infiniband, {}tiers: [{{radix: 8}}, {{radix: 8}}]}}
+)",
+                                 nic, planes));
+  };
+  const Topology two = hosts("rate: 200Gbps, ports: 2", "planes: 2, ");
+  const Topology one = hosts("rate: 400Gbps", "");
+  const CollectiveModel m2(two), m1(one);
+  for (const CollectiveOp op : {CollectiveOp::all_reduce, CollectiveOp::all_to_all, CollectiveOp::all_gather}) {
+    INFO(to_string(op));
+    const auto on = [&](const CollectiveModel& m) { return m.simulate(collective(op, m.topology().gpus(), 1 << 30)); };
+    const CollectiveResult a = on(m2), b = on(m1);
+    CHECK(a.time.value() == Approx(b.time.value()).epsilon(1e-6));
+    CHECK(a.plan.model.time.value() == Approx(b.plan.model.time.value()).epsilon(1e-6));
+  }
+  const auto pair = [](const Topology& t) { return std::vector<Vertex>{t.gpus()[0], t.gpus()[5]}; };
+  CHECK(m2.simulate(collective(CollectiveOp::send_recv, pair(two), 1 << 30)).time.value() ==
+        Approx(m1.simulate(collective(CollectiveOp::send_recv, pair(one), 1 << 30)).time.value()).epsilon(1e-6));
+}
+
 TEST_CASE("a tree all-reduce alone takes NCCL's predicted time, whatever the GPUs per node", "[collectives][tree]") {
   // Expectation (docs/collectives.md): alone on the network a collective takes NCCL's predicted
   // time. Inside a node both trees run down the node's chain; they must not share one flow's rate

@@ -173,8 +173,13 @@ void Router::finish(Path& p) const {
   if (p.links.empty()) p.bottleneck = BytesPerSec(0);
 }
 
-std::optional<Path> Router::route_direct(Vertex src, Vertex dst, std::uint64_t flow_id) const {
-  if (structured() && topo_.device(src).node >= 0 && topo_.device(dst).node >= 0) return route_structured(src, dst, flow_id);
+std::optional<Path> Router::route_direct(Vertex src, Vertex dst, std::uint64_t flow_id, int plane) const {
+  if (structured() && topo_.device(src).node >= 0 && topo_.device(dst).node >= 0) {
+    if (plane >= 0) {
+      if (auto p = route_structured(src, dst, flow_id, plane)) return p;
+    }
+    return route_structured(src, dst, flow_id, -1);
+  }
   const Tree& tree = tree_to(dst);
   if (tree.hops[src] < 0) return std::nullopt;
   const Graph& g = topo_.graph();
@@ -225,7 +230,7 @@ std::optional<Vertex> Router::pxn_relay(Vertex src, Vertex dst) const {
   return relay;
 }
 
-std::optional<Path> Router::route(Vertex src, Vertex dst, std::uint64_t flow_id) const {
+std::optional<Path> Router::route(Vertex src, Vertex dst, std::uint64_t flow_id, int plane) const {
   if (src == dst) {
     Path p;
     p.devices.push_back(src);
@@ -234,7 +239,7 @@ std::optional<Path> Router::route(Vertex src, Vertex dst, std::uint64_t flow_id)
   }
   if (auto relay = pxn_relay(src, dst)) {
     auto first = route_direct(src, *relay, flow_id);
-    auto second = route_direct(*relay, dst, flow_id);
+    auto second = route_direct(*relay, dst, flow_id, plane);
     // NCCL relays through a peer only over NVLink ("PXN = PCI + NVLink", src/graph/paths.cc): on a
     // PCIe-only host the hop to the peer would cross PCIe switches, even the sockets, twice.
     const auto over_nvlink = [&](const Path& p) {
@@ -248,7 +253,7 @@ std::optional<Path> Router::route(Vertex src, Vertex dst, std::uint64_t flow_id)
       return p;
     }
   }
-  return route_direct(src, dst, flow_id);
+  return route_direct(src, dst, flow_id, plane);
 }
 
 Router::Alternatives Router::all_paths(Vertex src, Vertex dst, std::size_t limit) const {

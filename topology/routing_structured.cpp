@@ -140,7 +140,7 @@ bool Router::walk_local(int node, Vertex u, std::size_t target_offset, Path& p, 
   return true;
 }
 
-std::optional<Path> Router::route_structured(Vertex src, Vertex dst, std::uint64_t flow_id) const {
+std::optional<Path> Router::route_structured(Vertex src, Vertex dst, std::uint64_t flow_id, int plane) const {
   const Device& s = topo_.device(src);
   const Device& d = topo_.device(dst);
   const Graph& g = topo_.graph();
@@ -172,6 +172,7 @@ std::optional<Path> Router::route_structured(Vertex src, Vertex dst, std::uint64
     if (h3 < 0) continue;
     const double w3 = to_dst.width[b.nic - dst_base];
     const Vertex leaf_b = boost::source(b.down, g);
+    if (plane >= 0 && topo_.device(leaf_b).plane != plane) continue;
     const LocalTree& ft = fabric_tree(leaf_b);
     for (const NicPortRef& a : node_ports_[static_cast<std::size_t>(s.node)]) {
       const LocalTree& to_nic = local_tree(a.nic - node_first_[static_cast<std::size_t>(s.node)]);

@@ -83,8 +83,4 @@ class CollectiveModel {
   std::map<int, int> nics_per_node_;       // node -> its NICs
 };
 
-// What a run between nodes of a multi-plane fabric leaves out (empty on one plane): flows are pinned
-// to one NIC port, so traffic between nodes gets one plane's bandwidth (docs/topology.md, planes).
-std::string multi_plane_note(const topology::Topology& topo);
-
 }  // namespace cs::models

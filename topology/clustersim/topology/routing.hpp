@@ -55,8 +55,9 @@ class Router {
  public:
   explicit Router(const Topology& topo, RoutingOptions options = {});
 
-  // The path of one flow; nullopt when dst cannot be reached from src.
-  [[nodiscard]] std::optional<Path> route(Vertex src, Vertex dst, std::uint64_t flow_id = 0) const;
+  // The path of one flow; nullopt when dst cannot be reached from src. `plane` >= 0 keeps a flow
+  // between nodes on that fabric plane (its NIC port p); -1 lets routing choose.
+  [[nodiscard]] std::optional<Path> route(Vertex src, Vertex dst, std::uint64_t flow_id = 0, int plane = -1) const;
   // Shortest-path hop count, or -1 when unreachable (without PXN relaying).
   [[nodiscard]] int distance(Vertex src, Vertex dst) const;
   // Up to `limit` distinct shortest paths (ECMP alternatives) in a fixed order, and their total count.
@@ -100,7 +101,7 @@ class Router {
   [[nodiscard]] bool structured() const { return node_size_ > 0; }
   [[nodiscard]] const LocalTree& local_tree(std::size_t offset) const;
   [[nodiscard]] const LocalTree& fabric_tree(Vertex leaf) const;
-  [[nodiscard]] std::optional<Path> route_structured(Vertex src, Vertex dst, std::uint64_t flow_id) const;
+  [[nodiscard]] std::optional<Path> route_structured(Vertex src, Vertex dst, std::uint64_t flow_id, int plane) const;
   // Appends the steps inside node `node` from u to the device at `target_offset`.
   bool walk_local(int node, Vertex u, std::size_t target_offset, Path& p, std::uint64_t flow_id, std::uint64_t& divisor,
                   int& hop, std::uint64_t dst_index) const;
@@ -111,7 +112,7 @@ class Router {
   // Whether the edge u -> w lies on a shortest, widest path to dst.
   [[nodiscard]] bool on_best_path(const Tree& t, Vertex u, Edge e, Vertex dst) const;
   [[nodiscard]] std::optional<Vertex> pxn_relay(Vertex src, Vertex dst) const;
-  [[nodiscard]] std::optional<Path> route_direct(Vertex src, Vertex dst, std::uint64_t flow_id) const;
+  [[nodiscard]] std::optional<Path> route_direct(Vertex src, Vertex dst, std::uint64_t flow_id, int plane = -1) const;
   void finish(Path& p) const;
 
   const Topology& topo_;
