@@ -71,6 +71,13 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
       spec.tiers.push_back(tier);
     }
     if (spec.tiers.empty() || spec.tiers.size() > 3) tiers->fail("a list of 1 to 3 tiers (leaf, spine, core)");
+    // A down:up ratio thins a tier's links to the tier above: the top tier has none.
+    const yaml::Node top = tiers->items().back();
+    if (spec.tiers.back().oversubscription != 1.0) {
+      yaml::Map(top).at("oversubscription", "").fail(spec.tiers.size() == 1 ? "no oversubscription on a one-tier fabric (its switches have no uplinks)"
+                                                                             : "no oversubscription on the top tier (its switches have no uplinks; set it on a tier below)",
+                                                     fmt::format("{:g}", spec.tiers.back().oversubscription));
+    }
   }
   m.finish();
 }
