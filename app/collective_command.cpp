@@ -41,12 +41,13 @@ struct Options {
 
 Bytes parse_size(const std::string& text, const char* option) {
   double v = 0;
-  // Whole bytes: nccl-tests counts elements, and 1.5B is no message.
-  if (!parse_quantity_text(text, UnitTable<Bytes>::begin(), UnitTable<Bytes>::size(), v) || !(v >= 1) || v != std::floor(v)) {
+  // Whole bytes: nccl-tests counts elements, and 1.5B is no message (4.1MB is, whatever its binary
+  // floating-point product).
+  if (!parse_quantity_text(text, UnitTable<Bytes>::begin(), UnitTable<Bytes>::size(), v) || !(v >= 1) || std::abs(v - std::round(v)) > 1e-9 * v) {
     throw InputError(fmt::format("{}: expected a size of whole bytes, at least 1, with a unit ({}), found '{}'", option,
                                  list_units(UnitTable<Bytes>::begin(), UnitTable<Bytes>::size()), text));
   }
-  return Bytes(v);
+  return Bytes(std::round(v));
 }
 
 // "0-7,16,18-19" -> GPU ranks.

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
-#include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/report.hpp"
 #include "output_dir.hpp"
 
@@ -41,7 +40,7 @@ void write_report_of(const std::filesystem::path& dir, const std::vector<std::fi
 }
 
 void check_report_targets(const std::string& report_dir) {
-  if (!report_dir.empty()) reports::check_targets(report_dir, reports::report_file_names());
+  if (!report_dir.empty()) reports::check_report_possible(report_dir);
 }
 
 nlohmann::json source_of(const std::string& scenario_file) {

@@ -12,12 +12,12 @@ namespace cs::calibrate {
 namespace {
 
 // A PCIe link's raw rate per direction: lanes x the generation's transfer rate (PCI-SIG base
-// specifications: 2.5, 5, 8, 16, 32, 64 GT/s per lane for generations 1-6) / 8 bits. Encoding and
+// specifications: 2.5, 5, 8, 16, 32, 64, 128 GT/s per lane for generations 1-7) / 8 bits. Encoding and
 // packet overheads only lower it, so a measurement above it is not a measurement.
 double pcie_raw_bytes_per_second(const hardware::HardwareProfile& hw) {
   if (!hw.pcie || hw.pcie->generation < 1 || hw.pcie->lanes < 1) return 0;
-  constexpr double kGtPerLane[] = {2.5, 5, 8, 16, 32, 64};
-  const double gt_per_lane = kGtPerLane[std::min(hw.pcie->generation, 6) - 1];
+  constexpr double kGtPerLane[] = {2.5, 5, 8, 16, 32, 64, 128};
+  const double gt_per_lane = kGtPerLane[std::min(hw.pcie->generation, 7) - 1];
   return hw.pcie->lanes * gt_per_lane * 1e9 / 8.0;
 }
 
@@ -83,6 +83,10 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   for (const auto& [k, v] : base.calibration) previous[k.rfind("previous_", 0) == 0 ? k : "previous_" + k] = v;
   hw.calibration = previous;
 
+  // The measurements' sources, to name in a refusal of what they fit.
+  std::string from;
+  for (const auto& s : options.sources) from += (from.empty() ? " (" : ", ") + s;
+  if (!from.empty()) from += ")";
   r.copies = fit_copies(m.memory);
   bool memory_measured = false;
   for (const CopyFit& c : r.copies) {
@@ -104,11 +108,18 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
     } else if (c.kind == MemoryKind::h2d || c.kind == MemoryKind::d2h) {
       // A host copy crosses the GPU's PCIe link (or, on a Grace superchip, its NVLink-C2C, no faster
       // than its NVLink): nothing carries it faster.
+      // Only where the sweep reaches sizes whose time the bandwidth dominates: a sweep of small
+      // copies fits a nearly flat line whose slope says little.
       const double ceiling = std::max(pcie_raw_bytes_per_second(base), base.nvlink ? base.nvlink->bandwidth.value() : 0.0);
-      if (ceiling > 0 && c.transfer.bandwidth.value() > ceiling) {
-        throw InputError(fmt::format("calibrate: the {} copies fit {}, more than {}'s host link can carry ({}, its PCIe or NVLink rate per "
+      double largest = 0;
+      for (const MemorySample& s : m.memory) {
+        if (s.kind == c.kind) largest = std::max(largest, s.bytes);
+      }
+      const bool bandwidth_bound = largest / c.transfer.bandwidth.value() >= c.transfer.latency.value();
+      if (ceiling > 0 && bandwidth_bound && c.transfer.bandwidth.value() > ceiling) {
+        throw InputError(fmt::format("calibrate{}: the {} copies fit {}, more than {}'s host link can carry ({}, its PCIe or NVLink rate per "
                                      "direction): the measurements' sizes or times are wrong",
-                                     c.kind == MemoryKind::h2d ? "host-to-device" : "device-to-host", to_string(c.transfer.bandwidth), base.name,
+                                     from, c.kind == MemoryKind::h2d ? "host-to-device" : "device-to-host", to_string(c.transfer.bandwidth), base.name,
                                      to_string(BytesPerSec(ceiling))));
       }
       (c.kind == MemoryKind::h2d ? hw.host_to_device : hw.device_to_host) = c.transfer;
@@ -145,9 +156,9 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
     const auto link = std::find_if(m.collectives.begin(), m.collectives.end(), [&](const CollectiveSample& s) { return to_string(s.link) == l.result.link; });
     const double ceiling = link == m.collectives.end() ? 0.0 : busbw_ceiling(base, link->link);
     if (l.bandwidth_bound && ceiling > 0 && l.result.busbw.value() > ceiling) {
-      throw InputError(fmt::format("calibrate: {} over {} ({} x {} ranks) fits a bus bandwidth of {}, more than {}, twice what {}'s links carry "
+      throw InputError(fmt::format("calibrate{}: {} over {} ({} x {} ranks) fits a bus bandwidth of {}, more than {}, twice what {}'s links carry "
                                    "(a reduction in the switches at best halves a GPU's bytes): the measurements' sizes or times are wrong",
-                                   l.result.op, l.result.link, l.result.nodes, l.result.ranks, to_string(l.result.busbw), to_string(BytesPerSec(ceiling)),
+                                   from, l.result.op, l.result.link, l.result.nodes, l.result.ranks, to_string(l.result.busbw), to_string(BytesPerSec(ceiling)),
                                    base.name));
     }
     if (l.samples == 1) {

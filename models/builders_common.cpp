@@ -34,10 +34,10 @@ sim::Time to_time(Seconds s) { return sim::Time::seconds(s.value()); }
 FlowBuilder::FlowBuilder(const CollectiveModel& model, sim::Time latency, double rate_cap_fraction, double rate_cap_absolute)
     : model_(model), latency_(latency), cap_fraction_(rate_cap_fraction), cap_absolute_(rate_cap_absolute) {}
 
-double FlowBuilder::cap_for(const std::vector<std::uint32_t>& path) const {
+double FlowBuilder::cap_for(const std::vector<std::uint32_t>& path, int shares) const {
   double bottleneck = std::numeric_limits<double>::infinity();
   for (std::uint32_t l : path) bottleneck = std::min(bottleneck, model_.capacities()[l]);
-  double cap = cap_absolute_;
+  double cap = cap_absolute_ / shares;
   if (cap_fraction_ < 1.0) cap = std::min(cap, cap_fraction_ * bottleneck);
   return cap;
 }
@@ -58,7 +58,7 @@ void FlowBuilder::add(Vertex src, Vertex dst, double bytes, std::uint64_t flow_i
     for (topology::Edge e : path->links) f.path.push_back(topo.link(e).id);
     f.bytes = bytes / planes;
     f.latency = latency_;
-    f.rate_cap = cap_for(f.path);
+    f.rate_cap = cap_for(f.path, planes);  // the transfer's protocol cap holds for all its planes together
     flows_.push_back(std::move(f));
   }
 }

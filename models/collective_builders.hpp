@@ -29,7 +29,9 @@ class FlowBuilder {
   std::vector<sim::FlowSpec> take() { return std::move(flows_); }
 
  private:
-  double cap_for(const std::vector<std::uint32_t>& path) const;
+  // The rate cap of a flow on `path` that carries 1/`shares` of a transfer: a fraction of the path's
+  // bottleneck, and the transfer's absolute cap divided among its shares.
+  double cap_for(const std::vector<std::uint32_t>& path, int shares = 1) const;
   const CollectiveModel& model_;
   sim::Time latency_;
   double cap_fraction_;

@@ -55,7 +55,8 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
   if (const std::optional<BytesPerSec> network = calibrated("network")) {
     // Across nodes NCCL runs one ring (channel) per NIC, so the bus bandwidth is the NICs of a node
     // together: one NIC's share is busbw / NICs per node (those of the first node with any).
-    if (!nics_per_node_.empty()) network_share = network->value() / nics_per_node_.begin()->second;
+    // On a multi-plane fabric a NIC sends on a port per plane: each port's link takes its share.
+    if (!nics_per_node_.empty()) network_share = network->value() / (nics_per_node_.begin()->second * topo.fabric_planes);
   }
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const topology::Link& l = topo.link(*e);

@@ -39,7 +39,9 @@ std::vector<CollectivePhase> build_ring(const CollectiveModel& m, const Group& g
       const std::size_t k = members.size();
       // Fewer rings than members (GPUs sharing NICs: 4 rings for 8 GPUs and 4 NICs) spread their
       // entries evenly, so that rings leave through different GPUs' NICs rather than two rings
-      // through neighbours that share one.
+      // through neighbours that share one. This assumes that GPUs sharing a NIC are neighbours
+      // (2i and 2i+1, as PCIe switches pair them); an interleaved layout (GPU i on NIC i mod 4)
+      // would put two rings on half the NICs.
       const std::size_t rings_z = static_cast<std::size_t>(rings);
       const std::size_t first = rings_z < k ? static_cast<std::size_t>(r) * k / rings_z : static_cast<std::size_t>(r) % k;
       const std::size_t start = (first + k - node % k) % k;

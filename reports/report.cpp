@@ -1215,6 +1215,13 @@ std::string render_csv(const Document& d) {
 
 }  // namespace
 
+void check_report_possible(const fs::path& dir) {
+  if (!html_reports_available()) {
+    throw std::runtime_error("this clustersim was built without the charting library for HTML reports: run `npm ci` in reports/web (scripts/setup.sh does it) and rebuild");
+  }
+  check_targets(dir, report_file_names());
+}
+
 const std::vector<std::string>& report_file_names() {
   static const std::vector<std::string> names{"report.html", "report.md", "report.csv"};
   return names;
@@ -1222,9 +1229,7 @@ const std::vector<std::string>& report_file_names() {
 
 void write_report(const fs::path& dir, const std::vector<ReportSource>& sources, const ReportOptions& options) {
   if (sources.empty()) throw InputError("no results to report on");
-  if (!html_reports_available()) {
-    throw std::runtime_error("this clustersim was built without the charting library for HTML reports: run `npm ci` in reports/web (scripts/setup.sh does it) and rebuild");
-  }
+  check_report_possible(dir);
   Document doc;
   try {
     doc = Builder(sources, dir).build(options);

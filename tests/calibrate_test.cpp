@@ -418,7 +418,7 @@ TEST_CASE("calibrate: a fit faster than the GPU's links can carry is refused") {
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, sweep(1e12), {}); }),
              Catch::Contains("all_reduce over nvlink (1 x 8 ranks) fits a bus bandwidth of 1000 GB/s, more than 900 GB/s"));
   Measurements copies;
-  for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) copies.memory.push_back({MemoryKind::h2d, bytes, 5e-6 + bytes / 1e15});
+  for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) copies.memory.push_back({MemoryKind::h2d, bytes, 1e-7 + bytes / 1e15});
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, copies, {}); }),
              Catch::Contains("host-to-device copies fit") && Catch::Contains("more than H100-SXM5-80GB's host link can carry (450 GB/s"));
 }

@@ -223,6 +223,8 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
     CHECK_THAT(test::input_error([&] { parse_nccl_tests(wide + good_row, "pasted.txt", options); }),
                Contains("pasted.txt:1:6: expected a row of nccl-tests' table: 13 columns") && Contains("found 14"));
     CHECK(parse_nccl_tests(good_row, "pasted.txt", options).collectives.size() == 1);
+    // A short line that starts with a number (a GPU count, a timestamp from a wrapper) is no row.
+    CHECK(parse_nccl_tests("8\n1733400000 start\n" + good_row, "pasted.txt", options).collectives.size() == 1);
   }
   SECTION("no data rows") {
     CHECK_THAT(error_of(devices() + kHeader + "# Out of bounds values : 0 OK\n", "all_reduce_perf.txt"),

@@ -46,5 +46,8 @@ bool html_reports_available();
 void write_report(const std::filesystem::path& dir, const std::vector<ReportSource>& sources, const ReportOptions& options);
 // The files write_report writes.
 const std::vector<std::string>& report_file_names();
+// Throws std::runtime_error as write_report would for what stops it before it reads a result: no
+// charting library in this build, or a directory in the way of one of its files.
+void check_report_possible(const std::filesystem::path& dir);
 
 }  // namespace cs::reports
