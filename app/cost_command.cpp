@@ -253,6 +253,8 @@ void add_cost_command(CLI::App& app) {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
     if (models::scenario_kind(o->scenario) == "inference") {
       if (!o->report.empty()) throw InputError("--report: the cost of an inference fleet is not in reports yet (its cost.json has no Monte Carlo); leave --report out");
+      // A fleet is priced by the hour, without trials: these would be ignored.
+      if (o->trials > 0 || o->seed) throw InputError("--trials and --seed apply to training scenarios only (an inference fleet is priced without a Monte Carlo)");
       inference_cost(*o);
     } else {
       training_cost(*o);

@@ -314,7 +314,8 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--hardware", o->hardware,
                   "Hardware profile (file or shipped name) that replaces the shipped profile of the same name, e.g. a calibrated one; repeatable");
   auto* plans = cmd->add_option("--plans", o->plans,
-                  "Search the plan space of the training cases whose id starts with this, and compare the best plan found with the published one");
+                  "Search the plan space of the training cases whose id starts with this, and compare the best plan found with the published one")
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("expected the start of a case id (each search takes minutes), found ''") : std::string(); }, "PREFIX"));
   auto* unknowns = cmd->add_flag("--unknowns", o->unknowns,
                 "For each training case, the step time under every other value of each plan setting it leaves unknown (micro batch up to 8, every vpp that splits "
                 "a stage's layers evenly, ZeRO 0 instead of 1, sequence parallelism, recompute), one at a time, and whether the measurement lies inside that range");

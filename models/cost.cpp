@@ -639,7 +639,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     // average than a checkpoint and a restart do not decide it alone: each attempt still survives
     // with probability e^(-(tau + delta)/M), and Daly's expectation stays finite (and the Monte
     // Carlo's trials finish) while it is under the cap.
-    e.can_finish = c.finite && c.wall < cap;
+    // (An elastic row's trials decide: the closed form stops the whole job at each preemption,
+    // where an elastic job shrinks and goes on.)
+    e.can_finish = plan.elastic || (c.finite && c.wall < cap);
     const std::string within = cap < options.cap_factor * run.work_s ? fmt::format("{} (the Monte Carlo's clock)", duration(cap))
                                                                      : fmt::format("{:g} x the failure-free time", options.cap_factor);
     if (e.can_finish) {
@@ -684,8 +686,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     e.gpu_hours_lost_per_event = interruptions > 0 ? lost / interruptions * run.gpus / kHour : 0.0;
     e.on_demand_fraction = gpu_hours > 0 ? on_demand / gpu_hours : 0.0;
     if (run.tokens > 0 && e.finished == e.trials) e.cost_per_million_tokens = e.cost.mean / run.tokens * 1e6;
-    // The closed form knows no fallback: a mixed row finishes when its trials do.
-    if (pricing == Pricing::mixed) e.can_finish = e.finished > 0;
+    // The closed form knows no fallback and no shrinking: a mixed or elastic row finishes when its
+    // trials do.
+    if (pricing == Pricing::mixed || plan.elastic) e.can_finish = e.finished > 0;
     if (e.finished < e.trials) {
       e.can_finish = e.finished > 0 && e.can_finish;
       const std::string note = fmt::format("{} of {} trials did not finish within {}", e.trials - e.finished, e.trials, within);

@@ -506,8 +506,13 @@ std::string SearchResult::reason(const PlanOutcome& o) const {
     case PlanOutcome::Status::constraint: return o.reason;
     case PlanOutcome::Status::memory: return estimate_memory(job(o), *topology(o).gpu).verdict();
     case PlanOutcome::Status::bound:
-      return fmt::format("its lower bound {:.4g} s exceeds the {}th best step {:.4g} s and cost{}", o.lower_bound_s, keep, o.bound_threshold_s,
+    {
+      // 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st.
+      const int tens = keep % 100, ones = keep % 10;
+      const char* suffix = tens >= 11 && tens <= 13 ? "th" : ones == 1 ? "st" : ones == 2 ? "nd" : ones == 3 ? "rd" : "th";
+      return fmt::format("its lower bound {:.4g} s exceeds the {}{} best step {:.4g} s and cost{}", o.lower_bound_s, keep, suffix, o.bound_threshold_s,
                          systems.size() > 1 ? " on its topology" : "");
+    }
   }
   return {};
 }

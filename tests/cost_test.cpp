@@ -441,6 +441,30 @@ TEST_CASE("cost: elastic shrink keeps the other data-parallel replicas working w
   CHECK(calm[2].cost.mean == Approx(calm[1].cost.mean).epsilon(1e-6));
 }
 
+TEST_CASE("cost: an elastic row whose trials finish can finish, whatever the whole-job closed form says") {
+  // Expectation: 8 nodes preempted without notice at 2 per node-hour (the job every 3.75 min), an hour's wait
+  // each: stopping the whole job for each cannot finish within 100 x its work, but shrinking to the
+  // replicas still up does, and the row says so. It had said "cannot finish" beside 100 of 100
+  // finished trials, taking the verdict from the whole-job closed form.
+  RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.reliability.failures_per_1000_node_days = 0;
+  run.nodes = 8;
+  run.gpus = 64;
+  run.dp_replicas = 8;
+  CostOptions opt;
+  opt.trials = 100;
+  opt.elastic = true;
+  const auto rows = estimate_costs(run, {on_demand(3.0), poisson_spot(0, 1 * kHour, 2.0)}, opt);
+  REQUIRE(rows.size() == 3);
+  CHECK_FALSE(rows[1].can_finish);
+  const CostEstimate& elastic = rows[2];
+  REQUIRE(elastic.offering == "spot (elastic)");
+  CHECK(elastic.finished == 100);
+  CHECK(elastic.can_finish);
+  CHECK(elastic.verdict.find("cannot finish") == std::string::npos);
+  CHECK(elastic.expected_wall_s == Approx(elastic.wall_s.mean));
+}
+
 TEST_CASE("cost: elastic rows pay the billing granularity per replica stretch, and mixed rows fall back on on-demand's own terms") {
   // Expectations:
   // - a day's billing granularity raises the elastic row's cost, as it does plain spot's (each
