@@ -292,7 +292,7 @@ std::int64_t Parse<std::int64_t>::from(const Node& n) {
   const std::string s = n.scalar(expected());
   std::int64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec == std::errc::result_out_of_range) n.fail("an integer of at most 19 digits");
+  if (ec == std::errc::result_out_of_range) n.fail("an integer from -9223372036854775808 to 9223372036854775807");
   if (ec != std::errc() || ptr != s.data() + s.size()) n.fail("an integer");
   return v;
 }

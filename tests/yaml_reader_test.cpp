@@ -61,7 +61,7 @@ TEST_CASE("validators reject values out of range", "[yaml]") {
         "test.yaml:1:5: field 'bw': expected a positive value, found '0GB/s'");
   CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: .nan")).get<double>("x"); }), Contains("expected a"));
   CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: 99999999999999999999")).get<int>("x"); }),
-             Contains("expected an integer of at most 19 digits"));
+             Contains("expected an integer from -9223372036854775808 to 9223372036854775807"));
 }
 
 TEST_CASE("a choice suggests the nearest option", "[yaml]") {
