@@ -412,16 +412,30 @@ TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process, and a rep
   CHECK(always[1].cost.mean / always[0].cost.mean == Approx(1.0 / 3).epsilon(1e-9));
 }
 
-TEST_CASE("cost: elastic shrink keeps the other data-parallel replicas working while a node's capacity is away") {
-  RunSpec run = daly_run(100 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+namespace {
+
+// A run on 8 nodes of one data-parallel replica each, without failures, and elastic options.
+RunSpec eight_replicas(double work_s) {
+  RunSpec run = daly_run(work_s, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;
   run.nodes = 8;
   run.gpus = 64;
   run.dp_replicas = 8;
-  Offering spot = poisson_spot(120, 6 * kHour, 0.01);  // 8 nodes: one preemption every 12.5 h
+  return run;
+}
+CostOptions elastic_options(int trials) {
   CostOptions opt;
-  opt.trials = 200;
+  opt.trials = trials;
   opt.elastic = true;
+  return opt;
+}
+
+}  // namespace
+
+TEST_CASE("cost: elastic shrink keeps the other data-parallel replicas working while a node's capacity is away") {
+  const RunSpec run = eight_replicas(100 * kHour);
+  Offering spot = poisson_spot(120, 6 * kHour, 0.01);  // 8 nodes: one preemption every 12.5 h
+  const CostOptions opt = elastic_options(200);
   const auto rows = estimate_costs(run, {on_demand(3.0), spot}, opt);
   REQUIRE(rows.size() == 3);
   const CostEstimate& whole = rows[1];
@@ -442,19 +456,11 @@ TEST_CASE("cost: elastic shrink keeps the other data-parallel replicas working w
 }
 
 TEST_CASE("cost: an elastic row whose trials finish can finish, whatever the whole-job closed form says") {
-  // Expectation: 8 nodes preempted without notice at 2 per node-hour (the job every 3.75 min), an hour's wait
-  // each: stopping the whole job for each cannot finish within 100 x its work, but shrinking to the
+  // Expectation: 8 nodes preempted without notice at 2 per node-hour (the job every 3.75 min), an
+  // hour's wait each: stopping the whole job for each cannot finish within 100 x its work, but shrinking to the
   // replicas still up does, and the row says so. It had said "cannot finish" beside 100 of 100
   // finished trials, taking the verdict from the whole-job closed form.
-  RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
-  run.reliability.failures_per_1000_node_days = 0;
-  run.nodes = 8;
-  run.gpus = 64;
-  run.dp_replicas = 8;
-  CostOptions opt;
-  opt.trials = 100;
-  opt.elastic = true;
-  const auto rows = estimate_costs(run, {on_demand(3.0), poisson_spot(0, 1 * kHour, 2.0)}, opt);
+  const auto rows = estimate_costs(eight_replicas(20 * kHour), {on_demand(3.0), poisson_spot(0, 1 * kHour, 2.0)}, elastic_options(100));
   REQUIRE(rows.size() == 3);
   CHECK_FALSE(rows[1].can_finish);
   const CostEstimate& elastic = rows[2];
