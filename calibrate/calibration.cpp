@@ -83,10 +83,10 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   for (const auto& [k, v] : base.calibration) previous[k.rfind("previous_", 0) == 0 ? k : "previous_" + k] = v;
   hw.calibration = previous;
 
-  // The measurements' sources, to name in a refusal of what they fit.
-  std::string from;
-  for (const auto& s : options.sources) from += (from.empty() ? " (" : ", ") + s;
-  if (!from.empty()) from += ")";
+  // The measurements' sources: named in a refusal of what they fit, and kept in the provenance.
+  std::string sources;
+  for (const auto& s : options.sources) sources += (sources.empty() ? "" : ", ") + s;
+  const std::string from = sources.empty() ? std::string() : " (" + sources + ")";
   r.copies = fit_copies(m.memory);
   bool memory_measured = false;
   for (const CopyFit& c : r.copies) {
@@ -184,8 +184,6 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   // Provenance and quality, recorded in the profile itself.
   auto& cal = hw.calibration;
   cal["base_profile"] = base.file.empty() ? base.name : base.file.filename().string();
-  std::string sources;
-  for (const auto& s : options.sources) sources += (sources.empty() ? "" : ", ") + s;
   if (!sources.empty()) cal["sources"] = sources;
   for (const auto& [k, v] : m.meta) cal["meta_" + k] = v;
   cal["samples"] = fmt::format("{} GEMM, {} copy, {} collective", m.gemm.size(), m.memory.size(), m.collectives.size());

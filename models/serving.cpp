@@ -83,7 +83,7 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
   const auto blocks = static_cast<std::int64_t>((usable - weights_per_gpu) / block_bytes);
   // vLLM refuses to start a server whose KV pool cannot hold one request of max_model_len tokens
   // (vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory).
-  const int context = c.max_model_len > 0 ? c.max_model_len : c.model.seq_len;
+  const int context = c.context();
   if (blocks * c.block_size < context) {
     throw std::invalid_argument(fmt::format("the KV pool holds {} tokens per replica ({} blocks of {}), fewer than one request of max_model_len ({}) needs; "
                                             "vLLM refuses to start such a server (raise gpu_memory_utilization or TP, or lower serving.max_model_len)",
@@ -337,10 +337,9 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
       for (int k = 0; k < config.replicas; ++k) replicas_.push_back(std::make_unique<Replica>(*this, k, Replica::Role::unified, c, hw));
       entry_ = config.replicas;
     }
-    // The pool holds one request of max_model_len tokens (kv_block_capacity refuses a smaller one),
-    // so a request inside the context fits it.
-    (void)kv_block_capacity(c, hw);
-    const int context = c.max_model_len > 0 ? c.max_model_len : c.model.seq_len;
+    // Each replica's pool holds one request of max_model_len tokens (kv_block_capacity, in its
+    // constructor, refuses a smaller one), so a request inside the context fits it.
+    const int context = c.context();
     for (const auto& r : requests) {
       if (r.prompt_tokens < 1 || r.output_tokens < 1) throw std::invalid_argument(fmt::format("request {}: prompt and output need at least 1 token", r.id));
       if (r.total_tokens() > context) {

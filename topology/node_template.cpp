@@ -173,8 +173,8 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
       auto a = std::make_pair(lg.from.group, i), b = std::make_pair(lg.to.group, j);
       if (b < a) std::swap(a, b);
       const auto [it, fresh] = joined.emplace(std::make_pair(a, b), &lg);
-      if (!fresh && it->second != &lg) {
-        lg.where.fail(fmt::format("each pair of devices joined once (links carry both directions; give one link with the bandwidth of both)"),
+      if (!fresh) {
+        lg.where.fail("each pair of devices joined once (a link carries both directions: list a pair once, with its whole bandwidth)",
                       fmt::format("{}{} and {}{} joined again, first at line {}", t.groups[a.first].name, a.second, t.groups[b.first].name, b.second,
                                   it->second->where.where().line));
       }

@@ -101,6 +101,9 @@ struct ReplicaConfig {
   std::function<double(double bytes)> all_reduce_seconds;
   // Time of one pipeline send of `bytes` from a stage's GPU to the next stage's (pp > 1).
   std::function<double(double bytes)> pp_send_seconds;
+
+  // The tokens a request may hold: max_model_len, or the model's seq_len when it is 0.
+  [[nodiscard]] int context() const { return max_model_len > 0 ? max_model_len : model.seq_len; }
 };
 
 // KV cache bytes of one token (all layers, K and V), per GPU of the TP group.
