@@ -47,9 +47,15 @@ struct ProtocolCaps {
 
 sim::Time to_time(Seconds s);
 
-// Ring (all ops but all-to-all and send/recv): `rings` rotated rings, each carrying 1/rings.
-std::vector<CollectivePhase> build_ring(const CollectiveModel& m, const Group& g, const Collective& c, int rings,
-                                        sim::Time latency, ProtocolCaps caps);
+// Each ring's order through the group's GPUs, node by node with rail-aligned entries (ring.cpp).
+// On switchless NVLink meshes the orders spread the rings over the direct links and, with
+// `choose_count`, the count may grow beyond `rings` to balance them; elsewhere there are `rings`
+// rotations of the members in local-index order.
+std::vector<std::vector<topology::Vertex>> ring_orders(const CollectiveModel& m, const Group& g, int rings, bool choose_count);
+// Ring (all ops but all-to-all and send/recv): one ring per order, each carrying 1/rings.
+std::vector<CollectivePhase> build_ring(const CollectiveModel& m, const Collective& c,
+                                        const std::vector<std::vector<topology::Vertex>>& orders, sim::Time latency,
+                                        ProtocolCaps caps);
 // NCCL's double binary tree over nodes, with a chain inside each node (all-reduce).
 std::vector<CollectivePhase> build_tree(const CollectiveModel& m, const Group& g, const Collective& c, int channels,
                                         sim::Time latency, ProtocolCaps caps);

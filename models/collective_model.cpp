@@ -250,8 +250,10 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
   switch (plan.algorithm) {
     case Algorithm::ring: {
       // busBw = algbw x nsteps / n; each of the rings' flows on an edge gets busBw / rings.
+      const auto orders = detail::ring_orders(*this, group, rings, c.channels == 0);
+      plan.channels = static_cast<int>(orders.size());
       const double bus_bw = plan.model.algbw.value() * ring_steps(c.op, n) / n;
-      plan.phases = detail::build_ring(*this, group, c, rings, latency, detail::ProtocolCaps{1.0, bus_bw / rings});
+      plan.phases = detail::build_ring(*this, c, orders, latency, detail::ProtocolCaps{1.0, bus_bw / plan.channels});
       break;
     }
     case Algorithm::tree:

@@ -1,21 +1,248 @@
 // Ring collectives, built the way NCCL's search builds rail-aligned rings: ring r enters node k at
-// member s = (f(r) - k) mod l, visits the members in order, and leaves from member s - 1, which is
-// where it enters node k + 1; so every hop between nodes joins two GPUs of the same local index,
-// on one rail through one NIC each, without relaying. Only the hop that closes the ring may cross
-// rails when the node count is not a multiple of l. f(r) = r, or r l / R with fewer rings R than
-// members, spread so that rings leave through different NICs. Every ring edge
-// carries its ring's share of the bytes that a pipelined ring moves over one hop in total:
+// member s = (f(r) - k) mod l, visits the members, and leaves from member s - 1, which is where it
+// enters node k + 1; so every hop between nodes joins two GPUs of the same local index, on one rail
+// through one NIC each, without relaying. Only the hop that closes the ring may cross rails when the
+// node count is not a multiple of l. f(r) = r, or r l / R with fewer rings R than members, spread so
+// that rings leave through different NICs. Every ring edge carries its ring's share of the bytes
+// that a pipelined ring moves over one hop in total:
 //   all-reduce 2(n-1)/n S, all-gather and reduce-scatter (n-1)/n S, broadcast and reduce S
 // (a chain from or to the root, without the closing edge).
+//
+// Inside a node whose GPUs meet at a switch or a PCIe tree every order of the members loads the
+// GPUs' links alike, and the members are visited in local-index order. On a switchless NVLink
+// mesh (GPUs joined by direct links) the order decides which links carry the ring, so each ring
+// takes, in turn, the path over direct links that keeps the most loaded link least loaded (then
+// the least total), as NCCL's search spreads its channels over a mesh's links; with the ring count
+// left to the model, the count of 1-4 times a GPU's mesh degree (one node) or its member count
+// (several) that balances the links best.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
 
 #include "collective_builders.hpp"
 
 namespace cs::models::detail {
 
-std::vector<CollectivePhase> build_ring(const CollectiveModel& m, const Group& g, const Collective& c, int rings,
-                                        sim::Time latency, ProtocolCaps caps) {
-  const int n = static_cast<int>(g.ranks.size());
+using topology::Vertex;
+
+namespace {
+
+// The direct links among one node's members, as bytes/s from member i to member j (0: none).
+struct Mesh {
+  std::size_t k = 0;
+  std::vector<double> bw;  // k x k
+  [[nodiscard]] double at(std::size_t i, std::size_t j) const { return bw[i * k + j]; }
+  [[nodiscard]] std::size_t degree(std::size_t i) const {
+    std::size_t d = 0;
+    for (std::size_t j = 0; j < k; ++j) d += at(i, j) > 0;
+    return d;
+  }
+};
+
+Mesh direct_links(const CollectiveModel& m, const std::vector<Vertex>& members) {
+  const auto& g = m.topology().graph();
+  Mesh mesh;
+  mesh.k = members.size();
+  mesh.bw.assign(mesh.k * mesh.k, 0.0);
+  for (std::size_t i = 0; i < mesh.k; ++i) {
+    for (auto [e, end] = boost::out_edges(members[i], g); e != end; ++e) {
+      const auto it = std::find(members.begin(), members.end(), boost::target(*e, g));
+      if (it != members.end()) {
+        mesh.bw[i * mesh.k + static_cast<std::size_t>(it - members.begin())] += m.capacities()[m.topology().link(*e).id];
+      }
+    }
+  }
+  return mesh;
+}
+
+bool is_mesh(const Mesh& mesh) {
+  return mesh.k >= 3 && std::any_of(mesh.bw.begin(), mesh.bw.end(), [](double b) { return b > 0; });
+}
+
+// Branch and bound over the Hamiltonian paths on direct links from `entry` to `exit` (or, with
+// `exit` < 0, the cycles through `entry`): the one whose most loaded link, counting this ring, is
+// least loaded relative to its bandwidth, then the least total. Neighbours are tried least loaded
+// first, and the search stops after a fixed number of steps with the best found (meshes are small:
+// an 8-GPU full mesh has 5,040 cycles).
+class PathSearch {
+ public:
+  PathSearch(const Mesh& mesh, const std::vector<double>& load) : mesh_(mesh), load_(load) {}
+
+  std::vector<std::size_t> find(std::size_t entry, long exit) {
+    entry_ = entry;
+    exit_ = exit;
+    best_.clear();
+    best_max_ = best_sum_ = std::numeric_limits<double>::infinity();
+    steps_ = 0;
+    path_.assign(1, entry);
+    visited_.assign(mesh_.k, false);
+    visited_[entry] = true;
+    visit(entry, 0.0, 0.0);
+    return best_;
+  }
+
+ private:
+  [[nodiscard]] double cost(std::size_t a, std::size_t b) const { return (load_[a * mesh_.k + b] + 1.0) / mesh_.at(a, b); }
+
+  void visit(std::size_t at, double worst, double total) {
+    if (++steps_ > kStepLimit) return;
+    if (path_.size() == mesh_.k) {
+      if (exit_ < 0) {
+        if (mesh_.at(at, entry_) <= 0) return;
+        const double c = cost(at, entry_);
+        worst = std::max(worst, c);
+        total += c;
+      }
+      if (worst < best_max_ || (worst == best_max_ && total < best_sum_)) {
+        best_max_ = worst;
+        best_sum_ = total;
+        best_ = path_;
+      }
+      return;
+    }
+    std::vector<std::pair<double, std::size_t>> next;
+    for (std::size_t j = 0; j < mesh_.k; ++j) {
+      if (visited_[j] || mesh_.at(at, j) <= 0) continue;
+      if (exit_ >= 0 && j == static_cast<std::size_t>(exit_) && path_.size() + 1 < mesh_.k) continue;
+      next.emplace_back(cost(at, j), j);
+    }
+    std::sort(next.begin(), next.end());
+    for (const auto& [c, j] : next) {
+      const double w = std::max(worst, c), t = total + c;
+      if (w > best_max_ || (w == best_max_ && t >= best_sum_)) continue;
+      visited_[j] = true;
+      path_.push_back(j);
+      visit(j, w, t);
+      path_.pop_back();
+      visited_[j] = false;
+    }
+  }
+
+  static constexpr long kStepLimit = 200000;
+  const Mesh& mesh_;
+  const std::vector<double>& load_;
+  std::size_t entry_ = 0;
+  long exit_ = -1;
+  std::vector<std::size_t> path_, best_;
+  std::vector<bool> visited_;
+  double best_max_ = 0, best_sum_ = 0;
+  long steps_ = 0;
+};
+
+// The member each ring enters a node at (and, between nodes, leaves from the one before it).
+std::size_t entry_of(int r, int rings, std::size_t node, std::size_t k) {
+  // Fewer rings than members (GPUs sharing NICs: 4 rings for 8 GPUs and 4 NICs) spread their
+  // entries evenly, so that rings leave through different GPUs' NICs rather than two rings
+  // through neighbours that share one. This assumes that GPUs sharing a NIC are neighbours
+  // (2i and 2i+1, as PCIe switches pair them); an interleaved layout (GPU i on NIC i mod 4)
+  // would put two rings on half the NICs.
+  const std::size_t rings_z = static_cast<std::size_t>(rings);
+  const std::size_t first = rings_z < k ? static_cast<std::size_t>(r) * k / rings_z : static_cast<std::size_t>(r) % k;
+  return (first + k - node % k) % k;
+}
+
+// Every ring's path through one mesh node (positions into its members), and the most loaded
+// link's load per byte/s; empty paths where the direct links hold no Hamiltonian path.
+struct MeshPaths {
+  std::vector<std::vector<std::size_t>> paths;
+  double worst = 0;
+};
+
+MeshPaths mesh_paths(const Mesh& mesh, int rings, std::size_t node, bool closed) {
+  std::vector<double> load(mesh.k * mesh.k, 0.0);
+  PathSearch search(mesh, load);
+  MeshPaths out;
+  for (int r = 0; r < rings; ++r) {
+    const std::size_t s = entry_of(r, rings, node, mesh.k);
+    auto path = search.find(s, closed ? -1L : static_cast<long>((s + mesh.k - 1) % mesh.k));
+    if (path.empty()) return {};
+    for (std::size_t i = 0; i + 1 < path.size() + (closed ? 1 : 0); ++i) {
+      load[path[i] * mesh.k + path[(i + 1) % path.size()]] += 1.0;
+    }
+    out.paths.push_back(std::move(path));
+  }
+  for (std::size_t i = 0; i < load.size(); ++i) {
+    if (load[i] > 0) out.worst = std::max(out.worst, load[i] / mesh.bw[i]);
+  }
+  return out;
+}
+
+// The orders of `rings` rings; `worst` is the most loaded mesh link's share of the bytes per
+// byte/s (0 without a mesh).
+struct Orders {
+  std::vector<std::vector<Vertex>> rings;
+  double worst = 0;
+};
+
+Orders orders_for(const CollectiveModel& m, const Group& g, const std::vector<Mesh>& meshes, int rings) {
+  const bool closed = g.nodes.size() == 1;
+  std::map<std::pair<std::vector<int>, std::size_t>, MeshPaths> cache;  // by local indices and node mod k
+  Orders out;
+  out.rings.assign(static_cast<std::size_t>(rings), {});
+  for (std::size_t node = 0; node < g.nodes.size(); ++node) {
+    const auto& members = g.nodes[node];
+    const std::size_t k = members.size();
+    const MeshPaths* paths = nullptr;
+    if (is_mesh(meshes[node])) {
+      std::vector<int> locals;
+      for (Vertex v : members) locals.push_back(m.topology().device(v).local_index);
+      auto key = std::make_pair(std::move(locals), node % k);
+      auto it = cache.find(key);
+      if (it == cache.end()) it = cache.emplace(std::move(key), mesh_paths(meshes[node], rings, node, closed)).first;
+      if (!it->second.paths.empty()) paths = &it->second;
+    }
+    if (paths) out.worst = std::max(out.worst, paths->worst / rings);
+    for (int r = 0; r < rings; ++r) {
+      auto& order = out.rings[static_cast<std::size_t>(r)];
+      if (paths) {
+        for (std::size_t p : paths->paths[static_cast<std::size_t>(r)]) order.push_back(members[p]);
+      } else {
+        const std::size_t start = entry_of(r, rings, node, k);
+        for (std::size_t i = 0; i < k; ++i) order.push_back(members[(start + i) % k]);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<Vertex>> ring_orders(const CollectiveModel& m, const Group& g, int rings, bool choose_count) {
+  std::vector<Mesh> meshes;
+  bool any_mesh = false;
+  for (const auto& members : g.nodes) {
+    meshes.push_back(direct_links(m, members));
+    any_mesh |= is_mesh(meshes.back());
+  }
+  if (!any_mesh || !choose_count) return orders_for(m, g, meshes, rings).rings;
+  // The base count: a GPU's direct links inside one node (each ring uses one of them), the
+  // members of a node between nodes (so that every member's NIC carries as many rings).
+  std::size_t base = 0;
+  if (g.nodes.size() == 1) {
+    for (std::size_t i = 0; i < meshes[0].k; ++i) base = std::max(base, meshes[0].degree(i));
+  } else {
+    base = static_cast<std::size_t>(g.ppn);
+  }
+  Orders best;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (std::size_t times = 1; times <= 4; ++times) {
+    const int count = std::max(rings, static_cast<int>(base * times));
+    Orders o = orders_for(m, g, meshes, count);
+    // Each ring carries 1/count of the bytes: the time is the most loaded link's share.
+    if (o.worst < best_time * (1 - 1e-9)) {
+      best_time = o.worst;
+      best = std::move(o);
+    }
+  }
+  return best.rings;
+}
+
+std::vector<CollectivePhase> build_ring(const CollectiveModel& m, const Collective& c,
+                                        const std::vector<std::vector<Vertex>>& orders, sim::Time latency, ProtocolCaps caps) {
+  const int rings = static_cast<int>(orders.size());
+  const int n = static_cast<int>(c.ranks.size());
   const double s = c.bytes.value();
   double per_edge = 0;
   bool chain = false;
@@ -32,21 +259,7 @@ std::vector<CollectivePhase> build_ring(const CollectiveModel& m, const Group& g
   }
   FlowBuilder flows(m, latency, caps.fraction, caps.absolute);
   for (int r = 0; r < rings; ++r) {
-    std::vector<topology::Vertex> order;
-    order.reserve(static_cast<std::size_t>(n));
-    for (std::size_t node = 0; node < g.nodes.size(); ++node) {
-      const auto& members = g.nodes[node];
-      const std::size_t k = members.size();
-      // Fewer rings than members (GPUs sharing NICs: 4 rings for 8 GPUs and 4 NICs) spread their
-      // entries evenly, so that rings leave through different GPUs' NICs rather than two rings
-      // through neighbours that share one. This assumes that GPUs sharing a NIC are neighbours
-      // (2i and 2i+1, as PCIe switches pair them); an interleaved layout (GPU i on NIC i mod 4)
-      // would put two rings on half the NICs.
-      const std::size_t rings_z = static_cast<std::size_t>(rings);
-      const std::size_t first = rings_z < k ? static_cast<std::size_t>(r) * k / rings_z : static_cast<std::size_t>(r) % k;
-      const std::size_t start = (first + k - node % k) % k;
-      for (std::size_t i = 0; i < k; ++i) order.push_back(members[(start + i) % k]);
-    }
+    std::vector<Vertex> order = orders[static_cast<std::size_t>(r)];
     if (chain) {
       // Start at the root: rotate the order so that it comes first.
       const auto root = c.ranks[static_cast<std::size_t>(c.root)];

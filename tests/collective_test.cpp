@@ -135,6 +135,65 @@ TEST_CASE("ring all-reduce across nodes whose GPUs share NICs leaves through eve
   CHECK(all / one_per_nic == Approx((30.0 / 16) / (14.0 / 8)).epsilon(0.02));
 }
 
+TEST_CASE("rings on a switchless NVLink mesh spread over all its links", "[collectives][ring]") {
+  // Expectation: four GPUs joined pairwise by 100 GB/s NVLinks (HGX A100 4-GPU's wiring: 12 links a
+  // GPU, 4 to each peer) give each GPU 300 GB/s out, and NCCL's rings use all of it. Rings that
+  // rotated one cycle used 4 of the 12 directed links: 99.8 GB/s of busbw, 2.8x NCCL's time. Three of
+  // the four GPUs have two links each to use: 2 x 100 GB/s.
+  const auto topo_text = [](int nodes) {
+    return fmt::format(R"(topology:
+  name: mesh
+  nodes: {}
+  {}
+  node:
+    name: hgx-a100-4
+    gpu: a100-sxm4-80gb
+    devices:
+      - {{name: gpu, kind: gpu, count: 4}}
+      - {{name: cpu, kind: cpu, count: 1}}
+      - {{name: nic, kind: nic, count: 4, rate: 200Gbps}}
+    links:
+      - {{from: gpu0, to: gpu1, kind: nvlink, bandwidth: 100GB/s}}
+      - {{from: gpu0, to: gpu2, kind: nvlink, bandwidth: 100GB/s}}
+      - {{from: gpu0, to: gpu3, kind: nvlink, bandwidth: 100GB/s}}
+      - {{from: gpu1, to: gpu2, kind: nvlink, bandwidth: 100GB/s}}
+      - {{from: gpu1, to: gpu3, kind: nvlink, bandwidth: 100GB/s}}
+      - {{from: gpu2, to: gpu3, kind: nvlink, bandwidth: 100GB/s}}
+      - {{from: gpu, to: cpu, kind: pcie, bandwidth: 31.5GB/s}}
+      - {{from: gpu, to: nic, pattern: zip, kind: pcie, bandwidth: 31.5GB/s}}
+)",
+                       nodes, nodes > 1 ? "fabric: {kind: fat-tree, technology: infiniband, tiers: [{radix: 64}]}" : "");
+  };
+  const Topology topo = from_text(topo_text(1));
+  const CollectiveModel m(topo);
+  const double size = 1.0 * (1 << 30);
+  const auto four = m.simulate(all_reduce(topo.gpus(), size));
+  CHECK(four.plan.algorithm == Algorithm::ring);
+  CHECK(four.time.value() == Approx(four.plan.model.time.value()).epsilon(0.01));
+  CHECK(four.busbw.value() > 2.5 * 100e9);
+  const auto three = m.simulate(all_reduce({topo.gpus()[0], topo.gpus()[1], topo.gpus()[2]}, size));
+  CHECK(three.busbw.value() == Approx(2 * 100e9).epsilon(0.03));
+  // A chain from the root (broadcast) uses the mesh as well.
+  Collective b = collective(CollectiveOp::broadcast, topo.gpus(), size);
+  const auto bcast = m.simulate(b);
+  CHECK(bcast.time.value() == Approx(bcast.plan.model.time.value()).epsilon(0.01));
+  // Two rings forced by the caller still go both ways round: 2 x 100 GB/s.
+  Collective two = all_reduce(topo.gpus(), size);
+  two.channels = 2;
+  CHECK(m.simulate(two).busbw.value() == Approx(2 * 100e9).epsilon(0.03));
+
+  // Across two such nodes, with a 200G NIC per GPU, rings and the hierarchical scheme's steps inside
+  // each node take NCCL's time too (the hierarchical one had run its node steps on one cycle: 1.6x).
+  const Topology pair = from_text(topo_text(2));
+  const CollectiveModel mp(pair);
+  for (const Algorithm a : {Algorithm::ring, Algorithm::hierarchical}) {
+    Collective c = all_reduce(pair.gpus(), size);
+    c.algorithm = a;
+    const auto r = mp.simulate(c);
+    CHECK(r.time.value() == Approx(r.plan.model.time.value()).epsilon(0.01));
+  }
+}
+
 TEST_CASE("a multi-plane fabric carries between nodes what its planes together carry", "[collectives][planes]") {
   // Expectation: 16 single-GPU hosts whose NIC has two 200G ports on two planes move what the same
   // hosts move through one 400G port on one plane, for every pattern between nodes. Each flow had
