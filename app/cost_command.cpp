@@ -127,6 +127,7 @@ void training_cost(const Options& o) {
                         {"mean_interruptions", e.mean_interruptions},
                         {"gpu_hours_lost_per_event", e.gpu_hours_lost_per_event},
                         {"cost_per_million_tokens", e.finished == e.trials ? nlohmann::json(e.cost_per_million_tokens) : nlohmann::json(nullptr)}};
+    if (e.pricing == models::Pricing::mixed) k["fallback_price_per_gpu_hour"] = e.fallback_price_per_gpu_hour;
     if (std::isfinite(e.expected_wall_s)) k["expected_wall_days"] = e.expected_wall_s / kDay;
     if (std::isfinite(e.expected_cost)) k["expected_cost_usd"] = e.expected_cost;
     if (!e.verdict.empty()) k["verdict"] = e.verdict;
@@ -170,7 +171,10 @@ void training_cost(const Options& o) {
     if (e.break_even_utilisation) even = fmt::format("utilisation {:.0f}%", 100 * *e.break_even_utilisation);
     if (e.pricing == models::Pricing::mixed) even = fmt::format("{:.0f}% on on-demand", 100 * e.on_demand_fraction);
     const bool ran = e.finished > 0;
-    t.add_row({e.offering, std::string(to_string(e.pricing)), fmt::format("{:.3f}", e.price_per_gpu_hour), checkpoint_every(e.interval_s, run.work_s),
+    // A mixed row pays the spot price until it falls back, then the on-demand one.
+    const std::string price = e.pricing == models::Pricing::mixed ? fmt::format("{:.3f}/{:.3f}", e.price_per_gpu_hour, e.fallback_price_per_gpu_hour)
+                                                                  : fmt::format("{:.3f}", e.price_per_gpu_hour);
+    t.add_row({e.offering, std::string(to_string(e.pricing)), price, checkpoint_every(e.interval_s, run.work_s),
                ran ? days(e.wall_s.p50) : "-", ran ? days(e.wall_s.p90) : "-", ran ? days(e.wall_s.p99) : "-", ran ? money(e.cost.p50) : "-",
                ran ? money(e.cost.p90) : "-", ran ? money(e.cost.p99) : "-", e.finished == e.trials ? fmt::format("{:.3f}", e.cost_per_million_tokens) : "-",
                fmt::format("{:.1f}", e.mean_interruptions), fmt::format("{:.1f}", e.gpu_hours_lost_per_event), even});
@@ -184,6 +188,10 @@ void training_cost(const Options& o) {
   }
   std::cout << "break-even: against the cheapest on-demand offering; spot: the preemption rate (per node-hour, or per zone-hour when\n"
                "  the zone fails together) at which it costs as much; owned: the utilisation at which a GPU-hour costs as much\n";
+  if (std::any_of(rows.begin(), rows.end(), [](const auto& e) { return e.pricing == models::Pricing::mixed; })) {
+    std::cout << "mixed: spot until the deadline needs on-demand, then on-demand ($/GPU-h: spot/on-demand; break-even: the share of\n"
+                 "  billed GPU-hours on on-demand)\n";
+  }
   std::cout << fmt::format("Monte Carlo: {} trials per offering, seed {}; closed form (Daly) beside it in --json\n", cost.options.trials, cost.options.seed);
   if (!o.out.empty()) std::cout << fmt::format("wrote {0}/cost.json and {0}/distributions.csv\n", o.out);
   if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "cost.json"});

@@ -628,6 +628,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     e.offering = name;
     e.pricing = pricing;
     e.price_per_gpu_hour = plan.price;
+    if (pricing == Pricing::mixed) e.fallback_price_per_gpu_hour = plan.fallback_price;
     e.checkpoint_s = run.checkpoint.async ? run.checkpoint.snapshot_s : delta;
     e.restart_s = restart;
     // Work-losing interruptions: failures, and preemptions whose notice cannot cover a checkpoint.

@@ -503,7 +503,10 @@ class Builder {
         // An offering that cannot finish (interruptions so frequent that the expected wall time
         // reaches the trials' cap) has no cost or finish time: say so rather than print zeros.
         const bool finishes = o.value("can_finish", true);
-        t.rows.push_back({str(o, "offering"), str(o, "pricing"), fixed(num(o, "price_per_gpu_hour"), 3), finishes ? usd(num(o, "expected_cost_usd")) : "never finishes",
+        // A mixed row pays the spot price, then the on-demand one after it falls back.
+        std::string price = fixed(num(o, "price_per_gpu_hour"), 3);
+        if (o.contains("fallback_price_per_gpu_hour")) price += " / " + fixed(num(o, "fallback_price_per_gpu_hour"), 3);
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), price, finishes ? usd(num(o, "expected_cost_usd")) : "never finishes",
                           finishes ? fixed(num(o, "expected_wall_days"), 1) : "never",
                           finishes ? fmt::format("{} of {}", o.value("finished_trials", 0), d.value("trials", 0)) : fmt::format("never: {}", str(o, "verdict", "cannot finish"))});
         const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));

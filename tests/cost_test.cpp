@@ -365,6 +365,10 @@ TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisat
   CHECK(mixed[1].wall_s.p90 > 130 * kHour);  // spot alone does not
   CHECK(m.on_demand_fraction > 0);
   CHECK(m.cost.mean < mixed[0].cost.mean);
+  // Its prices: spot's, then on-demand's after the switch (the table had shown only spot's).
+  CHECK(m.price_per_gpu_hour == Approx(spot.price_per_gpu_hour));
+  CHECK(m.fallback_price_per_gpu_hour == Approx(4.0));
+  CHECK(mixed[1].fallback_price_per_gpu_hour == 0);
 }
 
 TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process, and a replayed availability trace drives losses and waits") {

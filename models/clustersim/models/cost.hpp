@@ -118,7 +118,8 @@ struct Distribution {
 struct CostEstimate {
   std::string offering;        // "spot-name + on-demand-name" for mixed
   Pricing pricing = Pricing::on_demand;
-  double price_per_gpu_hour = 0;
+  double price_per_gpu_hour = 0;           // mixed: while on spot
+  double fallback_price_per_gpu_hour = 0;  // mixed: on on-demand after the switch
   double interval_s = 0, checkpoint_s = 0, restart_s = 0;
   double mtbi_s = 0;           // mean time between work-losing interruptions
   bool can_finish = true;
