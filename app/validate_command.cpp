@@ -7,6 +7,7 @@
 #include <string_view>
 #include <iostream>
 #include <memory>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -210,9 +211,9 @@ void run(const Options& o) {
   if (!o.plans.empty()) {
     // The published plan against the best the search finds, case by case.
     nlohmann::json list = nlohmann::json::array();
-    TextTable t({"id", "published plan", "step s", "best plan found", "step s", "faster", "plans", "why"},
+    TextTable t({"id", "published plan", "step s", "best plan found", "step s", "faster", "simulated", "pruned", "why"},
                 {TextTable::Align::left, TextTable::Align::left, TextTable::Align::right, TextTable::Align::left, TextTable::Align::right,
-                 TextTable::Align::right, TextTable::Align::right, TextTable::Align::left});
+                 TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::left});
     int compared = 0, at_least_as_fast = 0;
     const auto selected = [&](const validate::Case& c) { return c.kind == "training" && c.id.rfind(o.plans, 0) == 0; };
     if (std::none_of(cases.begin(), cases.end(), selected)) {
@@ -224,19 +225,28 @@ void run(const Options& o) {
     }
     for (const auto& c : cases) {
       if (!selected(c)) continue;
-      const validate::PlanComparison p = validate::compare_plans(c, run_options);
+      // A search takes seconds to minutes a case: on a terminal, say how far it is.
+      std::function<void(std::size_t, std::size_t)> progress;
+      if (!o.json && ::isatty(2)) {
+        progress = [&c](std::size_t done, std::size_t total) {
+          std::cerr << fmt::format("\r{}: {}/{} plans", c.id, done, total) << std::flush;
+        };
+      }
+      const validate::PlanComparison p = validate::compare_plans(c, run_options, progress);
+      if (progress) std::cerr << "\r" << std::string(c.id.size() + 40, ' ') << "\r" << std::flush;
       nlohmann::json k = {{"id", p.id}, {"status", p.status}};
       if (p.status != "ok") {
         k["reason"] = p.reason;
-        t.add_row({p.id, p.status, "-", "-", "-", "-", "-", p.reason});
+        t.add_row({p.id, p.status, "-", "-", "-", "-", "-", "-", p.reason});
       } else {
         ++compared;
         at_least_as_fast += p.best_step_s <= p.published_step_s ? 1 : 0;
         k.update({{"published_plan", p.published_plan}, {"published_step_s", p.published_step_s}, {"best_plan", p.best_plan}, {"best_step_s", p.best_step_s},
-                  {"simulated", p.simulated}, {"why", p.why}});
+                  {"simulated", p.simulated}, {"pruned", p.pruned}, {"why", p.why}});
         const bool same = p.best_plan == p.published_plan;
         t.add_row({p.id, p.published_plan, number(p.published_step_s), same ? "(the published one)" : p.best_plan, number(p.best_step_s),
-                   fmt::format("{:.1f}%", 100 * (1 - p.best_step_s / p.published_step_s)), std::to_string(p.simulated), same ? "" : p.why});
+                   fmt::format("{:.1f}%", 100 * (1 - p.best_step_s / p.published_step_s)), std::to_string(p.simulated), std::to_string(p.pruned),
+                   same ? "" : p.why});
       }
       list.push_back(k);
     }

@@ -105,6 +105,13 @@ TEST_CASE("the plan search finds a plan at least as fast as the published one fo
     ++compared;
     CHECK(p.simulated > 10);
     CHECK(p.best_step_s <= p.published_step_s);
+    // The lower bound prunes most plans and loses no better one than a search of every plan finds.
+    CHECK(p.pruned > p.simulated);
+    const validate::PlanComparison all = validate::compare_plans(c, {}, {}, true);
+    CHECK(all.pruned == 0);
+    CHECK(all.simulated == p.simulated + p.pruned);
+    CHECK(all.best_plan == p.best_plan);
+    CHECK(all.best_step_s == p.best_step_s);
     CHECK(p.published_step_s == Approx(validate::run_case(c).predicted.at("step_time_s")).epsilon(1e-9));
     if (p.best_plan != p.published_plan) CHECK_FALSE(p.why.empty());
   }

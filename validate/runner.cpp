@@ -524,7 +524,8 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   }
 }
 
-PlanComparison compare_plans(const Case& c, const RunOptions& options) {
+PlanComparison compare_plans(const Case& c, const RunOptions& options, std::function<void(std::size_t, std::size_t)> progress,
+                             bool exhaustive) {
   PlanComparison out;
   out.id = c.id;
   guarded(out, [&] {
@@ -537,7 +538,15 @@ PlanComparison compare_plans(const Case& c, const RunOptions& options) {
     space.uneven_layers = true;  // the published plans split layers as the code allowed
     if (std::find(space.recompute.begin(), space.recompute.end(), job.recompute) == space.recompute.end()) space.recompute.push_back(job.recompute);
     if (!job.plan.sequence_parallel) space.sequence_parallel = {false, true};
-    const models::SearchResult sr = models::search_plans(job, topo, space, {});
+    // Only the fastest plan is wanted: branch and bound with K = 1 skips the plans whose lower
+    // bound already loses to it (the same best as a full search; the published plan is always
+    // simulated).
+    models::SearchOptions search;
+    search.bound = !exhaustive;
+    search.keep = 1;
+    search.progress = std::move(progress);
+    const models::SearchResult sr = models::search_plans(job, topo, space, search);
+    out.pruned = sr.bound;
     const models::PlanOutcome* best = nullptr;
     const models::PlanOutcome* published = nullptr;
     const std::string own = models::plan_key(job);

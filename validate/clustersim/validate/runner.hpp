@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -132,8 +133,13 @@ struct PlanComparison {
   std::string published_plan, best_plan;
   double published_step_s = 0, best_step_s = 0;
   std::size_t simulated = 0;
+  std::size_t pruned = 0;           // plans whose lower bound lost to the best found (never simulated)
   std::string why;                  // where the best plan's time goes differently (its breakdown)
 };
-PlanComparison compare_plans(const Case& c, const RunOptions& options = {});
+// `progress` (optional) is called as plans are simulated, with the count done and the count left
+// to simulate or prune. `exhaustive` simulates every plan instead of pruning by the lower bound
+// (the same best plan, slower; for tests).
+PlanComparison compare_plans(const Case& c, const RunOptions& options = {},
+                             std::function<void(std::size_t done, std::size_t total)> progress = {}, bool exhaustive = false);
 
 }  // namespace cs::validate
