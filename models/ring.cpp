@@ -2,8 +2,8 @@
 // member s = (f(r) - k) mod l, visits the members, and leaves from member s - 1, which is where it
 // enters node k + 1; so every hop between nodes joins two GPUs of the same local index, on one rail
 // through one NIC each, without relaying. Only the hop that closes the ring may cross rails when the
-// node count is not a multiple of l. f(r) = r, or r l / R with fewer rings R than members, spread so
-// that rings leave through different NICs. Every ring edge carries its ring's share of the bytes
+// node count is not a multiple of l. f(r) = r, or with fewer rings R than members, spread so that
+// rings leave through different NICs (ring_starts). Every ring edge carries its ring's share of the bytes
 // that a pipelined ring moves over one hop in total:
 //   all-reduce 2(n-1)/n S, all-gather and reduce-scatter (n-1)/n S, broadcast and reduce S
 // (a chain from or to the root, without the closing edge).
@@ -131,15 +131,63 @@ class PathSearch {
   long steps_ = 0;
 };
 
-// The member each ring enters a node at (and, between nodes, leaves from the one before it).
-std::size_t entry_of(int r, int rings, std::size_t node, std::size_t k) {
-  // Fewer rings than members (GPUs sharing NICs: 4 rings for 8 GPUs and 4 NICs) spread their
-  // entries evenly, so that rings leave through different GPUs' NICs rather than two rings
-  // through neighbours that share one. This assumes that GPUs sharing a NIC are neighbours
-  // (2i and 2i+1, as PCIe switches pair them); an interleaved layout (GPU i on NIC i mod 4)
-  // would put two rings on half the NICs.
+// Where each ring starts, f(r): the member it enters node 0 at. It enters node k at f(r) - k and
+// leaves it from the member before, so between nodes k and k + 1 it goes through the NIC of member
+// f(r) - k - 1. With at least as many rings as members, f(r) = r mod l. With fewer rings (GPUs
+// sharing NICs: 4 rings for 8 GPUs and 4 NICs) the starts are spread so that at every node the
+// rings leave through different NICs: r l / R when that does it (GPUs 2i and 2i + 1 on one NIC,
+// as PCIe switches pair them), else the first stride that does (GPU i on NIC i mod 4: stride 1).
+std::vector<std::size_t> ring_starts(const CollectiveModel& m, const Group& g, int rings) {
+  const std::size_t k = static_cast<std::size_t>(g.ppn), count = static_cast<std::size_t>(rings);
+  std::vector<std::size_t> starts(count);
+  for (std::size_t r = 0; r < count; ++r) starts[r] = count < k ? r * k / count : r % k;
+  if (count >= k || g.nodes.size() < 2 || !g.uniform) return starts;
+  // The NIC each member leaves its node through, from its route to its counterpart in the next node.
+  const auto& topo = m.topology();
+  std::vector<std::size_t> nic(k);
+  for (std::size_t i = 0; i < k; ++i) {
+    nic[i] = i;  // no NIC on the route: count the member as its own
+    const auto path = m.direct_router().route(g.nodes[0][i], g.nodes[1][i]);
+    if (!path) continue;
+    for (topology::Edge e : path->links) {
+      const Vertex v = boost::target(e, topo.graph());
+      if (topo.device(v).kind == topology::DeviceKind::nic) {
+        nic[i] = k + v;
+        break;
+      }
+    }
+  }
+  // The fewest different NICs the rings leave through at any node.
+  const auto spread = [&](const std::vector<std::size_t>& f) {
+    std::size_t worst = count;
+    for (std::size_t shift = 0; shift < k; ++shift) {
+      std::vector<std::size_t> used;
+      for (std::size_t x : f) used.push_back(nic[(x + 2 * k - shift - 1) % k]);
+      std::sort(used.begin(), used.end());
+      worst = std::min(worst, static_cast<std::size_t>(std::unique(used.begin(), used.end()) - used.begin()));
+    }
+    return worst;
+  };
+  std::vector<std::size_t> best = starts;
+  std::size_t best_spread = spread(starts);
+  for (std::size_t stride = 1; stride * count <= k && best_spread < count; ++stride) {
+    std::vector<std::size_t> f(count);
+    for (std::size_t r = 0; r < count; ++r) f[r] = r * stride;
+    if (const std::size_t got = spread(f); got > best_spread) {
+      best_spread = got;
+      best = std::move(f);
+    }
+  }
+  return best;
+}
+
+// The member ring r enters node `node` at, for a node of k members.
+std::size_t entry_of(const std::vector<std::size_t>& starts, int r, int rings, std::size_t node, std::size_t k) {
   const std::size_t rings_z = static_cast<std::size_t>(rings);
-  const std::size_t first = rings_z < k ? static_cast<std::size_t>(r) * k / rings_z : static_cast<std::size_t>(r) % k;
+  // A node with fewer members than the group's most (a partial node) spreads its own way.
+  const std::size_t first = starts.size() == rings_z && starts[static_cast<std::size_t>(r)] < k
+                                ? starts[static_cast<std::size_t>(r)]
+                                : (rings_z < k ? static_cast<std::size_t>(r) * k / rings_z : static_cast<std::size_t>(r) % k);
   return (first + k - node % k) % k;
 }
 
@@ -150,12 +198,12 @@ struct MeshPaths {
   double worst = 0;
 };
 
-MeshPaths mesh_paths(const Mesh& mesh, int rings, std::size_t node, bool closed) {
+MeshPaths mesh_paths(const Mesh& mesh, const std::vector<std::size_t>& starts, int rings, std::size_t node, bool closed) {
   std::vector<double> load(mesh.k * mesh.k, 0.0);
   PathSearch search(mesh, load);
   MeshPaths out;
   for (int r = 0; r < rings; ++r) {
-    const std::size_t s = entry_of(r, rings, node, mesh.k);
+    const std::size_t s = entry_of(starts, r, rings, node, mesh.k);
     auto path = search.find(s, closed ? -1L : static_cast<long>((s + mesh.k - 1) % mesh.k));
     if (path.empty()) return {};
     for (std::size_t i = 0; i + 1 < path.size() + (closed ? 1 : 0); ++i) {
@@ -178,6 +226,7 @@ struct Orders {
 
 Orders orders_for(const CollectiveModel& m, const Group& g, const std::vector<Mesh>& meshes, int rings) {
   const bool closed = g.nodes.size() == 1;
+  const std::vector<std::size_t> starts = ring_starts(m, g, rings);
   std::map<std::pair<std::vector<int>, std::size_t>, MeshPaths> cache;  // by local indices and node mod k
   Orders out;
   out.rings.assign(static_cast<std::size_t>(rings), {});
@@ -190,7 +239,7 @@ Orders orders_for(const CollectiveModel& m, const Group& g, const std::vector<Me
       for (Vertex v : members) locals.push_back(m.topology().device(v).local_index);
       auto key = std::make_pair(std::move(locals), node % k);
       auto it = cache.find(key);
-      if (it == cache.end()) it = cache.emplace(std::move(key), mesh_paths(meshes[node], rings, node, closed)).first;
+      if (it == cache.end()) it = cache.emplace(std::move(key), mesh_paths(meshes[node], starts, rings, node, closed)).first;
       if (!it->second.paths.empty()) paths = &it->second;
     }
     if (paths) out.worst = std::max(out.worst, paths->worst / rings);
@@ -199,7 +248,7 @@ Orders orders_for(const CollectiveModel& m, const Group& g, const std::vector<Me
       if (paths) {
         for (std::size_t p : paths->paths[static_cast<std::size_t>(r)]) order.push_back(members[p]);
       } else {
-        const std::size_t start = entry_of(r, rings, node, k);
+        const std::size_t start = entry_of(starts, r, rings, node, k);
         for (std::size_t i = 0; i < k; ++i) order.push_back(members[(start + i) % k]);
       }
     }

@@ -133,6 +133,35 @@ TEST_CASE("ring all-reduce across nodes whose GPUs share NICs leaves through eve
   const double all = time(topo.gpus());
   const double one_per_nic = time(gpus_where(topo, [](const topology::Device& d) { return d.local_index % 2 == 0; }));
   CHECK(all / one_per_nic == Approx((30.0 / 16) / (14.0 / 8)).epsilon(0.02));
+
+  // The same with GPU i behind NIC i mod 4, as some hosts wire them: the starts spread by NIC, not
+  // by index (every other GPU had put the rings on NICs 0 and 2 only: 2x).
+  std::string wiring;
+  for (int i = 0; i < 8; ++i) wiring += fmt::format("      - {{from: gpu{}, to: pcie{}, kind: pcie, bandwidth: 63GB/s}}\n", i, i % 4);
+  const Topology interleaved = from_text(R"(topology:
+  name: four-nics-interleaved
+  nodes: 2
+  fabric: {kind: fat-tree, technology: infiniband, tiers: [{radix: 64}, {radix: 64}]}
+  node:
+    name: dgx-h100-4nic-interleaved
+    gpu: h100-sxm5-80gb
+    devices:
+      - {name: gpu, kind: gpu, count: 8}
+      - {name: nvswitch, kind: nvswitch, count: 1, chips: 4}
+      - {name: pcie, kind: pcie_switch, count: 4}
+      - {name: cpu, kind: cpu, count: 2}
+      - {name: nic, kind: nic, count: 4, rate: 400Gbps}
+    links:
+      - {from: gpu, to: nvswitch, kind: nvlink, bandwidth: 450GB/s}
+)" + wiring + R"(      - {from: pcie, to: nic, pattern: zip, kind: pcie, bandwidth: 63GB/s}
+      - {from: pcie, to: cpu, pattern: block, kind: pcie, bandwidth: 63GB/s}
+      - {from: cpu0, to: cpu1, kind: socket, bandwidth: 128GB/s}
+)");
+  const CollectiveModel mi(interleaved);
+  Collective c = all_reduce(interleaved.gpus(), 16.0 * (1 << 30));
+  c.algorithm = Algorithm::ring;
+  const double interleaved_all = mi.simulate(c).time.value();
+  CHECK(interleaved_all == Approx(all).epsilon(0.02));
 }
 
 TEST_CASE("rings on a switchless NVLink mesh spread over all its links", "[collectives][ring]") {
