@@ -4,7 +4,8 @@
 // top-tier switch reduce the shards of all nodes and send the result back down, and the heads
 // broadcast it to the node. The steps are pipelined, so all flows run at once, each capped at its
 // share of NCCL's CollNet bandwidth. The aggregation tree of the heads of local index j goes up
-// through the leaves the nodes' NICs attach to and meets at top-tier switch j (mod their count).
+// through the leaves the nodes' NICs attach to and meets at top-tier switch j (mod their count); on
+// a fabric of several planes, one such tree per plane carries that plane's share.
 #include <algorithm>
 #include <map>
 
@@ -31,41 +32,48 @@ std::vector<CollectivePhase> build_collnet(const CollectiveModel& m, const Group
       }
     }
   }
-  // The top tier of the fabric.
+  // The top tier of the fabric, per plane: on a multi-plane fabric each plane's switches reduce its
+  // share of every shard (NCCL sees each NIC port as a NIC of its own).
   int top = 0;
-  std::vector<topology::Vertex> roots;
+  std::map<int, std::vector<topology::Vertex>> roots;  // by plane
   for (auto [v, end] = boost::vertices(graph); v != end; ++v) top = std::max(top, topo.device(*v).tier);
   for (auto [v, end] = boost::vertices(graph); v != end; ++v) {
-    if (topo.device(*v).tier == top && top > 0) roots.push_back(*v);
+    if (topo.device(*v).tier == top && top > 0) roots[topo.device(*v).plane].push_back(*v);
   }
-  for (int j = 0; j < l; ++j) {
-    const topology::Vertex root = roots[static_cast<std::size_t>(j) % roots.size()];
-    std::map<topology::Vertex, bool> leaves;  // the leaves this rail's heads attach to, in order
-    for (const auto& members : g.nodes) {
-      const topology::Vertex head = members[static_cast<std::size_t>(j)];
-      // The head's NIC and its leaf: the first fabric switch on its route to the root.
-      const auto up = m.direct_router().route(head, root, id);
-      if (!up) continue;
-      topology::Vertex leaf = root;
-      for (std::size_t k = 0; k < up->links.size(); ++k) {
-        const topology::Vertex w = up->devices[k + 1];
-        if (topo.device(w).tier > 0) {
-          leaf = w;
-          break;
+  const double planes = static_cast<double>(roots.size());
+  FlowBuilder fabric(m, latency, 1.0, cap / planes);
+  for (const auto& [plane, tops] : roots) {
+    for (int j = 0; j < l; ++j) {
+      const topology::Vertex root = tops[static_cast<std::size_t>(j) % tops.size()];
+      std::map<topology::Vertex, bool> leaves;  // the leaves this rail's heads attach to, in order
+      for (const auto& members : g.nodes) {
+        const topology::Vertex head = members[static_cast<std::size_t>(j)];
+        // The head's NIC and its leaf: the first fabric switch on its route to the root.
+        const auto up = m.direct_router().route(head, root, id);
+        if (!up) continue;
+        topology::Vertex leaf = root;
+        for (std::size_t k = 0; k < up->links.size(); ++k) {
+          const topology::Vertex w = up->devices[k + 1];
+          if (topo.device(w).tier > 0) {
+            leaf = w;
+            break;
+          }
         }
+        fabric.add(head, leaf, shard / planes, id++, false);  // the shard into the fabric
+        fabric.add(leaf, head, shard / planes, id++, false);  // the reduced shard back
+        leaves[leaf] = true;
       }
-      flows.add(head, leaf, shard, id++, false);  // the shard into the fabric
-      flows.add(leaf, head, shard, id++, false);  // the reduced shard back
-      leaves[leaf] = true;
-    }
-    // One aggregated stream per leaf, up to the root and back.
-    for (const auto& [leaf, unused] : leaves) {
-      if (leaf == root) continue;
-      flows.add(leaf, root, shard, id++, false);
-      flows.add(root, leaf, shard, id++, false);
+      // One aggregated stream per leaf, up to the root and back.
+      for (const auto& [leaf, unused] : leaves) {
+        if (leaf == root) continue;
+        fabric.add(leaf, root, shard / planes, id++, false);
+        fabric.add(root, leaf, shard / planes, id++, false);
+      }
     }
   }
-  return {CollectivePhase{"all_reduce collnet", flows.take()}};
+  auto all = flows.take();
+  for (auto& f : fabric.take()) all.push_back(std::move(f));
+  return {CollectivePhase{"all_reduce collnet", std::move(all)}};
 }
 
 }  // namespace cs::models::detail

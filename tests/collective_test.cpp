@@ -259,6 +259,19 @@ TEST_CASE("a multi-plane fabric carries between nodes what its planes together c
   const auto pair = [](const Topology& t) { return std::vector<Vertex>{t.gpus()[0], t.gpus()[5]}; };
   CHECK(m2.simulate(collective(CollectiveOp::send_recv, pair(two), 1 << 30)).time.value() ==
         Approx(m1.simulate(collective(CollectiveOp::send_recv, pair(one), 1 << 30)).time.value()).epsilon(1e-6));
+  // CollNet (SHARP) reduces each plane's share in that plane's switches (its shards had gone up
+  // one port, which binds below its rate cap on four planes of 100G).
+  const Topology two_sharp = hosts("rate: 100Gbps, ports: 4", "planes: 4, in_network_reduction: true, ");
+  const Topology one_sharp = hosts("rate: 400Gbps", "in_network_reduction: true, ");
+  const CollectiveModel s2(two_sharp), s1(one_sharp);
+  const auto collnet = [](const CollectiveModel& m) {
+    Collective c = all_reduce(m.topology().gpus(), 1 << 30);
+    c.algorithm = Algorithm::collnet;
+    return m.simulate(c);
+  };
+  const CollectiveResult c2 = collnet(s2), c1 = collnet(s1);
+  CHECK(c2.plan.model.time.value() == Approx(c1.plan.model.time.value()).epsilon(1e-6));
+  CHECK(c2.time.value() == Approx(c1.time.value()).epsilon(1e-6));
 }
 
 TEST_CASE("a tree all-reduce alone takes NCCL's predicted time, whatever the GPUs per node", "[collectives][tree]") {
