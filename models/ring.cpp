@@ -137,11 +137,18 @@ class PathSearch {
 // sharing NICs: 4 rings for 8 GPUs and 4 NICs) the starts are spread so that at every node the
 // rings leave through different NICs: r l / R when that does it (GPUs 2i and 2i + 1 on one NIC,
 // as PCIe switches pair them), else the first stride that does (GPU i on NIC i mod 4: stride 1).
+std::size_t default_start(int r, int rings, std::size_t k) {
+  const std::size_t rr = static_cast<std::size_t>(r), count = static_cast<std::size_t>(rings);
+  return count < k ? rr * k / count : rr % k;
+}
+
+// The starts read from the NICs; empty where every node takes default_start for its own member
+// count (one node, enough rings, or nodes of different sizes).
 std::vector<std::size_t> ring_starts(const CollectiveModel& m, const Group& g, int rings) {
   const std::size_t k = static_cast<std::size_t>(g.ppn), count = static_cast<std::size_t>(rings);
+  if (count >= k || g.nodes.size() < 2 || !g.uniform) return {};
   std::vector<std::size_t> starts(count);
-  for (std::size_t r = 0; r < count; ++r) starts[r] = count < k ? r * k / count : r % k;
-  if (count >= k || g.nodes.size() < 2 || !g.uniform) return starts;
+  for (std::size_t r = 0; r < count; ++r) starts[r] = default_start(static_cast<int>(r), rings, k);
   // The NIC each member leaves its node through, from its route to its counterpart in the next node.
   const auto& topo = m.topology();
   std::vector<std::size_t> nic(k);
@@ -183,11 +190,7 @@ std::vector<std::size_t> ring_starts(const CollectiveModel& m, const Group& g, i
 
 // The member ring r enters node `node` at, for a node of k members.
 std::size_t entry_of(const std::vector<std::size_t>& starts, int r, int rings, std::size_t node, std::size_t k) {
-  const std::size_t rings_z = static_cast<std::size_t>(rings);
-  // A node with fewer members than the group's most (a partial node) spreads its own way.
-  const std::size_t first = starts.size() == rings_z && starts[static_cast<std::size_t>(r)] < k
-                                ? starts[static_cast<std::size_t>(r)]
-                                : (rings_z < k ? static_cast<std::size_t>(r) * k / rings_z : static_cast<std::size_t>(r) % k);
+  const std::size_t first = starts.empty() ? default_start(r, rings, k) : starts[static_cast<std::size_t>(r)];
   return (first + k - node % k) % k;
 }
 
