@@ -62,6 +62,8 @@ nlohmann::json to_json(const models::InferenceScenario& sc, const models::Sizing
   nlohmann::json j;
   j["scenario"] = sc.name;
   j["rate_rps"] = r.rate;
+  j["requests"] = r.requests;
+  j["span_s"] = r.span_s;
   j["attainment_required"] = r.attainment;
   j["slo"] = {{"ttft_s", sc.slo.ttft}, {"tpot_s", sc.slo.tpot}, {"e2e_s", sc.slo.e2e}};
   j["simulations"] = r.simulations;
@@ -93,7 +95,11 @@ nlohmann::json to_json(const models::InferenceScenario& sc, const models::Sizing
 }
 
 std::string to_text(const models::InferenceScenario& sc, const models::SizingResult& r) {
-  std::string out = fmt::format("{}: sizing for {:.3g} req/s ({}), SLO {} for {:.0f}% of requests\n", sc.name, r.rate, sc.workload_text, slo_text(sc.slo),
+  // At another rate than its own the workload is replayed over the same span: say what is served.
+  const std::string served = sc.recipe && std::abs(r.rate - sc.recipe->arrivals.rate) > 1e-9 * r.rate
+                                 ? fmt::format("{} requests over {:.3g} s, the workload's span: {}", r.requests, r.span_s, sc.workload_text)
+                                 : sc.workload_text;
+  std::string out = fmt::format("{}: sizing for {:.3g} req/s ({}), SLO {} for {:.0f}% of requests\n", sc.name, r.rate, served, slo_text(sc.slo),
                                 100 * r.attainment);
   using A = reports::TextTable::Align;
   reports::TextTable t({"gpu", "TP", "layout", "GPUs", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "out tok/s", "verdict"},

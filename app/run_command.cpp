@@ -271,7 +271,7 @@ std::string inference_text(const models::InferenceScenario& sc, const models::In
   out += fmt::format("  KV cache          {} blocks of {} tokens per replica, {:.1f}% used on average, {} preemptions\n", r.kv_blocks_per_replica,
                      sc.replica.block_size, 100 * m.mean_kv_use, m.preemptions);
   if (m.swaps > 0) out += fmt::format("  swaps             {} of the preemptions swapped to host memory\n", m.swaps);
-  if (m.prefix_hit_rate > 0) out += fmt::format("  prefix cache      {:.1f}% of prompt tokens served from cached blocks\n", 100 * m.prefix_hit_rate);
+  if (m.prefix_hit_rate > 0) out += fmt::format("  prefix cache      {:.1f}% of the tokens looked up served from cached blocks\n", 100 * m.prefix_hit_rate);
   if (sc.disaggregation) out += fmt::format("  KV transfers      {}, {:.2f} ms each on average\n", m.kv_transfers, m.mean_kv_transfer * 1e3);
   out += fmt::format("simulated: {} events\n", r.events);
   return out;
@@ -358,7 +358,7 @@ nlohmann::json rate_sweep(const models::InferenceScenario& sc) {
   for (const double f : {0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0}) {
     models::InferenceScenario at = sc;
     const double rate = w.arrivals.rate * f;
-    const int count = w.count_at(rate);
+    const double count = w.count_at(rate);
     if (count < 1 || count > 10'000'000) continue;  // the workload limit of a scenario
     at.requests = w.generate_at(rate, sc.file);
     const models::ServingMetrics m = models::simulate_inference(at).metrics;

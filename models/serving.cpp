@@ -368,6 +368,13 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
       for (std::size_t i = 0; i < seqs_.size(); ++i) sim_.schedule_at(sim::Time::seconds(seqs_[i].request.arrival), this, i);
     }
     sim_.run();
+    // Every request must have finished: one left over is a scheduling defect, never a result.
+    for (const auto& s : seqs_) {
+      if (s.generated < s.request.output_tokens || s.result.replica < 0) {
+        throw std::logic_error(fmt::format("request {} was never served ({} of {} tokens generated): a serving-model defect, please report it",
+                                           s.request.id, s.generated, s.request.output_tokens));
+      }
+    }
     for (auto& r : replicas_) r->integrate_kv();
     ClusterRun out;
     for (const auto& s : seqs_) {
@@ -763,7 +770,8 @@ void Replica::step() {
         }
       }
       const int n = std::min(s.known - s.computed - cached, budget);
-      if (!c_.chunked_prefill && n < s.known - s.computed) break;
+      // Without chunked prefill the whole uncached prompt runs in one iteration, or waits.
+      if (!c_.chunked_prefill && n < s.known - s.computed - cached) break;
       // Whole-request reservation covers what the replica will hold: the prompt and its first token on a
       // prefill replica, the prompt and the whole output otherwise.
       const std::int64_t held = role_ == Role::prefill ? std::int64_t{s.request.prompt_tokens} + 1 : s.request.total_tokens();
@@ -774,6 +782,7 @@ void Replica::step() {
       if (need > room || ((!running_.empty() || in_transfer_ > 0) && room - need < reserve)) break;
       waiting_.pop_front();
       queued_tokens_ -= s.known - s.computed;
+      if (c_.prefix_caching && s.computed == 0) run_.prefix_query_tokens += s.known;
       if (shared > 0) {
         CachedPrefix& e = cache_.at(s.request.prefix_id);
         if (e.refs++ == 0) evictable_ -= e.blocks;
@@ -1018,25 +1027,17 @@ ReplicaRun run_replica(const std::vector<ServingRequest>& requests, const Replic
   return std::move(run.replicas.front());
 }
 
-namespace {
-double prompt_tokens_of(const std::vector<RequestResult>& requests) {
-  double n = 0;
-  for (const auto& r : requests) n += r.request.prompt_tokens;
-  return n;
-}
-}  // namespace
 
 ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo) {
   ServingMetrics m = metrics_of(run.requests, run.kv_blocks, run.kv_block_seconds, run.makespan, run.itl, slo);
   m.preemptions = run.preemptions;
   m.swaps = run.swaps;
-  const double prompts = prompt_tokens_of(run.requests);
-  m.prefix_hit_rate = prompts > 0 ? static_cast<double>(run.prefix_hit_tokens) / prompts : 0;
+  m.prefix_hit_rate = run.prefix_query_tokens > 0 ? static_cast<double>(run.prefix_hit_tokens) / static_cast<double>(run.prefix_query_tokens) : 0;
   return m;
 }
 
 ServingMetrics serving_metrics(const ClusterRun& run, const Slo& slo) {
-  std::int64_t blocks = 0, preemptions = 0, swaps = 0, hits = 0;
+  std::int64_t blocks = 0, preemptions = 0, swaps = 0, hits = 0, queries = 0;
   double block_seconds = 0, makespan = 0;
   GapHistogram itl;
   for (const auto& r : run.replicas) {
@@ -1046,13 +1047,13 @@ ServingMetrics serving_metrics(const ClusterRun& run, const Slo& slo) {
     preemptions += r.preemptions;
     swaps += r.swaps;
     hits += r.prefix_hit_tokens;
+    queries += r.prefix_query_tokens;
     itl.merge(r.itl);
   }
   ServingMetrics m = metrics_of(run.requests, blocks, block_seconds, makespan, itl, slo);
   m.preemptions = preemptions;
   m.swaps = swaps;
-  const double prompts = prompt_tokens_of(run.requests);
-  m.prefix_hit_rate = prompts > 0 ? static_cast<double>(hits) / prompts : 0;
+  m.prefix_hit_rate = queries > 0 ? static_cast<double>(hits) / static_cast<double>(queries) : 0;
   m.kv_transfers = run.kv_transfers;
   m.mean_kv_transfer = run.kv_transfers > 0 ? run.kv_transfer_seconds / static_cast<double>(run.kv_transfers) : 0;
   return m;

@@ -179,13 +179,26 @@ std::function<double(double)> pp_send_seconds(const std::shared_ptr<const topolo
   return cached_collective_seconds(topo, CollectiveOp::send_recv, {gpus[0], gpus[static_cast<std::size_t>(tp)]});
 }
 
-int WorkloadRecipe::count_at(double rate) const { return duration > 0 ? static_cast<int>(std::llround(duration * rate)) : requests; }
+double WorkloadRecipe::span() const {
+  if (duration > 0) return duration;
+  return arrivals.kind == ArrivalProcess::Kind::offline || !(arrivals.rate > 0) ? 0.0 : requests / arrivals.rate;
+}
+
+double WorkloadRecipe::count_at(double rate) const {
+  const double s = span();
+  return s > 0 ? std::max(1.0, std::round(s * rate)) : static_cast<double>(requests);
+}
 
 std::vector<ServingRequest> WorkloadRecipe::generate_at(double rate, const std::filesystem::path& file) const {
   ArrivalProcess a = arrivals;
   a.rate = rate;
+  const double count = count_at(rate);
+  if (!(count <= kMaxRequests)) {
+    throw InputError(fmt::format("{}: the workload at {:g} requests/s over its {:g} s is {:.3g} requests; at most {} are supported", file.string(), rate,
+                                 span(), count, kMaxRequests));
+  }
   try {
-    return generate_requests(count_at(rate), a, prompt, output, seed, prefix, context);
+    return generate_requests(static_cast<int>(count), a, prompt, output, seed, prefix, context);
   } catch (const std::invalid_argument& e) {
     throw InputError(fmt::format("{}: the workload at {:g} requests/s: impossible workload: {}", file.string(), rate, e.what()));
   }
@@ -394,17 +407,14 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     if (sc.closed_loop || (!sc.recipe && !sc.requests.empty() && sc.requests.back().arrival <= sc.requests.front().arrival)) {
       sizing_node->fail_message("sizing needs an open-loop workload whose requests arrive over time (poisson, gamma or a trace), not a closed loop or an offline batch");
     }
-    if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->duration * sc.sizing->rate > kMaxRequests) {
-      sizing_node->fail_message(fmt::format("a sizing rate of {:g} requests/s over the workload's {:g} s is {:.3g} requests; at most {} are supported", sc.sizing->rate,
-                                            sc.recipe->duration, sc.recipe->duration * sc.sizing->rate, kMaxRequests));
+    // The sizing replays the workload's span at its rate (WorkloadRecipe::count_at).
+    if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->span() * sc.sizing->rate > kMaxRequests) {
+      sizing_node->fail_message(fmt::format("a sizing rate of {:g} requests/s over the workload's {:.3g} s is {:.3g} requests; at most {} are supported", sc.sizing->rate,
+                                            sc.recipe->span(), sc.recipe->span() * sc.sizing->rate, kMaxRequests));
     }
-    if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->duration > 0 && sc.recipe->duration * sc.sizing->rate < 0.5) {
-      sizing_node->fail_message(fmt::format("a sizing rate of {:g} requests/s over the workload's {:g} s is {:.3g} requests; at least 1 is needed", sc.sizing->rate,
-                                            sc.recipe->duration, sc.recipe->duration * sc.sizing->rate));
-    }
-    if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->duration <= 0 && !(sc.recipe->requests / sc.sizing->rate <= kMaxArrivalSeconds)) {
-      sizing_node->fail_message(fmt::format("{} requests at a sizing rate of {:g} requests/s arrive over about {:.3g} s, beyond the {:.3g} s a simulation can span",
-                                            sc.recipe->requests, sc.sizing->rate, sc.recipe->requests / sc.sizing->rate, kMaxArrivalSeconds));
+    if (sc.sizing->rate > 0 && sc.recipe && sc.recipe->span() * sc.sizing->rate < 0.5) {
+      sizing_node->fail_message(fmt::format("a sizing rate of {:g} requests/s over the workload's {:.3g} s is {:.3g} requests; at least 1 is needed", sc.sizing->rate,
+                                            sc.recipe->span(), sc.recipe->span() * sc.sizing->rate));
     }
   }
   // Every request must fit the context (and so one replica's KV pool, which holds a whole context)

@@ -149,6 +149,8 @@ SizingResult size_fleet(const InferenceScenario& sc) {
   } else if (requests.size() > 1) {
     out.rate = static_cast<double>(requests.size()) / std::max(1e-9, requests.back().arrival - requests.front().arrival);
   }
+  out.requests = static_cast<int>(requests.size());
+  if (requests.size() > 1) out.span_s = requests.back().arrival - requests.front().arrival;
   Sizer sizer(sc, requests, out);
   for (const SizingOffer& offer : z.offers) {
     std::vector<int> tps = z.tp;

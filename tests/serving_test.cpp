@@ -541,6 +541,18 @@ TEST_CASE("sizing: a sizing section needs an SLO, and a rate needs a generated w
   CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("", "{kind: poisson, rate: 1}")); }), Catch::Contains("sizing needs an slo"));
   CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("  slo: {ttft: 1s}\n", "{kind: offline}")); }),
              Catch::Contains("a sizing rate needs a poisson or gamma workload"));
+
+  // A count of requests at the workload's own rate spans a time; at the sizing rate the same span
+  // holds more requests (10 at 1 req/s: 10 s, 50 at 5). Keeping the count squeezed 400 requests
+  // into a 0.4 s burst at 1,000 req/s, and a fleet that serves 53 req/s "met" it.
+  const InferenceScenario sc = load_inference_scenario(scenario("  slo: {ttft: 1s}\n", "{kind: poisson, rate: 1}"));
+  REQUIRE(sc.recipe);
+  CHECK(sc.recipe->span() == Approx(10));
+  CHECK(sc.recipe->count_at(1) == 10);
+  CHECK(sc.recipe->count_at(5) == 50);
+  const SizingResult r = size_fleet(sc);
+  CHECK(r.requests == 50);
+  CHECK(r.span_s == Approx(10).epsilon(0.5));  // the 50 Poisson arrivals' first to last
 }
 
 TEST_CASE("serving: prefix caching reuses a shared system prompt's blocks, evicts under pressure, and KV-aware routing follows it") {
@@ -585,6 +597,36 @@ TEST_CASE("serving: prefix caching reuses a shared system prompt's blocks, evict
   config.router = Router::kv_aware;
   const double aware = serving_metrics(run_cluster(grouped, config, hw)).prefix_hit_rate;
   CHECK(aware > rr);
+}
+
+TEST_CASE("serving: a cached prefix counts once per admission, and whole prefills start on a cache hit") {
+  const auto hw = h100();
+  ReplicaConfig c = llama8b();
+  // Without chunked prefill a request whose prefix is cached runs its uncached tokens in one
+  // iteration. The check compared them with the whole prompt, so after the first request nothing
+  // was admitted again: 1 of 20 served (open loop) or a crash (closed loop).
+  c.chunked_prefill = false;
+  const auto requests = generate_requests(20, {ArrivalProcess::Kind::poisson, 2, 1}, {LengthDistribution::Kind::fixed, 500, 0, {}},
+                                          {LengthDistribution::Kind::fixed, 50, 0, {}}, 1, SharedPrefix{1000, 1});
+  for (const std::optional<ClosedLoop> loop : {std::optional<ClosedLoop>{}, std::optional<ClosedLoop>{ClosedLoop{4}}}) {
+    const ReplicaRun run = run_replica(requests, c, hw, loop);
+    REQUIRE(run.requests.size() == 20);
+    for (const auto& r : run.requests) CHECK(r.finish > r.request.arrival);
+    // The first request misses; the others hit the prefix's 62 whole blocks (992 tokens) of 1,500.
+    CHECK(serving_metrics(run).prefix_hit_rate == Approx(19 * 992.0 / (20 * 1500.0)));
+  }
+  // A preempted request looks its tokens up again when it is readmitted, and its hits count against
+  // that lookup (vLLM's prefix-cache queries): the rate had reached 809% under 713 preemptions.
+  c.chunked_prefill = true;
+  c.gpu_memory_utilization = 0.22;
+  const auto long_outputs = generate_requests(100, {ArrivalProcess::Kind::offline, 1, 1}, {LengthDistribution::Kind::fixed, 16, 0, {}},
+                                              {LengthDistribution::Kind::fixed, 4000, 0, {}}, 1, SharedPrefix{4000, 1});
+  const ReplicaRun crowded = run_replica(long_outputs, c, hw);
+  CHECK(crowded.preemptions > 0);
+  CHECK(crowded.prefix_query_tokens > 100 * 4016);
+  const double rate = serving_metrics(crowded).prefix_hit_rate;
+  CHECK(rate > 0);
+  CHECK(rate <= 1);
 }
 
 TEST_CASE("serving: KV-aware routing weighs a cached prefix against load, and does not pile shared prefixes on one replica") {

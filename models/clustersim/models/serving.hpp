@@ -205,7 +205,9 @@ struct ReplicaRun {
   std::int64_t iterations = 0;
   std::int64_t preemptions = 0;
   std::int64_t swaps = 0;               // preemptions that swapped out instead of recomputing
-  std::int64_t prefix_hit_tokens = 0;   // prompt tokens served from the prefix cache
+  std::int64_t prefix_hit_tokens = 0;   // tokens served from the prefix cache
+  std::int64_t prefix_query_tokens = 0; // tokens looked up in it: every admission's prompt (and a
+                                        // recomputed request's output so far), as vLLM counts them
   std::vector<std::int64_t> batch_size_histogram;  // [n] = iterations that ran n sequences
   GapHistogram itl;                     // gaps of the tokens it produced
   double makespan = 0;                  // s: the last finish
@@ -274,7 +276,7 @@ struct ServingMetrics {
   double mean_kv_use = 0;          // fraction of the pool, time-averaged
   std::int64_t preemptions = 0;
   std::int64_t swaps = 0;
-  double prefix_hit_rate = 0;      // prompt tokens served from the prefix cache / all prompt tokens
+  double prefix_hit_rate = 0;      // tokens served from the prefix cache / tokens looked up in it
   std::int64_t kv_transfers = 0;
   double mean_kv_transfer = 0;     // s
 };

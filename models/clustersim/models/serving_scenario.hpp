@@ -47,10 +47,14 @@ struct WorkloadRecipe {
   SharedPrefix prefix;
   int context = 0;        // tokens a request may hold (max_model_len): lengths are drawn to fit it
 
-  // Requests at `rate` requests/s: as many as the duration then holds (or the count).
-  [[nodiscard]] int count_at(double rate) const;
-  // The workload replayed at `rate` requests/s, with the same lengths and seed; InputError naming
-  // `file` when its lengths cannot fit the context.
+  // The seconds its arrivals span: the duration, or a count's at the workload's own rate (0 for
+  // offline and closed-loop load).
+  [[nodiscard]] double span() const;
+  // Requests at `rate` requests/s over the same span (the count itself without a rate): a fleet
+  // sized or swept at a higher rate must keep up for as long, not absorb a shorter burst.
+  [[nodiscard]] double count_at(double rate) const;
+  // The workload replayed at `rate` requests/s over the same span, with the same lengths and seed;
+  // InputError naming `file` when its lengths cannot fit the context.
   [[nodiscard]] std::vector<ServingRequest> generate_at(double rate, const std::filesystem::path& file) const;
 };
 

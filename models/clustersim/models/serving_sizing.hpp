@@ -35,6 +35,8 @@ struct SizingCandidate {
 
 struct SizingResult {
   double rate = 0;                 // req/s the sizing used
+  int requests = 0;                // requests each configuration serves (the workload's span at `rate`)
+  double span_s = 0;               // s over which they arrive
   double attainment = 0;           // required
   std::vector<SizingCandidate> candidates;  // one per (offer, TP, layout), cheapest feasible first
   int simulations = 0;
