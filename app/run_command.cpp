@@ -247,8 +247,9 @@ std::string inference_text(const models::InferenceScenario& sc, const models::In
   std::string shard = fmt::format("TP {}", sc.replica.tp);
   if (sc.replica.pp > 1) shard += fmt::format(", PP {}", sc.replica.pp);
   if (sc.replica.ep > 1) shard += fmt::format(", EP {}", sc.replica.ep);
-  std::string out = fmt::format("{}: {} on {} x {} ({}), {}\n", sc.name, sc.replica.model.name, sc.replicas, sc.topology->gpu->name, shard,
-                                sc.workload_text);
+  const int gpus = sc.replicas * sc.replica.tp * sc.replica.pp;
+  std::string out = fmt::format("{}: {} on {} {} GPU{} ({} replica{} of {}), {}\n", sc.name, sc.replica.model.name, gpus, sc.topology->gpu->name,
+                                gpus == 1 ? "" : "s", sc.replicas, sc.replicas == 1 ? "" : "s", shard, sc.workload_text);
   out += fmt::format("  replicas          {}, {} router, {} batching, preemption by {}\n",
                      sc.disaggregation ? fmt::format("{} prefill + {} decode (disaggregated)", sc.disaggregation->prefill, sc.disaggregation->decode)
                                        : fmt::format("{} aggregated", sc.replicas),

@@ -508,7 +508,6 @@ Replica::Replica(Cluster& cluster, int index, Role role, const ReplicaConfig& c,
   free_ = run_.kv_blocks;
   swap_free_ = c.swap_space_bytes;
   block_bytes_ = kv_bytes_per_token(c) * c.block_size;
-  run_.batch_size_histogram.assign(static_cast<std::size_t>(c.max_num_seqs) + 1, 0);
   stage_free_.assign(static_cast<std::size_t>(c.pp), 0.0);
 }
 
@@ -829,7 +828,9 @@ void Replica::step() {
   const std::int64_t used = run_.kv_blocks - free_ - evictable_;
   run_.peak_kv_blocks = std::max(run_.peak_kv_blocks, used);
   ++run_.iterations;
-  ++run_.batch_size_histogram[std::min(batch.size(), run_.batch_size_histogram.size() - 1)];
+  // Grown as batches grow (sized by max_num_seqs, a limit of 2e9 had asked for 16 GB).
+  if (batch.size() >= run_.batch_size_histogram.size()) run_.batch_size_histogram.resize(batch.size() + 1, 0);
+  ++run_.batch_size_histogram[batch.size()];
   inflight_.push_back({std::move(batch)});
   cl_.sim().schedule_at(sim::Time::seconds(stage_free_.back()), this, 0);
   if (c_.pp > 1) step();  // the next batch may enter the first stage once it frees
@@ -916,7 +917,8 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, std::int64
     if (r.request.output_tokens > 1) tpot.push_back(r.tpot());
     itl_max.push_back(r.max_itl);
     e2e.push_back(r.e2e());
-    queue.push_back(r.first_scheduled - r.request.arrival);
+    // The clock holds the arrival to its tick, which may fall a few ns before the arrival itself.
+    queue.push_back(std::max(0.0, r.first_scheduled - r.request.arrival));
     output += r.request.output_tokens;
     total += static_cast<double>(r.request.total_tokens());
     in_system += r.e2e();
@@ -1167,6 +1169,7 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
     }
     ServingRequest r;
     r.id = static_cast<int>(out.size());
+    r.trace_line = number;
     try {
       std::size_t used = 0;
       r.arrival = std::stod(a, &used);

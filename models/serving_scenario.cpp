@@ -271,6 +271,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     r.batching = s.choice_or("batching", "continuous", {"continuous", "static"}) == "static" ? Batching::static_batch : Batching::continuous;
     r.prefix_caching = s.get_or<bool>("prefix_caching", r.batching == Batching::continuous);
     if (r.prefix_caching && r.batching == Batching::static_batch) s.at("prefix_caching", "").fail_message("prefix caching needs continuous batching");
+    if (r.pp > 1 && r.batching == Batching::static_batch) s.at("batching", "").fail("continuous batching with pp > 1 (static batching runs one batch, not one per stage)", "static");
     r.preemption = s.choice_or("preemption", "recompute", {"recompute", "swap"}) == "swap" ? Preemption::swap : Preemption::recompute;
     if (auto sw = s.find("swap_space")) {
       if (r.preemption != Preemption::swap) sw->fail_message("swap_space applies to preemption: swap");
@@ -309,6 +310,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
   }
 
   std::optional<yaml::Node> workload_node;  // where the requests come from, for the checks below
+  std::filesystem::path trace_file;         // a trace's requests are blamed on their rows
   {
     const yaml::Node wnode = m.at("workload", "a workload map (requests, arrival, prompt_tokens, output_tokens)");
     workload_node = wnode;
@@ -325,6 +327,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       if (!std::filesystem::exists(path, ec)) f.fail("the path of a trace CSV file", fmt::format("no file at {}", path.string()));
       a.finish();
       sc.requests = read_trace(path);
+      trace_file = path;
       sc.workload_text = fmt::format("trace {} ({} request{})", path.filename().string(), sc.requests.size(), sc.requests.size() == 1 ? "" : "s");
       for (const char* key : {"requests", "duration", "prompt_tokens", "output_tokens", "shared_prefix"}) {
         if (w.find(key)) w.at(key, "").fail_message(fmt::format("'{}' comes from the trace file; remove it", key));
@@ -419,19 +422,25 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
   }
   // Every request must fit the context (and so one replica's KV pool, which holds a whole context)
   // and, without chunked prefill, one batch.
+  // A request read from a trace is blamed on its row, a generated one on the YAML node.
+  const auto fail_request = [&](const ServingRequest& q, const yaml::Node& node, const std::string& message) {
+    if (q.trace_line > 0) throw InputError(SourceLocation{std::make_shared<const std::string>(trace_file.string()), q.trace_line, 1}, message);
+    node.fail_message(message);
+  };
   for (const auto& q : sc.requests) {
     if (q.total_tokens() > r.max_model_len) {
       // vLLM refuses such a request (max_model_len, by default the model's context).
-      workload_node.value_or(body).fail_message(fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_model_len ({}, {}) "
-                                                            "allows (raise serving.max_model_len for a model extended to longer contexts)",
-                                                            q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_model_len,
-                                                            r.max_model_len == r.model.seq_len ? fmt::format("{}'s seq_len", r.model.name) : std::string("given")));
+      fail_request(q, workload_node.value_or(body),
+                   fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_model_len ({}, {}) "
+                               "allows (raise serving.max_model_len for a model extended to longer contexts)",
+                               q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_model_len,
+                               r.max_model_len == r.model.seq_len ? fmt::format("{}'s seq_len", r.model.name) : std::string("given")));
     }
     if (!r.chunked_prefill && q.total_tokens() > r.max_num_batched_tokens) {
-      const yaml::Node where = yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node);
-      where.fail_message(fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_num_batched_tokens ({}) allows without "
-                                     "chunked prefill (raise it or set chunked_prefill: true)",
-                                     q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_num_batched_tokens));
+      fail_request(q, yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node),
+                   fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_num_batched_tokens ({}) allows without "
+                               "chunked prefill (raise it or set chunked_prefill: true)",
+                               q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_num_batched_tokens));
     }
   }
   return sc;
