@@ -109,33 +109,38 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
   const double memory_rate = hw.memory_bandwidth.value() * hw.gemm.memory_efficiency;
   const double launch = hw.kernel_launch_overhead.value();
   const std::int64_t T = static_cast<std::int64_t>(tokens), h = m.hidden, tp = c.tp;
-  const auto gemm = [&](double M, double N, double K) {
+  // Int4 weight-only: the quantised layers' GEMMs read their weights at half a byte each and widen
+  // them in registers (Marlin-style kernels). A memory-bound GEMM saves the bytes not read, down to a
+  // quarter of its 16-bit time (the model's tile-waste compute time for a few rows is not a
+  // weight-only kernel's); a compute-bound one runs the same 16-bit arithmetic and gains nothing.
+  const bool int4 = c.weight_bytes_per_parameter > 0 && c.weight_bytes_per_parameter < hardware::bytes_per_element(compute);
+  const auto gemm_of = [&](double M, double N, double K, bool quantised) {
     const auto i = [](double v) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(v))); };
     const hardware::GemmShape shape{i(M), i(N), i(K)};
-    const auto time = [&] { return hardware::estimate_gemm(hw, shape, compute, hardware::Load::sustained).time.value(); };
-    return cache ? cache->get(shape.m, shape.n, shape.k, time) : time();
+    const bool narrow = quantised && int4;
+    const auto time = [&] {
+      const hardware::GemmEstimate e = hardware::estimate_gemm(hw, shape, compute, hardware::Load::sustained);
+      if (!narrow || !e.memory_bound) return e.time.value();
+      const double saved = static_cast<double>(shape.k) * static_cast<double>(shape.n) * (hardware::bytes_per_element(compute) - c.weight_bytes_per_parameter) / memory_rate;
+      return std::max(e.time.value() - saved, 0.25 * e.time.value());
+    };
+    return cache ? cache->get(shape.m, shape.n, shape.k, narrow ? c.weight_bytes_per_parameter : 0.0, time) : time();
   };
-  // Int4 weight-only: the GEMM model streamed 16-bit weights; a quarter of those bytes are read.
-  const bool int4 = c.weight_bytes_per_parameter > 0 && c.weight_bytes_per_parameter < hardware::bytes_per_element(compute);
-  const auto weight_only = [&](double t, double parameters) {
-    if (!int4) return t;
-    const double saved = parameters * (hardware::bytes_per_element(compute) - c.weight_bytes_per_parameter) / memory_rate;
-    return std::max(t - saved, 0.25 * t);
-  };
+  const auto gemm = [&](double M, double N, double K) { return gemm_of(M, N, K, false); };
+  const auto weight_gemm = [&](double M, double N, double K) { return gemm_of(M, N, K, true); };
 
   // Attention projections (TP-sharded as Megatron shards them; MLA's down projections replicated).
   double attention_gemms = 0;
   if (m.mla) {
     const MlaSpec& a = *m.mla;
     const double heads = static_cast<double>(m.heads) / tp, qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
-    attention_gemms += a.q_lora_rank > 0 ? gemm(T, a.q_lora_rank, h) + gemm(T, heads * qk, a.q_lora_rank) : gemm(T, heads * qk, h);
-    attention_gemms += gemm(T, a.kv_lora_rank + a.qk_rope_head_dim, h) + gemm(T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
-    attention_gemms += gemm(T, h, heads * a.v_head_dim);
+    attention_gemms += a.q_lora_rank > 0 ? weight_gemm(T, a.q_lora_rank, h) + weight_gemm(T, heads * qk, a.q_lora_rank) : weight_gemm(T, heads * qk, h);
+    attention_gemms += weight_gemm(T, a.kv_lora_rank + a.qk_rope_head_dim, h) + weight_gemm(T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
+    attention_gemms += weight_gemm(T, h, heads * a.v_head_dim);
   } else {
     const double qkv = (static_cast<double>(m.heads) / tp + 2.0 * kv_heads_per_rank(m, static_cast<int>(tp))) * m.head_dim;
-    attention_gemms += gemm(T, qkv, h) + gemm(T, h, width / tp);
+    attention_gemms += weight_gemm(T, qkv, h) + weight_gemm(T, h, width / tp);
   }
-  attention_gemms = weight_only(attention_gemms, attention_parameters_per_rank(m, static_cast<int>(tp)));
   // The attention core: its FLOPs at the 16-bit ceiling or its KV reads, whichever is longer.
   const double attention_peak =
       hw.peak(hardware::Dtype::bf16).value() * hw.gemm.max_efficiency.at(hardware::Dtype::bf16) * hardware::load_factor(hw, hardware::Load::sustained);
@@ -157,7 +162,7 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
 
   // Dense FFN (every layer of a dense model, the leading ones of an MoE model).
   const double f = static_cast<double>(m.ffn_hidden) / tp;
-  cost.dense_layer = common + weight_only(gemm(T, up * f, h) + gemm(T, h, f), dense_ffn_parameters(m) / tp) + elementwise(f);
+  cost.dense_layer = common + weight_gemm(T, up * f, h) + weight_gemm(T, h, f) + elementwise(f);
   if (m.moe) {
     // Routed experts: each token goes to top_k of E experts. With EP (ep = tp) a GPU holds E / ep
     // whole experts and computes them for every token of the batch (the TP all-reduce combines);
@@ -169,8 +174,7 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
     const double fe = c.ep > 1 ? e.expert_ffn_hidden : static_cast<double>(e.expert_ffn_hidden) / tp;
     const double touched = 1.0 - std::pow(1.0 - k / E, tokens);
     const double per_expert = tokens * k / E * e.capacity_factor / std::max(touched, 1e-12);  // tokens of a touched expert
-    double experts = local * touched * (gemm(per_expert, up * fe, h) + gemm(per_expert, h, fe));
-    experts = weight_only(experts, local * touched * expert_parameters(m) / (c.ep > 1 ? 1.0 : tp));
+    const double experts = local * touched * (weight_gemm(per_expert, up * fe, h) + weight_gemm(per_expert, h, fe));
     double shared = 0;
     if (e.shared_experts > 0) {
       const double fs = static_cast<double>(e.shared_experts) * e.shared_expert_ffn_hidden / tp;

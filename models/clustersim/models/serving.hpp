@@ -133,8 +133,8 @@ struct IterationCost {
 class GemmTimeCache {
  public:
   template <class Compute>
-  double get(std::int64_t m, std::int64_t n, std::int64_t k, Compute&& compute) {
-    const Key key{m, n, k};
+  double get(std::int64_t m, std::int64_t n, std::int64_t k, double b_bytes, Compute&& compute) {
+    const Key key{m, n, k, b_bytes};
     if (auto it = times_.find(key); it != times_.end()) return it->second;
     const double t = compute();
     times_.emplace(key, t);
@@ -144,6 +144,7 @@ class GemmTimeCache {
  private:
   struct Key {
     std::int64_t m, n, k;
+    double b_bytes;  // the weights' bytes per element when narrower than the compute dtype (0: not)
     bool operator==(const Key&) const = default;
   };
   struct Hash {
@@ -151,6 +152,7 @@ class GemmTimeCache {
       std::uint64_t h = static_cast<std::uint64_t>(x.m) * 0x9E3779B97F4A7C15ULL;
       h ^= static_cast<std::uint64_t>(x.n) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
       h ^= static_cast<std::uint64_t>(x.k) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+      h ^= static_cast<std::uint64_t>(x.b_bytes * 16) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
       return static_cast<std::size_t>(h);
     }
   };
