@@ -80,6 +80,15 @@ TEST_CASE("serving: int4 weights speed up the weight reads of decoding, not comp
   CHECK(time(int4, 8192, 1) == Approx(time(bf16, 8192, 1)).epsilon(0.005));
 }
 
+TEST_CASE("serving: a huge max_num_seqs limit costs nothing until batches grow") {
+  // The batch-size histogram had been sized by the limit: 2e9 asked for 16 GB up front.
+  ReplicaConfig c = llama8b();
+  c.max_num_seqs = 2'000'000'000;
+  const ReplicaRun run = run_replica(poisson(5, 1, 100, 10), c, h100());
+  CHECK(run.requests.size() == 5);
+  CHECK(run.batch_size_histogram.size() <= 6);
+}
+
 TEST_CASE("serving: Little's law holds on a simulated Poisson run") {
   // L (time-averaged requests in the system, integrated from the arrival and finish instants) equals
   // lambda x W (completions per second x mean time in the system).
