@@ -241,11 +241,11 @@ void training_plan(const Options& o) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const double eta = done > 0 ? el / done * (total - done) : 0;
       const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
-      std::cerr << fmt::format("\r[{}{}] {}/{} simulated, ETA {:.0f} s ", std::string(filled, '#'), std::string(width - filled, ' '), done, total, eta) << std::flush;
+      std::cerr << fmt::format("\r[{}{}] {}/{} simulated or pruned, ETA {:.0f} s ", std::string(filled, '#'), std::string(width - filled, ' '), done, total, eta) << std::flush;
     };
   }
   models::SearchResult r = models::search_plans(sc.job, *sc.topology, sc.search, opt);
-  if (terminal) std::cerr << "\r" << std::string(70, ' ') << "\r";
+  if (terminal) std::cerr << "\r" << std::string(100, ' ') << "\r";
   if (world.size > 1) {
     gather(world, r, sc.job.token_budget);
     if (world.rank != 0) return;

@@ -229,11 +229,11 @@ void run(const Options& o) {
       std::function<void(std::size_t, std::size_t)> progress;
       if (!o.json && ::isatty(2)) {
         progress = [&c](std::size_t done, std::size_t total) {
-          std::cerr << fmt::format("\r{}: {}/{} plans", c.id, done, total) << std::flush;
+          std::cerr << fmt::format("\r{}: {}/{} plans simulated or pruned", c.id, done, total) << std::flush;
         };
       }
       const validate::PlanComparison p = validate::compare_plans(c, run_options, progress);
-      if (progress) std::cerr << "\r" << std::string(c.id.size() + 40, ' ') << "\r" << std::flush;
+      if (progress) std::cerr << "\r" << std::string(c.id.size() + 60, ' ') << "\r" << std::flush;
       nlohmann::json k = {{"id", p.id}, {"status", p.status}};
       if (p.status != "ok") {
         k["reason"] = p.reason;

@@ -940,6 +940,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
         o.resumed = false;
         o.status = PlanOutcome::Status::bound;
         o.bound_threshold_s = best_time;
+        // Settled without a simulation: progress counts it done (between rounds, on this thread).
+        const std::size_t f = ++finished;
+        if (options.progress) options.progress(f, pending.size());
       } else {
         round.push_back(pending[n]);
       }

@@ -13,13 +13,14 @@
 // mesh (GPUs joined by direct links) the order decides which links carry the ring, so each ring
 // takes, in turn, the path over direct links that keeps the most loaded link least loaded (then
 // the least total), as NCCL's search spreads its channels over a mesh's links; with the ring count
-// left to the model, the count of 1-4 times a GPU's mesh degree (one node) or its member count
-// (several) that balances the links best.
+// left to the model, the count of 1-4 times a GPU's mesh degree that balances the links best (one
+// node) or the member count (several).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "collective_builders.hpp"
 
@@ -61,24 +62,31 @@ bool is_mesh(const Mesh& mesh) {
   return mesh.k >= 3 && std::any_of(mesh.bw.begin(), mesh.bw.end(), [](double b) { return b > 0; });
 }
 
-// Branch and bound over the Hamiltonian paths on direct links from `entry` to `exit` (or, with
-// `exit` < 0, the cycles through `entry`): the one whose most loaded link, counting this ring, is
-// least loaded relative to its bandwidth, then the least total. Neighbours are tried least loaded
-// first, and the search stops after a fixed number of steps with the best found (meshes are small:
-// an 8-GPU full mesh has 5,040 cycles).
+// Branch and bound over the Hamiltonian paths on direct links from `entry` to `exit` (or, without
+// an exit, the cycles through `entry`): the one whose most loaded link, counting this ring, is least
+// loaded relative to its bandwidth, then the least total. Neighbours are tried least loaded first;
+// a partial path is cut when even its remaining edges at the cheapest link's cost cannot beat the
+// best found. Each search has a few thousand steps, out of a budget shared by every search of one
+// set of rings; one that runs out keeps the best path found (none: the caller falls back).
 class PathSearch {
  public:
-  PathSearch(const Mesh& mesh, const std::vector<double>& load) : mesh_(mesh), load_(load) {}
+  PathSearch(const Mesh& mesh, const std::vector<double>& load, long& budget) : mesh_(mesh), load_(load), budget_(budget) {}
 
-  std::vector<std::size_t> find(std::size_t entry, long exit) {
+  std::vector<std::size_t> find(std::size_t entry, std::optional<std::size_t> exit) {
     entry_ = entry;
     exit_ = exit;
     best_.clear();
     best_max_ = best_sum_ = std::numeric_limits<double>::infinity();
-    steps_ = 0;
+    cheapest_ = std::numeric_limits<double>::infinity();
+    for (std::size_t a = 0; a < mesh_.k; ++a) {
+      for (std::size_t b = 0; b < mesh_.k; ++b) {
+        if (mesh_.at(a, b) > 0) cheapest_ = std::min(cheapest_, cost(a, b));
+      }
+    }
     path_.assign(1, entry);
     visited_.assign(mesh_.k, false);
     visited_[entry] = true;
+    steps_ = kStepsPerSearch;
     visit(entry, 0.0, 0.0);
     return best_;
   }
@@ -86,10 +94,17 @@ class PathSearch {
  private:
   [[nodiscard]] double cost(std::size_t a, std::size_t b) const { return (load_[a * mesh_.k + b] + 1.0) / mesh_.at(a, b); }
 
+  // Whether a path whose most loaded edge so far is `worst` and total `total`, with `left` edges
+  // still to add, can no longer beat the best found.
+  [[nodiscard]] bool hopeless(double worst, double total, std::size_t left) const {
+    const double w = left > 0 ? std::max(worst, cheapest_) : worst, t = total + static_cast<double>(left) * cheapest_;
+    return w > best_max_ || (w == best_max_ && t >= best_sum_);
+  }
+
   void visit(std::size_t at, double worst, double total) {
-    if (++steps_ > kStepLimit) return;
+    if (--budget_ < 0 || --steps_ < 0) return;
     if (path_.size() == mesh_.k) {
-      if (exit_ < 0) {
+      if (!exit_) {
         if (mesh_.at(at, entry_) <= 0) return;
         const double c = cost(at, entry_);
         worst = std::max(worst, c);
@@ -105,30 +120,32 @@ class PathSearch {
     std::vector<std::pair<double, std::size_t>> next;
     for (std::size_t j = 0; j < mesh_.k; ++j) {
       if (visited_[j] || mesh_.at(at, j) <= 0) continue;
-      if (exit_ >= 0 && j == static_cast<std::size_t>(exit_) && path_.size() + 1 < mesh_.k) continue;
+      if (exit_ && j == *exit_ && path_.size() + 1 < mesh_.k) continue;
       next.emplace_back(cost(at, j), j);
     }
     std::sort(next.begin(), next.end());
+    // Edges after the next one: to the last member, and back to the entry on a cycle.
+    const std::size_t left = mesh_.k - path_.size() - 1 + (exit_ ? 0 : 1);
     for (const auto& [c, j] : next) {
-      const double w = std::max(worst, c), t = total + c;
-      if (w > best_max_ || (w == best_max_ && t >= best_sum_)) continue;
+      if (hopeless(std::max(worst, c), total + c, left)) continue;
       visited_[j] = true;
       path_.push_back(j);
-      visit(j, w, t);
+      visit(j, std::max(worst, c), total + c);
       path_.pop_back();
       visited_[j] = false;
     }
   }
 
-  static constexpr long kStepLimit = 200000;
+  static constexpr long kStepsPerSearch = 20'000;  // so that one hard ring leaves steps to the others
   const Mesh& mesh_;
   const std::vector<double>& load_;
+  long& budget_;
+  long steps_ = 0;
   std::size_t entry_ = 0;
-  long exit_ = -1;
+  std::optional<std::size_t> exit_;
   std::vector<std::size_t> path_, best_;
   std::vector<bool> visited_;
-  double best_max_ = 0, best_sum_ = 0;
-  long steps_ = 0;
+  double best_max_ = 0, best_sum_ = 0, cheapest_ = 0;
 };
 
 // Where each ring starts, f(r): the member it enters node 0 at. It enters node k at f(r) - k and
@@ -194,23 +211,30 @@ std::size_t entry_of(const std::vector<std::size_t>& starts, int r, int rings, s
   return (first + k - node % k) % k;
 }
 
-// Every ring's path through one mesh node (positions into its members), and the most loaded
-// link's load per byte/s; empty paths where the direct links hold no Hamiltonian path.
+// Every ring's path through one mesh node (positions into its members), how many rings found one
+// over direct links (a ring that finds none, or runs out of steps first, visits the members in
+// index order, over whatever paths join them), and the most loaded direct link's load per byte/s.
 struct MeshPaths {
   std::vector<std::vector<std::size_t>> paths;
+  int found = 0;
   double worst = 0;
 };
 
-MeshPaths mesh_paths(const Mesh& mesh, const std::vector<std::size_t>& starts, int rings, std::size_t node, bool closed) {
+MeshPaths mesh_paths(const Mesh& mesh, const std::vector<std::size_t>& starts, int rings, std::size_t node, bool closed, long& budget) {
   std::vector<double> load(mesh.k * mesh.k, 0.0);
-  PathSearch search(mesh, load);
+  PathSearch search(mesh, load, budget);
   MeshPaths out;
   for (int r = 0; r < rings; ++r) {
     const std::size_t s = entry_of(starts, r, rings, node, mesh.k);
-    auto path = search.find(s, closed ? -1L : static_cast<long>((s + mesh.k - 1) % mesh.k));
-    if (path.empty()) return {};
+    auto path = search.find(s, closed ? std::nullopt : std::optional<std::size_t>((s + mesh.k - 1) % mesh.k));
+    if (path.empty()) {
+      for (std::size_t i = 0; i < mesh.k; ++i) path.push_back((s + i) % mesh.k);
+    } else {
+      ++out.found;
+    }
     for (std::size_t i = 0; i + 1 < path.size() + (closed ? 1 : 0); ++i) {
-      load[path[i] * mesh.k + path[(i + 1) % path.size()]] += 1.0;
+      const std::size_t link = path[i] * mesh.k + path[(i + 1) % path.size()];
+      if (mesh.bw[link] > 0) load[link] += 1.0;
     }
     out.paths.push_back(std::move(path));
   }
@@ -221,13 +245,14 @@ MeshPaths mesh_paths(const Mesh& mesh, const std::vector<std::size_t>& starts, i
 }
 
 // The orders of `rings` rings; `worst` is the most loaded mesh link's share of the bytes per
-// byte/s (0 without a mesh).
+// byte/s, `found` the rings that found paths over direct links, summed over mesh nodes.
 struct Orders {
   std::vector<std::vector<Vertex>> rings;
   double worst = 0;
+  int found = 0;
 };
 
-Orders orders_for(const CollectiveModel& m, const Group& g, const std::vector<Mesh>& meshes, int rings) {
+Orders orders_for(const CollectiveModel& m, const Group& g, const std::vector<Mesh>& meshes, int rings, long& budget) {
   const bool closed = g.nodes.size() == 1;
   const std::vector<std::size_t> starts = ring_starts(m, g, rings);
   std::map<std::pair<std::vector<int>, std::size_t>, MeshPaths> cache;  // by local indices and node mod k
@@ -242,10 +267,11 @@ Orders orders_for(const CollectiveModel& m, const Group& g, const std::vector<Me
       for (Vertex v : members) locals.push_back(m.topology().device(v).local_index);
       auto key = std::make_pair(std::move(locals), node % k);
       auto it = cache.find(key);
-      if (it == cache.end()) it = cache.emplace(std::move(key), mesh_paths(meshes[node], starts, rings, node, closed)).first;
-      if (!it->second.paths.empty()) paths = &it->second;
+      if (it == cache.end()) it = cache.emplace(std::move(key), mesh_paths(meshes[node], starts, rings, node, closed, budget)).first;
+      paths = &it->second;
+      out.worst = std::max(out.worst, paths->worst / rings);
+      out.found += paths->found;
     }
-    if (paths) out.worst = std::max(out.worst, paths->worst / rings);
     for (int r = 0; r < rings; ++r) {
       auto& order = out.rings[static_cast<std::size_t>(r)];
       if (paths) {
@@ -268,25 +294,32 @@ std::vector<std::vector<Vertex>> ring_orders(const CollectiveModel& m, const Gro
     meshes.push_back(direct_links(m, members));
     any_mesh |= is_mesh(meshes.back());
   }
-  if (!any_mesh || !choose_count) return orders_for(m, g, meshes, rings).rings;
-  // The base count: a GPU's direct links inside one node (each ring uses one of them), the
-  // members of a node between nodes (so that every member's NIC carries as many rings).
-  std::size_t base = 0;
+  // The search steps all counts and nodes share: a few milliseconds of work at most.
+  long budget = 1'000'000;
+  if (!any_mesh || !choose_count) return orders_for(m, g, meshes, rings, budget).rings;
+  // The count: inside one node, 1-4 times a GPU's direct links (each ring uses one of them),
+  // whichever loads them most evenly; between nodes, the members of a node, so that every member's
+  // NIC carries as many rings (the NICs, not the mesh, bound those rings: more gain nothing).
+  std::size_t base = 0, most = 1;
   if (g.nodes.size() == 1) {
     for (std::size_t i = 0; i < meshes[0].k; ++i) base = std::max(base, meshes[0].degree(i));
+    most = 4;
   } else {
     base = static_cast<std::size_t>(g.ppn);
   }
   Orders best;
   double best_time = std::numeric_limits<double>::infinity();
-  for (std::size_t times = 1; times <= 4; ++times) {
+  for (std::size_t times = 1; times <= most; ++times) {
     const int count = std::max(rings, static_cast<int>(base * times));
-    Orders o = orders_for(m, g, meshes, count);
+    Orders o = orders_for(m, g, meshes, count, budget);
+    // No ring found a path over direct links: the mesh cannot carry rings, keep the default.
+    if (o.found == 0 && best.rings.empty()) return orders_for(m, g, meshes, rings, budget).rings;
     // Each ring carries 1/count of the bytes: the time is the most loaded link's share.
-    if (o.worst < best_time * (1 - 1e-9)) {
+    if (o.found > 0 && o.worst < best_time * (1 - 1e-9)) {
       best_time = o.worst;
       best = std::move(o);
     }
+    if (budget <= 0) break;  // the counts after it would search nothing
   }
   return best.rings;
 }

@@ -206,6 +206,29 @@ TEST_CASE("rings on a switchless NVLink mesh spread over all its links", "[colle
     const auto r = mp.simulate(c);
     CHECK(r.time.value() == Approx(r.plan.model.time.value()).epsilon(0.01));
   }
+
+  // NVLink bridges joining pairs (0-1, 2-3) hold no ring over direct links: the rings stay as they
+  // were, one per NIC (the search had turned 2 rings into 4).
+  const Topology pairs = from_text(R"(topology:
+  name: pairs
+  nodes: 2
+  fabric: {kind: fat-tree, technology: infiniband, tiers: [{radix: 64}]}
+  node:
+    name: bridged-pairs
+    gpu: a100-sxm4-80gb
+    devices:
+      - {name: gpu, kind: gpu, count: 4}
+      - {name: cpu, kind: cpu, count: 1}
+      - {name: nic, kind: nic, count: 2, rate: 200Gbps}
+    links:
+      - {from: gpu0, to: gpu1, kind: nvlink, bandwidth: 100GB/s}
+      - {from: gpu2, to: gpu3, kind: nvlink, bandwidth: 100GB/s}
+      - {from: gpu, to: cpu, kind: pcie, bandwidth: 31.5GB/s}
+      - {from: gpu, to: nic, pattern: block, kind: pcie, bandwidth: 31.5GB/s}
+)");
+  Collective bridged = all_reduce(pairs.gpus(), size);
+  bridged.algorithm = Algorithm::ring;
+  CHECK(CollectiveModel(pairs).plan(bridged).channels == 2);
 }
 
 TEST_CASE("a multi-plane fabric carries between nodes what its planes together carry", "[collectives][planes]") {
