@@ -47,7 +47,7 @@ struct ProtocolCaps {
 
 sim::Time to_time(Seconds s);
 
-// Each ring's order through the group's GPUs, node by node with rail-aligned entries (ring.cpp).
+// Each ring's order through the group's GPUs, node by node with rail-aligned entries (ring_orders.cpp).
 // On switchless NVLink meshes the orders spread the rings over the direct links and, with
 // `choose_count`, the count may grow beyond `rings` to balance them; elsewhere there are `rings`
 // rotations of the members in local-index order.

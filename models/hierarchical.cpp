@@ -2,7 +2,7 @@
 // CollNet chain and of Horovod's hierarchical all-reduce): a reduce-scatter inside each node, an
 // all-reduce of S / l across nodes among the GPUs of each local rank (one per rail, in parallel),
 // and an all-gather inside each node. Each step is a ring with NCCL's latency for its size (inside
-// a switchless NVLink mesh, the rings that spread over its links: ring.cpp).
+// a switchless NVLink mesh, the rings that spread over its links: ring_orders.cpp).
 #include <fmt/format.h>
 
 #include "collective_builders.hpp"
