@@ -25,8 +25,8 @@ namespace {
 // The direct links among one node's members, as bytes/s from member i to member j (0: none).
 struct Mesh {
   std::size_t k = 0;
-  std::vector<double> bw;  // k x k
-  [[nodiscard]] double at(std::size_t i, std::size_t j) const { return bw[i * k + j]; }
+  std::vector<double> bytes_per_s;  // k x k, row i the links from member i
+  [[nodiscard]] double at(std::size_t i, std::size_t j) const { return bytes_per_s[i * k + j]; }
   [[nodiscard]] std::size_t degree(std::size_t i) const {
     std::size_t d = 0;
     for (std::size_t j = 0; j < k; ++j) d += at(i, j) > 0;
@@ -38,12 +38,12 @@ Mesh direct_links(const CollectiveModel& m, const std::vector<Vertex>& members) 
   const auto& g = m.topology().graph();
   Mesh mesh;
   mesh.k = members.size();
-  mesh.bw.assign(mesh.k * mesh.k, 0.0);
+  mesh.bytes_per_s.assign(mesh.k * mesh.k, 0.0);
   for (std::size_t i = 0; i < mesh.k; ++i) {
     for (auto [e, end] = boost::out_edges(members[i], g); e != end; ++e) {
       const auto it = std::find(members.begin(), members.end(), boost::target(*e, g));
       if (it != members.end()) {
-        mesh.bw[i * mesh.k + static_cast<std::size_t>(it - members.begin())] += m.capacities()[m.topology().link(*e).id];
+        mesh.bytes_per_s[i * mesh.k + static_cast<std::size_t>(it - members.begin())] += m.capacities()[m.topology().link(*e).id];
       }
     }
   }
@@ -51,7 +51,7 @@ Mesh direct_links(const CollectiveModel& m, const std::vector<Vertex>& members) 
 }
 
 bool is_mesh(const Mesh& mesh) {
-  return mesh.k >= 3 && std::any_of(mesh.bw.begin(), mesh.bw.end(), [](double b) { return b > 0; });
+  return mesh.k >= 3 && std::any_of(mesh.bytes_per_s.begin(), mesh.bytes_per_s.end(), [](double b) { return b > 0; });
 }
 
 // Branch and bound over the Hamiltonian paths on direct links from `entry` to `exit` (or, without
@@ -226,12 +226,12 @@ MeshPaths mesh_paths(const Mesh& mesh, const std::vector<std::size_t>& starts, i
     }
     for (std::size_t i = 0; i + 1 < path.size() + (closed ? 1 : 0); ++i) {
       const std::size_t link = path[i] * mesh.k + path[(i + 1) % path.size()];
-      if (mesh.bw[link] > 0) load[link] += 1.0;
+      if (mesh.bytes_per_s[link] > 0) load[link] += 1.0;
     }
     out.paths.push_back(std::move(path));
   }
   for (std::size_t i = 0; i < load.size(); ++i) {
-    if (load[i] > 0) out.worst = std::max(out.worst, load[i] / mesh.bw[i]);
+    if (load[i] > 0) out.worst = std::max(out.worst, load[i] / mesh.bytes_per_s[i]);
   }
   return out;
 }
