@@ -860,7 +860,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   }
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
   // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
-  constexpr std::size_t kRound = 64;
+  // 16 plans per K up to 64: a round must find the K best before the bound can prune, and a small K
+  // (validate --plans asks for the fastest alone) needs fewer.
+  const std::size_t kRound = bound ? std::clamp<std::size_t>(16 * static_cast<std::size_t>(options.keep), 16, 64) : 64;
   if (bound) {
     const auto by_bound = [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; };
     std::stable_sort(pending.begin(), pending.end(), by_bound);
