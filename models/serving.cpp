@@ -1033,12 +1033,16 @@ ReplicaRun run_replica(const std::vector<ServingRequest>& requests, const Replic
   return std::move(run.replicas.front());
 }
 
+namespace {
+// Tokens served from the prefix cache over the tokens looked up in it.
+double hit_rate(std::int64_t hits, std::int64_t queries) { return queries > 0 ? static_cast<double>(hits) / static_cast<double>(queries) : 0; }
+}  // namespace
 
 ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo) {
   ServingMetrics m = metrics_of(run.requests, run.kv_blocks, run.kv_block_seconds, run.makespan, run.itl, slo);
   m.preemptions = run.preemptions;
   m.swaps = run.swaps;
-  m.prefix_hit_rate = run.prefix_query_tokens > 0 ? static_cast<double>(run.prefix_hit_tokens) / static_cast<double>(run.prefix_query_tokens) : 0;
+  m.prefix_hit_rate = hit_rate(run.prefix_hit_tokens, run.prefix_query_tokens);
   return m;
 }
 
@@ -1059,7 +1063,7 @@ ServingMetrics serving_metrics(const ClusterRun& run, const Slo& slo) {
   ServingMetrics m = metrics_of(run.requests, blocks, block_seconds, makespan, itl, slo);
   m.preemptions = preemptions;
   m.swaps = swaps;
-  m.prefix_hit_rate = queries > 0 ? static_cast<double>(hits) / static_cast<double>(queries) : 0;
+  m.prefix_hit_rate = hit_rate(hits, queries);
   m.kv_transfers = run.kv_transfers;
   m.mean_kv_transfer = run.kv_transfers > 0 ? run.kv_transfer_seconds / static_cast<double>(run.kv_transfers) : 0;
   return m;

@@ -146,11 +146,10 @@ SizingResult size_fleet(const InferenceScenario& sc) {
   if (sc.recipe) {
     out.rate = z.rate > 0 ? z.rate : sc.recipe->arrivals.rate;
     requests = sc.recipe->generate_at(out.rate, sc.file);
-  } else if (requests.size() > 1) {
-    out.rate = static_cast<double>(requests.size()) / std::max(1e-9, requests.back().arrival - requests.front().arrival);
   }
   out.requests = static_cast<int>(requests.size());
   if (requests.size() > 1) out.span_s = requests.back().arrival - requests.front().arrival;
+  if (!sc.recipe && requests.size() > 1) out.rate = static_cast<double>(requests.size()) / std::max(1e-9, out.span_s);
   Sizer sizer(sc, requests, out);
   for (const SizingOffer& offer : z.offers) {
     std::vector<int> tps = z.tp;
