@@ -417,29 +417,50 @@ class RunTrial final : public sim::EventHandler {
   Trial result_;
 };
 
+// The expected seconds billed for `held` seconds of holding at `granularity`, each stretch rounded up
+// (as the trials bill), when the capacity is lost `rate` times per held second. A stretch that ends in a
+// loss lasts L ~ Exp(rate) and bills E[ceil(L / g) g] = g / (1 - e^(-rate g)); the last one, which ends
+// when the job does, rounds its own length up if no loss came before it and by g / 2 on average
+// otherwise.
+double expected_billed_s(double held, double rate, double granularity) {
+  if (!(granularity > 0) || !std::isfinite(held)) return held;
+  const double whole = std::ceil(held / granularity - 1e-9) * granularity;
+  if (!(rate > 0)) return whole;
+  const double losses = rate * held;
+  const double per_loss = granularity / -std::expm1(-rate * granularity) - 1.0 / rate;
+  const double none = std::exp(-losses);
+  return held + losses * per_loss + none * (whole - held) + (1.0 - none) * granularity / 2.0;
+}
+
 double crf(double rate, double years) { return rate > 0 ? rate / (1.0 - std::pow(1.0 + rate, -years)) : 1.0 / years; }
 
 }  // namespace
 
+// The trace repeats: its last state runs into its first, so a change there is a change like any other
+// (an "off, then on" trace loses its capacity where it wraps round, as the trials see it).
 double PreemptionProcess::trace_losses_per_available_hour() const {
+  const std::size_t states = availability.size() - 1;  // the last entry only marks the end
   double up = 0;
   int losses = 0;
-  for (std::size_t i = 0; i + 1 < availability.size(); ++i) {
+  for (std::size_t i = 0; i < states; ++i) {
     if (availability[i].second) up += availability[i + 1].first - availability[i].first;
-    if (i > 0 && availability[i - 1].second && !availability[i].second) ++losses;
+    if (availability[(i + states - 1) % states].second && !availability[i].second) ++losses;
   }
-  return up > 0 ? losses / (up / kHour) : 0.0;
+  if (up <= 0) return kInfinity;  // never available: the capacity is lost as soon as it comes
+  return losses / (up / kHour);
 }
 
 double PreemptionProcess::trace_mean_unavailable_s() const {
+  const std::size_t states = availability.size() - 1;
   double down = 0;
   int spells = 0;
-  for (std::size_t i = 0; i + 1 < availability.size(); ++i) {
+  for (std::size_t i = 0; i < states; ++i) {
     if (!availability[i].second) {
       down += availability[i + 1].first - availability[i].first;
-      if (i == 0 || availability[i - 1].second) ++spells;
+      if (availability[(i + states - 1) % states].second) ++spells;
     }
   }
+  if (down > 0 && spells == 0) return kInfinity;  // never available
   return spells > 0 ? down / spells : 0.0;
 }
 
@@ -592,6 +613,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   // 1 / (M e^(R/M) (e^(tau/M) - e^(-delta/M))), or 1 / (tau + delta) without interruptions.
   const auto check_load = [&](const Plan& plan, const std::string& name) {
     const double preempt_rate = preemption_rate(plan);
+    if (!std::isfinite(preempt_rate)) return;  // a trace never available: the trials only wait
     const ClosedForm c = closed_form(plan, preempt_rate);
     const bool capped = !(c.finite && c.wall < cap);
     const double span = capped ? cap : c.wall;
@@ -647,13 +669,15 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
                                                                      : fmt::format("{:g} x the failure-free time", options.cap_factor);
     if (e.can_finish) {
       e.expected_wall_s = c.wall;
-      e.expected_cost = c.held / kHour * run.gpus * plan.price;
+      e.expected_cost = expected_billed_s(c.held, plan.spot ? preempt_rate : 0.0, plan.granularity) / kHour * run.gpus * plan.price;
     } else {
       // On spot alone; a mixed row's fallback can still finish it (its Monte Carlo says whether).
       const char* what = pricing == Pricing::mixed ? "cannot finish on spot alone" : "cannot finish";
       const std::string expected =
           c.finite ? fmt::format("the expected wall time is {:.3g} x the failure-free time", c.wall / run.work_s) : std::string("the expected wall time overflows");
-      if (c.noticed_rate > 0 && 1.0 / c.noticed_rate < e.mtbi_s) {
+      if (!std::isfinite(preempt_rate)) {
+        e.verdict = fmt::format("{}: its availability trace never has capacity", what);
+      } else if (c.noticed_rate > 0 && 1.0 / c.noticed_rate < e.mtbi_s) {
         e.verdict = fmt::format("{} within {}: {}, with noticed preemptions every {:.3g} h on average and a restart and the notice taking {:.3g} h",
                                 what, within, expected, 1.0 / c.noticed_rate / kHour, (restart + plan.notice) / kHour);
       } else {
@@ -763,10 +787,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       // The preemption rate at which spot's expected cost (closed form) reaches on-demand's, bisected.
       const double nodes = o.preemption.zone ? 1.0 : run.nodes;
       const auto cost_at = [&](double per_node_hour) {
-        const ClosedForm c = closed_form(plan, per_node_hour * nodes / kHour);
-        return c.finite ? c.held / kHour * run.gpus * plan.price : kInfinity;
+        const double rate = per_node_hour * nodes / kHour;
+        const ClosedForm c = closed_form(plan, rate);
+        return c.finite ? expected_billed_s(c.held, rate, plan.granularity) / kHour * run.gpus * plan.price : kInfinity;
       };
-      const double od_cost = on_demand.held / kHour * run.gpus * cheapest_on_demand->price_per_gpu_hour;
+      const double od_cost =
+          expected_billed_s(on_demand.held, 0.0, cheapest_on_demand->billing_granularity_s) / kHour * run.gpus * cheapest_on_demand->price_per_gpu_hour;
       if (cost_at(0) < od_cost) {
         double lo = 0, hi = std::max(1e-6, o.preemption.rate_per_node_hour);
         while (cost_at(hi) < od_cost && hi < 1e3) hi *= 2;

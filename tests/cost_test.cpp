@@ -587,3 +587,66 @@ TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the p
   CHECK(m->can_finish);
   CHECK(m->on_demand_fraction == Approx(1.0));
 }
+
+TEST_CASE("cost: a trace repeats, so the change where it wraps round is a loss like any other, and a trace never available cannot finish") {
+  RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.reliability.failures_per_1000_node_days = 0;
+  Offering off_first = poisson_spot(120, 0, 0.0);
+  off_first.name = "off first";
+  off_first.preemption = {};
+  off_first.preemption.kind = PreemptionProcess::Kind::trace;
+  off_first.preemption.availability = {{0, false}, {10 * kHour, true}, {100 * kHour, true}};
+  Offering on_first = off_first;
+  on_first.name = "on first";
+  on_first.preemption.availability = {{0, true}, {90 * kHour, false}, {100 * kHour, true}};
+  // Expectation: the same market seen from another start: one loss per 90 available hours and 10-h
+  // waits, for both (the off-first trace counted no loss: the failure-free time at the price ratio).
+  for (const Offering* o : {&off_first, &on_first}) {
+    CHECK(o->preemption.trace_losses_per_available_hour() == Approx(1.0 / 90));
+    CHECK(o->preemption.trace_mean_unavailable_s() == Approx(10 * kHour));
+  }
+  CostOptions opt;
+  opt.trials = 400;
+  const auto rows = estimate_costs(run, {on_demand(3.0), off_first, on_first}, opt);
+  CHECK(rows[1].expected_wall_s == Approx(rows[2].expected_wall_s).epsilon(1e-12));
+  CHECK(rows[1].expected_wall_s > 1.1 * run.work_s);
+  for (int i : {1, 2}) CHECK(rows[static_cast<std::size_t>(i)].wall_s.mean == Approx(rows[static_cast<std::size_t>(i)].expected_wall_s).epsilon(0.1));
+
+  Offering never = off_first;
+  never.name = "never";
+  never.preemption.availability = {{0, false}, {10 * kHour, false}};
+  CHECK(std::isinf(never.preemption.trace_losses_per_available_hour()));
+  const auto none = estimate_costs(run, {on_demand(3.0), never}, opt);
+  CHECK_FALSE(none[1].can_finish);
+  CHECK(std::isinf(none[1].expected_cost));
+  CHECK(none[1].finished == 0);
+  CHECK(none[1].verdict.find("never has capacity") != std::string::npos);
+}
+
+TEST_CASE("cost: the closed-form expected cost bills each stretch of holding rounded up to the billing granularity, as the trials do") {
+  RunSpec run = daly_run(6 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.reliability.failures_per_1000_node_days = 0;
+  Offering daily = on_demand(2.0);
+  daily.name = "daily";
+  daily.billing_granularity_s = 86400;
+  Offering hourly_spot = poisson_spot(120, 1800, 0.02);
+  hourly_spot.name = "hourly spot";
+  hourly_spot.billing_granularity_s = kHour;
+  Offering per_second_spot = hourly_spot;
+  per_second_spot.name = "per-second spot";
+  per_second_spot.billing_granularity_s = 1;
+  CostOptions opt;
+  opt.trials = 2000;
+  const auto rows = estimate_costs(run, {on_demand(2.0), daily, hourly_spot, per_second_spot}, opt);
+  // Expectation: a 6-h run billed by the day costs a day, in every trial and in the closed form (it
+  // gave the 6 h); spot billed by the hour pays about half an hour more per stretch of holding.
+  CHECK(rows[1].cost.p50 == Approx(run.gpus * 24 * 2.0));
+  CHECK(rows[1].expected_cost == Approx(run.gpus * 24 * 2.0));
+  CHECK(rows[0].expected_cost == Approx(rows[0].cost.mean).epsilon(0.01));
+  CHECK(rows[2].expected_cost == Approx(rows[2].cost.mean).epsilon(0.05));
+  CHECK(rows[2].expected_cost > rows[3].expected_cost * 1.05);
+  // The break-even of the hourly row is lower: its stretches cost more.
+  REQUIRE(rows[2].break_even_preemptions_per_node_hour.has_value());
+  REQUIRE(rows[3].break_even_preemptions_per_node_hour.has_value());
+  CHECK(*rows[2].break_even_preemptions_per_node_hour < *rows[3].break_even_preemptions_per_node_hour);
+}
