@@ -46,8 +46,9 @@ std::string checkpoint_every(double interval_s, double work_s) { return interval
 // "87.3 h", "7.5e+299 h": a fixed-point figure up to ten million hours, then an exponent, so that a
 // tiny failure rate does not print a 300-digit MTBF.
 std::string hours(double h) { return !std::isfinite(h) ? "infinite" : h < 1e7 ? fmt::format("{:.1f} h", h) : fmt::format("{:.3g} h", h); }
+// A percentile past the trials that finished is infinite: "never", as for days.
 std::string money(double v) {
-  if (!std::isfinite(v)) return "-";
+  if (!std::isfinite(v)) return "never";
   if (v >= 1e6) return fmt::format("{:.3f}M", v / 1e6);
   if (v >= 1e3) return fmt::format("{:.1f}k", v / 1e3);
   return fmt::format("{:.0f}", v);
@@ -170,13 +171,11 @@ void training_cost(const Options& o) {
     }
     if (e.break_even_utilisation) even = fmt::format("utilisation {:.0f}%", 100 * *e.break_even_utilisation);
     if (e.pricing == models::Pricing::mixed) even = fmt::format("{:.0f}% on on-demand", 100 * e.on_demand_fraction);
-    const bool ran = e.finished > 0;
     // A mixed row pays the spot price until it falls back, then the on-demand one.
     const std::string price = e.pricing == models::Pricing::mixed ? fmt::format("{:.3f}/{:.3f}", e.price_per_gpu_hour, e.fallback_price_per_gpu_hour)
                                                                   : fmt::format("{:.3f}", e.price_per_gpu_hour);
     t.add_row({e.offering, std::string(to_string(e.pricing)), price, checkpoint_every(e.interval_s, run.work_s),
-               ran ? days(e.wall_s.p50) : "-", ran ? days(e.wall_s.p90) : "-", ran ? days(e.wall_s.p99) : "-", ran ? money(e.cost.p50) : "-",
-               ran ? money(e.cost.p90) : "-", ran ? money(e.cost.p99) : "-", e.finished == e.trials ? fmt::format("{:.3f}", e.cost_per_million_tokens) : "-",
+               days(e.wall_s.p50), days(e.wall_s.p90), days(e.wall_s.p99), money(e.cost.p50), money(e.cost.p90), money(e.cost.p99), e.finished == e.trials ? fmt::format("{:.3f}", e.cost_per_million_tokens) : "-",
                fmt::format("{:.1f}", e.mean_interruptions), fmt::format("{:.1f}", e.gpu_hours_lost_per_event), even});
   }
   std::cout << t.render("  ");

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/evp.h>
 
 #include "clustersim/common/input_error.hpp"
@@ -135,6 +136,46 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
       }
     };
     walk(walk, d, "");
+  }
+  if (kind == ReportSource::Kind::cost) {
+    // What the cost section reads of each offering, typed as `clustersim cost` writes it (null: never
+    // or unbounded).
+    const auto fail = [&](const std::string& where, const char* expected, const json& v) {
+      throw InputError(fmt::format("{}: field '{}': expected {}, found {}", file.string(), where, expected,
+                                   v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump()));
+    };
+    if (!d["offerings"].is_array()) fail("offerings", "a list of offerings", d["offerings"]);
+    const double trials = d["trials"].get<double>();
+    for (std::size_t i = 0; i < d["offerings"].size(); ++i) {
+      const json& o = d["offerings"][i];
+      const std::string at = fmt::format("offerings[{}]", i);
+      if (!o.is_object()) fail(at, "an object", o);
+      const auto field = [&](const char* k) -> const json& {
+        if (!o.contains(k)) throw InputError(fmt::format("{}: field '{}.{}': missing", file.string(), at, k));
+        return o[k];
+      };
+      for (const char* k : {"offering", "pricing"}) {
+        if (!field(k).is_string()) fail(at + "." + k, "text", o[k]);
+      }
+      if (!field("can_finish").is_boolean()) fail(at + ".can_finish", "true or false", o["can_finish"]);
+      const json& f = field("finished_trials");
+      if (!f.is_number_integer() || f.get<double>() > trials) fail(at + ".finished_trials", "a whole number up to the trials run", f);
+      for (const char* k : {"price_per_gpu_hour", "mean_interruptions"}) {
+        if (!field(k).is_number()) fail(at + "." + k, "a number", o[k]);
+      }
+      for (const char* k : {"expected_cost_usd", "expected_wall_days"}) {
+        if (o.contains(k) && !o[k].is_number() && !o[k].is_null()) fail(at + "." + k, "a number or null", o[k]);
+      }
+      for (const char* k : {"cost_usd", "wall_days"}) {
+        const json& dist = field(k);
+        if (!dist.is_object()) fail(at + "." + k, "an object of mean, p50, p90 and p99", dist);
+        for (const char* q : {"mean", "p50", "p90", "p99"}) {
+          if (!dist.contains(q) || !(dist[q].is_number() || dist[q].is_null())) {
+            fail(fmt::format("{}.{}.{}", at, k, q), "a number or null", dist.contains(q) ? dist[q] : json("missing"));
+          }
+        }
+      }
+    }
   }
   if (kind == ReportSource::Kind::training_run) {
     check(d, "", "step_time_s", true);
@@ -784,8 +825,11 @@ class Builder {
         const bool finishes = o.value("can_finish", true);
         // Its CSV values stay empty when it never finishes.
         const auto q = [&](const json& j, const char* k) { return finishes ? num(j, k) : std::nan(""); };
-        t.rows.push_back({str(o, "offering"), str(o, "pricing"), finishes ? usd(num(c, "p50")) : "never finishes", finishes ? usd(num(c, "p90")) : "never finishes",
-                          finishes ? fixed(num(w, "p50"), 1) : "never", finishes ? fixed(num(w, "p90"), 1) : "never", fixed(num(o, "mean_interruptions"), 1)});
+        // A percentile that reaches into the trials that did not finish is null: never.
+        const auto pct = [&](const json& j, const char* k, const auto& show) { return j[k].is_null() ? std::string("never") : show(num(j, k)); };
+        const auto days = [](double v) { return fixed(v, 1); };
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), finishes ? pct(c, "p50", usd) : "never finishes", finishes ? pct(c, "p90", usd) : "never finishes",
+                          finishes ? pct(w, "p50", days) : "never", finishes ? pct(w, "p90", days) : "never", fixed(num(o, "mean_interruptions"), 1)});
         const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));
         csv("cost", subject, "cost_p50", q(c, "p50"), "USD");
         csv("cost", subject, "cost_p90", q(c, "p90"), "USD");
@@ -800,33 +844,65 @@ class Builder {
       para(s, fmt::format("{}: the distribution of cost and finish time over {} trials on each offering.", who, fmt_num(num(d, "trials"))));
       table(s, t);
       // The distributions themselves, from distributions.csv beside cost.json.
-      const auto dist = read_csv(r->path.parent_path() / "distributions.csv");
-      if (dist && dist->column("offering") >= 0 && dist->column("cost_usd") >= 0) {
-        std::map<std::string, std::vector<double>> costs;
+      const fs::path dist_file = r->path.parent_path() / "distributions.csv";
+      const auto dist = read_csv(dist_file);
+      if (fs::exists(dist_file) && !(dist && dist->column("offering") >= 0 && dist->column("cost_usd") >= 0)) {
+        throw InputError(fmt::format("{}:1: expected the header of `clustersim cost`'s trials (offering,trial,wall_days,cost_usd), found '{}'", dist_file.string(),
+                                     dist ? fmt::format("{}", fmt::join(dist->header, ",")) : std::string()));
+      }
+      if (dist) {
+        // Each finished trial's cost, per offering. The trials that did not finish count after every
+        // one that did (as the cost command counts them), so a curve levels off at the share that
+        // finished.
+        std::map<std::string, std::size_t> finished;
         std::vector<std::string> order;
-        for (const auto& row : dist->rows) {
-          const std::string& name = row[static_cast<std::size_t>(dist->column("offering"))];
+        for (const json& o : d["offerings"]) {
+          finished[str(o, "offering")] = o["finished_trials"].get<std::size_t>();
+          order.push_back(str(o, "offering"));
+        }
+        const auto trials = d["trials"].get<std::size_t>();
+        const auto name_col = static_cast<std::size_t>(dist->column("offering"));
+        std::map<std::string, std::vector<double>> costs;
+        for (std::size_t i = 0; i < dist->rows.size(); ++i) {
+          const auto& row = dist->rows[i];
+          const std::string name = name_col < row.size() ? row[name_col] : "";
           const double v = number_at(row, dist->column("cost_usd"));
-          if (!std::isfinite(v)) continue;
-          if (!costs.count(name)) order.push_back(name);
+          if (!finished.count(name) || !(std::isfinite(v) && v >= 0)) {
+            throw InputError(fmt::format("{}:{}: expected an offering of {} and a cost in dollars, found '{}'", dist_file.string(), i + 2,
+                                         r->path.filename().string(), fmt::join(row, ",")));
+          }
           costs[name].push_back(v / 1e6);
+        }
+        for (const auto& [name, n] : finished) {
+          if (costs[name].size() != n) {
+            throw InputError(fmt::format("{}: holds {} trials of {} where {} says {} finished: the two files are not from one run", dist_file.string(),
+                                         costs[name].size(), name, r->path.filename().string(), n));
+          }
         }
         json series = json::array();
         Table ct{{"offering", "P10", "P50", "P90", "finished trials"}, {false, true, true, true, true}, {}};
         for (const auto& name : order) {
           auto& v = costs[name];
+          if (v.empty()) continue;
           std::sort(v.begin(), v.end());
           json pts = json::array();
           const std::size_t n = v.size();
           const std::size_t steps = std::min<std::size_t>(n, 100);
           for (std::size_t k = 0; k < steps; ++k) {
             const std::size_t i = steps == 1 ? 0 : k * (n - 1) / (steps - 1);
-            pts.push_back({v[i], static_cast<double>(i + 1) / static_cast<double>(n)});
+            pts.push_back({v[i], static_cast<double>(i + 1) / static_cast<double>(trials)});
           }
           series.push_back({{"name", name}, {"points", pts}, {"step", true}});
-          // Percentiles as the cost command computes them; v is in $ million.
-          const auto at = [&](double f) { return usd(1e6 * quantile_sorted(v, f)); };
-          ct.rows.push_back({name, at(0.1), at(0.5), at(0.9), std::to_string(n)});
+          // Percentiles over every trial, as the cost command computes them (v is in $ million): one
+          // that reaches into the unfinished trials is never.
+          const auto at = [&](double f) {
+            const double pos = f * static_cast<double>(trials - 1);
+            const auto lo = static_cast<std::size_t>(std::floor(pos));
+            const double frac = pos - static_cast<double>(lo);
+            if (lo >= n || (frac > 0 && lo + 1 >= n)) return std::string("never");
+            return usd(1e6 * (frac > 0 ? v[lo] + frac * (v[lo + 1] - v[lo]) : v[lo]));
+          };
+          ct.rows.push_back({name, at(0.1), at(0.5), at(0.9), n == trials ? std::to_string(n) : fmt::format("{} of {}", n, trials)});
         }
         json spec = {{"type", "lines"},
                      {"title", fmt::format("{}: cost distribution per offering (CDF over trials)", who)},

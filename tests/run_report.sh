@@ -124,6 +124,32 @@ sed 's|"can_finish": true|"can_finish": false|' "$dir/cost/cost.json" >"$dir/nev
 grep -q "never finishes" "$dir/never-report/report.md" || { echo "report.md does not say an offering never finishes"; exit 1; }
 if grep -q '\$0\.00' "$dir/never-report/report.md"; then echo "report.md prices an offering that never finishes at \$0.00"; exit 1; fi
 grep -q "nothing to draw" "$dir/never-report/report.md" || { echo "report.md draws a cost chart with no finished offering"; exit 1; }
+# Trials that did not finish count after every one that did: the cost CDF levels off at the share
+# that finished and its P90 is never, as cost.json's is (the chart had reached 1 over the finished
+# trials alone, with a P90 in dollars).
+"$cli" cost "$data/cost-partial.yaml" --report "$dir/partial" >/dev/null
+finished=$(grep -o '"finished_trials": [0-9]*' "$dir/partial/cost.json" | grep -o '[0-9]*$')
+[ "$finished" -gt 0 ] && [ "$finished" -lt 40 ] || { echo "cost-partial.yaml should leave some of its 40 trials unfinished, not $finished"; exit 1; }
+grep -q "^| aws-p5-on-demand | \$[0-9.]* k | \$[0-9.]* k | never | $finished of 40 |$" "$dir/partial/report.md" ||
+  { echo "the cost CDF table does not count the unfinished trials"; grep aws-p5 "$dir/partial/report.md"; exit 1; }
+grep -q "^| aws-p5-on-demand | on-demand | \$[0-9.]* k | never | [0-9.]* | never |" "$dir/partial/report.md" ||
+  { echo "the cost table does not say never for a P90 past the finished trials"; grep aws-p5 "$dir/partial/report.md"; exit 1; }
+# distributions.csv is checked against cost.json: a torn, foreign or unreadable one is refused, not
+# drawn from what is left.
+mkdir -p "$dir/torn" "$dir/foreign" "$dir/garbled"
+for d in torn foreign garbled; do cp "$dir/partial/cost.json" "$dir/$d/"; done
+head -n 10 "$dir/partial/distributions.csv" >"$dir/torn/distributions.csv"
+refused "$dir/torn" "torn/distributions.csv: holds 9 trials of aws-p5-on-demand where cost.json says $finished finished" "a torn distributions.csv"
+{ cat "$dir/partial/distributions.csv"; echo "ghost,0,1.0,100"; } >"$dir/foreign/distributions.csv"
+refused "$dir/foreign" "foreign/distributions.csv:$((finished + 2)): expected an offering of cost.json and a cost in dollars, found 'ghost,0,1.0,100'" "a trial of another offering"
+tr ',' ';' <"$dir/partial/distributions.csv" >"$dir/garbled/distributions.csv"
+refused "$dir/garbled" "garbled/distributions.csv:1: expected the header" "a distributions.csv of another format"
+# An offering's fields of the wrong type are refused by field (they had been shown as "-" or blank).
+mkdir -p "$dir/price-text" "$dir/finished-over"
+sed 's|"price_per_gpu_hour": [0-9.e+]*|"price_per_gpu_hour": "abc"|' "$dir/cost/cost.json" >"$dir/price-text/cost.json"
+refused "$dir/price-text" "field 'offerings\[0\].price_per_gpu_hour': expected a number, found 'abc'" "a price that is not a number"
+sed 's|"finished_trials": [0-9]*|"finished_trials": 5000|' "$dir/cost/cost.json" >"$dir/finished-over/cost.json"
+refused "$dir/finished-over" "field 'offerings\[0\].finished_trials': expected a whole number up to the trials run, found 5000" "more trials finished than run"
 # The trace link is a relative, URL-safe reference.
 grep -q 'href="\./\.\./train/trace\.json"' "$dir/all/report.html" || { echo "report.html's trace link is not ./../train/trace.json"; grep -o 'href="[^"]*"' "$dir/all/report.html"; exit 1; }
 
