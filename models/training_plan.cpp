@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "clustersim/models/training.hpp"
 #include "training_internal.hpp"
@@ -114,6 +115,17 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
     }
     if (m.moe->experts % p.ep != 0) fail("parallelism.ep", fmt::format("ep = {} must divide the {} experts", p.ep, m.moe->experts));
   }
+  if (m.moe && p.pp > 1 && dense_stage_stride(p) != expert_stage_stride(p)) {
+    // The experts' mapping (etp, ep, expert dp in the same order) must put each rank on the stage the
+    // attention's puts it on. Megatron-Core asserts that the two pipeline groups agree ("When not
+    // using pp-last rank ordering, the data parallel size of the attention and moe layers must be the
+    // same"; parallel_state.initialize_model_parallel).
+    std::vector<std::string_view> names;
+    for (ParallelDim d : p.order) names.push_back(to_string(d));
+    fail("parallelism.order", fmt::format("order {} maps the experts' ranks (etp x ep x expert dp = {} x {} x {}) to other pipeline stages than the "
+                                          "attention's (tp x cp x dp = {} x {} x {}), as Megatron-Core refuses: put pp last, or make etp x ep = tp x cp",
+                                          fmt::join(names, "-"), p.etp, p.ep, expert_data_parallel_size(p), p.tp, p.cp, p.dp));
+  }
   if (m.moe && p.tp > 1 && !p.sequence_parallel) {
     // Megatron-Core refuses it (TransformerConfig: with expert and tensor parallelism, sequence
     // parallelism must be used; arguments.py: MoE with TP needs SP): its MoE layer routes the
@@ -195,6 +207,30 @@ std::vector<int> along(int rank, ExpertDim dim) {
 }
 
 }  // namespace
+
+// The rank distance between neighbouring pipeline stages, in the attention's mapping and in the
+// experts'.
+int dense_stage_stride(const ParallelismPlan& plan) {
+  int stride = 1;
+  for (ParallelDim d : plan.order) {
+    if (d == ParallelDim::pp) break;
+    if (d == ParallelDim::tp) stride *= plan.tp;
+    if (d == ParallelDim::cp) stride *= plan.cp;
+    if (d == ParallelDim::dp) stride *= plan.dp;
+  }
+  return stride;
+}
+
+int expert_stage_stride(const ParallelismPlan& plan) {
+  int stride = 1;
+  for (ParallelDim d : plan.order) {
+    if (d == ParallelDim::pp) break;
+    if (d == ParallelDim::tp) stride *= plan.etp;
+    if (d == ParallelDim::ep) stride *= plan.ep;
+    if (d == ParallelDim::dp) stride *= expert_data_parallel_size(plan);
+  }
+  return stride;
+}
 
 std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).ep); }
 

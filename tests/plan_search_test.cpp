@@ -686,3 +686,51 @@ TEST_CASE("plan search: the scenario's own plan is in the space and simulated ev
   CHECK(zr.own == 0);
   CHECK_THAT(zr.key(zr.outcomes[0]), !Catch::Contains("overlap=0"));
 }
+
+TEST_CASE("plan search: a mixture of experts under every rank order rejects the orders whose experts' stages differ from the attention's, and simulates the rest") {
+  test::TempDir dir;
+  dir.write("tiny-moe.yaml", R"(model:
+  name: tiny-moe
+  layers: 8
+  hidden: 2048
+  heads: 16
+  kv_heads: 8
+  head_dim: 128
+  ffn_hidden: 4096
+  activation: swiglu
+  vocab: 32000
+  seq_len: 2048
+  tied_embeddings: false
+  moe: {experts: 8, top_k: 2, expert_ffn_hidden: 4096}
+)");
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: moe-orders
+  kind: training
+  model: tiny-moe.yaml
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  parallelism: {tp: 2, pp: 2, dp: 2, sequence_parallel: true}
+  batch: {micro: 1, global: 4}
+  recompute: full
+  search: {tp: [2], pp: [2], ep: [1], etp: [1], micro: [1], recompute: [full], order: all}
+)");
+  const TrainingScenario sc = load_training_scenario(file);
+  SearchOptions opt;
+  opt.threads = 1;
+  // The whole search had died in a map lookup on the first such order.
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+  int refused = 0, simulated = 0;
+  for (const auto& o : r.outcomes) {
+    const TrainingJob j = r.job(o);
+    const bool same_stages = dense_stage_stride(j.plan) == expert_stage_stride(j.plan);
+    if (o.status == PlanOutcome::Status::constraint && o.reason.find("to other pipeline stages than the attention's") != std::string::npos) {
+      ++refused;
+      CHECK_FALSE(same_stages);
+    }
+    if (o.status == PlanOutcome::Status::simulated) {
+      ++simulated;
+      CHECK(same_stages);
+    }
+  }
+  CHECK(refused > 0);
+  CHECK(simulated > 0);
+}

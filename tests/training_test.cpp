@@ -824,6 +824,34 @@ TEST_CASE("the experts' mapping folds ep after expert tensor parallelism 1, as M
   for (int d = 0; d < p.dp; ++d) CHECK(rank_of(p, RankCoord{1, 1, d, 2}) == rank_of(q, RankCoord{1, 1, d, 2}));
 }
 
+TEST_CASE("an order that maps the experts' ranks to other pipeline stages than the attention's is refused, as Megatron-Core refuses it") {
+  // TP 2, PP 2 with etp 1, ep 1 and pp before dp: the attention's stages are ranks {0, 1} and
+  // {2, 3}, the experts' would be {0, 1} and {2, 3} only if their 2 expert-data-parallel ranks came
+  // before pp; with tp-cp-ep-pp-dp they come after it, and an expert group held ranks of both stages
+  // (the step died in a map lookup).
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job = mixtral_job(2, 1, 1, 1);
+  job.model.layers = 4;
+  job.global_batch = 2;
+  job.plan.pp = 2;
+  job.plan.order = {ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::pp, ParallelDim::dp};
+  CHECK(dense_stage_stride(job.plan) == 2);
+  CHECK(expert_stage_stride(job.plan) == 1);
+  CHECK_THROWS_WITH(simulate_training(job, topo), Catch::Contains("to other pipeline stages than the attention's"));
+  // pp last, or the experts' ranks before pp as many as the attention's (ep 2 in tp's place): it runs.
+  job.plan.order = ParallelismPlan().order;
+  CHECK(simulate_training(job, topo).step_time.value() > 0);
+  job.plan.order = {ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::pp, ParallelDim::dp};
+  job.plan.ep = 2;
+  CHECK(dense_stage_stride(job.plan) == expert_stage_stride(job.plan));
+  CHECK(simulate_training(job, topo).step_time.value() > 0);
+  // A dense model has no experts' mapping: any order runs.
+  job.model = preset("llama3-8b");
+  job.model.layers = 4;
+  job.plan.ep = 1;
+  CHECK(simulate_training(job, topo).step_time.value() > 0);
+}
+
 TEST_CASE("expert tensor parallelism splits each expert over etp ranks, which gather the tokens their EP rank received") {
   // 16 ranks a stage, TP 4, EP 2, ETP 2: the experts' mapping is etp (2) x ep (2) x the rest (4).
   ParallelismPlan p;

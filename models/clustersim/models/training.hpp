@@ -299,6 +299,11 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c);
 // tp-cp-ep-dp-pp and etp 1 an EP group is ep consecutive ranks (one node's GPUs for ep 8) whatever
 // tp and cp are. Ranks are GPU indices, as from rank_of.
 int expert_data_parallel_size(const ParallelismPlan& plan);
+// The rank distance between neighbouring pipeline stages in the attention's mapping (rank_of) and in
+// the experts'. Where they differ, an expert group would span stages: check_job refuses the plan,
+// as Megatron-Core does.
+int dense_stage_stride(const ParallelismPlan& plan);
+int expert_stage_stride(const ParallelismPlan& plan);
 // The ranks of the expert-parallel group that holds `rank`, in ep order.
 std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank);
 // The ranks that split the same experts with `rank` (its expert-tensor-parallel group), in order.
