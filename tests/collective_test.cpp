@@ -532,3 +532,15 @@ TEST_CASE("the same collective twice gives identical results", "[collectives][de
   CHECK(a.time == b.time);
   CHECK(a.stats.events == b.stats.events);
 }
+
+TEST_CASE("an all-to-all past 2,048 GPUs is refused by its flow count, before any flow is built", "[collectives]") {
+  // 257 DGX H100 nodes: 2,056 GPUs, 4.2 M pairs. At 16,384 GPUs the 268 M flows had run the
+  // machine out of memory (std::bad_alloc after minutes, exit 1).
+  const Topology t = from_text(
+      "topology: {name: t, node: dgx-h100, nodes: 257, fabric: {kind: fat-tree, technology: infiniband, tiers: [{radix: 64}, {radix: 64}, {radix: 64}]}}\n");
+  const CollectiveModel m(t);
+  CHECK_THROWS_WITH(m.plan(collective(CollectiveOp::all_to_all, t.gpus(), 1e9)),
+                    Catch::Contains("all_to_all among 2056 GPUs is 2056 x 2055") && Catch::Contains("at most 4192256 (2,048 GPUs)"));
+  // Other collectives over them are planned as before.
+  CHECK(m.plan(all_reduce(t.gpus(), 1e9)).phases.size() > 0);
+}
