@@ -1,7 +1,11 @@
 #include "clustersim/calibrate/calibration.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -36,6 +40,40 @@ double busbw_ceiling(const hardware::HardwareProfile& hw, LinkClass link) {
     case LinkClass::process: return 0.0;
   }
   return 0.0;
+}
+
+// Samples no collective could produce, refused before the fit (whose line they would make NaN, or
+// bend to nothing): one faster than twice what the GPU's links carry, and one more than 100 times
+// slower than a larger size of its own sweep.
+void check_collective_samples(const hardware::HardwareProfile& base, const std::vector<CollectiveSample>& samples, const std::string& from) {
+  const auto what = [](const CollectiveSample& s) {
+    return fmt::format("{} of {} over {} ({} x {} ranks{})", models::to_string(s.op), to_string(Bytes(s.bytes)), to_string(s.link), s.nodes, s.ranks,
+                       s.algorithm.empty() ? "" : ", " + s.algorithm);
+  };
+  using Group = std::tuple<int, int, int, int, std::string>;
+  std::map<Group, std::vector<const CollectiveSample*>> groups;
+  for (const CollectiveSample& s : samples) {
+    const double ceiling = busbw_ceiling(base, s.link);
+    if (ceiling > 0 && !(s.busbw() <= ceiling)) {
+      const std::string busbw = std::isfinite(s.busbw()) ? to_string(BytesPerSec(s.busbw())) : std::string("beyond any number");
+      throw InputError(fmt::format("calibrate{}: {} in {} is a bus bandwidth of {}, more than {}, twice what {}'s links carry: the sample's size or "
+                                   "time is wrong",
+                                   from, what(s), to_string(Seconds(s.seconds)), busbw, to_string(BytesPerSec(ceiling)), base.name));
+    }
+    groups[{static_cast<int>(s.op), static_cast<int>(s.link), s.ranks, s.nodes, s.algorithm}].push_back(&s);
+  }
+  for (auto& [key, list] : groups) {
+    std::sort(list.begin(), list.end(), [](const auto* a, const auto* b) { return a->bytes > b->bytes; });
+    const CollectiveSample* fastest_larger = nullptr;  // the quickest of the sizes above
+    for (const CollectiveSample* s : list) {
+      if (fastest_larger && fastest_larger->bytes > s->bytes && s->seconds > 100.0 * fastest_larger->seconds) {
+        throw InputError(fmt::format("calibrate{}: {} took {}, more than 100 times the {} the same sweep took at {}: the sample's size or time is wrong",
+                                     from, what(*s), to_string(Seconds(s->seconds)), to_string(Seconds(fastest_larger->seconds)),
+                                     to_string(Bytes(fastest_larger->bytes))));
+      }
+      if (!fastest_larger || s->seconds < fastest_larger->seconds) fastest_larger = s;
+    }
+  }
 }
 
 }  // namespace
@@ -150,6 +188,7 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
     for (const auto& n : r.attention->notes) r.notes.push_back(n);
   }
 
+  check_collective_samples(base, m.collectives, from);
   r.links = fit_collectives(m.collectives);
   // New fits replace the base's fits of the same group; the base's other fits stay.
   for (const LinkFit& l : r.links) {

@@ -409,14 +409,18 @@ TEST_CASE("calibrate: a fit faster than the GPU's links can carry is refused") {
   // to twice that (NVLS reduces in the switch: 480 GB/s is a real H100 figure) but not 1 TB/s; its
   // PCIe Gen5 x16 link carries 64 GB/s raw, so host copies may reach NVLink-C2C rates at most.
   const HardwareProfile h100 = shipped("h100-sxm5-80gb");
-  const auto sweep = [](double busbw) {
+  const auto sweep = [](double busbw, double latency = 10e-6) {
     Measurements m;
-    for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) m.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, bytes, 10e-6 + bytes * 1.75 / busbw});
+    for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) m.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, bytes, latency + bytes * 1.75 / busbw});
     return m;
   };
   CHECK(calibrate::calibrate(h100, sweep(480e9), {}).links.at(0).result.busbw.value() == Approx(480e9).epsilon(1e-3));
+  // A sample past the links' bound is refused by itself; a sweep whose latency keeps every sample
+  // under it is refused by its fitted line.
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, sweep(1e12), {}); }),
-             Catch::Contains("all_reduce over nvlink (1 x 8 ranks) fits a bus bandwidth of 1000 GB/s, more than 900 GB/s"));
+             Catch::Contains("all_reduce of 67.11 MB over nvlink (1 x 8 ranks) in 127.4 us is a bus bandwidth of 921.5 GB/s, more than 900 GB/s"));
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, sweep(1e12, 300e-6), {}); }),
+             Catch::Contains("all_reduce over nvlink (1 x 8 ranks) fits a bus bandwidth of 1 TB/s, more than 900 GB/s"));
   Measurements copies;
   for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) copies.memory.push_back({MemoryKind::h2d, bytes, 1e-7 + bytes / 1e15});
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, copies, {}); }),
@@ -766,4 +770,26 @@ TEST_CASE("calibrate: a sweep from 8 B sets the network's capacity at what its l
   ar.ranks = topo.gpus();
   ar.bytes = Bytes(8589934592.0);
   CHECK(models::CollectiveModel(topo).simulate(ar).time.value() == Approx(47535e-6).epsilon(0.03));
+}
+
+TEST_CASE("calibrate: collective samples no link could produce are refused before the fit, not printed as NaN") {
+  // Expectation: 1e308 bytes in 1e-300 s had given a 'mean nan%' fit and inf in collectives.csv; a
+  // 1 MiB all-reduce taking 1e300 us beside a 2 MiB one of 150 us had been fitted, its row clamped
+  // at 1% efficiency while the summary said every size was within 1%.
+  const HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  Measurements huge;
+  huge.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, 1e308, 1e-300});
+  huge.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, 1e300, 1e-300});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, huge, {}); }),
+             Catch::Contains("is a bus bandwidth of beyond any number, more than 900 GB/s"));
+  Measurements slow;
+  slow.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 2, 1, 1048576.0, 1e294});
+  slow.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 2, 1, 2097152.0, 150e-6});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, slow, {}); }),
+             Catch::Contains("all_reduce of 1.049 MB over nvlink (1 x 2 ranks) took") && Catch::Contains("more than 100 times the 150 us the same sweep took at 2.097 MB"));
+  // Noise is not refused: a small size 20 times slower than a larger one (a cold first run) fits.
+  Measurements noisy = slow;
+  noisy.collectives[0].seconds = 3e-3;
+  noisy.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 2, 1, 1 << 30, 5e-3});
+  CHECK(calibrate::calibrate(h100, noisy, {}).links.size() == 1);
 }
