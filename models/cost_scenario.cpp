@@ -1,6 +1,7 @@
 #include "clustersim/models/cost_scenario.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/parts.hpp"
+#include "clustersim/common/suggest.hpp"
 #include "clustersim/common/units.hpp"
 
 namespace cs::models {
@@ -117,7 +120,7 @@ Offering read_offering(const yaml::Node& node) {
     o.preemption.zone = sm.get_or<bool>("zone", false);
     o.notice_s = sm.get_or<Seconds>("notice", Seconds(0), yaml::non_negative<Seconds>()).value();
     o.capacity_wait_s = sm.get_or<Seconds>("capacity_wait", Seconds(0), yaml::non_negative<Seconds>()).value();
-    o.max_lifetime_s = sm.get_or<Seconds>("max_lifetime", Seconds(0), yaml::non_negative<Seconds>()).value();
+    o.max_lifetime_s = sm.get_or<Seconds>("max_lifetime", Seconds(0), yaml::positive<Seconds>()).value();  // absent: no limit
     sm.finish();
   }
   if (auto r = only("reserved", Pricing::reserved)) {
@@ -195,13 +198,35 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
         item.fail_message(fmt::format("no offering '{}' in cost sheet {} (it has {})", name, c.sheet.name, names));
       }
       if (it->gpu != gpu) item.fail_message(fmt::format("offering '{}' rents {}, but the scenario runs on {}", name, it->gpu, gpu));
+      if (std::any_of(c.offerings.begin(), c.offerings.end(), [&](const Offering& o) { return o.name == name; })) {
+        item.fail_message(fmt::format("offering '{}' is listed twice", name));
+      }
       c.offerings.push_back(*it);
     }
   } else {
-    for (const auto& o : c.sheet.offerings) {
-      if (o.gpu == gpu) c.offerings.push_back(o);
+    // The scenario's GPU and the shipped profiles' (their names are their files' in capitals): an
+    // offering of a GPU that is neither but within a typo of one is refused, not left out in silence
+    // (a sheet may also price GPUs of profiles of its own).
+    std::vector<std::string> known{gpu};
+    for (std::string name : shipped_part_names("hardware")) {
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+      known.push_back(std::move(name));
     }
-    if (c.offerings.empty()) node.fail_message(fmt::format("cost sheet {} offers no {}", c.sheet.name, gpu));
+    std::vector<std::string> others;
+    for (const auto& o : c.sheet.offerings) {
+      if (o.gpu == gpu) {
+        c.offerings.push_back(o);
+        continue;
+      }
+      if (std::find(known.begin(), known.end(), o.gpu) == known.end()) {
+        if (const std::string near = closest_match(o.gpu, known); !near.empty()) {
+          throw InputError(o.where, "gpu", fmt::format("a hardware profile name such as '{}'", near),
+                           fmt::format("'{}' (offering '{}' in cost sheet {})", o.gpu, o.name, c.sheet.name));
+        }
+      }
+      if (std::find(others.begin(), others.end(), o.gpu) == others.end()) others.push_back(o.gpu);
+    }
+    if (c.offerings.empty()) node.fail_message(fmt::format("cost sheet {} offers no {} (it offers {})", c.sheet.name, gpu, join_alternatives(others)));
   }
   c.reliability.failures_per_1000_node_days = kLlama3FailuresPer1000NodeDays;
   c.reliability.detect_s = 5 * 60.0;
