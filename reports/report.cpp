@@ -1010,7 +1010,17 @@ class Builder {
         t.rows.push_back({str(c, "gpu"), fmt_num(num(c, "tp")), ran ? layout : "-", ran ? fmt_num(num(c, "gpus")) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
                           c.value("feasible", false) ? "meets the SLO" : str(c, "reason", "misses the SLO")});
-        if (ran) csv("sizing", fmt::format("{}: {} TP{}", str(d, "scenario"), str(c, "gpu"), fmt_num(num(c, "tp"))), "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
+        if (ran) {
+          // One subject per fleet: an aggregated and a disaggregated layout of one GPU and TP differ.
+          const std::string fleet = num(c, "prefill", 0) > 0 ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
+                                                              : fmt::format("{} replicas", fmt_num(num(c, "replicas")));
+          const std::string subject = fmt::format("{}: {} TP{}, {}", str(d, "scenario"), str(c, "gpu"), fmt_num(num(c, "tp")), fleet);
+          csv("sizing", subject, "gpus", num(c, "gpus"), "GPUs");
+          csv("sizing", subject, "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
+          csv("sizing", subject, "cost_per_million_output_tokens", num(c, "cost_per_million_output_tokens"), "USD");
+          csv("sizing", subject, "slo_attainment", num(c, "attainment"), "fraction");
+          csv("sizing", subject, "meets_slo", c.value("feasible", false) ? 1.0 : 0.0, "1 if it does");
+        }
       }
       para(s, fmt::format("{}: configurations by cost, at {:.3g} requests/s.", str(d, "scenario"), num(d, "rate_rps")));
       table(s, std::move(t));
@@ -1096,11 +1106,13 @@ class Builder {
     Section& s = section("Reproducing this report");
     para(s, fmt::format("clustersim {}; charts by Apache ECharts {} (inlined in report.html).", options.version, assets::kEchartsVersion));
     Table t{{"input", "what", "bytes", "SHA-256"}, {false, false, true, false}, {}};
+    std::set<std::pair<std::string, std::string>> scenarios;
     for (const auto& src : sources_) {
       t.rows.push_back({src.path.string(), kind_name(src.kind), std::to_string(src.bytes), src.sha256});
       csv_text("inputs", src.path.string(), "sha256", src.sha256);
       const json& from = src.data.value("source", json::object());
-      if (from.contains("scenario_file")) {
+      // A scenario that several results read is listed once (twice if it changed between them).
+      if (from.contains("scenario_file") && scenarios.insert({str(from, "scenario_file"), str(from, "scenario_sha256")}).second) {
         t.rows.push_back({str(from, "scenario_file"), "its scenario, as read", "-", str(from, "scenario_sha256")});
         csv_text("inputs", str(from, "scenario_file"), "sha256", str(from, "scenario_sha256"));
       }

@@ -150,6 +150,11 @@ sed 's|"price_per_gpu_hour": [0-9.e+]*|"price_per_gpu_hour": "abc"|' "$dir/cost/
 refused "$dir/price-text" "field 'offerings\[0\].price_per_gpu_hour': expected a number, found 'abc'" "a price that is not a number"
 sed 's|"finished_trials": [0-9]*|"finished_trials": 5000|' "$dir/cost/cost.json" >"$dir/finished-over/cost.json"
 refused "$dir/finished-over" "field 'offerings\[0\].finished_trials': expected a whole number up to the trials run, found 5000" "more trials finished than run"
+# Every figure of report.csv has its own (section, subject, metric): the sizing rows had named only
+# the GPU and TP, so an aggregated and a disaggregated fleet of one GPU shared their keys.
+dups=$(sed -E 's/,[^,]*,[^,]*$//' "$dir/all/report.csv" | sort | uniq -d)
+[ -z "$dups" ] || { echo "report.csv repeats keys: $dups"; exit 1; }
+grep -q '^sizing,"sizing: [^"]* TP[0-9]*, [0-9]* replicas",meets_slo,[01],' "$dir/all/report.csv" || { echo "report.csv gives no sizing fleet's SLO verdict"; exit 1; }
 # The trace link is a relative, URL-safe reference.
 grep -q 'href="\./\.\./train/trace\.json"' "$dir/all/report.html" || { echo "report.html's trace link is not ./../train/trace.json"; grep -o 'href="[^"]*"' "$dir/all/report.html"; exit 1; }
 
