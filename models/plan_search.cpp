@@ -496,6 +496,11 @@ std::string SearchResult::key(const PlanOutcome& o) const {
 
 std::string SearchResult::text(const PlanOutcome& o) const {
   std::string t = plan_text(job(o));
+  if (const std::int64_t mp = checked_product({o.plan.tp, o.plan.pp, o.plan.cp}); mp > 0 && o.plan.gpus % mp != 0) {
+    // No data-parallel degree fills these GPUs (the plan's rejection says so): not the rounded-down one.
+    const std::string dp = fmt::format(" DP{} ", job(o).plan.dp);
+    if (const auto at = t.find(dp); at != std::string::npos) t.replace(at, dp.size(), " DP- ");
+  }
   if (systems.size() > 1) t += " on " + topology(o).name;
   return t;
 }

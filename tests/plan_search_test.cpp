@@ -354,6 +354,8 @@ TEST_CASE("plan search: degrees whose product overflows 32 bits are constraints 
     CHECK(o.status == PlanOutcome::Status::constraint);
     // Expectation: "tp x pp x cp = 8 x 536870912 x 1 does not divide the 8 GPUs (it is more)", each factor as given.
     CHECK(o.reason == fmt::format("tp x pp x cp = {} x {} x {} does not divide the {} GPUs (it is more)", o.plan.tp, o.plan.pp, o.plan.cp, o.plan.gpus));
+    // No data-parallel degree fills them: the plan's text says DP-, not a rounded-down DP0.
+    CHECK_THAT(r.text(o), Catch::Contains(" DP- "));
   }
   CHECK(huge > 0);
   CHECK(r.simulated > 0);  // tp 2, pp 1 still runs
