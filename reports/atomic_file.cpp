@@ -75,7 +75,12 @@ AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
   }
   temporary_ = (dir / fmt::format(".{}.tmp.XXXXXX", path_.filename().string())).string();
   fd_ = ::mkstemp(temporary_.data());
-  if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), std::strerror(errno)));
+  if (fd_ < 0) {
+    // The output is written beside itself first, then renamed: a directory that takes no new file
+    // (read-only, or /proc) cannot hold it, whatever the file itself is.
+    throw std::runtime_error(fmt::format("cannot write {}: cannot create a file in {} to write it into first: {}", path_.string(), dir.string(),
+                                         std::strerror(errno)));
+  }
   slot_ = claim_slot(temporary_);
   buffer_.reserve(kBufferBytes);
 }
