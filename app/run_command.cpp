@@ -13,6 +13,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "clustersim/sim/time.hpp"
 #include "output_dir.hpp"
 #include "report_command.hpp"
 
@@ -415,7 +416,15 @@ void run(const Options& o) {
   models::TrainingOptions opt;
   opt.fold = !o.no_fold;
   opt.trace = !o.out.empty();
-  TrainingResult r = models::simulate_training(sc.job, *sc.topology, opt);
+  TrainingResult r = [&] {
+    try {
+      return models::simulate_training(sc.job, *sc.topology, opt);
+    } catch (const sim::TimeRangeError& e) {
+      // Most often the batch: say which step ran past the clock, where the scenario sets it.
+      throw InputError(sc.batch_where, fmt::format("the step of this batch (micro batch {} of {} tokens, global batch {}) runs past the clock: {}",
+                                                   sc.job.micro_batch, sc.job.model.seq_len, sc.job.global_batch, e.what()));
+    }
+  }();
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);
   if (!o.report.empty()) j["scaling"] = scaling_sweep(sc, r, opt.fold);

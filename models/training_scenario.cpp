@@ -143,7 +143,9 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   const yaml::Node plan_node = m.at("parallelism", "a parallelism map (tp, pp, dp, ...)");
   read_parallelism(plan_node, sc.job.plan);
   {
-    yaml::Map b(m.at("batch", "a batch map with micro and global (sequences)"));
+    const yaml::Node batch_node = m.at("batch", "a batch map with micro and global (sequences)");
+    sc.batch_where = batch_node.where();
+    yaml::Map b(batch_node);
     sc.job.micro_batch = b.get_or<int>("micro", 1, yaml::positive<int>());
     sc.job.global_batch = b.get<int>("global", yaml::positive<int>());
     // Training at another sequence length than the preset's.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "clustersim/common/input_error.hpp"
 #include "clustersim/models/cost_scenario.hpp"
 #include "clustersim/models/plan_search.hpp"
 #include "clustersim/models/training.hpp"
@@ -30,6 +31,7 @@ struct TrainingScenario {
   TrainingJob job;
   std::shared_ptr<const topology::Topology> topology;
   std::filesystem::path file;
+  SourceLocation batch_where;       // the `batch:` map, for errors the step's size causes
   std::optional<CostSection> cost;  // the `cost:` section, for `clustersim cost`
   SearchSpace search;               // the `search:` section over default_space, for `clustersim plan`
   std::vector<std::shared_ptr<const topology::Topology>> search_topologies;  // own search.systems' topologies
