@@ -417,19 +417,23 @@ class RunTrial final : public sim::EventHandler {
   Trial result_;
 };
 
-// The expected seconds billed for `held` seconds of holding at `granularity`, each stretch rounded up
-// (as the trials bill), when the capacity is lost `rate` times per held second. A stretch that ends in a
-// loss lasts L ~ Exp(rate) and bills E[ceil(L / g) g] = g / (1 - e^(-rate g)); the last one, which ends
-// when the job does, rounds its own length up if no loss came before it and by g / 2 on average
-// otherwise.
+// The expected seconds billed for `held` seconds of holding at `granularity` g, each stretch rounded
+// up (as the trials bill), when the capacity is lost `rate` r times per held second: r held losses,
+// each ending a stretch L ~ Exp(r) that wastes E[ceil(L/g) g - L] = g / (1 - e^(-r g)) - 1 / r, and
+// a last stretch, ended by the job, taken as X = min(Exp(r), held), which wastes E[ceil(X/g) g - X]
+// = g (1 - e^(-r g K)) / (1 - e^(-r g)) - (1 - e^(-r held)) / r with K = ceil(held / g). Without
+// losses that is ceil(held / g) g; where a stretch is short against g, every stretch bills a whole g.
 double expected_billed_s(double held, double rate, double granularity) {
   if (!(granularity > 0) || !std::isfinite(held)) return held;
-  const double whole = std::ceil(held / granularity - 1e-9) * granularity;
-  if (!(rate > 0)) return whole;
-  const double losses = rate * held;
-  const double per_loss = granularity / -std::expm1(-rate * granularity) - 1.0 / rate;
-  const double none = std::exp(-losses);
-  return held + losses * per_loss + none * (whole - held) + (1.0 - none) * granularity / 2.0;
+  const double g = granularity;
+  const double k = std::ceil(held / g - 1e-9);
+  if (!(rate > 0)) return k * g;
+  const double x = rate * g;
+  // (In series where r g or r held is tiny, where the closed forms lose everything to rounding.)
+  const double per_loss = x < 1e-6 ? g * (0.5 + x / 12.0) : g / -std::expm1(-x) - 1.0 / rate;
+  const double billed_last = g * (x * k < 1e-9 ? k : std::expm1(-x * k) / std::expm1(-x));
+  const double mean_last = rate * held < 1e-9 ? held : -std::expm1(-rate * held) / rate;
+  return held + rate * held * per_loss + (billed_last - mean_last);
 }
 
 double crf(double rate, double years) { return rate > 0 ? rate / (1.0 - std::pow(1.0 + rate, -years)) : 1.0 / years; }

@@ -645,6 +645,21 @@ TEST_CASE("cost: the closed-form expected cost bills each stretch of holding rou
   CHECK(rows[0].expected_cost == Approx(rows[0].cost.mean).epsilon(0.01));
   CHECK(rows[2].expected_cost == Approx(rows[2].cost.mean).epsilon(0.05));
   CHECK(rows[2].expected_cost > rows[3].expected_cost * 1.05);
+  // Stretches short against the granularity each bill a whole day, the last one too: within 10% of
+  // the trials (the last stretch rounded up by half a day had made it 20% low), and a vanishing
+  // preemption rate bills as none (its formula had been infinity minus infinity).
+  RunSpec one_node = run;
+  one_node.nodes = 1;
+  one_node.gpus = 8;
+  Offering daily_spot = poisson_spot(120, 600, 0.2);
+  daily_spot.name = "daily spot";
+  daily_spot.billing_granularity_s = 86400;
+  Offering rare = daily_spot;
+  rare.name = "rare";
+  rare.preemption.rate_per_node_hour = 1e-310;
+  const auto long_bills = estimate_costs(one_node, {on_demand(2.0), daily_spot, rare}, opt);
+  CHECK(long_bills[1].expected_cost == Approx(long_bills[1].cost.mean).epsilon(0.1));
+  CHECK(long_bills[2].expected_cost == Approx(one_node.gpus * 24 * 1.0));
   // The break-even of the hourly row is lower: its stretches cost more.
   REQUIRE(rows[2].break_even_preemptions_per_node_hour.has_value());
   REQUIRE(rows[3].break_even_preemptions_per_node_hour.has_value());
