@@ -138,6 +138,7 @@ void training_cost(const Options& o) {
     list.push_back(k);
   }
   j["offerings"] = list;
+  if (!cost.notes.empty()) j["notes"] = cost.notes;
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
     check_report_targets(o.report);
@@ -179,6 +180,7 @@ void training_cost(const Options& o) {
                fmt::format("{:.1f}", e.mean_interruptions), fmt::format("{:.1f}", e.gpu_hours_lost_per_event), even});
   }
   std::cout << t.render("  ");
+  for (const auto& n : cost.notes) std::cout << "note: " << n << "\n";
   for (const auto& e : rows) {
     if (!e.verdict.empty()) std::cout << fmt::format("note: {}: {}\n", e.offering, e.verdict);
   }
@@ -221,6 +223,7 @@ void inference_cost(const Options& o) {
                fmt::format("{:.3f}", per_total)});
   }
   j["offerings"] = list;
+  if (!sc.cost->notes.empty()) j["notes"] = sc.cost->notes;
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
     check_report_targets(o.report);
@@ -233,6 +236,7 @@ void inference_cost(const Options& o) {
   std::cout << fmt::format("{}: {} GPUs serving {:.0f} output tokens/s ({:.0f} total) at the simulated load\n", sc.name, gpus, m.output_throughput,
                            m.total_token_throughput);
   std::cout << t.render("  ");
+  for (const auto& n : sc.cost->notes) std::cout << "note: " << n << "\n";
   std::cout << "note: list prices; spot preemptions of a serving fleet (lost capacity, requests retried) are not modelled\n";
   if (!o.out.empty()) std::cout << fmt::format("wrote {}/cost.json\n", o.out);
 }

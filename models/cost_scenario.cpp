@@ -204,25 +204,36 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
       c.offerings.push_back(*it);
     }
   } else {
-    // The scenario's GPU and the shipped profiles' (their names are their files' in capitals): an
-    // offering of a GPU that is neither but within a typo of one is refused, not left out in silence
-    // (a sheet may also price GPUs of profiles of its own).
+    // An offering of the scenario's GPU or a shipped profile's under another spelling (case,
+    // '-', '_' or spaces: 'h100-sxm5-80gb') is refused, naming the profile; one a typo away from the
+    // scenario's GPU is left out with a note, as it may be another GPU (A800 beside A100).
     std::vector<std::string> known{gpu};
     for (std::string name : shipped_part_names("hardware")) {
       std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
       known.push_back(std::move(name));
     }
+    const auto spelling = [](const std::string& name) {
+      std::string out;
+      for (unsigned char ch : name) {
+        if (std::isalnum(ch)) out += static_cast<char>(std::tolower(ch));
+      }
+      return out;
+    };
     std::vector<std::string> others;
     for (const auto& o : c.sheet.offerings) {
       if (o.gpu == gpu) {
         c.offerings.push_back(o);
         continue;
       }
-      if (std::find(known.begin(), known.end(), o.gpu) == known.end()) {
-        if (const std::string near = closest_match(o.gpu, known); !near.empty()) {
-          throw InputError(o.where, "gpu", fmt::format("a hardware profile name such as '{}'", near),
+      for (const std::string& k : known) {
+        if (k != o.gpu && spelling(k) == spelling(o.gpu)) {
+          throw InputError(o.where, "gpu", fmt::format("the hardware profile name '{}'", k),
                            fmt::format("'{}' (offering '{}' in cost sheet {})", o.gpu, o.name, c.sheet.name));
         }
+      }
+      if (edit_distance(spelling(o.gpu), spelling(gpu)) <= 2) {
+        c.notes.push_back(fmt::format("offering '{}' rents {}, not this scenario's {}: left out (if it is this GPU, correct its name in cost sheet {})",
+                                      o.name, o.gpu, gpu, c.sheet.name));
       }
       if (std::find(others.begin(), others.end(), o.gpu) == others.end()) others.push_back(o.gpu);
     }

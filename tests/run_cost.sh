@@ -44,3 +44,26 @@ for args in "--seed -1|--seed: expected a seed of 0 to 18446744073709551615, fou
     exit 1
   fi
 done
+# An offering a typo away from the scenario's GPU is left out with a note, not in silence; another GPU
+# whose name is near a shipped profile's (GH200 beside GB200) is left out without a word.
+cat >"$out/near.yaml" <<'YAML'
+scenario:
+  name: near
+  kind: training
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  parallelism: {tp: 8}
+  batch: {micro: 1, global: 8}
+  train_tokens: 1e9
+  cost:
+    sheet:
+      name: s
+      offerings:
+        - {name: near, gpu: H100-SXM5-80G, pricing: on-demand, price_per_gpu_hour: 1, as_of: x, source: y}
+        - {name: other, gpu: GH200, pricing: on-demand, price_per_gpu_hour: 1, as_of: x, source: y}
+        - {name: od, gpu: H100-SXM5-80GB, pricing: on-demand, price_per_gpu_hour: 2, as_of: x, source: y}
+    checkpoint: {write_bandwidth: 10GB/s}
+YAML
+"$cli" cost "$out/near.yaml" --trials 5 >"$out/near.txt"
+grep -q "^note: offering 'near' rents H100-SXM5-80G, not this scenario's H100-SXM5-80GB: left out" "$out/near.txt" || { echo "no note for a near GPU name"; cat "$out/near.txt"; exit 1; }
+if grep -q "'other'" "$out/near.txt"; then echo "another GPU's offering was noted"; cat "$out/near.txt"; exit 1; fi

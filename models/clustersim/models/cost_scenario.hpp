@@ -59,6 +59,7 @@ struct CostSection {
   bool async = false;
   double interval_s = 0;
   CostOptions options;
+  std::vector<std::string> notes;  // what the reader noticed but let pass (an offering left out that may be a typo)
   // Where the inputs that estimate_costs may refuse were given (empty: left to their defaults, where
   // the section stands in), so that a refusal points at the line to change.
   struct Origin {
