@@ -115,16 +115,16 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
     }
     if (m.moe->experts % p.ep != 0) fail("parallelism.ep", fmt::format("ep = {} must divide the {} experts", p.ep, m.moe->experts));
   }
-  if (m.moe && p.pp > 1 && dense_stage_stride(p) != expert_stage_stride(p)) {
-    // The experts' mapping (etp, ep, expert dp in the same order) must put each rank on the stage the
-    // attention's puts it on. Megatron-Core asserts that the two pipeline groups agree ("When not
-    // using pp-last rank ordering, the data parallel size of the attention and moe layers must be the
-    // same"; parallel_state.initialize_model_parallel).
+  if (m.moe && p.pp > 1 && !experts_share_stages(p)) {
+    // Megatron-Core refuses such an order (parallel_state.initialize_model_parallel): "When not using
+    // pp-last rank ordering, the data parallel size of the attention and moe layers must be the
+    // same", and the attention's and the experts' pipeline groups must agree.
     std::vector<std::string_view> names;
     for (ParallelDim d : p.order) names.push_back(to_string(d));
-    fail("parallelism.order", fmt::format("order {} maps the experts' ranks (etp x ep x expert dp = {} x {} x {}) to other pipeline stages than the "
-                                          "attention's (tp x cp x dp = {} x {} x {}), as Megatron-Core refuses: put pp last, or make etp x ep = tp x cp",
-                                          fmt::join(names, "-"), p.etp, p.ep, expert_data_parallel_size(p), p.tp, p.cp, p.dp));
+    fail("parallelism.order", fmt::format("order {} with pp before another dimension needs the experts' data parallelism equal to the attention's "
+                                          "(etp x ep = {} x {} against tp x cp = {} x {}, expert dp {} against dp {}), as Megatron-Core requires: put pp "
+                                          "last, or make etp x ep = tp x cp",
+                                          fmt::join(names, "-"), p.etp, p.ep, p.tp, p.cp, expert_data_parallel_size(p), p.dp));
   }
   if (m.moe && p.tp > 1 && !p.sequence_parallel) {
     // Megatron-Core refuses it (TransformerConfig: with expert and tensor parallelism, sequence
@@ -230,6 +230,24 @@ int expert_stage_stride(const ParallelismPlan& plan) {
     if (d == ParallelDim::dp) stride *= expert_data_parallel_size(plan);
   }
   return stride;
+}
+
+bool experts_share_stages(const ParallelismPlan& plan) {
+  if (plan.pp == 1 || expert_data_parallel_size(plan) == plan.dp) return dense_stage_stride(plan) == expert_stage_stride(plan);
+  // pp last, but for dimensions of one rank in both mappings (any order string with the same
+  // placement would do, and one of them ends in pp).
+  const auto pp_at = std::find(plan.order.begin(), plan.order.end(), ParallelDim::pp);
+  const bool pp_last = std::all_of(std::next(pp_at), plan.order.end(), [&](ParallelDim d) {
+    switch (d) {
+      case ParallelDim::tp: return plan.tp == 1 && plan.etp == 1;
+      case ParallelDim::cp: return plan.cp == 1;
+      case ParallelDim::ep: return plan.ep == 1;
+      case ParallelDim::dp: return plan.dp == 1 && expert_data_parallel_size(plan) == 1;
+      case ParallelDim::pp: return true;
+    }
+    return true;
+  });
+  return pp_last;
 }
 
 std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).ep); }

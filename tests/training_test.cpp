@@ -824,11 +824,10 @@ TEST_CASE("the experts' mapping folds ep after expert tensor parallelism 1, as M
   for (int d = 0; d < p.dp; ++d) CHECK(rank_of(p, RankCoord{1, 1, d, 2}) == rank_of(q, RankCoord{1, 1, d, 2}));
 }
 
-TEST_CASE("an order that maps the experts' ranks to other pipeline stages than the attention's is refused, as Megatron-Core refuses it") {
+TEST_CASE("an order with pp before another dimension needs the experts' data parallelism equal to the attention's, as Megatron-Core requires") {
   // TP 2, PP 2 with etp 1, ep 1 and pp before dp: the attention's stages are ranks {0, 1} and
-  // {2, 3}, the experts' would be {0, 1} and {2, 3} only if their 2 expert-data-parallel ranks came
-  // before pp; with tp-cp-ep-pp-dp they come after it, and an expert group held ranks of both stages
-  // (the step died in a map lookup).
+  // {2, 3}; the experts' 2 expert-data-parallel ranks come after pp, so their stages would be
+  // {0, 2} and {1, 3}: an expert group held ranks of both stages (the step died in a map lookup).
   const topology::Topology topo = h100_nodes(1);
   TrainingJob job = mixtral_job(2, 1, 1, 1);
   job.model.layers = 4;
@@ -837,18 +836,37 @@ TEST_CASE("an order that maps the experts' ranks to other pipeline stages than t
   job.plan.order = {ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::pp, ParallelDim::dp};
   CHECK(dense_stage_stride(job.plan) == 2);
   CHECK(expert_stage_stride(job.plan) == 1);
-  CHECK_THROWS_WITH(simulate_training(job, topo), Catch::Contains("to other pipeline stages than the attention's"));
+  CHECK_FALSE(experts_share_stages(job.plan));
+  CHECK_THROWS_WITH(simulate_training(job, topo), Catch::Contains("needs the experts' data parallelism equal to the attention's"));
   // pp last, or the experts' ranks before pp as many as the attention's (ep 2 in tp's place): it runs.
   job.plan.order = ParallelismPlan().order;
   CHECK(simulate_training(job, topo).step_time.value() > 0);
   job.plan.order = {ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::pp, ParallelDim::dp};
   job.plan.ep = 2;
-  CHECK(dense_stage_stride(job.plan) == expert_stage_stride(job.plan));
+  CHECK(experts_share_stages(job.plan));
   CHECK(simulate_training(job, topo).step_time.value() > 0);
+  // dp 2 with etp 2, ep 2: expert dp 1, not 2. Megatron refuses pp before dp even where the two
+  // mappings' stages happen to agree (pp first: the stride is 1 in both).
+  job.plan.dp = 2;
+  job.global_batch = 4;
+  job.plan.etp = 2;
+  job.plan.order = {ParallelDim::pp, ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp};
+  CHECK(dense_stage_stride(job.plan) == expert_stage_stride(job.plan));
+  CHECK_FALSE(experts_share_stages(job.plan));
+  CHECK_THROWS_WITH(simulate_training(job, h100_nodes(1)), Catch::Contains("expert dp 1 against dp 2"));
+  // A dimension of one rank after pp does not count: tp-cp-ep-dp-pp and tp-cp-ep-pp-dp with dp 1
+  // place alike.
+  job.plan.dp = 1;
+  job.global_batch = 2;
+  job.plan.etp = 1;
+  job.plan.ep = 2;
+  job.plan.order = {ParallelDim::tp, ParallelDim::ep, ParallelDim::pp, ParallelDim::cp, ParallelDim::dp};
+  CHECK(experts_share_stages(job.plan));
   // A dense model has no experts' mapping: any order runs.
   job.model = preset("llama3-8b");
   job.model.layers = 4;
   job.plan.ep = 1;
+  job.plan.order = {ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::pp, ParallelDim::dp};
   CHECK(simulate_training(job, topo).step_time.value() > 0);
 }
 

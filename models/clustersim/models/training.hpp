@@ -300,10 +300,13 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c);
 // tp and cp are. Ranks are GPU indices, as from rank_of.
 int expert_data_parallel_size(const ParallelismPlan& plan);
 // The rank distance between neighbouring pipeline stages in the attention's mapping (rank_of) and in
-// the experts'. Where they differ, an expert group would span stages: check_job refuses the plan,
-// as Megatron-Core does.
+// the experts'. Where they differ, an expert group would span stages.
 int dense_stage_stride(const ParallelismPlan& plan);
 int expert_stage_stride(const ParallelismPlan& plan);
+// Whether Megatron-Core would place the plan's experts: with pp > 1, pp last in the order (but for
+// dimensions of one rank) or the experts' data parallelism equal to the attention's, and the two
+// mappings' stages the same. check_job refuses MoE plans where it does not hold.
+bool experts_share_stages(const ParallelismPlan& plan);
 // The ranks of the expert-parallel group that holds `rank`, in ep order.
 std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank);
 // The ranks that split the same experts with `rank` (its expert-tensor-parallel group), in order.
