@@ -66,7 +66,9 @@ Offering read_offering(const yaml::Node& node) {
   yaml::Map m(node);
   Offering o;
   o.where = node.where();
-  o.name = m.get<std::string>("name");
+  // The name is a column of distributions.csv, written unquoted: no commas, quotes or line breaks.
+  o.name = m.get<std::string>("name", yaml::Check<std::string>{"a name without commas, quotes or line breaks (it is a column of distributions.csv)",
+                                                               [](const std::string& v) { return !v.empty() && v.find_first_of(",\"\r\n") == std::string::npos; }});
   o.provider = m.get_or<std::string>("provider", "");
   o.region = m.get_or<std::string>("region", "");
   o.gpu = m.get<std::string>("gpu");
