@@ -1002,19 +1002,21 @@ class Builder {
     Section& s = section("Fleet sizing");
     for (const auto* r : sources) {
       const json& d = r->data;
-      Table t{{"GPU", "TP", "replicas (prefill+decode)", "GPUs", "$/hour", "$/M output tokens", "meets SLO", "verdict"}, {false, true, false, true, true, true, true, false}, {}};
+      Table t{{"GPU on node", "TP", "replicas (prefill+decode)", "GPUs", "$/hour", "$/M output tokens", "meets SLO", "verdict"}, {false, true, false, true, true, true, true, false}, {}};
       for (const json& c : d["candidates"]) {
         const bool ran = num(c, "attainment", -1) >= 0;
-        const std::string layout =
-            num(c, "prefill", 0) > 0 ? fmt::format("{} ({}+{})", fmt_num(num(c, "replicas")), fmt_num(num(c, "prefill")), fmt_num(num(c, "decode"))) : fmt_num(num(c, "replicas"));
-        t.rows.push_back({str(c, "gpu"), fmt_num(num(c, "tp")), ran ? layout : "-", ran ? fmt_num(num(c, "gpus")) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
+        const bool split = num(c, "prefill", 0) > 0;
+        const double replicas = num(c, "replicas");
+        // A fleet is its GPU, node, TP and replicas: two offers of one GPU on different nodes differ.
+        const std::string gpu = c.contains("node") ? fmt::format("{} on {}", str(c, "gpu"), str(c, "node")) : str(c, "gpu");
+        const std::string layout = split ? fmt::format("{} ({}+{})", fmt_num(replicas), fmt_num(num(c, "prefill")), fmt_num(num(c, "decode"))) : fmt_num(replicas);
+        t.rows.push_back({gpu, fmt_num(num(c, "tp")), ran ? layout : "-", ran ? fmt_num(num(c, "gpus")) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
                           c.value("feasible", false) ? "meets the SLO" : str(c, "reason", "misses the SLO")});
         if (ran) {
-          // One subject per fleet: an aggregated and a disaggregated layout of one GPU and TP differ.
-          const std::string fleet = num(c, "prefill", 0) > 0 ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
-                                                              : fmt::format("{} replicas", fmt_num(num(c, "replicas")));
-          const std::string subject = fmt::format("{}: {} TP{}, {}", str(d, "scenario"), str(c, "gpu"), fmt_num(num(c, "tp")), fleet);
+          const std::string fleet = split ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
+                                          : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
+          const std::string subject = fmt::format("{}: {} TP{}, {}", str(d, "scenario"), gpu, fmt_num(num(c, "tp")), fleet);
           csv("sizing", subject, "gpus", num(c, "gpus"), "GPUs");
           csv("sizing", subject, "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
           csv("sizing", subject, "cost_per_million_output_tokens", num(c, "cost_per_million_output_tokens"), "USD");

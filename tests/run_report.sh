@@ -154,7 +154,7 @@ refused "$dir/finished-over" "field 'offerings\[0\].finished_trials': expected a
 # the GPU and TP, so an aggregated and a disaggregated fleet of one GPU shared their keys.
 dups=$(sed -E 's/,[^,]*,[^,]*$//' "$dir/all/report.csv" | sort | uniq -d)
 [ -z "$dups" ] || { echo "report.csv repeats keys: $dups"; exit 1; }
-grep -q '^sizing,"sizing: [^"]* TP[0-9]*, [0-9]* replicas",meets_slo,[01],' "$dir/all/report.csv" || { echo "report.csv gives no sizing fleet's SLO verdict"; exit 1; }
+grep -q '^sizing,"sizing: [^"]* on [^"]* TP[0-9]*, [0-9]* replicas*",meets_slo,[01],' "$dir/all/report.csv" || { echo "report.csv gives no sizing fleet's SLO verdict"; exit 1; }
 # The trace link is a relative, URL-safe reference.
 grep -q 'href="\./\.\./train/trace\.json"' "$dir/all/report.html" || { echo "report.html's trace link is not ./../train/trace.json"; grep -o 'href="[^"]*"' "$dir/all/report.html"; exit 1; }
 
