@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -63,10 +64,15 @@ void check_collective_samples(const hardware::HardwareProfile& base, const std::
     groups[{static_cast<int>(s.op), static_cast<int>(s.link), s.ranks, s.nodes, s.algorithm}].push_back(&s);
   }
   for (auto& [key, list] : groups) {
-    std::sort(list.begin(), list.end(), [](const auto* a, const auto* b) { return a->bytes > b->bytes; });
-    const CollectiveSample* fastest_larger = nullptr;  // the quickest of the sizes above
+    // The fit keeps the fastest sample of each size: so does the check, size by size from the largest.
+    std::map<double, const CollectiveSample*, std::greater<>> fastest;
     for (const CollectiveSample* s : list) {
-      if (fastest_larger && fastest_larger->bytes > s->bytes && s->seconds > 100.0 * fastest_larger->seconds) {
+      auto [it, fresh] = fastest.emplace(s->bytes, s);
+      if (!fresh && s->seconds < it->second->seconds) it->second = s;
+    }
+    const CollectiveSample* fastest_larger = nullptr;  // the quickest of the sizes above
+    for (const auto& [bytes, s] : fastest) {
+      if (fastest_larger && s->seconds > 100.0 * fastest_larger->seconds) {
         throw InputError(fmt::format("calibrate{}: {} took {}, more than 100 times the {} the same sweep took at {}: the sample's size or time is wrong",
                                      from, what(*s), to_string(Seconds(s->seconds)), to_string(Seconds(fastest_larger->seconds)),
                                      to_string(Bytes(fastest_larger->bytes))));

@@ -792,4 +792,11 @@ TEST_CASE("calibrate: collective samples no link could produce are refused befor
   noisy.collectives[0].seconds = 3e-3;
   noisy.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 2, 1, 1 << 30, 5e-3});
   CHECK(calibrate::calibrate(h100, noisy, {}).links.size() == 1);
+  // A stalled repeat of a size the sweep also measured well is what the fit drops (it keeps the
+  // fastest of each size), so it passes in either order (it had passed or been refused by order).
+  Measurements repeat = noisy;
+  repeat.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 2, 1, 1048576.0, 5.0});
+  CHECK_NOTHROW(calibrate::calibrate(h100, repeat, {}));
+  std::reverse(repeat.collectives.begin(), repeat.collectives.end());
+  CHECK_NOTHROW(calibrate::calibrate(h100, repeat, {}));
 }
