@@ -43,6 +43,10 @@ double exponential(double mean, std::uint64_t& s) {
   return std::isfinite(mean) ? -mean * std::log(uniform01(s)) : kInfinity;
 }
 
+// `held` seconds billed in whole units of `granularity` (as held when it is 0); a hair under a whole
+// unit is that unit.
+double billed_seconds(double held, double granularity) { return granularity > 0 ? std::ceil(held / granularity - 1e-9) * granularity : held; }
+
 // Over every trial: the `unfinished` ones end later than any finished one (past the cap), so a
 // quantile that reaches into them is infinite ("never" in the table), and so is the mean. Taken
 // over the finished trials alone, P50-P99 would describe only the lucky ones.
@@ -53,16 +57,7 @@ Distribution distribution_of(std::vector<double> v, int unfinished) {
   }
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size() + static_cast<std::size_t>(unfinished);
-  const auto quantile = [&](double q) {
-    const double pos = q * static_cast<double>(n - 1);
-    const auto lo = static_cast<std::size_t>(std::floor(pos));
-    const double frac = pos - static_cast<double>(lo);
-    if (lo >= v.size()) return kInfinity;
-    if (frac == 0) return v[lo];
-    if (lo + 1 >= v.size()) return kInfinity;
-    return v[lo] + frac * (v[lo + 1] - v[lo]);
-  };
-  return {kInfinity, quantile(0.5), quantile(0.9), quantile(0.99)};
+  return {kInfinity, quantile_with_unfinished(v, n, 0.5), quantile_with_unfinished(v, n, 0.9), quantile_with_unfinished(v, n, 0.99)};
 }
 
 // What the run model needs of an offering: its interruption processes and prices.
@@ -171,7 +166,7 @@ class RunTrial final : public sim::EventHandler {
   // Bills `gpus` held for `held` seconds, rounded up to the billing granularity; returns the GPU
   // hours billed.
   double bill(double held, double gpus, double granularity, double price) {
-    const double billed = granularity > 0 ? std::ceil(held / granularity - 1e-9) * granularity : held;
+    const double billed = billed_seconds(held, granularity);
     result_.cost += billed / kHour * gpus * price;
     result_.gpu_hours += billed / kHour * gpus;
     return billed / kHour * gpus;
@@ -426,7 +421,7 @@ class RunTrial final : public sim::EventHandler {
 double expected_billed_s(double held, double rate, double granularity) {
   if (!(granularity > 0) || !std::isfinite(held)) return held;
   const double g = granularity;
-  const double k = std::ceil(held / g - 1e-9);
+  const double k = billed_seconds(held, g) / g;
   if (!(rate > 0)) return k * g;
   const double x = rate * g;
   // (In series where r g or r held is tiny, where the closed forms lose everything to rounding.)

@@ -896,11 +896,8 @@ class Builder {
           // Percentiles over every trial, as the cost command computes them (v is in $ million): one
           // that reaches into the unfinished trials is never.
           const auto at = [&](double f) {
-            const double pos = f * static_cast<double>(trials - 1);
-            const auto lo = static_cast<std::size_t>(std::floor(pos));
-            const double frac = pos - static_cast<double>(lo);
-            if (lo >= n || (frac > 0 && lo + 1 >= n)) return std::string("never");
-            return usd(1e6 * (frac > 0 ? v[lo] + frac * (v[lo + 1] - v[lo]) : v[lo]));
+            const double x = quantile_with_unfinished(v, trials, f);
+            return std::isfinite(x) ? usd(1e6 * x) : std::string("never");
           };
           ct.rows.push_back({name, at(0.1), at(0.5), at(0.9), n == trials ? std::to_string(n) : fmt::format("{} of {}", n, trials)});
         }

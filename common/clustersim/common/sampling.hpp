@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -31,6 +32,15 @@ inline double quantile_sorted(const std::vector<double>& sorted, double q) {
   const auto lo = static_cast<std::size_t>(std::floor(pos));
   const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
   return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+// The q-quantile of `total` trials of which `sorted` (ascending) are those that finished, the others
+// counting after every one of them: infinite where it reaches into the unfinished ones.
+inline double quantile_with_unfinished(const std::vector<double>& sorted, std::size_t total, double q) {
+  const double pos = q * static_cast<double>(total - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const double frac = pos - static_cast<double>(lo);
+  if (lo >= sorted.size() || (frac > 0 && lo + 1 >= sorted.size())) return std::numeric_limits<double>::infinity();
+  return frac > 0 ? sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]) : sorted[lo];
 }
 // Mean and quantiles as quantile_sorted computes them; zeros for an empty sample.
 inline SampleSummary summarize(std::vector<double> v) {
