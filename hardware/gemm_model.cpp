@@ -109,6 +109,13 @@ void check_arguments(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) {
     throw std::invalid_argument(fmt::format("GEMM dimensions must be positive, got {}x{}x{} (batch {})", s.m, s.n, s.k, s.batch));
   }
+  // Past these the tile counts overflow 64 bits (2^44 x 2^44 had wrapped to 0 tiles and divided by
+  // it); no GEMM a model runs comes near them.
+  constexpr std::int64_t kMaxDimension = std::int64_t{1} << 31;
+  const double outputs = static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n);
+  if (s.m > kMaxDimension || s.n > kMaxDimension || s.k > kMaxDimension || s.batch > kMaxDimension || outputs > 0x1p62) {
+    throw std::invalid_argument(fmt::format("GEMM of {}x{}x{} (batch {}): at most 2^31 a dimension and 2^62 outputs are modelled", s.m, s.n, s.k, s.batch));
+  }
   if (!hw.supports(dtype)) {
     throw std::invalid_argument(fmt::format("{} has no {} peak in its profile", hw.name, to_string(dtype)));
   }

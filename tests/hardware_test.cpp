@@ -167,6 +167,11 @@ TEST_CASE("GEMM model: a batched GEMM is one kernel whose tiles share the waves"
   CHECK(gemvs.memory_bound);
   CHECK(gemvs.time.value() - launch == Approx(4 * (gemv.time.value() - launch)).epsilon(2e-3));
   CHECK_THROWS_WITH(estimate_gemm(h100, {8, 8, 8, 0}, Dtype::bf16), Contains("must be positive"));
+  // Past 2^31 a dimension or 2^62 outputs the tile counts would overflow: refused (2^44 x 2^44 had
+  // wrapped to 0 tiles and died dividing by it, SIGFPE).
+  CHECK_THROWS_WITH(estimate_gemm(h100, {std::int64_t{1} << 44, std::int64_t{1} << 44, 4096}, Dtype::bf16), Contains("at most 2^31 a dimension"));
+  CHECK_THROWS_WITH(estimate_gemm(h100, {1 << 30, 1 << 30, 64, 64}, Dtype::bf16), Contains("2^62 outputs"));
+  CHECK(estimate_gemm(h100, {std::int64_t{1} << 31, 8192, 8192}, Dtype::bf16).time.value() > 0);
 }
 
 TEST_CASE("GEMM model: a GEMM with fewer output tiles than SMs splits its K loop", "[hardware][gemm]") {
