@@ -333,3 +333,17 @@ TEST_CASE("a case whose NVLink is not its node template's is unsupported, saying
   CHECK(d.status == "unsupported");
   CHECK_THAT(d.reason, Contains("domain_gpus is 72, but the node template joins 8 GPUs over NVLink"));
 }
+
+TEST_CASE("a case in mxfp8 on a GPU before Blackwell is unsupported, not timed as fp8", "[validate]") {
+  // Expectation: NeMo's H100 fp8 run named mxfp8 (Blackwell's microscaling format) is unsupported
+  // with the GPU's architecture; it had run as fp8, with a note.
+  const auto cases = validate::read_cases(kShared / "validation/training.yaml");
+  const auto it = std::find_if(cases.begin(), cases.end(), [](const auto& c) { return c.training && c.training->precision == "fp8"; });
+  REQUIRE(it != cases.end());
+  REQUIRE(it->cluster.gpu == "H100-SXM5-80GB");
+  auto c = *it;
+  c.training->precision = "mxfp8";
+  const auto r = validate::run_case(c);
+  CHECK(r.status == "unsupported");
+  CHECK_THAT(r.reason, Contains("precision mxfp8 needs Blackwell tensor cores; H100-SXM5-80GB is hopper"));
+}

@@ -391,6 +391,11 @@ PreparedTraining prepare_training(const Case& c, CaseResult& r, const RunOptions
                                          plan_gpus, c.cluster.gpus));
   }
   PreparedTraining p{build_cluster(c, r, options), training_job(c, r)};
+  // MXFP8 (the OCP microscaling format) runs on Blackwell's tensor cores only; it is timed as fp8
+  // there, and a case that names it on an earlier GPU is a mistake in the case.
+  if (q.precision == "mxfp8" && p.topo.gpu && p.topo.gpu->architecture != "blackwell") {
+    throw Unsupported(fmt::format("precision mxfp8 needs Blackwell tensor cores; {} is {}", p.topo.gpu->name, p.topo.gpu->architecture));
+  }
   software_defaults(c, p.job, r, options);
   try {
     models::check_job(p.job, static_cast<int>(p.topo.gpus().size()));
