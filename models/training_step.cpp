@@ -836,7 +836,10 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   if (p.gpus() < static_cast<int>(gpus.size())) {
     result.notes.push_back(fmt::format("the plan uses {} of the topology's {} GPUs (the first ones in topology order)", p.gpus(), gpus.size()));
   }
-  if (options.trace) result.trace = graph.chrome_trace();
+  if (options.trace) {
+    graph.trace_streams({"compute", "data-parallel collectives", "pipeline sends (activations)", "pipeline sends (gradients)"});
+    result.trace = graph.chrome_trace();
+  }
   return result;
 }
 

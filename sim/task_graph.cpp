@@ -270,11 +270,17 @@ std::string TaskGraph::chrome_trace() const {
   };
   for (int g = 0; g < gpus_; ++g) {
     add(fmt::format(R"({{"ph": "M", "name": "process_name", "pid": {}, "args": {{"name": "GPU {}"}}}})", g, g));
+    for (std::size_t s = 0; s < stream_names_.size(); ++s) {
+      add(fmt::format(R"({{"ph": "M", "name": "thread_name", "pid": {}, "tid": {}, "args": {{"name": "{}"}}}})", g, s, json_escape(stream_names_[s])));
+    }
   }
   const int links_pid = gpus_;  // link counters get a process of their own after the GPUs
   if (!link_samples_.empty()) {
     add(fmt::format(R"({{"ph": "M", "name": "process_name", "pid": {}, "args": {{"name": "links"}}}})", links_pid));
   }
+  // Delays (barriers, gates) belong to no GPU: a process of their own after the links, named.
+  const bool delays = std::any_of(tasks_.begin(), tasks_.end(), [](const Task& t) { return t.gpus.empty() && t.record.done(); });
+  if (delays) add(fmt::format(R"({{"ph": "M", "name": "process_name", "pid": {}, "args": {{"name": "barriers"}}}})", links_pid + 1));
   for (TaskId id = 0; id < tasks_.size(); ++id) {
     const Task& t = tasks_[id];
     if (!t.record.done()) continue;

@@ -1016,6 +1016,18 @@ TEST_CASE("the step's Perfetto trace has every GPU's passes and the links' loads
   CHECK(gpus_with_passes.size() == 2);
   CHECK(forward >= 2 * 4);
   CHECK(counters > 0);
+  // Every process an event sits on is named (the barrier after the gradients had sat on an unnamed
+  // one), and the GPUs' streams are named as docs/training.md describes them.
+  std::set<int> pids, named;
+  std::map<int, std::string> streams;
+  for (const auto& e : events) {
+    pids.insert(e.at("pid").get<int>());
+    if (e.value("ph", "") == "M" && e.value("name", "") == "process_name") named.insert(e.at("pid").get<int>());
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name" && e.at("pid") == 0) streams[e.at("tid").get<int>()] = e.at("args").at("name");
+  }
+  CHECK(pids == named);
+  CHECK(streams[0] == "compute");
+  CHECK(streams[1] == "data-parallel collectives");
   CHECK(simulate_training(job, topo).trace.empty());
 }
 

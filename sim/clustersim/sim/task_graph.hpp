@@ -75,6 +75,9 @@ class TaskGraph final : public EventHandler, public FluidNetwork::Listener {
   [[nodiscard]] std::string chrome_trace() const;
   // Records link loads for the trace; names[l] labels link l (call before run()).
   void trace_links(std::vector<std::string> names);
+  // Names the trace's rows: names[s] labels stream s of every GPU (unnamed streams keep Perfetto's
+  // "Thread s").
+  void trace_streams(std::vector<std::string> names) { stream_names_ = std::move(names); }
 
   void handle(std::uint64_t payload) override;
   void flow_done(FluidNetwork::FlowId flow, std::uint64_t tag) override;
@@ -121,6 +124,7 @@ class TaskGraph final : public EventHandler, public FluidNetwork::Listener {
   std::vector<int> comm_active_;   // transfers running per GPU
   std::vector<std::vector<TaskId>> running_compute_;  // per GPU
   std::vector<std::string> link_names_;
+  std::vector<std::string> stream_names_;
   struct LinkSample {
     Time time;
     std::uint32_t link;
