@@ -18,6 +18,7 @@
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/markup.hpp"
 #include "clustersim/common/sampling.hpp"
+#include "clustersim/common/units.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "report_assets.hpp"
 
@@ -351,6 +352,8 @@ std::string usd(double v) {
   if (std::fabs(v) >= 1e3) return fmt::format("${:.1f} k", v / 1e3);
   return fmt::format("${:.2f}", v);
 }
+// Days in a table: one decimal from 10 on, three significant digits below (a short run read "0.0").
+std::string days_cell(double v) { return v >= 10 ? fixed(v, 1) : fmt::format("{:.3g}", v); }
 double num(const json& j, const char* key, double fallback = std::nan("")) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return fallback;
   return j[key].get<double>();
@@ -498,7 +501,7 @@ class Builder {
       row("tokens/s", count(num(d, "tokens_per_s")));
       row("TFLOP/s per GPU", fixed(num(d, "tflops_per_gpu"), 1));
       if (d.contains("train")) {
-        row("time to train", fmt::format("{:.1f} days", num(d["train"], "days")));
+        row("time to train", days_text(Seconds(num(d["train"], "days") * 86400.0)));
         row("GPU-hours to train", count(num(d["train"], "gpu_hours")));
       }
       const json& m = d["memory"];
@@ -728,7 +731,7 @@ class Builder {
       const double g = num(p, "gpus");
       mfu.push_back({g, 100 * num(p, "mfu")});
       days.push_back({g, have_days ? num(p, "days") : num(p, "step_s")});
-      t.rows.push_back({fmt_num(g, 6), fixed(num(p, "step_s"), 3), pct(num(p, "mfu")), have_days ? fixed(num(p, "days"), 1) : "-", str(p, label_key)});
+      t.rows.push_back({fmt_num(g, 6), fixed(num(p, "step_s"), 3), pct(num(p, "mfu")), have_days ? days_cell(num(p, "days")) : "-", str(p, label_key)});
       csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), "mfu", num(p, "mfu"), "fraction");
       csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), have_days ? "time_to_train" : "step_time", have_days ? num(p, "days") : num(p, "step_s"),
           have_days ? "days" : "s");

@@ -78,3 +78,10 @@ TEST_CASE("field_count counts an aggregate's fields, members of class type as on
   STATIC_REQUIRE(cs::field_count<ThreeFields>() == 3);
   STATIC_REQUIRE(cs::field_count<Nested>() == 2);
 }
+
+TEST_CASE("a run's length reads in days from one day on, in hours below (not 0.0 days)", "[units]") {
+  CHECK(days_text(Seconds(20.4 * 86400)) == "20.4 days");
+  CHECK(days_text(Seconds(86400)) == "1.0 days");
+  CHECK(days_text(Seconds(0.0392 * 86400)) == "0.941 hours");
+  CHECK(days_text(Seconds(0)) == "0 hours");
+}
