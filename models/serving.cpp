@@ -64,6 +64,27 @@ double kv_bytes_per_token(const ReplicaConfig& c) {
   return layers * per_layer * c.kv_bytes_per_element / shards;
 }
 
+double stage_weight_bytes(const ReplicaConfig& c, int first_layer, int layers, bool first_stage, bool last_stage) {
+  const TransformerSpec& m = c.model;
+  const ParameterCount all = count_parameters(m);
+  const double tp = c.tp, quantised = weight_bytes(c), wide = std::max(quantised, 2.0);
+  // A layer's linear weights in the weights' dtype, split over TP (the KV projections of fewer KV
+  // heads than TP replicated); its norms, the router, the embedding and the LM head in 16 bits, as
+  // vLLM's and TensorRT-LLM's fp8 and int4 recipes leave them.
+  const double attention = attention_parameters_per_rank(m, c.tp) * quantised;
+  const int moe_layers = m.moe_layers();
+  const double moe_ffn = moe_layers > 0 ? (all.routed_experts + all.shared_experts) / moe_layers / tp * quantised + all.router / moe_layers * wide : 0.0;
+  const double dense_ffn = dense_ffn_parameters(m) / tp * quantised;
+  double bytes = 0;
+  for (int l = first_layer; l < first_layer + layers; ++l) bytes += attention + (m.is_moe_layer(l) ? moe_ffn : dense_ffn) + 2.0 * m.hidden * wide;
+  const double vocab = static_cast<double>(m.vocab) * m.hidden / tp * wide;
+  if (first_stage) bytes += vocab;
+  // The LM head (with the final norm) on the last stage: its own weights, or the embedding's when
+  // tied, which the last stage then holds too (vLLM builds embed_tokens there to tie it).
+  if (last_stage) bytes += (m.tied_embeddings && first_stage ? 0.0 : vocab) + m.hidden * wide;
+  return bytes;
+}
+
 std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
   if (c.tp < 1 || c.pp < 1 || c.ep < 1) throw std::invalid_argument("tp, pp and ep must be at least 1");
   if (c.pp > c.model.layers) throw std::invalid_argument(fmt::format("pp {} is more than the model's {} layers", c.pp, c.model.layers));
@@ -72,15 +93,24 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
     if (c.ep != c.tp) throw std::invalid_argument(fmt::format("ep must equal tp (experts spread over the replica's TP ranks); got ep {} and tp {}", c.ep, c.tp));
     if (c.model.moe->experts % c.ep != 0) throw std::invalid_argument(fmt::format("ep {} does not divide the {} experts", c.ep, c.model.moe->experts));
   }
-  const double params = count_parameters(c.model).total();
-  const double weights_per_gpu = params * weight_bytes(c) / (c.tp * c.pp);
   const double usable = hw.memory_capacity.value() * c.gpu_memory_utilization;
-  if (weights_per_gpu >= usable) {
-    throw std::invalid_argument(fmt::format("the weights need {} per GPU at TP {} x PP {} but {} x {} = {} is usable", to_string(Bytes(weights_per_gpu)),
-                                            c.tp, c.pp, to_string(hw.memory_capacity), c.gpu_memory_utilization, to_string(Bytes(usable))));
+  // Every stage allocates the same number of KV blocks (vLLM takes the fewest any worker can hold):
+  // the stage whose weights and layers leave the least room sets them.
+  const TransformerSpec& m = c.model;
+  const double kv_per_layer_token = kv_bytes_per_token(c) / std::ceil(static_cast<double>(m.layers) / c.pp);
+  std::int64_t blocks = std::numeric_limits<std::int64_t>::max();
+  const int base = m.layers / c.pp, extra = m.layers % c.pp;
+  for (int st = 0, first = 0; st < c.pp; ++st) {
+    const int count = base + (st < extra ? 1 : 0);
+    const double weights = stage_weight_bytes(c, first, count, st == 0, st == c.pp - 1);
+    if (weights >= usable) {
+      throw std::invalid_argument(fmt::format("the weights need {} per GPU{} at TP {} x PP {} but {} x {} = {} is usable", to_string(Bytes(weights)),
+                                              c.pp > 1 ? fmt::format(" on stage {} ({} layers{})", st, count, st == 0 ? " and the embedding" : "") : std::string(),
+                                              c.tp, c.pp, to_string(hw.memory_capacity), c.gpu_memory_utilization, to_string(Bytes(usable))));
+    }
+    blocks = std::min(blocks, static_cast<std::int64_t>((usable - weights) / (kv_per_layer_token * count * c.block_size)));
+    first += count;
   }
-  const double block_bytes = kv_bytes_per_token(c) * c.block_size;
-  const auto blocks = static_cast<std::int64_t>((usable - weights_per_gpu) / block_bytes);
   // vLLM refuses to start a server whose KV pool cannot hold one request of max_model_len tokens
   // (vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory).
   const int context = c.context();
@@ -118,15 +148,18 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
     const auto i = [](double v) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(v))); };
     const hardware::GemmShape shape{i(M), i(N), i(K)};
     const bool narrow = quantised && int4;
+    // The layers' linear weights run in the weights' dtype; the LM head and the MoE router stay
+    // 16-bit, as vLLM's and TensorRT-LLM's fp8 and int4 recipes leave them.
+    const hardware::Dtype dtype = quantised ? compute : hardware::Dtype::bf16;
     const auto time = [&] {
-      const hardware::GemmEstimate e = hardware::estimate_gemm(hw, shape, compute, hardware::Load::sustained);
+      const hardware::GemmEstimate e = hardware::estimate_gemm(hw, shape, dtype, hardware::Load::sustained);
       if (!narrow || !e.memory_bound) return e.time.value();
       const double saved = static_cast<double>(shape.k) * static_cast<double>(shape.n) * (hardware::bytes_per_element(compute) - c.weight_bytes_per_parameter) / memory_rate;
       return std::max(e.time.value() - saved, 0.25 * e.time.value());
     };
-    return cache ? cache->get(shape.m, shape.n, shape.k, narrow ? c.weight_bytes_per_parameter : 0.0, time) : time();
+    return cache ? cache->get(shape.m, shape.n, shape.k, narrow ? c.weight_bytes_per_parameter : 0.0, dtype, time) : time();
   };
-  const auto gemm = [&](double M, double N, double K) { return gemm_of(M, N, K, false); };
+  const auto gemm16 = [&](double M, double N, double K) { return gemm_of(M, N, K, false); };
   const auto weight_gemm = [&](double M, double N, double K) { return gemm_of(M, N, K, true); };
 
   // Attention projections (TP-sharded as Megatron shards them; MLA's down projections replicated).
@@ -178,14 +211,14 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
     double shared = 0;
     if (e.shared_experts > 0) {
       const double fs = static_cast<double>(e.shared_experts) * e.shared_expert_ffn_hidden / tp;
-      shared = gemm(T, up * fs, h) + gemm(T, h, fs);
+      shared = weight_gemm(T, up * fs, h) + weight_gemm(T, h, fs);
     }
-    cost.moe_layer = common + gemm(T, E, h) + experts + shared + elementwise(k * fe + (e.shared_experts > 0 ? e.shared_experts * e.shared_expert_ffn_hidden / tp : 0.0));
+    cost.moe_layer = common + gemm16(T, E, h) + experts + shared + elementwise(k * fe + (e.shared_experts > 0 ? e.shared_experts * e.shared_expert_ffn_hidden / tp : 0.0));
   }
   // The LM head for each sampled sequence, then sampling: the fp32 logits are read by the softmax and
   // the top-k/top-p pass after the LM head writes them (3 passes of 4 bytes over the vocabulary slice;
   // an assumption from the kernels' structure, not a measurement: to be calibrated).
-  cost.head = gemm(sampled, static_cast<double>(m.vocab) / tp, h) + sampled * m.vocab / tp * 4.0 * 3.0 / memory_rate + launch;
+  cost.head = gemm16(sampled, static_cast<double>(m.vocab) / tp, h) + sampled * m.vocab / tp * 4.0 * 3.0 / memory_rate + launch;
   cost.fixed = c.iteration_overhead.value();
   // Pipeline parallelism: the hidden state of the batch's tokens passes between stages.
   if (c.pp > 1 && c.pp_send_seconds) cost.stage_send = c.pp_send_seconds(tokens * h * 2.0 / tp);

@@ -829,3 +829,43 @@ TEST_CASE("sizing: a TP degree whose replica needs more GPUs than max_gpus is re
   CHECK_THAT(tp8->reason, Catch::Contains("one replica needs TP 8 x PP 1 = 8 GPUs, more than max_gpus (4)"));
   CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("[8, 8]", 16)); }), Catch::Contains("expected each TP degree once, found 8 a second time"));
 }
+
+TEST_CASE("serving: the pool is set by the stage with the least room, and fp8 or int4 layers leave the embedding and LM head 16-bit") {
+  const auto hw = h100();
+  ReplicaConfig c = llama8b();  // 32 layers, untied 128,256 x 4,096 embedding and head
+  const ParameterCount p = count_parameters(c.model);
+  const double layer = (p.attention + p.dense_ffn) / c.model.layers + 2.0 * c.model.hidden;
+  const double vocab = double(c.model.vocab) * c.model.hidden;
+  const double usable = hw.memory_capacity.value() * c.gpu_memory_utilization;
+  // PP 3: stages of 11, 11 and 10 layers; the first holds the embedding, the last the head. The
+  // first (11 layers and the embedding) binds: its KV is 11 layers' and its weights the most.
+  c.pp = 3;
+  const double kv_layer = kv_bytes_per_token(c) / 11.0;
+  CHECK(stage_weight_bytes(c, 0, 11, true, false) == Approx((11 * layer + vocab) * 2.0));
+  CHECK(stage_weight_bytes(c, 22, 10, false, true) == Approx((10 * layer + vocab + c.model.hidden) * 2.0));
+  const auto blocks = static_cast<std::int64_t>((usable - stage_weight_bytes(c, 0, 11, true, false)) / (11 * kv_layer * c.block_size));
+  CHECK(kv_block_capacity(c, hw) == blocks);
+  // The whole model split evenly over the stages had left about 690 blocks more.
+  CHECK(static_cast<std::int64_t>((usable - p.total() * 2.0 / 3) / (11 * kv_layer * c.block_size)) > blocks + 600);
+  // fp8 layers: the embedding and head stay 2 bytes a parameter, every other linear weight 1.
+  c.pp = 1;
+  c.weights = hardware::Dtype::fp8;
+  CHECK(stage_weight_bytes(c, 0, 32, true, true) == Approx((p.attention + p.dense_ffn) + (p.norms + 2 * vocab) * 2.0));
+  c.weight_bytes_per_parameter = 0.5;  // int4
+  CHECK(stage_weight_bytes(c, 0, 32, true, true) == Approx((p.attention + p.dense_ffn) * 0.5 + (p.norms + 2 * vocab) * 2.0));
+  // A stage whose own weights overflow the GPU is refused, naming it, though the average would fit.
+  TransformerSpec big = c.model;
+  big.layers = 3;
+  big.hidden = 32768;
+  big.heads = 256;
+  big.kv_heads = 8;
+  big.head_dim = 128;
+  big.ffn_hidden = 190464;
+  big.vocab = 32000;
+  big.seq_len = 2048;
+  ReplicaConfig b = llama8b();
+  b.model = big;
+  b.pp = 2;
+  b.max_model_len = 2048;
+  CHECK_THROWS_WITH(kv_block_capacity(b, hw), Catch::Contains("per GPU on stage 0 (2 layers and the embedding) at TP 1 x PP 2"));
+}

@@ -109,8 +109,11 @@ struct ReplicaConfig {
 
 // KV cache bytes of one token (all layers, K and V), per GPU of the TP group.
 double kv_bytes_per_token(const ReplicaConfig& c);
-// KV blocks the replica's memory holds after its weights; throws std::invalid_argument when the
-// weights alone do not fit.
+// Weight bytes one GPU of a pipeline stage holds: `layers` layers from `first_layer`, the embedding
+// on the first stage, the LM head on the last.
+double stage_weight_bytes(const ReplicaConfig& c, int first_layer, int layers, bool first_stage, bool last_stage);
+// KV blocks the replica's memory holds after its weights, on the stage with the least room; throws
+// std::invalid_argument when a stage's weights alone do not fit.
 std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareProfile& hw);
 
 // One sequence's work in an iteration.
@@ -133,8 +136,8 @@ struct IterationCost {
 class GemmTimeCache {
  public:
   template <class Compute>
-  double get(std::int64_t m, std::int64_t n, std::int64_t k, double b_bytes, Compute&& compute) {
-    const Key key{m, n, k, b_bytes};
+  double get(std::int64_t m, std::int64_t n, std::int64_t k, double b_bytes, hardware::Dtype dtype, Compute&& compute) {
+    const Key key{m, n, k, b_bytes, dtype};
     if (auto it = times_.find(key); it != times_.end()) return it->second;
     const double t = compute();
     times_.emplace(key, t);
@@ -145,6 +148,7 @@ class GemmTimeCache {
   struct Key {
     std::int64_t m, n, k;
     double b_bytes;  // the weights' bytes per element when narrower than the compute dtype (0: not)
+    hardware::Dtype dtype;  // the GEMM's: the quantised layers', or 16-bit for the head and router
     bool operator==(const Key&) const = default;
   };
   struct Hash {
@@ -153,6 +157,7 @@ class GemmTimeCache {
       h ^= static_cast<std::uint64_t>(x.n) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
       h ^= static_cast<std::uint64_t>(x.k) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
       h ^= static_cast<std::uint64_t>(x.b_bytes * 16) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+      h ^= static_cast<std::uint64_t>(x.dtype) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
       return static_cast<std::size_t>(h);
     }
   };
