@@ -208,28 +208,28 @@ std::vector<int> along(int rank, ExpertDim dim) {
 
 }  // namespace
 
-// The rank distance between neighbouring pipeline stages, in the attention's mapping and in the
-// experts'.
-int dense_stage_stride(const ParallelismPlan& plan) {
+namespace {
+// The product of the sizes of the dimensions before pp in the plan's order: the rank distance
+// between neighbouring pipeline stages, with each dimension's size from size_of.
+template <class Size>
+int stage_stride(const ParallelismPlan& plan, Size&& size_of) {
   int stride = 1;
   for (ParallelDim d : plan.order) {
     if (d == ParallelDim::pp) break;
-    if (d == ParallelDim::tp) stride *= plan.tp;
-    if (d == ParallelDim::cp) stride *= plan.cp;
-    if (d == ParallelDim::dp) stride *= plan.dp;
+    stride *= size_of(d);
   }
   return stride;
 }
+}  // namespace
+
+int dense_stage_stride(const ParallelismPlan& plan) {
+  return stage_stride(plan, [&](ParallelDim d) { return d == ParallelDim::tp ? plan.tp : d == ParallelDim::cp ? plan.cp : d == ParallelDim::dp ? plan.dp : 1; });
+}
 
 int expert_stage_stride(const ParallelismPlan& plan) {
-  int stride = 1;
-  for (ParallelDim d : plan.order) {
-    if (d == ParallelDim::pp) break;
-    if (d == ParallelDim::tp) stride *= plan.etp;
-    if (d == ParallelDim::ep) stride *= plan.ep;
-    if (d == ParallelDim::dp) stride *= expert_data_parallel_size(plan);
-  }
-  return stride;
+  return stage_stride(plan, [&](ParallelDim d) {
+    return d == ParallelDim::tp ? plan.etp : d == ParallelDim::ep ? plan.ep : d == ParallelDim::dp ? expert_data_parallel_size(plan) : 1;
+  });
 }
 
 bool experts_share_stages(const ParallelismPlan& plan) {
