@@ -363,7 +363,7 @@ void training_plan(const Options& o) {
       const auto& b = x.breakdown;
       const models::TrainingJob job = r.job(x);
       t.add_row({std::to_string(n + 1), r.text(x) + (order[n] == r.own ? " (scenario's)" : ""), std::to_string(job.plan.gpus()), fmt::format("{:.3f}", x.step_s),
-                 fmt::format("{:.1f}%", 100 * x.mfu), fmt::format("{:.0f}", x.tokens_per_s), budget ? fmt::format("{:.1f}", days(x)) : "-",
+                 fmt::format("{:.1f}%", 100 * x.mfu), fmt::format("{:.0f}", x.tokens_per_s), budget ? days_figure(days(x)) : "-",
                  fmt::format("{:.4g}", x.cost), fmt::format("{:.2f}", b.compute), fmt::format("{:.2f}", b.tp_comm + b.cp_comm + b.ep_comm),
                  fmt::format("{:.2f}", b.dp_comm), fmt::format("{:.2f}", b.pp_comm + b.bubble), fmt::format("{:.1f}", x.memory_bytes / double(1ull << 30))});
     }

@@ -150,6 +150,10 @@ std::string days_text(Seconds v) {
   const double days = v.value() / 86400.0;
   return days >= 1.0 || !std::isfinite(days) ? fmt::format("{:.1f} days", days) : fmt::format("{:.3g} hours", v.value() / 3600.0);
 }
+std::string days_figure(double days) {
+  if (!std::isfinite(days)) return "-";
+  return days >= 10 ? fmt::format("{:.1f}", days) : fmt::format("{:.3g}", days);
+}
 std::string to_string(Watts v) {
   static constexpr std::array<Prefix, 3> p{{{1, "W"}, {1e3, "kW"}, {1e6, "MW"}}};
   return pick(v.value(), p);

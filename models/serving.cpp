@@ -64,6 +64,15 @@ double kv_bytes_per_token(const ReplicaConfig& c) {
   return layers * per_layer * c.kv_bytes_per_element / shards;
 }
 
+std::vector<int> stage_layer_counts(int layers, int pp) {
+  // vLLM's get_pp_indices (vllm/distributed/utils.py): the remainder goes one layer each to the
+  // stages before the last, from the second-to-last back (the last runs the head, the first the
+  // embedding).
+  std::vector<int> counts(static_cast<std::size_t>(pp), layers / pp);
+  for (int i = 2; i < layers % pp + 2; ++i) ++counts[static_cast<std::size_t>(pp - i)];
+  return counts;
+}
+
 double stage_weight_bytes(const ReplicaConfig& c, int first_layer, int layers, bool first_stage, bool last_stage) {
   const TransformerSpec& m = c.model;
   const ParameterCount all = count_parameters(m);
@@ -99,9 +108,9 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
   const TransformerSpec& m = c.model;
   const double kv_per_layer_token = kv_bytes_per_token(c) / std::ceil(static_cast<double>(m.layers) / c.pp);
   std::int64_t blocks = std::numeric_limits<std::int64_t>::max();
-  const int base = m.layers / c.pp, extra = m.layers % c.pp;
+  const std::vector<int> counts = stage_layer_counts(m.layers, c.pp);
   for (int st = 0, first = 0; st < c.pp; ++st) {
-    const int count = base + (st < extra ? 1 : 0);
+    const int count = counts[static_cast<std::size_t>(st)];
     const double weights = stage_weight_bytes(c, first, count, st == 0, st == c.pp - 1);
     if (weights >= usable) {
       throw std::invalid_argument(fmt::format("the weights need {} per GPU{} at TP {} x PP {} but {} x {} = {} is usable", to_string(Bytes(weights)),
@@ -351,6 +360,7 @@ class Replica final : public sim::EventHandler {
   };
   std::deque<InFlight> inflight_;
   std::vector<double> stage_free_;   // when each stage finishes the batches given to it
+  std::vector<int> stage_layers_;    // each stage's layers (stage_layer_counts)
   ReplicaRun run_;
 };
 
@@ -546,6 +556,7 @@ Replica::Replica(Cluster& cluster, int index, Role role, const ReplicaConfig& c,
   swap_free_ = c.swap_space_bytes;
   block_bytes_ = kv_bytes_per_token(c) * c.block_size;
   stage_free_.assign(static_cast<std::size_t>(c.pp), 0.0);
+  stage_layers_ = stage_layer_counts(c.model.layers, c.pp);
 }
 
 double Replica::now() const { return cl_.now(); }
@@ -851,11 +862,10 @@ void Replica::step() {
   }
   // Through the stages in order: each starts the batch when the batch arrives and the stage is free.
   const IterationCost cost = iteration_cost(entries, c_, hw_, &gemm_times_);
-  const int layers = c_.model.layers, base = layers / c_.pp, extra = layers % c_.pp;
   double ready = now() + cost.fixed + swap_seconds_;
   swap_seconds_ = 0;
   for (int st = 0, first = 0; st < c_.pp; ++st) {
-    const int count = base + (st < extra ? 1 : 0);
+    const int count = stage_layers_[static_cast<std::size_t>(st)];
     const double start = std::max(ready, stage_free_[static_cast<std::size_t>(st)]);
     const double end = start + cost.stage(c_.model, first, count, st == c_.pp - 1);
     stage_free_[static_cast<std::size_t>(st)] = end;

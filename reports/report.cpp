@@ -352,8 +352,6 @@ std::string usd(double v) {
   if (std::fabs(v) >= 1e3) return fmt::format("${:.1f} k", v / 1e3);
   return fmt::format("${:.2f}", v);
 }
-// Days in a table: one decimal from 10 on, three significant digits below (a short run read "0.0").
-std::string days_cell(double v) { return v >= 10 ? fixed(v, 1) : fmt::format("{:.3g}", v); }
 double num(const json& j, const char* key, double fallback = std::nan("")) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return fallback;
   return j[key].get<double>();
@@ -471,10 +469,10 @@ class Builder {
     }
     for (const auto* r : of(ReportSource::Kind::cost)) {
       const json& d = r->data;
-      para(s, fmt::format("{}: the cost of training {} tokens on {} GPUs ({} nodes) at {:.3f} s per step ({:.1f} days without failures), on each offering of cost sheet "
+      para(s, fmt::format("{}: the cost of training {} tokens on {} GPUs ({} nodes) at {:.3f} s per step ({} without failures), on each offering of cost sheet "
                           "{}, by a Monte Carlo of {} trials (seed {}).",
                           name(d, "scenario"), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), num(d, "step_time_s"),
-                          num(d, "failure_free_days"), name(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
+                          days_text(Seconds(num(d, "failure_free_days") * 86400.0)), name(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
     }
     for (const auto* r : of(ReportSource::Kind::sizing)) {
       const json& d = r->data;
@@ -551,7 +549,7 @@ class Builder {
         std::string price = fixed(num(o, "price_per_gpu_hour"), 3);
         if (o.contains("fallback_price_per_gpu_hour")) price += " / " + fixed(num(o, "fallback_price_per_gpu_hour"), 3);
         t.rows.push_back({str(o, "offering"), str(o, "pricing"), price, finishes ? usd(num(o, "expected_cost_usd")) : "never finishes",
-                          finishes ? fixed(num(o, "expected_wall_days"), 1) : "never",
+                          finishes ? days_figure(num(o, "expected_wall_days")) : "never",
                           finishes ? fmt::format("{} of {}", o.value("finished_trials", 0), d.value("trials", 0)) : fmt::format("never: {}", str(o, "verdict", "cannot finish"))});
         const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));
         csv("headline", subject, "expected_cost", finishes ? num(o, "expected_cost_usd") : std::nan(""), "USD");
@@ -731,7 +729,7 @@ class Builder {
       const double g = num(p, "gpus");
       mfu.push_back({g, 100 * num(p, "mfu")});
       days.push_back({g, have_days ? num(p, "days") : num(p, "step_s")});
-      t.rows.push_back({fmt_num(g, 6), fixed(num(p, "step_s"), 3), pct(num(p, "mfu")), have_days ? days_cell(num(p, "days")) : "-", str(p, label_key)});
+      t.rows.push_back({fmt_num(g, 6), fixed(num(p, "step_s"), 3), pct(num(p, "mfu")), have_days ? days_figure(num(p, "days")) : "-", str(p, label_key)});
       csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), "mfu", num(p, "mfu"), "fraction");
       csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), have_days ? "time_to_train" : "step_time", have_days ? num(p, "days") : num(p, "step_s"),
           have_days ? "days" : "s");

@@ -837,6 +837,10 @@ TEST_CASE("serving: the pool is set by the stage with the least room, and fp8 or
   const double layer = (p.attention + p.dense_ffn) / c.model.layers + 2.0 * c.model.hidden;
   const double vocab = double(c.model.vocab) * c.model.hidden;
   const double usable = hw.memory_capacity.value() * c.gpu_memory_utilization;
+  // vLLM's split: the remainder to the stages before the last, from the second-to-last back.
+  CHECK(stage_layer_counts(32, 3) == std::vector<int>{11, 11, 10});
+  CHECK(stage_layer_counts(61, 4) == std::vector<int>{15, 15, 16, 15});
+  CHECK(stage_layer_counts(7, 4) == std::vector<int>{2, 2, 2, 1});
   // PP 3: stages of 11, 11 and 10 layers; the first holds the embedding, the last the head. The
   // first (11 layers and the embedding) binds: its KV is 11 layers' and its weights the most.
   c.pp = 3;
@@ -845,14 +849,34 @@ TEST_CASE("serving: the pool is set by the stage with the least room, and fp8 or
   CHECK(stage_weight_bytes(c, 22, 10, false, true) == Approx((10 * layer + vocab + c.model.hidden) * 2.0));
   const auto blocks = static_cast<std::int64_t>((usable - stage_weight_bytes(c, 0, 11, true, false)) / (11 * kv_layer * c.block_size));
   CHECK(kv_block_capacity(c, hw) == blocks);
-  // The whole model split evenly over the stages had left about 690 blocks more.
-  CHECK(static_cast<std::int64_t>((usable - p.total() * 2.0 / 3) / (11 * kv_layer * c.block_size)) > blocks + 600);
+  // Tied embeddings: with PP the last stage holds the embedding too (vLLM builds it there to tie
+  // the head); on one stage it is held once.
+  ReplicaConfig tied = c;
+  tied.model.tied_embeddings = true;
+  CHECK(stage_weight_bytes(tied, 22, 10, false, true) == Approx((10 * layer + vocab + c.model.hidden) * 2.0));
+  CHECK(stage_weight_bytes(tied, 0, 32, true, true) == Approx((32 * layer + vocab + c.model.hidden) * 2.0));
   // fp8 layers: the embedding and head stay 2 bytes a parameter, every other linear weight 1.
   c.pp = 1;
   c.weights = hardware::Dtype::fp8;
   CHECK(stage_weight_bytes(c, 0, 32, true, true) == Approx((p.attention + p.dense_ffn) + (p.norms + 2 * vocab) * 2.0));
+  // ... and the head is timed as the 16-bit GEMM it is (it had run as an fp8 one).
+  ReplicaConfig bf16 = c;
+  bf16.weights = hardware::Dtype::bf16;
+  const std::vector<BatchEntry> decode(64, BatchEntry{1, 2000});
+  CHECK(iteration_cost(decode, c, hw).head == Approx(iteration_cost(decode, bf16, hw).head));
+  CHECK(iteration_cost(decode, c, hw).dense_layer < iteration_cost(decode, bf16, hw).dense_layer);
   c.weight_bytes_per_parameter = 0.5;  // int4
   CHECK(stage_weight_bytes(c, 0, 32, true, true) == Approx((p.attention + p.dense_ffn) * 0.5 + (p.norms + 2 * vocab) * 2.0));
+  // MoE at TP 2: experts split over TP in the weights' dtype, the router whole on each GPU in 16 bits.
+  IncludeStack includes;
+  ReplicaConfig moe = llama8b();
+  moe.model = load_transformer_file(resolve_part(std::string("mixtral-8x7b"), "models"), includes);
+  moe.tp = 2;
+  moe.weights = hardware::Dtype::fp8;
+  const ParameterCount q = count_parameters(moe.model);
+  const double moe_layer = attention_parameters_per_rank(moe.model, 2) + (q.routed_experts + q.shared_experts) / moe.model.layers / 2.0 +
+                           q.router / moe.model.layers * 2.0 + 2.0 * moe.model.hidden * 2.0;
+  CHECK(stage_weight_bytes(moe, 0, 1, false, false) == Approx(moe_layer));
   // A stage whose own weights overflow the GPU is refused, naming it, though the average would fit.
   TransformerSpec big = c.model;
   big.layers = 3;
@@ -867,5 +891,7 @@ TEST_CASE("serving: the pool is set by the stage with the least room, and fp8 or
   b.model = big;
   b.pp = 2;
   b.max_model_len = 2048;
+  const ParameterCount w = count_parameters(big);
+  CHECK(w.total() * 2.0 / 2 < usable);
   CHECK_THROWS_WITH(kv_block_capacity(b, hw), Catch::Contains("per GPU on stage 0 (2 layers and the embedding) at TP 1 x PP 2"));
 }

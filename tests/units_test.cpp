@@ -84,4 +84,9 @@ TEST_CASE("a run's length reads in days from one day on, in hours below (not 0.0
   CHECK(days_text(Seconds(86400)) == "1.0 days");
   CHECK(days_text(Seconds(0.0392 * 86400)) == "0.941 hours");
   CHECK(days_text(Seconds(0)) == "0 hours");
+  // In table cells (plan's days column, the report's scaling and cost tables): three significant
+  // digits under 10 days.
+  CHECK(days_figure(20.44) == "20.4");
+  CHECK(days_figure(0.0392) == "0.0392");
+  CHECK(days_figure(std::nan("")) == "-");
 }

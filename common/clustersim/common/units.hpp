@@ -108,6 +108,8 @@ std::string to_string(FlopsPerSec v);
 std::string to_string(Seconds v);
 // A long run's length: "20.4 days", or under a day "0.935 hours" (a fixed "0.0 days" said nothing).
 std::string days_text(Seconds v);
+// Days in a table cell: one decimal from 10 on, three significant digits below ("0.0392").
+std::string days_figure(double days);
 std::string to_string(Watts v);
 std::string to_string(Hertz v);
 

@@ -109,6 +109,9 @@ struct ReplicaConfig {
 
 // KV cache bytes of one token (all layers, K and V), per GPU of the TP group.
 double kv_bytes_per_token(const ReplicaConfig& c);
+// Layers of each of pp pipeline stages, as vLLM splits them: the remainder one each to the stages
+// before the last, from the second-to-last back.
+std::vector<int> stage_layer_counts(int layers, int pp);
 // Weight bytes one GPU of a pipeline stage holds: `layers` layers from `first_layer`, the embedding
 // on the first stage, the LM head on the last.
 double stage_weight_bytes(const ReplicaConfig& c, int first_layer, int layers, bool first_stage, bool last_stage);
