@@ -178,9 +178,18 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
 
 void run(const Options& o) {
   std::vector<validate::Case> cases;
+  std::map<std::string, const validate::Case*> first_of;  // the first case of each id, over every file
   for (const auto& f : o.files) {
     auto more = validate::read_cases(f);
     cases.insert(cases.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  // One id in two files (or one file given twice) would count the run twice in the summary.
+  for (const auto& c : cases) {
+    const auto [it, fresh] = first_of.emplace(c.id, &c);
+    if (!fresh) {
+      throw InputError(fmt::format("{}:{}: case '{}' is also at {}:{}: each published run once (a file given twice?)", c.file, c.line, c.id, it->second->file,
+                                   it->second->line));
+    }
   }
   validate::RunOptions run_options;
   if (!o.attention.empty()) run_options.flash_attention = o.attention == "flash";
