@@ -227,13 +227,15 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
         c.offerings.push_back(o);
         continue;
       }
+      const bool profile = std::find(known.begin(), known.end(), o.gpu) != known.end();
       for (const std::string& k : known) {
-        if (k != o.gpu && spelling(k) == spelling(o.gpu)) {
+        if (!profile && spelling(k) == spelling(o.gpu)) {
           throw InputError(o.where, "gpu", fmt::format("the hardware profile name '{}'", k),
                            fmt::format("'{}' (offering '{}' in cost sheet {})", o.gpu, o.name, c.sheet.name));
         }
       }
-      if (edit_distance(spelling(o.gpu), spelling(gpu)) <= 2) {
+      // (A shipped profile's GPU near the scenario's, A100-SXM4-40GB beside -80GB, is another GPU.)
+      if (!profile && edit_distance(spelling(o.gpu), spelling(gpu)) <= 2) {
         c.notes.push_back(fmt::format("offering '{}' rents {}, not this scenario's {}: left out (if it is this GPU, correct its name in cost sheet {})",
                                       o.name, o.gpu, gpu, c.sheet.name));
       }

@@ -53,15 +53,18 @@ double weight_bytes(const ReplicaConfig& c) {
 
 }  // namespace
 
-double kv_bytes_per_token(const ReplicaConfig& c) {
+double kv_bytes_per_layer_token(const ReplicaConfig& c) {
   const TransformerSpec& m = c.model;
-  // K and V per layer: kv_heads x head_dim each (MLA caches its compressed latent and rope key).
+  // K and V: kv_heads x head_dim each (MLA caches its compressed latent and rope key).
   const double per_layer = m.mla ? (m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) : 2.0 * m.kv_heads * m.head_dim;
-  // TP splits KV heads across GPUs (a KV head is replicated when there are fewer than tp of them);
-  // PP gives each stage its layers (the fullest stage counts).
+  // TP splits KV heads across GPUs (a KV head is replicated when there are fewer than tp of them).
   const double shards = m.mla ? 1.0 : std::min<double>(c.tp, std::max(1, m.kv_heads));
-  const double layers = std::ceil(static_cast<double>(m.layers) / std::max(1, c.pp));
-  return layers * per_layer * c.kv_bytes_per_element / shards;
+  return per_layer * c.kv_bytes_per_element / shards;
+}
+
+double kv_bytes_per_token(const ReplicaConfig& c) {
+  // PP gives each stage its layers: the fullest stage counts.
+  return std::ceil(static_cast<double>(c.model.layers) / std::max(1, c.pp)) * kv_bytes_per_layer_token(c);
 }
 
 std::vector<int> stage_layer_counts(int layers, int pp) {
@@ -106,7 +109,7 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
   // Every stage allocates the same number of KV blocks (vLLM takes the fewest any worker can hold):
   // the stage whose weights and layers leave the least room sets them.
   const TransformerSpec& m = c.model;
-  const double kv_per_layer_token = kv_bytes_per_token(c) / std::ceil(static_cast<double>(m.layers) / c.pp);
+  const double kv_per_layer_token = kv_bytes_per_layer_token(c);
   std::int64_t blocks = std::numeric_limits<std::int64_t>::max();
   const std::vector<int> counts = stage_layer_counts(m.layers, c.pp);
   for (int st = 0, first = 0; st < c.pp; ++st) {
@@ -186,7 +189,7 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
   // The attention core: its FLOPs at the 16-bit ceiling or its KV reads, whichever is longer.
   const double attention_peak =
       hw.peak(hardware::Dtype::bf16).value() * hw.gemm.max_efficiency.at(hardware::Dtype::bf16) * hardware::load_factor(hw, hardware::Load::sustained);
-  const double kv_per_layer = kv_bytes_per_token(c) / std::ceil(static_cast<double>(m.layers) / c.pp);
+  const double kv_per_layer = kv_bytes_per_layer_token(c);
   const double core = std::max(attention_flops / tp / attention_peak, kv_read * kv_per_layer / memory_rate);
   // The memory-bound kernels between the GEMMs, in 16-bit activations: the residual add fused with
   // RMSNorm twice (read the residual stream and the branch, write both: 4 x 2 bytes per hidden element,

@@ -83,6 +83,15 @@ double model_flops_per_token(const TransformerSpec& m) {
   return 6.0 * active_parameters(m) + 12.0 * m.layers * double(m.attention_width()) * m.seq_len;
 }
 
+yaml::Check<int> layers_check() { return yaml::in_range(1, kMaxLayers, fmt::format("from 1 to {} layers", kMaxLayers)); }
+
+yaml::Check<int> experts_check() { return yaml::in_range(2, 1 << 16, "from 2 to 65536 experts"); }
+
+void check_moe(yaml::Map& e, const MoeSpec& s, int layers) {
+  if (s.top_k > s.experts) e.at("top_k", "").fail(fmt::format("at most experts ({})", s.experts), std::to_string(s.top_k));
+  if (s.dense_layers >= layers) e.at("dense_layers", "").fail(fmt::format("fewer than layers ({})", layers), std::to_string(s.dense_layers));
+}
+
 TransformerSpec read_transformer(const yaml::Node& node) {
   yaml::Map m(node);
   TransformerSpec t;
@@ -91,7 +100,7 @@ TransformerSpec read_transformer(const yaml::Node& node) {
   t.description = m.get_or<std::string>("description", "");
   // The largest published models have a few hundred layers; the bound keeps a typo from building
   // a step graph of billions of tasks.
-  t.layers = m.get<int>("layers", yaml::in_range(1, kMaxLayers, fmt::format("from 1 to {} layers", kMaxLayers)));
+  t.layers = m.get<int>("layers", layers_check());
   t.hidden = m.get<int>("hidden", positive);
   t.heads = m.get<int>("heads", positive);
   t.kv_heads = m.get_or<int>("kv_heads", t.heads, positive);
@@ -109,7 +118,7 @@ TransformerSpec read_transformer(const yaml::Node& node) {
   if (auto moe = m.find("moe")) {
     yaml::Map e(*moe);
     MoeSpec s;
-    s.experts = e.get<int>("experts", yaml::in_range(2, 1 << 16, "from 2 to 65536 experts"));
+    s.experts = e.get<int>("experts", experts_check());
     s.top_k = e.get<int>("top_k", positive);
     s.expert_ffn_hidden = e.get<int>("expert_ffn_hidden", positive);
     s.shared_experts = e.get_or<int>("shared_experts", 0, yaml::non_negative<int>());
@@ -117,14 +126,13 @@ TransformerSpec read_transformer(const yaml::Node& node) {
     s.dense_layers = e.get_or<int>("dense_layers", 0, yaml::non_negative<int>());
     s.capacity_factor = e.get_or<double>("capacity_factor", 1.0, yaml::at_least(1.0, "a capacity factor >= 1"));
     e.finish();
-    if (s.top_k > s.experts) e.at("top_k", "").fail(fmt::format("at most experts ({})", s.experts), std::to_string(s.top_k));
+    check_moe(e, s, t.layers);
     // At experts / top_k every expert's capacity holds every token; beyond it, only padding grows.
     const double most = double(s.experts) / s.top_k;
     if (s.capacity_factor > most) {
       e.at("capacity_factor", "").fail(fmt::format("from 1 to experts / top_k = {:g} (where every expert can take every token)", most),
                                        fmt::format("{:g}", s.capacity_factor));
     }
-    if (s.dense_layers >= t.layers) e.at("dense_layers", "").fail(fmt::format("fewer than layers ({})", t.layers), std::to_string(s.dense_layers));
     t.moe = s;
   }
   if (auto att = m.find("attention")) {

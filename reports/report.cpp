@@ -827,10 +827,10 @@ class Builder {
         // Its CSV values stay empty when it never finishes.
         const auto q = [&](const json& j, const char* k) { return finishes ? num(j, k) : std::nan(""); };
         // A percentile that reaches into the trials that did not finish is null: never.
-        const auto pct = [&](const json& j, const char* k, const auto& show) { return j[k].is_null() ? std::string("never") : show(num(j, k)); };
-        const auto days = [](double v) { return fixed(v, 1); };
-        t.rows.push_back({str(o, "offering"), str(o, "pricing"), finishes ? pct(c, "p50", usd) : "never finishes", finishes ? pct(c, "p90", usd) : "never finishes",
-                          finishes ? pct(w, "p50", days) : "never", finishes ? pct(w, "p90", days) : "never", fixed(num(o, "mean_interruptions"), 1)});
+        const auto percentile = [&](const json& j, const char* k, const auto& show) { return j[k].is_null() ? std::string("never") : show(num(j, k)); };
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), finishes ? percentile(c, "p50", usd) : "never finishes",
+                          finishes ? percentile(c, "p90", usd) : "never finishes", finishes ? percentile(w, "p50", days_figure) : "never",
+                          finishes ? percentile(w, "p90", days_figure) : "never", fixed(num(o, "mean_interruptions"), 1)});
         const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));
         csv("cost", subject, "cost_p50", q(c, "p50"), "USD");
         csv("cost", subject, "cost_p90", q(c, "p90"), "USD");

@@ -45,7 +45,8 @@ for args in "--seed -1|--seed: expected a seed of 0 to 18446744073709551615, fou
   fi
 done
 # An offering a typo away from the scenario's GPU is left out with a note, not in silence; another GPU
-# whose name is near a shipped profile's (GH200 beside GB200) is left out without a word.
+# whose name is near a shipped profile's (GH200 beside GB200), or a shipped profile's GPU a letter from
+# the scenario's (H800 beside H100), is left out without a word.
 cat >"$out/near.yaml" <<'YAML'
 scenario:
   name: near
@@ -61,9 +62,10 @@ scenario:
       offerings:
         - {name: near, gpu: H100-SXM5-80G, pricing: on-demand, price_per_gpu_hour: 1, as_of: x, source: y}
         - {name: other, gpu: GH200, pricing: on-demand, price_per_gpu_hour: 1, as_of: x, source: y}
+        - {name: h800, gpu: H800-SXM5-80GB, pricing: on-demand, price_per_gpu_hour: 1, as_of: x, source: y}
         - {name: od, gpu: H100-SXM5-80GB, pricing: on-demand, price_per_gpu_hour: 2, as_of: x, source: y}
     checkpoint: {write_bandwidth: 10GB/s}
 YAML
 "$cli" cost "$out/near.yaml" --trials 5 >"$out/near.txt"
 grep -q "^note: offering 'near' rents H100-SXM5-80G, not this scenario's H100-SXM5-80GB: left out" "$out/near.txt" || { echo "no note for a near GPU name"; cat "$out/near.txt"; exit 1; }
-if grep -q "'other'" "$out/near.txt"; then echo "another GPU's offering was noted"; cat "$out/near.txt"; exit 1; fi
+if grep -q "'other'\|'h800'" "$out/near.txt"; then echo "another GPU's offering was noted"; cat "$out/near.txt"; exit 1; fi

@@ -28,9 +28,9 @@ models::TransformerSpec read_model(const Node& node, const std::string& id) {
   Map m(node);
   models::TransformerSpec t;
   t.name = id;
-  // The scenario reader's bounds (models/transformer.cpp): a typo's billions of layers or impossible
-  // experts are refused here too, not simulated.
-  t.layers = m.get<int>("layers", yaml::in_range(1, models::kMaxLayers, fmt::format("from 1 to {} layers", models::kMaxLayers)));
+  // The scenario reader's bounds: a typo's billions of layers or impossible experts are refused here
+  // too, not simulated.
+  t.layers = m.get<int>("layers", models::layers_check());
   t.hidden = m.get<int>("hidden", kPositive);
   t.ffn_hidden = m.get<int>("ffn_hidden", kPositive);
   t.heads = m.get<int>("heads", kPositive);
@@ -44,15 +44,14 @@ models::TransformerSpec read_model(const Node& node, const std::string& id) {
   if (auto moe = m.find("moe")) {
     Map e(*moe);
     models::MoeSpec x;
-    x.experts = e.get<int>("experts", yaml::in_range(2, 1 << 16, "from 2 to 65536 experts"));
+    x.experts = e.get<int>("experts", models::experts_check());
     x.top_k = e.get<int>("top_k", kPositive);
     x.expert_ffn_hidden = e.get<int>("expert_ffn_hidden", kPositive);
     x.shared_experts = e.get_or<int>("shared_experts", 0, yaml::non_negative<int>());
     x.shared_expert_ffn_hidden = x.expert_ffn_hidden;
     x.dense_layers = e.get_or<int>("dense_layers", 0, yaml::non_negative<int>());
     e.finish();
-    if (x.top_k > x.experts) e.at("top_k", "").fail(fmt::format("at most experts ({})", x.experts), std::to_string(x.top_k));
-    if (x.dense_layers >= t.layers) e.at("dense_layers", "").fail(fmt::format("fewer than layers ({})", t.layers), std::to_string(x.dense_layers));
+    models::check_moe(e, x, t.layers);
     t.moe = x;
   }
   if (auto att = m.find("attention")) {

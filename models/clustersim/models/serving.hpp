@@ -107,7 +107,9 @@ struct ReplicaConfig {
   [[nodiscard]] int context() const { return max_model_len > 0 ? max_model_len : model.seq_len; }
 };
 
-// KV cache bytes of one token (all layers, K and V), per GPU of the TP group.
+// KV cache bytes of one token in one layer (K and V), per GPU of the TP group.
+double kv_bytes_per_layer_token(const ReplicaConfig& c);
+// KV cache bytes of one token on the fullest pipeline stage (all layers without PP), per GPU.
 double kv_bytes_per_token(const ReplicaConfig& c);
 // Layers of each of pp pipeline stages, as vLLM splits them: the remainder one each to the stages
 // before the last, from the second-to-last back.

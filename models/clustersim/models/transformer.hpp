@@ -83,6 +83,12 @@ struct ParameterCount {
 // Per-layer pieces, for placing layers on pipeline stages.
 // The most layers a model file may have (the largest published models have a few hundred).
 inline constexpr int kMaxLayers = 10000;
+// The bounds every reader of a model holds it to (scenario model files, validation cases): a layer
+// count up to kMaxLayers, 2 to 65,536 experts, and a `moe` map `e` whose top_k is at most its
+// experts and whose leading dense layers leave MoE layers in a model of `layers`.
+yaml::Check<int> layers_check();
+yaml::Check<int> experts_check();
+void check_moe(yaml::Map& e, const MoeSpec& s, int layers);
 
 double attention_parameters(const TransformerSpec& m);  // a layer's whole: attention_parameters_per_rank(m, 1)
 // Key/value heads a tensor-parallel rank holds: kv_heads / tp, or one when there are fewer than tp
