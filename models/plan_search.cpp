@@ -343,7 +343,7 @@ class BoundModel {
     const Shard shard = shard_of(j);
     const CommTime comm = [&](CommGroup g, CollectiveOp op, double bytes) { return groups(g, op, bytes); };
     const auto timed = [&](const std::vector<Op>& ops) {
-      const OpsTime o = time_ops(ops, *topo_.gpu, j.precision, comm, j.recompute, p.tp_overlap, fp8_weight_cast_share(j));
+      const OpsTime o = time_ops(ops, *topo_.gpu, j.precision, comm, j.recompute, p.tp_overlap, p.tp, fp8_weight_cast_share(j));
       return std::make_pair(o.forward.total(), o.backward.total() + o.recompute.total());
     };
     LayerTimes t;

@@ -13,9 +13,19 @@ namespace cs::models {
 namespace {
 
 constexpr double kActivationBytes = 2.0;  // activations are kept in 16-bit floats, fp8 GEMMs included
-// Megatron/Transformer Engine pipeline a TP collective with its GEMM in chunks; the first chunk's
-// communication cannot hide. Assumption: 4 chunks (no published default found; to be calibrated).
-constexpr double kTpOverlapChunks = 4.0;
+// Transformer Engine's userbuffer overlap of the TP collectives (Megatron's --tp-comm-overlap with
+// no --tp-comm-overlap-cfg, which leaves every layer at initialize_ub's default; TE 1.x
+// transformer_engine/pytorch/module/base.py):
+//   ring_exchange (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad): the GEMM in tp chunks, each running
+//     while the next chunk arrives peer to peer over the copy engines (no SMs taken);
+//   pipeline (proj_fprop, fc2_fprop): the GEMM in num_splits = 4 chunks, each chunk's
+//     reduce-scatter behind the next chunk's GEMM, the last one's after it;
+//   bulk (qkv/fc1 dgrad and wgrad): the re-gather of the saved input behind the data-gradient GEMM,
+//     the input gradient's reduce-scatter behind the weight-gradient GEMM.
+// The pipeline and bulk kernels run on num_sm = 16 SMs beside the GEMM (set_sm_margin 0), which
+// loses that share of the GPU while they run.
+constexpr double kTpPipelineSplits = 4.0;
+constexpr double kTpCommSms = 16.0;
 
 Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, double count = 1, bool weight_grad = true) {
   Op op;
@@ -275,7 +285,7 @@ double attention_seconds(const hardware::HardwareProfile& hw, const Op& op, hard
 }  // namespace
 
 OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw, hardware::Dtype dtype, const CommTime& comm_time,
-                 Recompute recompute, bool tp_overlap, double weight_casts) {
+                 Recompute recompute, bool tp_overlap, int tp, double weight_casts) {
   const bool fp8 = dtype == hardware::Dtype::fp8;
   if (!hw.supports(dtype)) {
     throw std::invalid_argument(fmt::format("precision {}: the {} profile has no {} peak", hardware::to_string(dtype), hw.name,
@@ -284,6 +294,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
   OpsTime out;
   // Times of each op's forward and backward, then the exposed part of each collective.
   std::vector<double> fwd(ops.size(), 0.0), bwd(ops.size(), 0.0);
+  std::vector<double> dgrad_of(ops.size(), 0.0), wgrad_of(ops.size(), 0.0);  // a GEMM's backward, in its two products
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     switch (op.kind) {
@@ -298,6 +309,8 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
         const double wgrad = op.weight_grad ? gemm_seconds(hw, {k, n, m, batch}, gd) : 0.0;
         fwd[i] = one * scale;
         bwd[i] = (dgrad + wgrad) * scale;
+        dgrad_of[i] = dgrad * scale;
+        wgrad_of[i] = wgrad * scale;
         if (in_fp8) {
           // Transformer Engine casts each GEMM input to fp8 (read 16-bit, write 8-bit) in both passes:
           // the activations every micro-batch, the weights once a step (weight_casts).
@@ -355,22 +368,37 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     double b = comm_time(op.group, back, op.bytes).value();
     if (op.group == CommGroup::cp) b += f;
     double fe = f, be = b;
-    if (op.group == CommGroup::tp && tp_overlap) {
-      // Each collective hides behind the GEMM of its own linear layer, in both passes (Transformer
-      // Engine's userbuffer overlaps). Entering the TP region (an all-gather before a
-      // column-parallel GEMM): the backward all-gathers the saved sequence-split input again for the
-      // weight gradient and reduce-scatters the input gradient, behind that GEMM's data- and
-      // weight-gradient products. Leaving it (a reduce-scatter after a row-parallel GEMM): the
-      // backward all-gathers the output gradient, which the data-gradient product (half the
-      // GEMM's backward) consumes chunk by chunk.
+    // The embedding's reduce-scatter has no GEMM beside it, and the loss's all-reduce is a few bytes.
+    const bool overlapped = op.comm_op == CollectiveOp::all_gather || (op.comm_op == CollectiveOp::reduce_scatter && op.in_layer);
+    if (op.group == CommGroup::tp && tp_overlap && overlapped) {
+      // Each collective hides behind the GEMM of its own linear layer, in both passes. Entering the
+      // TP region (an all-gather before a column-parallel GEMM): forward, a ring exchange; backward,
+      // bulk overlaps of the re-gather of the saved sequence-split input (the forward's all-gather
+      // again) and of the input gradient's reduce-scatter. Leaving it (a reduce-scatter after a
+      // row-parallel GEMM): forward, the pipelined reduce-scatter; backward, a ring exchange of the
+      // output gradient's all-gather behind the data-gradient product.
       const bool gather = op.comm_op == CollectiveOp::all_gather;
-      const double own_fwd = neighbour_gemm(i, gather, fwd), own_bwd = neighbour_gemm(i, gather, bwd);
-      fe = std::max(f - own_fwd, f / kTpOverlapChunks);
-      if (gather) {
-        const double both = b + f;  // the re-gather is the forward's all-gather again
-        be = std::max(both - own_bwd, both / kTpOverlapChunks);
+      const double g = neighbour_gemm(i, gather, fwd);
+      const double dg = neighbour_gemm(i, gather, dgrad_of), wg = neighbour_gemm(i, gather, wgrad_of);
+      // A ring exchange of tp chunks starts on the chunk already held: the tp - 1 transfers run
+      // behind tp - 1 of the tp GEMM chunks.
+      const double ring_share = tp > 1 ? double(tp - 1) / double(tp) : 0.0;
+      const double sm_share = hw.sm_count > 0 ? std::min(1.0, kTpCommSms / double(hw.sm_count)) : 0.0;
+      if (gather && !op.in_layer) {
+        // The output layer is Megatron's own ColumnParallelLinear, outside Transformer Engine: its
+        // forward all-gather blocks; backward it overlaps the re-gather with the data-gradient GEMM
+        // and the reduce-scatter with the weight-gradient GEMM (NCCL, asynchronously).
+        be = std::max(0.0, f - dg) + std::max(0.0, b - wg);
+      } else if (gather) {
+        fe = std::max(0.0, f - g * ring_share);
+        // Each bulk collective takes its 16 SMs from the GEMM it runs beside, for as long as both run.
+        be = std::max(0.0, f - dg) + std::max(0.0, b - wg) + sm_share * (std::min(f, dg) + std::min(b, wg));
       } else {
-        be = std::max(b - own_bwd / 2.0, b / kTpOverlapChunks);
+        // Four chunks: the reduce-scatters of the first three run behind the GEMMs of the next three.
+        const double chunk_f = f / kTpPipelineSplits, chunk_g = g / kTpPipelineSplits;
+        fe = chunk_f + (kTpPipelineSplits - 1.0) * std::max(0.0, chunk_f - chunk_g) +
+             sm_share * (kTpPipelineSplits - 1.0) * std::min(chunk_f, chunk_g);
+        be = std::max(0.0, b - dg * ring_share);
       }
     }
     if (op.group == CommGroup::cp) {

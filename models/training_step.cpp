@@ -107,7 +107,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   // ---- per-layer times
   const Shard shard = shard_of(job);
   const double weight_casts = fp8_weight_cast_share(job);
-  auto timed = [&](const std::vector<Op>& ops) { return time_ops(ops, hw, job.precision, comm, job.recompute, p.tp_overlap, weight_casts); };
+  auto timed = [&](const std::vector<Op>& ops) { return time_ops(ops, hw, job.precision, comm, job.recompute, p.tp_overlap, p.tp, weight_casts); };
   const OpsTime dense_layer = timed(layer_forward_ops(m, 0, shard));
   const OpsTime moe_layer = m.moe ? timed(layer_forward_ops(m, m.moe->dense_layers, shard)) : dense_layer;
   const OpsTime embedding = timed(embedding_forward_ops(m, shard));

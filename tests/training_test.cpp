@@ -335,7 +335,7 @@ TEST_CASE("per-operation times add up to the layer's pass times") {
   shard.tp = 2;
   shard.sequence_parallel = true;
   const CommTime no_comm = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
-  const OpsTime t = time_ops(layer_forward_ops(job.model, 0, shard), *topo.gpu, job.precision, no_comm, job.recompute, false);
+  const OpsTime t = time_ops(layer_forward_ops(job.model, 0, shard), *topo.gpu, job.precision, no_comm, job.recompute, false, shard.tp);
   double forward = 0, backward = 0, recompute = 0;
   for (const auto& op : t.ops) {
     forward += op.forward;
@@ -362,24 +362,67 @@ TEST_CASE("TP overlap hides each collective behind its own linear layer's GEMMs,
   Shard shard;
   shard.tp = 8;
   shard.sequence_parallel = true;
-  const double c = 20e-6;  // every TP collective takes 20 us: far less than any GEMM below
-  const CommTime fixed = [&](CommGroup, CollectiveOp, double) { return Seconds(c); };
   const TransformerSpec m = gpt(4, 8192, 64, 4096);
-  const auto tp_of = [&](bool overlap) { return time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::bf16, fixed, Recompute::none, overlap); };
-  const OpsTime plain = tp_of(false);
+  const auto tp_of = [&](bool overlap, double c) {
+    const CommTime fixed = [c](CommGroup, CollectiveOp, double) { return Seconds(c); };
+    return time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::bf16, fixed, Recompute::none, overlap, shard.tp);
+  };
+  const double c = 20e-6;  // every TP collective takes 20 us: far less than any GEMM below
+  const OpsTime plain = tp_of(false, c);
   // Without overlap: two all-gathers and two reduce-scatters forward, their mirrors backward.
   CHECK(plain.forward.tp == Approx(4 * c));
   CHECK(plain.backward.tp == Approx(4 * c));
-  const OpsTime hidden = tp_of(true);
-  // Expectation: only the first of 4 chunks shows. Forward: c / 4 each. Backward: an all-gather's
-  // linear re-gathers its input and reduce-scatters the input gradient (2c, a quarter showing);
-  // a reduce-scatter's linear all-gathers the output gradient (c, a quarter showing).
-  CHECK(hidden.forward.tp == Approx(4 * c / 4));
-  CHECK(hidden.backward.tp == Approx(2 * (2 * c / 4) + 2 * (c / 4)));
+  // Transformer Engine's defaults (initialize_ub): the all-gathers before qkv and fc1 are ring
+  // exchanges that start on the chunk already held (nothing shows); the reduce-scatters after the
+  // output projection and fc2 are pipelined in 4 chunks, the last of which shows, and the first
+  // three take 16 of the H100's 132 SMs from the GEMM chunks they run beside.
+  const double sm = 16.0 / 132.0;
+  const OpsTime hidden = tp_of(true, c);
+  CHECK(hidden.forward.tp == Approx(2 * (c / 4 + 3 * sm * c / 4)));
+  // Backward: a column-parallel layer's bulk re-gather and reduce-scatter hide whole behind its data-
+  // and weight-gradient GEMMs, each taking 16 SMs while it runs; a row-parallel layer's output-
+  // gradient all-gather is a ring exchange again.
+  CHECK(hidden.backward.tp == Approx(2 * sm * 2 * c));
   for (const auto& op : hidden.ops) {
-    if (op.name == "tp_allgather_attn") CHECK(op.backward == Approx(2 * c / 4));  // behind qkv, though no GEMM precedes it
-    if (op.name == "tp_reduce_ffn") CHECK(op.backward == Approx(c / 4));          // behind fc2, though no GEMM follows it
+    if (op.name == "tp_allgather_attn") CHECK(op.forward == 0.0);
+    if (op.name == "tp_reduce_ffn") CHECK(op.backward == 0.0);
   }
+  // A collective far longer than its GEMM shows whole but for the GEMM it hides behind: a ring
+  // exchange hides behind 7 of the 8 GEMM chunks, the pipeline behind 3 of its 4.
+  const double slow = 10.0;
+  const OpsTime exposed = tp_of(true, slow);
+  const OpsTime no_comm = tp_of(false, 0.0);
+  auto gemm_fwd = [&](const char* name) {
+    for (const auto& op : no_comm.ops) {
+      if (op.name == name) return op.forward;
+    }
+    FAIL("no op " << name);
+    return 0.0;
+  };
+  for (const auto& op : exposed.ops) {
+    if (op.name == "tp_allgather_attn") CHECK(op.forward == Approx(slow - gemm_fwd("qkv") * 7.0 / 8.0));
+    if (op.name == "tp_reduce_ffn") CHECK(op.forward == Approx(slow - gemm_fwd("fc2") * 3.0 / 4.0 + sm * 3.0 * gemm_fwd("fc2") / 4.0));
+  }
+  // Outside Transformer Engine nothing is pipelined: the output layer's forward all-gather and the
+  // embedding's reduce-scatter show whole; the output layer's backward overlaps with its own GEMMs.
+  const CommTime fixed = [c](CommGroup, CollectiveOp, double) { return Seconds(c); };
+  const OpsTime head = time_ops(head_forward_ops(m, shard), *topo.gpu, hardware::Dtype::bf16, fixed, Recompute::none, true, shard.tp);
+  const OpsTime embedding = time_ops(embedding_forward_ops(m, shard), *topo.gpu, hardware::Dtype::bf16, fixed, Recompute::none, true, shard.tp);
+  bool seen_head = false, seen_embedding = false;
+  for (const auto& op : head.ops) {
+    if (op.name != "tp_allgather_head") continue;
+    seen_head = true;
+    CHECK(op.forward == Approx(c));
+    CHECK(op.backward == 0.0);
+  }
+  for (const auto& op : embedding.ops) {
+    if (op.name != "tp_reduce_embedding") continue;
+    seen_embedding = true;
+    CHECK(op.forward == Approx(c));
+    CHECK(op.backward == Approx(c));
+  }
+  CHECK(seen_head);
+  CHECK(seen_embedding);
 }
 
 TEST_CASE("full recompute re-runs the transformer layers, never the output head or the embedding") {
@@ -387,12 +430,12 @@ TEST_CASE("full recompute re-runs the transformer layers, never the output head 
   Shard shard;
   const CommTime no_comm = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
   const TransformerSpec m = gpt(4, 2048, 16, 2048);
-  const OpsTime layer = time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::bf16, no_comm, Recompute::full, false);
+  const OpsTime layer = time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::bf16, no_comm, Recompute::full, false, 1);
   // Expectation: a checkpointed layer's recompute is its whole forward again.
   CHECK(layer.recompute.total() == Approx(layer.forward.total()).epsilon(1e-12));
   // Megatron checkpoints the transformer layers only: the logits, the loss and the embedding run once.
   for (const auto& ops : {head_forward_ops(m, shard), embedding_forward_ops(m, shard)}) {
-    const OpsTime t = time_ops(ops, *topo.gpu, hardware::Dtype::bf16, no_comm, Recompute::full, false);
+    const OpsTime t = time_ops(ops, *topo.gpu, hardware::Dtype::bf16, no_comm, Recompute::full, false, 1);
     CHECK(t.recompute.total() == 0.0);
     CHECK(t.recompute.flops == 0.0);
   }
@@ -404,13 +447,13 @@ TEST_CASE("fp8 training runs the layers' GEMMs in fp8 and the output layer in 16
   shard.dtype = hardware::Dtype::fp8;
   const CommTime no_comm = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
   const TransformerSpec m = gpt(4, 4096, 32, 2048);
-  const OpsTime head = time_ops(head_forward_ops(m, shard), *topo.gpu, hardware::Dtype::fp8, no_comm, Recompute::none, false);
+  const OpsTime head = time_ops(head_forward_ops(m, shard), *topo.gpu, hardware::Dtype::fp8, no_comm, Recompute::none, false, 1);
   const auto logits = std::find_if(head.ops.begin(), head.ops.end(), [](const OpTiming& o) { return o.name == "logits"; });
   REQUIRE(logits != head.ops.end());
   // Expectation: the bf16 GEMM's time under sustained load, no fp8 casts.
   const double bf16 = hardware::estimate_gemm(*topo.gpu, {2048, 51200, 4096}, hardware::Dtype::bf16, hardware::Load::sustained).time.value();
   CHECK(logits->forward == Approx(bf16).epsilon(1e-12));
-  const OpsTime layer = time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::fp8, no_comm, Recompute::none, false);
+  const OpsTime layer = time_ops(layer_forward_ops(m, 0, shard), *topo.gpu, hardware::Dtype::fp8, no_comm, Recompute::none, false, 1);
   const auto fc1 = std::find_if(layer.ops.begin(), layer.ops.end(), [](const OpTiming& o) { return o.name == "fc1"; });
   REQUIRE(fc1 != layer.ops.end());
   CHECK(fc1->forward < hardware::estimate_gemm(*topo.gpu, {2048, 16384, 4096}, hardware::Dtype::bf16, hardware::Load::sustained).time.value());
@@ -425,8 +468,8 @@ TEST_CASE("fp8 training casts the weights once a step, the activations every mic
   const CommTime no_comm = [](CommGroup, CollectiveOp, double) { return Seconds(0); };
   const TransformerSpec m = gpt(4, 4096, 32, 2048);
   const std::vector<Op> ops = layer_forward_ops(m, 0, shard);
-  const OpsTime once = time_ops(ops, hw, hardware::Dtype::fp8, no_comm, Recompute::none, false, 1.0);
-  const OpsTime quarter = time_ops(ops, hw, hardware::Dtype::fp8, no_comm, Recompute::none, false, 0.25);
+  const OpsTime once = time_ops(ops, hw, hardware::Dtype::fp8, no_comm, Recompute::none, false, 1, 1.0);
+  const OpsTime quarter = time_ops(ops, hw, hardware::Dtype::fp8, no_comm, Recompute::none, false, 1, 0.25);
   const auto fc1 = [](const OpsTime& t) { return *std::find_if(t.ops.begin(), t.ops.end(), [](const OpTiming& o) { return o.name == "fc1"; }); };
   // Expectation: fc1's weight is k x n = 4096 x 16384; its cast reads 2 and writes 1 byte per element
   // at the profile's HBM rate. Three quarters of it go.

@@ -205,7 +205,7 @@ struct OpsTime {
 // (`is_first_microbatch`, which Megatron-Core's schedules set), so a step pays one cast, spread
 // here over its micro-batches (fp8_weight_cast_share).
 OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw, hardware::Dtype dtype, const CommTime& comm,
-                 Recompute recompute, bool tp_overlap, double weight_casts = 1.0);
+                 Recompute recompute, bool tp_overlap, int tp, double weight_casts = 1.0);
 
 // ------------------------------------------------------------------ memory
 
