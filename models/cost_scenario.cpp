@@ -148,6 +148,14 @@ Offering read_offering(const yaml::Node& node) {
   return o;
 }
 
+// A training run's failures and spot preemptions strike nodes: an offering whose instances hold
+// another number of GPUs than the scenario's nodes would be priced for a machine it does not rent.
+std::string shape_mismatch(const Offering& o, int node_gpus) {
+  return fmt::format("offering '{}' rents nodes of {} GPU{}, but the scenario's nodes hold {}: its failures and preemptions would strike "
+                     "nodes the scenario does not have, in NVLink domains of another size",
+                     o.name, o.gpus_per_node, o.gpus_per_node == 1 ? "" : "s", node_gpus);
+}
+
 }  // namespace
 
 CostSheet read_cost_sheet(const yaml::Node& body) {
@@ -176,7 +184,7 @@ CostSheet load_cost_sheet_reference(const yaml::Node& node, IncludeStack& includ
   return read_cost_sheet(part_body(doc->root(), "cost_sheet"));
 }
 
-CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes, bool training) {
+CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes, bool training, int node_gpus) {
   yaml::Map m(node);
   if (!training) {
     for (const char* key : {"reliability", "checkpoint", "deadline", "elastic", "trials", "seed"}) {
@@ -200,6 +208,7 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
         item.fail_message(fmt::format("no offering '{}' in cost sheet {} (it has {})", name, c.sheet.name, names));
       }
       if (it->gpu != gpu) item.fail_message(fmt::format("offering '{}' rents {}, but the scenario runs on {}", name, it->gpu, gpu));
+      if (node_gpus > 0 && it->gpus_per_node != node_gpus) item.fail_message(shape_mismatch(*it, node_gpus));
       if (std::any_of(c.offerings.begin(), c.offerings.end(), [&](const Offering& o) { return o.name == name; })) {
         item.fail_message(fmt::format("offering '{}' is listed twice", name));
       }
@@ -222,7 +231,13 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
       return out;
     };
     std::vector<std::string> others;
+    std::vector<std::string> other_shapes;
     for (const auto& o : c.sheet.offerings) {
+      if (o.gpu == gpu && node_gpus > 0 && o.gpus_per_node != node_gpus) {
+        c.notes.push_back(shape_mismatch(o, node_gpus) + ": left out");
+        other_shapes.push_back(fmt::format("'{}' ({} a node)", o.name, o.gpus_per_node));
+        continue;
+      }
       if (o.gpu == gpu) {
         c.offerings.push_back(o);
         continue;
@@ -240,6 +255,10 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
                                       o.name, o.gpu, gpu, c.sheet.name));
       }
       if (std::find(others.begin(), others.end(), o.gpu) == others.end()) others.push_back(o.gpu);
+    }
+    if (c.offerings.empty() && !other_shapes.empty()) {
+      node.fail_message(fmt::format("cost sheet {} offers {} only in nodes of another size than the scenario's {} GPUs: {}", c.sheet.name, gpu, node_gpus,
+                                    join_alternatives(other_shapes)));
     }
     if (c.offerings.empty()) node.fail_message(fmt::format("cost sheet {} offers no {} (it offers {})", c.sheet.name, gpu, join_alternatives(others)));
   }

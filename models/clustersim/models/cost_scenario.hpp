@@ -74,6 +74,8 @@ struct CostSection {
 // GPU are refused when named, left out when not). A training run's section describes its
 // checkpoints, failures and trials; an inference scenario's holds the sheet and offerings only
 // (`training` false: the training keys are refused, naming the key).
-CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes, bool training = true);
+// `node_gpus`: the GPUs of one of the scenario's nodes, which a training offering's instances must
+// match (0: not checked).
+CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, IncludeStack& includes, bool training = true, int node_gpus = 0);
 
 }  // namespace cs::models
