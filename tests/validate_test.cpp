@@ -312,6 +312,14 @@ TEST_CASE("a case whose plan does not match its cluster fails, saying why, rathe
   const auto i = validate::run_case(serving);
   CHECK(i.status == "failed");
   CHECK_THAT(i.reason, Contains("but the case's cluster has"));
+  // A serving case whose requests are longer than its model's context (seq_len) fails too; it ran.
+  auto longer = validate::read_cases(kShared / "validation/inference.yaml").front();
+  longer.training->model.seq_len = longer.inference->input_tokens + longer.inference->output_tokens - 1;
+  const auto l = validate::run_case(longer);
+  CHECK(l.status == "failed");
+  CHECK_THAT(l.reason, Contains(fmt::format("longer than the model's seq_len of {}", longer.training->model.seq_len)));
+  longer.training->model.seq_len += 1;
+  CHECK(validate::run_case(longer).status == "ok");
 }
 
 TEST_CASE("a case whose NVLink is not its node template's is unsupported, saying which", "[validate]") {

@@ -475,6 +475,11 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   if (!topo.gpu->supports(*hardware::parse_dtype(s.weights))) {
     throw Unsupported(fmt::format("{} weights: the {} profile has no {} peak", s.weights, topo.gpu->name, s.weights));
   }
+  // A case's model may give its context length; a request longer than it is no run of that model.
+  const std::int64_t longest = std::int64_t{s.input_tokens} + s.output_tokens;
+  if (c.training->model.seq_len > 0 && longest > c.training->model.seq_len) {
+    throw std::runtime_error(fmt::format("input + output = {} tokens, longer than the model's seq_len of {}", longest, c.training->model.seq_len));
+  }
   models::InferenceScenario sc;
   sc.name = c.id;
   sc.topology = shared;
