@@ -132,7 +132,7 @@ nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
   }
   j["simulation"] = {{"tasks", r.tasks}, {"events", r.stats.events}, {"flows", r.stats.flows}};
   j["notes"] = r.notes;
-  j["ops"] = {{"head", ops_json(r.head_ops)}};
+  j["ops"] = {{"embedding", ops_json(r.embedding_ops)}, {"head", ops_json(r.head_ops)}};
   if (!r.layer_ops.empty()) j["ops"]["layer"] = ops_json(r.layer_ops);
   if (!r.moe_layer_ops.empty()) j["ops"]["moe_layer"] = ops_json(r.moe_layer_ops);
   return j;
@@ -440,6 +440,7 @@ void run(const Options& o) {
     if (o.ops) {
       if (!r.layer_ops.empty()) std::cout << ops_text(r.moe_layer_ops.empty() ? "operations of a layer" : "operations of a dense layer", r.layer_ops);
       if (!r.moe_layer_ops.empty()) std::cout << ops_text("operations of an MoE layer", r.moe_layer_ops);
+      std::cout << ops_text("operations of the input embedding (first stage)", r.embedding_ops);
       std::cout << ops_text("operations of the output head (last stage)", r.head_ops);
     }
     if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json and {0}/trace.json (open at ui.perfetto.dev)\n", o.out);

@@ -121,6 +121,12 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
     // same", and the attention's and the experts' pipeline groups must agree.
     std::vector<std::string_view> names;
     for (ParallelDim d : p.order) names.push_back(to_string(d));
+    if (expert_data_parallel_size(p) == p.dp) {
+      // Equal data parallelism, but the two mappings stride the pipeline stages differently.
+      fail("parallelism.order", fmt::format("order {} puts a rank on one pipeline stage in the attention's mapping and on another in the experts' (a stage "
+                                            "every {} ranks against every {}), which Megatron-Core refuses: put pp last",
+                                            fmt::join(names, "-"), dense_stage_stride(p), expert_stage_stride(p)));
+    }
     fail("parallelism.order", fmt::format("order {} with pp before another dimension needs the experts' data parallelism equal to the attention's "
                                           "(etp x ep = {} x {} against tp x cp = {} x {}, expert dp {} against dp {}), as Megatron-Core requires: put pp "
                                           "last, or make etp x ep = tp x cp",
@@ -134,6 +140,13 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
   }
   if (p.zero_stage < 0 || p.zero_stage > 3) fail("parallelism.zero_stage", fmt::format("zero_stage must be 0, 1, 2 or 3, found {}", p.zero_stage));
   if (p.tp_overlap && !p.sequence_parallel && p.tp > 1) fail("parallelism.tp_overlap", "tp_overlap needs sequence_parallel (as Megatron's does)");
+  if (p.cp > 1 && !p.flash_attention) {
+    // Transformer Engine: "Context parallelism is only implemented with Flash Attention and Fused
+    // Attention!"; Megatron's unfused path has no context parallelism.
+    fail("parallelism.attention", fmt::format("cp = {} needs fused attention (attention: flash): context parallelism runs only in Transformer Engine's "
+                                              "flash and fused attention kernels",
+                                              p.cp));
+  }
   if (!is_rank_order(p.order)) fail("parallelism.order", "order must name each of tp, cp, ep, dp, pp once");
 }
 

@@ -112,10 +112,18 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   const OpsTime moe_layer = m.moe ? timed(layer_forward_ops(m, m.moe->dense_layers, shard)) : dense_layer;
   const OpsTime embedding = timed(embedding_forward_ops(m, shard));
   const OpsTime head = timed(head_forward_ops(m, shard));
+  // Listed per operation (`run --ops`), with the backward passes' own kernels that no operation
+  // holds: the unfused accumulation into the main gradients, and the embedding table's gradient.
+  auto listed = [&](std::vector<OpTiming> ops, const StageParameters& params, double gradient_s) {
+    if (const double a = grad_accumulation_seconds(job, hw, params); a > 0) ops.push_back({"grad_accumulation", OpKind::memory, 0.0, a, 0.0, 0.0, 0.0});
+    if (gradient_s > 0) ops.push_back({"embedding_gradient", OpKind::memory, 0.0, gradient_s, 0.0, 0.0, 0.0});
+    return ops;
+  };
   // A model whose every layer has experts has no dense layer to list.
-  if (!m.moe || m.moe->dense_layers > 0) result.layer_ops = dense_layer.ops;
-  if (m.moe) result.moe_layer_ops = moe_layer.ops;
-  result.head_ops = head.ops;
+  if (!m.moe || m.moe->dense_layers > 0) result.layer_ops = listed(dense_layer.ops, layer_parameters(m, p, 0), 0.0);
+  if (m.moe) result.moe_layer_ops = listed(moe_layer.ops, layer_parameters(m, p, m.moe->dense_layers), 0.0);
+  result.embedding_ops = listed(embedding.ops, embedding_parameters(m, p), embedding_gradient_seconds(job, hw, embedding_parameters(m, p)));
+  result.head_ops = listed(head.ops, head_parameters(m, p), 0.0);
   auto backward_of = [](const OpsTime& t) {
     PassTime b = t.backward;
     b += t.recompute;

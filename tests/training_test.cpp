@@ -897,6 +897,17 @@ TEST_CASE("an order with pp before another dimension needs the experts' data par
   CHECK(dense_stage_stride(job.plan) == expert_stage_stride(job.plan));
   CHECK_FALSE(experts_share_stages(job.plan));
   CHECK_THROWS_WITH(simulate_training(job, h100_nodes(1)), Catch::Contains("expert dp 1 against dp 2"));
+  // Equal data parallelism (TP 2, DP 2, EP 2: expert dp 2), but pp before cp, ep and dp: the
+  // attention's stages are every 2 ranks, the experts' every 4 (etp x ep before pp), and the message
+  // says so rather than comparing equal sizes.
+  job.plan.etp = 1;
+  job.plan.ep = 2;
+  job.plan.order = {ParallelDim::tp, ParallelDim::pp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp};
+  REQUIRE(expert_data_parallel_size(job.plan) == job.plan.dp);
+  CHECK_FALSE(experts_share_stages(job.plan));
+  CHECK_THROWS_WITH(simulate_training(job, h100_nodes(1)),
+                    Catch::Contains("puts a rank on one pipeline stage in the attention's mapping and on another in the experts'") &&
+                        Catch::Contains(fmt::format("a stage every {} ranks against every {}", dense_stage_stride(job.plan), expert_stage_stride(job.plan))));
   // A dimension of one rank after pp does not count: tp-cp-ep-dp-pp and tp-cp-ep-pp-dp with dp 1
   // place alike.
   job.plan.dp = 1;
@@ -1125,4 +1136,36 @@ TEST_CASE("the attention op's causal-tail FLOPs: one 128-query block over the wh
   CHECK(split.flops == Approx(whole.flops / 2));
   CHECK(split.row_flops == Approx(whole.row_flops));
   CHECK(whole.row_flops == Approx(2.0 * 128 * 8192 * 256));
+}
+
+TEST_CASE("the per-operation tables account for every second of compute and TP communication") {
+  // Expectation: one stage (no bubble), Llama 3 8B at TP 2, DP 4, with and without fused gradient
+  // accumulation: the layer table times the layers, plus the embedding's and the head's tables, times
+  // the micro-batches, is the step's compute plus exposed TP time. The unfused accumulation and the
+  // embedding table's gradient are rows of their own.
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job;
+  job.model = preset("llama3-8b");
+  job.plan.tp = 2;
+  job.plan.dp = 4;
+  job.plan.sequence_parallel = true;
+  job.micro_batch = 1;
+  job.global_batch = 16;
+  job.recompute = Recompute::selective;
+  for (bool fused : {true, false}) {
+    job.plan.grad_accumulation_fusion = fused;
+    const TrainingResult r = simulate_training(job, topo);
+    auto total = [](const std::vector<OpTiming>& ops) {
+      double t = 0;
+      for (const auto& op : ops) t += op.forward + op.backward + op.recompute;
+      return t;
+    };
+    auto has = [](const std::vector<OpTiming>& ops, const char* name) {
+      return std::any_of(ops.begin(), ops.end(), [&](const OpTiming& o) { return o.name == name; });
+    };
+    const double listed = (total(r.layer_ops) * job.model.layers + total(r.embedding_ops) + total(r.head_ops)) * job.micro_batches();
+    CHECK(listed == Approx(r.breakdown.compute + r.breakdown.tp_comm).epsilon(1e-9));
+    CHECK(has(r.embedding_ops, "embedding_gradient"));
+    CHECK(has(r.layer_ops, "grad_accumulation") == !fused);
+  }
 }

@@ -278,7 +278,7 @@ struct TrainingResult {
   std::vector<std::string> notes;
   // Per-operation times of one micro-batch on one rank: a dense layer, an MoE layer (MoE models)
   // and the output head (final norm, logits, loss).
-  std::vector<OpTiming> layer_ops, moe_layer_ops, head_ops;
+  std::vector<OpTiming> layer_ops, moe_layer_ops, embedding_ops, head_ops;
 };
 
 // Simulates one step on the first plan.gpus() GPUs of the topology, in topology order.
