@@ -72,6 +72,11 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
                            cluster_gpus));
   }
   if (const std::string why = tp_split_problem(m, p.tp); !why.empty()) fail("parallelism.tp", why);
+  if (!m.mla && m.kv_heads % p.tp != 0) {
+    // Serving engines replicate key/value heads over a TP group larger than their count; Megatron-Core
+    // splits them (attention.py: divide(num_query_groups, tp), which asserts).
+    fail("parallelism.tp", fmt::format("tp = {} must divide the model's {} key/value heads (Megatron-Core splits them over the TP group)", p.tp, m.kv_heads));
+  }
   if (m.ffn_hidden % p.tp != 0) fail("parallelism.tp", fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
   if (m.moe && m.moe->shared_experts > 0 && m.moe->shared_expert_ffn_hidden % p.tp != 0) {
     // Shared experts are split over the TP group as a dense FFN is.
