@@ -945,6 +945,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       if (bound && !own_plan && loses()) {
         if (o.resumed) --out.resumed;  // a run from scratch would not have simulated it either
         o.resumed = false;
+        // Nor would it know the numbers the results file gave (plans.csv writes them where known).
+        o.step_s = o.mfu = o.tokens_per_s = o.time_to_train_s = 0.0;
+        o.breakdown = {};
         o.status = PlanOutcome::Status::bound;
         o.bound_threshold_s = best_time;
         // Settled without a simulation: progress counts it done (between rounds, on this thread).

@@ -148,6 +148,24 @@ TEST_CASE("plan search: branch and bound finds the same best plans as the exhaus
   const SearchResult pruned1 = search_plans(sc.job, *sc.topology, sc.search, bb);
   CHECK(top(pruned, 5) == top(full, 5));
   CHECK(pruned.simulated + pruned.bound == full.simulated);
+  {
+    // Resumed from the exhaustive search's results, the bounded search is the fresh one: a pruned
+    // plan carries no step, as it would not have one without the file.
+    test::TempDir dir;
+    SearchOptions everything = all;
+    everything.results = dir.path() / "results.jsonl";
+    (void)search_plans(sc.job, *sc.topology, sc.search, everything);
+    SearchOptions resumed = bb;
+    resumed.results = everything.results;
+    const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, resumed);
+    REQUIRE(r.outcomes.size() == pruned.outcomes.size());
+    for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
+      CHECK(r.outcomes[i].status == pruned.outcomes[i].status);
+      CHECK(r.outcomes[i].step_s == pruned.outcomes[i].step_s);
+      CHECK(r.outcomes[i].mfu == pruned.outcomes[i].mfu);
+      CHECK(r.outcomes[i].time_to_train_s == pruned.outcomes[i].time_to_train_s);
+    }
+  }
   for (const auto& o : full.outcomes) {
     // The bound holds: no simulated step beats its plan's lower bound.
     if (o.status == PlanOutcome::Status::simulated) CHECK(o.step_s >= o.lower_bound_s);
