@@ -150,6 +150,13 @@ struct LayerTimes {
   double dense_f = 0, dense_b = 0, moe_f = 0, moe_b = 0, embedding_f = 0, embedding_b = 0, head_f = 0, head_b = 0;
 };
 
+// The rank order as numbers, for memo keys.
+std::vector<int> order_ids(const std::vector<ParallelDim>& order) {
+  std::vector<int> out;
+  for (ParallelDim d : order) out.push_back(static_cast<int>(d));
+  return out;
+}
+
 class BoundModel {
  public:
   // Where flows are hashed over equal-cost paths, a collective alone on the topology is no lower
@@ -335,11 +342,18 @@ class BoundModel {
 
   const LayerTimes& layer_times(const TrainingJob& j) {
     const ParallelismPlan& p = j.plan;
-    GroupCollectives groups(p, topo_, cm_);
+    // The placements depend on the degrees and the order alone: found once for each.
+    const std::string placement_key = fmt::format("{} {} {} {} {} {} {}", p.tp, p.cp, p.dp, p.pp, p.ep, p.etp, fmt::join(order_ids(p.order), ","));
+    auto placed = placements_.find(placement_key);
+    if (placed == placements_.end()) placed = placements_.emplace(placement_key, group_placements(p, topo_)).first;
+    GroupCollectives groups(placed->second, topo_, cm_);
     std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} |", j.micro_batch, p.tp, p.cp, p.ep, p.etp, p.sequence_parallel ? 1 : 0,
                                   static_cast<int>(j.recompute), p.tp_overlap ? 1 : 0, p.flash_attention ? 1 : 0, fp8_weight_cast_share(j));
     for (CommGroup g : {CommGroup::tp, CommGroup::cp, CommGroup::ep, CommGroup::etp}) {
-      for (auto v : groups.group(g)) key += fmt::format(" {}", v);
+      for (const auto& group : groups.placements().of(g)) {
+        for (auto v : group) key += fmt::format(" {}", v);
+        key += " ;";
+      }
       key += " |";
     }
     auto it = cache_.find(key);
@@ -363,6 +377,7 @@ class BoundModel {
   CollectiveModel cm_;
   bool hashed_ = false;
   std::map<std::string, LayerTimes> cache_;
+  std::map<std::string, GroupPlacements> placements_;  // by degrees and order
   std::map<std::string, double> collectives_;  // times together, by op, bytes and groups
 };
 

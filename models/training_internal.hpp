@@ -82,22 +82,36 @@ double fp8_weight_cast_share(const TrainingJob& job);
 // Activation bytes one micro-batch leaves stored in one layer until its backward pass.
 double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& s, Recompute recompute);
 
-// TP, CP and EP collectives of a plan, each timed alone on the topology for the groups of rank
-// (tp 0, cp 0, dp 0, pp 0) (every such group is placed alike), cached by op and size. The step
-// simulation and the plan search's lower bound time them with this one function.
+// The groups of each kind (TP, CP, EP, ETP) that the plan places differently: one group for each
+// distinct placement, a placement being its members' nodes relative to the first member's and their
+// GPU indices within the node (a TP 6 group on 8-GPU nodes lies in one node or straddles two; a TP 16
+// group on NVL72 racks in one rack or two). Groups placed alike on alike nodes take the same time,
+// but for where the fabric puts their nodes, which is not told apart.
+struct GroupPlacements {
+  std::vector<std::vector<topology::Vertex>> tp, cp, ep, etp;
+  [[nodiscard]] const std::vector<std::vector<topology::Vertex>>& of(CommGroup g) const {
+    return g == CommGroup::tp ? tp : g == CommGroup::cp ? cp : g == CommGroup::ep ? ep : etp;
+  }
+};
+GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topology& topo);
+
+// TP, CP and EP collectives of a plan, each timed alone on the topology for every distinct
+// placement of its groups, the slowest counting (a step waits for its slowest group: the
+// data-parallel replicas meet at the gradient reduction, the stages at every pipeline send), cached
+// by op and size. The step simulation and the plan search's lower bound time them with this one
+// function.
 class GroupCollectives {
  public:
   GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm);
+  GroupCollectives(GroupPlacements placements, const topology::Topology& topo, const CollectiveModel& cm);
   Seconds operator()(CommGroup g, CollectiveOp op, double bytes);
-  [[nodiscard]] const std::vector<topology::Vertex>& group(CommGroup g) const {
-    return g == CommGroup::tp ? tp_ : g == CommGroup::cp ? cp_ : g == CommGroup::ep ? ep_ : etp_;
-  }
+  [[nodiscard]] const GroupPlacements& placements() const { return placements_; }
   [[nodiscard]] bool tp_spans_nodes() const;
 
  private:
   const topology::Topology& topo_;
   const CollectiveModel& cm_;
-  std::vector<topology::Vertex> tp_, cp_, ep_, etp_;
+  GroupPlacements placements_;
   std::map<std::tuple<int, int, double>, double> cache_;
 };
 

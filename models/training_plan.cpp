@@ -173,6 +173,25 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
   return rank;
 }
 
+RankCoord rank_coord(const ParallelismPlan& plan, int rank) {
+  RankCoord c;
+  int stride = 1;
+  for (ParallelDim d : plan.order) {
+    const auto take = [&](int size, int& index) {
+      index = rank / stride % size;
+      stride *= size;
+    };
+    switch (d) {
+      case ParallelDim::tp: take(plan.tp, c.tp); break;
+      case ParallelDim::cp: take(plan.cp, c.cp); break;
+      case ParallelDim::ep: break;
+      case ParallelDim::dp: take(plan.dp, c.dp); break;
+      case ParallelDim::pp: take(plan.pp, c.pp); break;
+    }
+  }
+  return c;
+}
+
 int expert_data_parallel_size(const ParallelismPlan& plan) {
   // In 64 bits, checked: the plan search orders the ranks of shapes it has not checked yet
   // (effective_order), whose degrees may multiply past an int; their size is only compared with 1.

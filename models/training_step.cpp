@@ -97,7 +97,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
 
   // ---- collective times of the representative groups (TP, CP and EP groups are alike)
   GroupCollectives groups(p, topo, cm);
-  if (groups.tp_spans_nodes()) result.notes.push_back(fmt::format("the TP group of {} GPUs spans nodes: its collectives are timed alone on the topology", p.tp));
+  if (groups.tp_spans_nodes()) {
+    result.notes.push_back(fmt::format("a TP group of {} GPUs spans nodes: TP collectives are timed alone on the topology, at the slowest group's placement", p.tp));
+  }
   if (hw.gemm.sustained_fraction < 1.0) {
     result.notes.push_back(fmt::format("compute-bound kernels run at {:.3g} of their burst rate, the {}'s sustained clock under load (gemm.sustained_fraction)",
                                        hw.gemm.sustained_fraction, hw.name));
@@ -881,31 +883,72 @@ double embedding_gradient_seconds(const TrainingJob& job, const hardware::Hardwa
   return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
-GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm) : topo_(topo), cm_(cm) {
+GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topology& topo) {
   const auto& gpus = topo.gpus();
-  const auto gpu = [&](int tp, int cp, int dp) { return gpus[static_cast<std::size_t>(rank_of(p, RankCoord{tp, cp, dp, 0}))]; };
-  for (int t = 0; t < p.tp; ++t) tp_.push_back(gpu(t, 0, 0));
-  for (int c = 0; c < p.cp; ++c) cp_.push_back(gpu(0, c, 0));
-  for (int r : expert_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, 0}))) ep_.push_back(gpus[static_cast<std::size_t>(r)]);
-  for (int r : expert_tensor_parallel_ranks(p, rank_of(p, RankCoord{0, 0, 0, 0}))) etp_.push_back(gpus[static_cast<std::size_t>(r)]);
+  const int ranks = p.tp * p.cp * p.dp * p.pp;
+  // Each distinct placement once, by its first group in rank order.
+  const auto collect = [&](std::vector<std::vector<topology::Vertex>>& into, auto&& group_of) {
+    std::set<std::vector<std::pair<int, int>>> seen;
+    std::vector<char> grouped(static_cast<std::size_t>(ranks), 0);
+    for (int r = 0; r < ranks; ++r) {
+      if (grouped[static_cast<std::size_t>(r)]) continue;
+      const std::vector<int> members = group_of(r);
+      std::vector<std::pair<int, int>> placement;
+      std::vector<topology::Vertex> group;
+      const int first_node = topo.device(gpus[static_cast<std::size_t>(members.front())]).node;
+      for (int m : members) {
+        grouped[static_cast<std::size_t>(m)] = 1;
+        const topology::Device& d = topo.device(gpus[static_cast<std::size_t>(m)]);
+        placement.emplace_back(d.node - first_node, d.local_index);
+        group.push_back(gpus[static_cast<std::size_t>(m)]);
+      }
+      if (seen.insert(std::move(placement)).second) into.push_back(std::move(group));
+    }
+  };
+  const auto along = [&](int r, int size, auto&& coord) {
+    std::vector<int> out;
+    RankCoord c = rank_coord(p, r);
+    for (int i = 0; i < size; ++i) {
+      coord(c) = i;
+      out.push_back(rank_of(p, c));
+    }
+    return out;
+  };
+  GroupPlacements g;
+  collect(g.tp, [&](int r) { return along(r, p.tp, [](RankCoord& c) -> int& { return c.tp; }); });
+  collect(g.cp, [&](int r) { return along(r, p.cp, [](RankCoord& c) -> int& { return c.cp; }); });
+  collect(g.ep, [&](int r) { return expert_parallel_ranks(p, r); });
+  collect(g.etp, [&](int r) { return expert_tensor_parallel_ranks(p, r); });
+  return g;
 }
 
+GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm)
+    : GroupCollectives(group_placements(p, topo), topo, cm) {}
+
+GroupCollectives::GroupCollectives(GroupPlacements placements, const topology::Topology& topo, const CollectiveModel& cm)
+    : topo_(topo), cm_(cm), placements_(std::move(placements)) {}
+
 bool GroupCollectives::tp_spans_nodes() const {
-  return std::any_of(tp_.begin(), tp_.end(), [&](topology::Vertex v) { return topo_.device(v).node != topo_.device(tp_.front()).node; });
+  return std::any_of(placements_.tp.begin(), placements_.tp.end(), [&](const std::vector<topology::Vertex>& group) {
+    return std::any_of(group.begin(), group.end(), [&](topology::Vertex v) { return topo_.device(v).node != topo_.device(group.front()).node; });
+  });
 }
 
 Seconds GroupCollectives::operator()(CommGroup g, CollectiveOp op, double bytes) {
-  const auto& members = group(g);
-  if (members.size() < 2 || bytes <= 0) return Seconds(0);
+  const auto& groups = placements_.of(g);
+  if (groups.empty() || groups.front().size() < 2 || bytes <= 0) return Seconds(0);
   const auto key = std::make_tuple(static_cast<int>(g), static_cast<int>(op), bytes);
   if (auto it = cache_.find(key); it != cache_.end()) return Seconds(it->second);
-  Collective c;
-  c.op = op;
-  c.ranks = members;
-  c.bytes = Bytes(bytes);
-  const double t = cm_.simulate(c).time.value();
-  cache_[key] = t;
-  return Seconds(t);
+  double slowest = 0;
+  for (const auto& members : groups) {
+    Collective c;
+    c.op = op;
+    c.ranks = members;
+    c.bytes = Bytes(bytes);
+    slowest = std::max(slowest, cm_.simulate(c).time.value());
+  }
+  cache_[key] = slowest;
+  return Seconds(slowest);
 }
 
 }  // namespace cs::models

@@ -1169,3 +1169,30 @@ TEST_CASE("the per-operation tables account for every second of compute and TP c
     CHECK(has(r.layer_ops, "grad_accumulation") == !fused);
   }
 }
+
+TEST_CASE("a TP group that straddles two nodes sets the pace of every TP collective") {
+  // Expectation: TP 6 on 8-GPU DGX H100 nodes. The first replica's group is GPUs 0-5, in one node;
+  // the second's is GPUs 6-11, across two, whose all-gathers cross the fabric. With one replica the
+  // TP time is the NVLink group's; with two it is the straddling group's, several times longer.
+  const topology::Topology topo = h100_nodes(4);
+  TrainingJob job;
+  job.model = gpt(16, 6144, 48, 3072, 32256);
+  job.plan.tp = 6;
+  job.plan.sequence_parallel = true;
+  job.micro_batch = 1;
+  job.global_batch = 16;
+  job.recompute = Recompute::selective;
+  job.plan.dp = 1;
+  CHECK(group_placements(job.plan, topo).tp.size() == 1);
+  const TrainingResult one = simulate_training(job, topo);
+  job.plan.dp = 2;
+  const GroupPlacements two_groups = group_placements(job.plan, topo);
+  REQUIRE(two_groups.tp.size() == 2);
+  CHECK(topo.device(two_groups.tp[1].front()).node != topo.device(two_groups.tp[1].back()).node);
+  const TrainingResult two = simulate_training(job, topo);
+  // Per micro-batch: the same work per replica, the TP collectives slower.
+  const double tp_one = one.breakdown.tp_comm / one.micro_batches, tp_two = two.breakdown.tp_comm / two.micro_batches;
+  CHECK(tp_two > 2.0 * tp_one);
+  CHECK(std::any_of(two.notes.begin(), two.notes.end(), [](const std::string& n) { return n.find("a TP group of 6 GPUs spans nodes") != std::string::npos; }));
+  CHECK(std::none_of(one.notes.begin(), one.notes.end(), [](const std::string& n) { return n.find("spans nodes") != std::string::npos; }));
+}
