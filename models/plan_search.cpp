@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -795,7 +796,18 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     for (int g : distinct(space.gpus)) {
       for (int tp : distinct(space.tp)) {
         for (int pp : distinct(space.pp)) {
-          const std::vector<int> vpps = !space.every_vpp ? vpp_list : pp == 1 || base.model.layers % pp != 0 ? std::vector<int>{1} : divisors(base.model.layers / pp);
+          // `all`: every divisor of the layers a stage holds; with uneven_layers, every depth at
+          // which each of the pp x vpp chunks still holds a layer.
+          const auto every_vpp = [&] {
+            if (pp == 1) return std::vector<int>{1};
+            if (space.uneven_layers) {
+              std::vector<int> all(static_cast<std::size_t>(std::max(1, base.model.layers / pp)));
+              std::iota(all.begin(), all.end(), 1);
+              return all;
+            }
+            return base.model.layers % pp != 0 ? std::vector<int>{1} : divisors(base.model.layers / pp);
+          };
+          const std::vector<int> vpps = !space.every_vpp ? vpp_list : every_vpp();
           for (int vpp : vpps) {
             for (int cp : distinct(space.cp)) {
               for (int ep : distinct(space.ep)) {

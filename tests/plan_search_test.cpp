@@ -135,6 +135,31 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
   CHECK(d.resumed == a.simulated);
 }
 
+TEST_CASE("plan search: vpp all with uneven layers tries every depth at which each chunk holds a layer") {
+  // Expectation: Llama 3 8B (32 layers) at pp 3, which does not divide them: with uneven_layers,
+  // `vpp: all` enumerates vpp 1 to 10 (3 x 10 chunks of at least one layer), as an explicit list
+  // of them would; without uneven_layers pp 3 breaks the constraint whatever the vpp.
+  test::TempDir dir;
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: uneven
+  kind: training
+  model: llama3-8b
+  topology: {name: two, node: dgx-h100, nodes: 2, fabric: {kind: rail-optimized, scalable_unit: 2, tiers: [{radix: 64}, {radix: 64}]}}
+  parallelism: {tp: 2, pp: 3, dp: 1, sequence_parallel: true}
+  batch: {micro: 1, global: 30}
+  search: {gpus: [6], tp: [2], pp: [3], vpp: all, micro: [1], recompute: [selective], uneven_layers: true}
+)");
+  const TrainingScenario sc = load_training_scenario(file);
+  SearchOptions opt;
+  opt.threads = 1;
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+  std::set<int> depths;
+  for (const auto& o : r.outcomes) {
+    if (o.plan.pp == 3) depths.insert(o.plan.vpp);
+  }
+  CHECK(depths == std::set<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+}
+
 TEST_CASE("plan search: on a fabric that hashes flows the bound leaves data-parallel traffic out, and holds") {
   // Expectation: Llama 3 8B on 64 GPUs of the shipped 3-tier RoCE Clos, gradients reduced after the
   // backward pass. A collective timed alone there is no lower bound: the step's own flows hash onto
