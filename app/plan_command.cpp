@@ -369,7 +369,11 @@ void training_plan(const Options& o) {
     }
     std::cout << t.render("  ");
   };
-  table(fmt::format("fastest (top {} by throughput):", o.top).c_str(), by_time, static_cast<std::size_t>(o.top));
+  if (by_time.empty()) {
+    std::cout << "no plan in the space runs: every one breaks a constraint or does not fit in memory (the reasons below)\n";
+  } else {
+    table(fmt::format("fastest (top {} by throughput):", o.top).c_str(), by_time, static_cast<std::size_t>(o.top));
+  }
   std::set<int> counts;
   for (auto i : sim) counts.insert(r.outcomes[i].plan.gpus);
   if (counts.size() > 1 || r.systems.size() > 1) {

@@ -176,7 +176,7 @@ void write_file_atomically(const fs::path& path, std::string_view content) {
 void check_targets(const fs::path& dir, const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     std::error_code ec;
-    if (fs::is_directory(dir / name, ec)) throw std::runtime_error(fmt::format("cannot write {}: a directory of that name is in the way", (dir / name).string()));
+    if (fs::is_directory(dir / name, ec)) throw InputError(fmt::format("cannot write {}: a directory of that name is in the way", (dir / name).string()));
   }
 }
 

@@ -45,7 +45,7 @@ set +e
 err=$("$cli" run "$scenario" --report "$dir/c" 2>&1 >/dev/null)
 status=$?
 set -e
-if [ $status -eq 0 ] || [[ "$err" != *"report.md: a directory of that name is in the way"* ]] || [ "$(cat "$dir/c/summary.json")" != old ]; then
+if [ $status -ne 2 ] || [[ "$err" != *"report.md: a directory of that name is in the way"* ]] || [ "$(cat "$dir/c/summary.json")" != old ]; then
   echo "run --report with report.md a directory: status $status, summary.json '$(head -c 20 "$dir/c/summary.json")': $err"
   exit 1
 fi
