@@ -79,10 +79,17 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
 
 namespace {
 
-const Offering* cheapest_on_demand(const std::vector<Offering>& offerings, const std::string& gpu) {
+// The GPUs of one of a topology's nodes (0 when it has none).
+int node_gpus(const topology::Topology& topo) {
+  return topo.node_count() > 0 ? static_cast<int>(topo.gpus().size()) / topo.node_count() : 0;
+}
+
+// The cheapest on-demand offering of `gpu` in nodes of the topology's size (read_cost_section's rule).
+const Offering* cheapest_on_demand(const std::vector<Offering>& offerings, const std::string& gpu, int gpus_per_node) {
   const Offering* best = nullptr;
   for (const auto& o : offerings) {
-    if (o.pricing == Pricing::on_demand && o.gpu == gpu && (!best || o.price_per_gpu_hour < best->price_per_gpu_hour)) best = &o;
+    if (o.pricing != Pricing::on_demand || o.gpu != gpu || (gpus_per_node > 0 && o.gpus_per_node != gpus_per_node)) continue;
+    if (!best || o.price_per_gpu_hour < best->price_per_gpu_hour) best = &o;
   }
   return best;
 }
@@ -95,9 +102,13 @@ void price_search(TrainingScenario& sc, const std::optional<CostSheet>& search_s
                   const yaml::Node* search_node) {
   const std::string& own_gpu = sc.topology->gpu->name;
   const CostSheet* sheet = search_sheet ? &*search_sheet : sc.cost ? &sc.cost->sheet : nullptr;
-  const Offering* own = sc.cost && !search_sheet ? cheapest_on_demand(sc.cost->offerings, own_gpu) : sheet ? cheapest_on_demand(sheet->offerings, own_gpu) : nullptr;
+  const int own_node = node_gpus(*sc.topology);
+  const Offering* own = sc.cost && !search_sheet ? cheapest_on_demand(sc.cost->offerings, own_gpu, own_node)
+                        : sheet              ? cheapest_on_demand(sheet->offerings, own_gpu, own_node)
+                                             : nullptr;
   if (sheet && !own && (search_sheet || !sc.search.systems.empty())) {
-    const std::string what = fmt::format("cost sheet {} has no on-demand offering for the scenario's {}, so plans cannot be priced", sheet->name, own_gpu);
+    const std::string what = fmt::format("cost sheet {} has no on-demand offering for the scenario's {} in nodes of {} GPUs, so plans cannot be priced",
+                                         sheet->name, own_gpu, own_node);
     if (sheet_node) sheet_node->fail_message(what);
     if (search_node) search_node->fail_message(what);
   }
@@ -116,8 +127,11 @@ void price_search(TrainingScenario& sc, const std::optional<CostSheet>& search_s
       }
       continue;
     }
-    const Offering* o = cheapest_on_demand(sheet->offerings, gpu);
-    if (!o) system_nodes[k].fail_message(fmt::format("cost sheet {} has no on-demand offering for {} (topology {})", sheet->name, gpu, sys.topology->name));
+    const Offering* o = cheapest_on_demand(sheet->offerings, gpu, node_gpus(*sys.topology));
+    if (!o) {
+      system_nodes[k].fail_message(fmt::format("cost sheet {} has no on-demand offering for {} in nodes of {} GPUs (topology {})", sheet->name, gpu,
+                                               node_gpus(*sys.topology), sys.topology->name));
+    }
     sys.price_per_gpu_hour = o->price_per_gpu_hour;
     sys.offering = o->name;
   }

@@ -204,6 +204,7 @@ TEST_CASE("plan search: branch and bound finds the same best plans as the exhaus
   const SearchResult pruned1 = search_plans(sc.job, *sc.topology, sc.search, bb);
   CHECK(top(pruned, 5) == top(full, 5));
   CHECK(pruned.simulated + pruned.bound == full.simulated);
+  REQUIRE(pruned.bound > 0);  // the checks below need pruned plans
   {
     // Resumed from the exhaustive search's results, the bounded search is the fresh one: a pruned
     // plan carries no step, as it would not have one without the file.
@@ -825,4 +826,24 @@ TEST_CASE("plan search: a mixture of experts under every rank order rejects the 
   }
   CHECK(refused > 0);
   CHECK(simulated > 0);
+}
+
+TEST_CASE("plan search: plans are priced at an offering of their nodes' size, not a cheaper one of another") {
+  // Expectation: a sheet with H100s at $1 in 4-GPU nodes and $2 in 8-GPU nodes prices a DGX H100
+  // search at $2 (the offering it can rent, as the cost section picks); with only the 4-GPU offering
+  // the search cannot be priced, and says why.
+  test::TempDir dir;
+  const auto scenario = [&](const std::string& offerings) {
+    return dir.write("s.yaml", "scenario:\n  name: s\n  kind: training\n  model: llama3-8b\n"
+                               "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+                               "  parallelism: {tp: 2, dp: 4}\n  batch: {micro: 1, global: 64}\n  train_tokens: 1e9\n"
+                               "  search:\n    tp: [2]\n    cost_sheet:\n      name: s\n      offerings:\n" + offerings);
+  };
+  const std::string quad = "        - {name: quad, gpu: H100-SXM5-80GB, gpus_per_node: 4, pricing: on-demand, price_per_gpu_hour: 1, as_of: x, source: y}\n";
+  const std::string eight = "        - {name: eight, gpu: H100-SXM5-80GB, pricing: on-demand, price_per_gpu_hour: 2, as_of: x, source: y}\n";
+  const TrainingScenario sc = load_training_scenario(scenario(quad + eight));
+  CHECK(sc.price_offering == "eight");
+  CHECK(sc.price_per_gpu_hour == 2.0);
+  CHECK_THAT(test::input_error([&] { load_training_scenario(scenario(quad)); }),
+             Catch::Contains("has no on-demand offering for the scenario's H100-SXM5-80GB in nodes of 8 GPUs"));
 }

@@ -383,10 +383,18 @@ TEST_CASE("TP overlap hides each collective behind its own linear layer's GEMMs,
   // and weight-gradient GEMMs, each taking 16 SMs while it runs; a row-parallel layer's output-
   // gradient all-gather is a ring exchange again.
   CHECK(hidden.backward.tp == Approx(2 * sm * 2 * c));
+  int seen = 0;
   for (const auto& op : hidden.ops) {
-    if (op.name == "tp_allgather_attn") CHECK(op.forward == 0.0);
-    if (op.name == "tp_reduce_ffn") CHECK(op.backward == 0.0);
+    if (op.name == "tp_allgather_attn") {
+      CHECK(op.forward == 0.0);
+      ++seen;
+    }
+    if (op.name == "tp_reduce_ffn") {
+      CHECK(op.backward == 0.0);
+      ++seen;
+    }
   }
+  CHECK(seen == 2);
   // A collective far longer than its GEMM shows whole but for the GEMM it hides behind: a ring
   // exchange hides behind 7 of the 8 GEMM chunks, the pipeline behind 3 of its 4.
   const double slow = 10.0;
@@ -399,10 +407,13 @@ TEST_CASE("TP overlap hides each collective behind its own linear layer's GEMMs,
     FAIL("no op " << name);
     return 0.0;
   };
+  seen = 0;
   for (const auto& op : exposed.ops) {
+    if (op.name == "tp_allgather_attn" || op.name == "tp_reduce_ffn") ++seen;
     if (op.name == "tp_allgather_attn") CHECK(op.forward == Approx(slow - gemm_fwd("qkv") * 7.0 / 8.0));
     if (op.name == "tp_reduce_ffn") CHECK(op.forward == Approx(slow - gemm_fwd("fc2") * 3.0 / 4.0 + sm * 3.0 * gemm_fwd("fc2") / 4.0));
   }
+  CHECK(seen == 2);
   // Outside Transformer Engine nothing is pipelined: the output layer's forward all-gather and the
   // embedding's reduce-scatter show whole; the output layer's backward overlaps with its own GEMMs.
   const CommTime fixed = [c](CommGroup, CollectiveOp, double) { return Seconds(c); };
