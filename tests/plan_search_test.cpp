@@ -43,6 +43,25 @@ std::vector<std::pair<double, std::string>> top(const SearchResult& r, std::size
   return v;
 }
 
+// Searches the scenario's space with the bound (keeping `keep`), checks that every simulated step is
+// at or above its plan's bound, and returns how many were simulated.
+int simulated_above_bound(const TrainingScenario& sc, int threads, int keep) {
+  SearchOptions bb;
+  bb.threads = threads;
+  bb.bound = true;
+  bb.keep = keep;
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, bb);
+  int simulated = 0;
+  for (const auto& o : r.outcomes) {
+    if (o.status != PlanOutcome::Status::simulated) continue;
+    ++simulated;
+    INFO(r.text(o));
+    CHECK(o.step_s >= o.lower_bound_s);
+    CHECK(o.lower_bound_s > 0);
+  }
+  return simulated;
+}
+
 }  // namespace
 
 TEST_CASE("plan search: constraints and memory prune before simulating: every plan has an outcome and a reason") {
@@ -176,19 +195,7 @@ TEST_CASE("plan search: on a fabric that hashes flows the bound leaves data-para
   precision: bf16
   search: {gpus: [64], tp: [8], pp: [2], vpp: [1], micro: [1], zero_stage: [0, 1], recompute: [selective], dp_overlap: [false], order: [tp-pp-dp-cp-ep]}
 )");
-  const TrainingScenario sc = load_training_scenario(file);
-  SearchOptions bb;
-  bb.threads = 1;
-  bb.bound = true;
-  bb.keep = 1;
-  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, bb);
-  int simulated = 0;
-  for (const auto& o : r.outcomes) {
-    if (o.status != PlanOutcome::Status::simulated) continue;
-    ++simulated;
-    CHECK(o.step_s >= o.lower_bound_s);
-  }
-  CHECK(simulated == 2);
+  CHECK(simulated_above_bound(load_training_scenario(file), 1, 1) == 2);
 }
 
 TEST_CASE("plan search: branch and bound finds the same best plans as the exhaustive search, for any thread count") {
@@ -323,21 +330,7 @@ TEST_CASE("plan search: under FSDP the data-parallel bound holds for an MoE mode
   batch: {micro: 1, global: 32}
   search: {tp: [1, 2], pp: [1, 2], vpp: all, micro: [1], ep: [1, 2], zero_stage: [3], recompute: [none]}
 )");
-  const TrainingScenario sc = load_training_scenario(file);
-  SearchOptions bb;
-  bb.threads = 2;
-  bb.bound = true;
-  bb.keep = 3;
-  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, bb);
-  int simulated = 0;
-  for (const auto& o : r.outcomes) {
-    if (o.status != PlanOutcome::Status::simulated) continue;
-    ++simulated;
-    INFO(r.text(o));
-    CHECK(o.step_s >= o.lower_bound_s);
-    CHECK(o.lower_bound_s > 0);
-  }
-  CHECK(simulated >= 3);
+  CHECK(simulated_above_bound(load_training_scenario(file), 2, 3) >= 3);
 }
 
 TEST_CASE("plan search over GPU types: each topology at its own price, its own top K under the bound, and fp8 only where the GPU has it") {

@@ -319,8 +319,11 @@ TEST_CASE("breakdown parts add up to the step time") {
   CHECK(r.tokens_per_s == Approx(32.0 * 8192 / r.step_time.value()));
 }
 
-TEST_CASE("per-operation times add up to the layer's pass times") {
-  const topology::Topology topo = h100_nodes(1);
+namespace {
+
+// Llama 3 8B on one DGX H100 at TP 2 (sequence parallel), DP 4, selective recompute, micro-batches
+// of one sequence.
+TrainingJob llama3_8b_tp2_dp4(int global_batch) {
   TrainingJob job;
   job.model = preset("llama3-8b");
   job.plan.tp = 2;
@@ -328,7 +331,15 @@ TEST_CASE("per-operation times add up to the layer's pass times") {
   job.plan.sequence_parallel = true;
   job.recompute = Recompute::selective;
   job.micro_batch = 1;
-  job.global_batch = 8;
+  job.global_batch = global_batch;
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("per-operation times add up to the layer's pass times") {
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job = llama3_8b_tp2_dp4(8);
   const TrainingResult r = simulate_training(job, topo);
   REQUIRE_FALSE(r.layer_ops.empty());
   Shard shard;
@@ -1155,14 +1166,7 @@ TEST_CASE("the per-operation tables account for every second of compute and TP c
   // the micro-batches, is the step's compute plus exposed TP time. The unfused accumulation and the
   // embedding table's gradient are rows of their own.
   const topology::Topology topo = h100_nodes(1);
-  TrainingJob job;
-  job.model = preset("llama3-8b");
-  job.plan.tp = 2;
-  job.plan.dp = 4;
-  job.plan.sequence_parallel = true;
-  job.micro_batch = 1;
-  job.global_batch = 16;
-  job.recompute = Recompute::selective;
+  TrainingJob job = llama3_8b_tp2_dp4(16);
   for (bool fused : {true, false}) {
     job.plan.grad_accumulation_fusion = fused;
     const TrainingResult r = simulate_training(job, topo);
