@@ -43,6 +43,14 @@ std::vector<std::pair<double, std::string>> top(const SearchResult& r, std::size
   return v;
 }
 
+// Llama 3 8B on one DGX H100 at TP 2, DP 4, with the given lines of its search block.
+std::string one_dgx_h100_scenario(const std::string& search) {
+  return "scenario:\n  name: s\n  kind: training\n  model: llama3-8b\n"
+         "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+         "  parallelism: {tp: 2, dp: 4}\n  batch: {micro: 1, global: 64}\n  train_tokens: 1e9\n"
+         "  search:\n" + search;
+}
+
 // Searches the scenario's space with the bound (keeping `keep`), checks that every simulated step is
 // at or above its plan's bound, and returns how many were simulated.
 int simulated_above_bound(const TrainingScenario& sc, int threads, int keep) {
@@ -671,10 +679,7 @@ TEST_CASE("plan search: a results file is read back only for the inputs it was s
 TEST_CASE("plan search: a topology name used twice is the same system tried once, or refused naming both places, never dropped") {
   test::TempDir dir;
   const auto scenario = [&](const std::string& topologies) {
-    return dir.write("s.yaml", "scenario:\n  name: s\n  kind: training\n  model: llama3-8b\n"
-                               "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
-                               "  parallelism: {tp: 2, dp: 4}\n  batch: {micro: 1, global: 64}\n  train_tokens: 1e9\n"
-                               "  search:\n    cost_sheet: public-clouds-2026-11\n    topology:\n" + topologies);
+    return dir.write("s.yaml", one_dgx_h100_scenario("    cost_sheet: public-clouds-2026-11\n    topology:\n" + topologies));
   };
   const std::string file = (dir.path() / "s.yaml").string();
   // The scenario's name on A100s: refused at the item, naming the scenario's topology (line 5).
@@ -827,10 +832,7 @@ TEST_CASE("plan search: plans are priced at an offering of their nodes' size, no
   // the search cannot be priced, and says why.
   test::TempDir dir;
   const auto scenario = [&](const std::string& offerings) {
-    return dir.write("s.yaml", "scenario:\n  name: s\n  kind: training\n  model: llama3-8b\n"
-                               "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
-                               "  parallelism: {tp: 2, dp: 4}\n  batch: {micro: 1, global: 64}\n  train_tokens: 1e9\n"
-                               "  search:\n    tp: [2]\n    cost_sheet:\n      name: s\n      offerings:\n" + offerings);
+    return dir.write("s.yaml", one_dgx_h100_scenario("    tp: [2]\n    cost_sheet:\n      name: s\n      offerings:\n" + offerings));
   };
   const std::string quad = "        - {name: quad, gpu: H100-SXM5-80GB, gpus_per_node: 4, pricing: on-demand, price_per_gpu_hour: 1, as_of: x, source: y}\n";
   const std::string eight = "        - {name: eight, gpu: H100-SXM5-80GB, pricing: on-demand, price_per_gpu_hour: 2, as_of: x, source: y}\n";
