@@ -83,10 +83,11 @@ double fp8_weight_cast_share(const TrainingJob& job);
 double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& s, Recompute recompute);
 
 // The groups of each kind (TP, CP, EP, ETP) that the plan places differently: one group for each
-// distinct placement, a placement being its members' nodes relative to the first member's and their
-// GPU indices within the node (a TP 6 group on 8-GPU nodes lies in one node or straddles two; a TP 16
-// group on NVL72 racks in one rack or two). Groups placed alike on alike nodes take the same time,
-// but for where the fabric puts their nodes, which is not told apart.
+// distinct placement, a placement being its members' nodes relative to the first member's, their
+// GPU indices within the node, and whether each meets the fabric at the first member's leaf, another
+// leaf of its scalable unit (or pod), or another unit's (a TP 6 group on 8-GPU nodes lies in one
+// node or straddles two; a TP 16 group on NVL72 racks in one rack or two; a group across nodes on
+// one leaf or across the spines).
 struct GroupPlacements {
   std::vector<std::vector<topology::Vertex>> tp, cp, ep, etp;
   [[nodiscard]] const std::vector<std::vector<topology::Vertex>>& of(CommGroup g) const {

@@ -883,23 +883,58 @@ double embedding_gradient_seconds(const TrainingJob& job, const hardware::Hardwa
   return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
+namespace {
+
+// The fabric leaf nearest a GPU (through its node's switches and NICs), or none without a fabric.
+std::optional<topology::Vertex> nearest_leaf(const topology::Topology& topo, topology::Vertex gpu) {
+  const auto& g = topo.graph();
+  std::vector<topology::Vertex> frontier{gpu};
+  std::set<topology::Vertex> seen{gpu};
+  while (!frontier.empty()) {
+    std::vector<topology::Vertex> next;
+    for (topology::Vertex v : frontier) {
+      for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+        const topology::Vertex w = boost::target(*e, g);
+        const topology::DeviceKind kind = topo.device(w).kind;
+        if (kind == topology::DeviceKind::leaf) return w;
+        if (kind == topology::DeviceKind::gpu || topology::is_fabric_switch(kind) || !seen.insert(w).second) continue;
+        next.push_back(w);
+      }
+    }
+    frontier = std::move(next);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topology& topo) {
   const auto& gpus = topo.gpus();
   const int ranks = p.tp * p.cp * p.dp * p.pp;
+  // Where each GPU meets the fabric, to tell a group within one leaf (or scalable unit) from one that
+  // crosses to another.
+  std::vector<std::optional<topology::Vertex>> leaf(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) leaf[static_cast<std::size_t>(r)] = nearest_leaf(topo, gpus[static_cast<std::size_t>(r)]);
+  const auto reach = [&](int member, int first) {
+    const auto& a = leaf[static_cast<std::size_t>(member)];
+    const auto& b = leaf[static_cast<std::size_t>(first)];
+    if (!a || !b || *a == *b) return 0;
+    return topo.device(*a).unit == topo.device(*b).unit ? 1 : 2;
+  };
   // Each distinct placement once, by its first group in rank order.
   const auto collect = [&](std::vector<std::vector<topology::Vertex>>& into, auto&& group_of) {
-    std::set<std::vector<std::pair<int, int>>> seen;
+    std::set<std::vector<std::tuple<int, int, int>>> seen;
     std::vector<char> grouped(static_cast<std::size_t>(ranks), 0);
     for (int r = 0; r < ranks; ++r) {
       if (grouped[static_cast<std::size_t>(r)]) continue;
       const std::vector<int> members = group_of(r);
-      std::vector<std::pair<int, int>> placement;
+      std::vector<std::tuple<int, int, int>> placement;
       std::vector<topology::Vertex> group;
       const int first_node = topo.device(gpus[static_cast<std::size_t>(members.front())]).node;
       for (int m : members) {
         grouped[static_cast<std::size_t>(m)] = 1;
         const topology::Device& d = topo.device(gpus[static_cast<std::size_t>(m)]);
-        placement.emplace_back(d.node - first_node, d.local_index);
+        placement.emplace_back(d.node - first_node, d.local_index, reach(m, members.front()));
         group.push_back(gpus[static_cast<std::size_t>(m)]);
       }
       if (seen.insert(std::move(placement)).second) into.push_back(std::move(group));

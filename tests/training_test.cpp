@@ -1211,3 +1211,31 @@ TEST_CASE("a TP group that straddles two nodes sets the pace of every TP collect
   CHECK(std::any_of(two.notes.begin(), two.notes.end(), [](const std::string& n) { return n.find("a TP group of 6 GPUs spans nodes") != std::string::npos; }));
   CHECK(std::none_of(one.notes.begin(), one.notes.end(), [](const std::string& n) { return n.find("spans nodes") != std::string::npos; }));
 }
+
+TEST_CASE("groups across nodes are told apart by where they meet the fabric") {
+  // Expectation: TP 16 on 4 DGX H100 nodes of a rail-optimized fabric whose scalable units hold 3
+  // nodes: the first group (nodes 0 and 1) meets each rail at one leaf; the second (nodes 2 and 3)
+  // crosses from the first unit's leaves to the second's. Same node offsets and GPU indices, two
+  // placements, and the crossing one is no faster.
+  const topology::Topology topo = from_text(
+      "topology:\n  name: t\n  node: dgx-h100\n  nodes: 4\n"
+      "  fabric: {kind: rail-optimized, scalable_unit: 3, tiers: [{radix: 64}, {radix: 64}]}\n");
+  ParallelismPlan p;
+  p.tp = 16;
+  p.dp = 2;
+  const GroupPlacements g = group_placements(p, topo);
+  REQUIRE(g.tp.size() == 2);
+  CHECK(topo.device(g.tp[0].front()).node == 0);
+  CHECK(topo.device(g.tp[1].front()).node == 2);
+  const CollectiveModel cm(topo);
+  auto all_gather = [&](const std::vector<topology::Vertex>& members) {
+    Collective c;
+    c.op = CollectiveOp::all_gather;
+    c.ranks = members;
+    c.bytes = Bytes(64.0 * (1 << 20));
+    return cm.simulate(c).time.value();
+  };
+  CHECK(all_gather(g.tp[1]) >= all_gather(g.tp[0]));
+  GroupCollectives timed(p, topo, cm);
+  CHECK(timed(CommGroup::tp, CollectiveOp::all_gather, 64.0 * (1 << 20)).value() == Approx(std::max(all_gather(g.tp[0]), all_gather(g.tp[1]))));
+}
