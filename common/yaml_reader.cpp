@@ -288,12 +288,13 @@ double Parse<double>::from(const Node& n) {
   return v;
 }
 
-std::int64_t Parse<std::int64_t>::from(const Node& n) {
-  const std::string s = n.scalar(expected());
+std::int64_t parse_integer(const Node& n, std::int64_t low, std::int64_t high) {
+  const std::string s = n.scalar("an integer");
   std::int64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec == std::errc::result_out_of_range) n.fail("an integer from -9223372036854775808 to 9223372036854775807");
+  if (ec == std::errc::result_out_of_range) n.fail(fmt::format("an integer from {} to {}", low, high));
   if (ec != std::errc() || ptr != s.data() + s.size()) n.fail("an integer");
+  if (v < low || v > high) n.fail(fmt::format("an integer from {} to {}", low, high));
   return v;
 }
 

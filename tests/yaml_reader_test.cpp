@@ -60,7 +60,12 @@ TEST_CASE("validators reject values out of range", "[yaml]") {
   CHECK(test::input_error([] { yaml::Map(test::parse("bw: 0GB/s")).get<BytesPerSec>("bw", yaml::positive<BytesPerSec>()); }) ==
         "test.yaml:1:5: field 'bw': expected a positive value, found '0GB/s'");
   CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: .nan")).get<double>("x"); }), Contains("expected a"));
+  // An integer out of its field's type names that type's range, whether it is past int64 or not.
   CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: 99999999999999999999")).get<int>("x"); }),
+             Contains("expected an integer from -2147483648 to 2147483647, found '99999999999999999999'"));
+  CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: 9223372036854775807")).get<int>("x"); }),
+             Contains("expected an integer from -2147483648 to 2147483647, found '9223372036854775807'"));
+  CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: -9223372036854775809")).get<std::int64_t>("x"); }),
              Contains("expected an integer from -9223372036854775808 to 9223372036854775807"));
 }
 

@@ -7,9 +7,11 @@
 // turns every key that no getter asked for into an "unknown key" error with a "did you mean".
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -230,21 +232,16 @@ struct Parse<double> {
   static std::string expected() { return "a number"; }
 };
 
-template <>
-struct Parse<std::int64_t> {
-  static std::int64_t from(const Node& n);
-  static std::string expected() { return "an integer"; }
-};
+// An integer from low to high, the range of the type it is read into. Out of it, the message states
+// that range, for a number past int64 as for one just past the type.
+std::int64_t parse_integer(const Node& n, std::int64_t low, std::int64_t high);
 
 template <class T>
-struct Parse<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, std::int64_t>>> {
+struct Parse<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
   static T from(const Node& n) {
-    const std::int64_t v = Parse<std::int64_t>::from(n);
-    if (v < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
-        (v > 0 && static_cast<std::uint64_t>(v) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))) {
-      n.fail(fmt::format("an integer between {} and {}", std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
-    }
-    return static_cast<T>(v);
+    using Limits = std::numeric_limits<T>;
+    const auto high = static_cast<std::int64_t>(std::min<std::uint64_t>(Limits::max(), std::numeric_limits<std::int64_t>::max()));
+    return static_cast<T>(parse_integer(n, static_cast<std::int64_t>(Limits::min()), high));
   }
   static std::string expected() { return "an integer"; }
 };
