@@ -112,7 +112,9 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
 
   {
     yaml::Map mem(m.at("memory", "a map with capacity and bandwidth"));
-    hw.memory_capacity = mem.get<Bytes>("capacity", yaml::positive<Bytes>());
+    // Up to 1 PB, a thousand times the largest GPU's: a datasheet's figure typed many orders off
+    // (2e9PB) would otherwise overflow a KV pool's token count.
+    hw.memory_capacity = mem.get<Bytes>("capacity", yaml::in_range(Bytes(1), Bytes(1e15), "a capacity from 1B to 1PB"));
     hw.memory_bandwidth = mem.get<BytesPerSec>("bandwidth", yaml::bandwidth());
     mem.finish();
   }

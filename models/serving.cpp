@@ -120,6 +120,8 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
                                               c.pp > 1 ? fmt::format(" on stage {} ({} layers{})", st, count, st == 0 ? " and the embedding" : "") : std::string(),
                                               c.tp, c.pp, to_string(hw.memory_capacity), c.gpu_memory_utilization, to_string(Bytes(usable))));
     }
+    // At most 1 PB (the profile's bound) over at least 2 bytes a layer's token (one fp8 K and V
+    // element): under 5e14 blocks and tokens, well inside 64 bits.
     blocks = std::min(blocks, static_cast<std::int64_t>((usable - weights) / (kv_per_layer_token * count * c.block_size)));
     first += count;
   }
@@ -952,7 +954,7 @@ constexpr double kGapFloor = 1e-6;       // s: the histogram's first bin
 constexpr double kGapRatio = 1.001;      // bin width as a ratio
 constexpr int kGapBins = 23028;          // ln(1e10) / ln(1.001): up to 10^4 s
 
-ServingMetrics metrics_of(const std::vector<RequestResult>& requests, std::int64_t kv_blocks, double kv_block_seconds, double makespan,
+ServingMetrics metrics_of(const std::vector<RequestResult>& requests, double kv_blocks, double kv_block_seconds, double makespan,
                           const GapHistogram& itl, const Slo& slo) {
   ServingMetrics m;
   std::vector<double> ttft, tpot, itl_max, e2e, queue;
@@ -992,7 +994,7 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, std::int64
   m.e2e = stats_of(e2e);
   m.queueing = stats_of(queue);
   m.mean_concurrency = in_system / d;
-  m.mean_kv_use = kv_blocks > 0 && makespan > 0 ? kv_block_seconds / (static_cast<double>(kv_blocks) * d) : 0;
+  m.mean_kv_use = kv_blocks > 0 && makespan > 0 ? kv_block_seconds / (kv_blocks * d) : 0;
   return m;
 }
 
@@ -1085,7 +1087,7 @@ double hit_rate(std::int64_t hits, std::int64_t queries) { return queries > 0 ? 
 }  // namespace
 
 ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo) {
-  ServingMetrics m = metrics_of(run.requests, run.kv_blocks, run.kv_block_seconds, run.makespan, run.itl, slo);
+  ServingMetrics m = metrics_of(run.requests, static_cast<double>(run.kv_blocks), run.kv_block_seconds, run.makespan, run.itl, slo);
   m.preemptions = run.preemptions;
   m.swaps = run.swaps;
   m.prefix_hit_rate = hit_rate(run.prefix_hit_tokens, run.prefix_query_tokens);
@@ -1093,11 +1095,12 @@ ServingMetrics serving_metrics(const ReplicaRun& run, const Slo& slo) {
 }
 
 ServingMetrics serving_metrics(const ClusterRun& run, const Slo& slo) {
-  std::int64_t blocks = 0, preemptions = 0, swaps = 0, hits = 0, queries = 0;
-  double block_seconds = 0, makespan = 0;
+  // The pools summed in a double: 262,144 replicas of up to 5e14 blocks each pass 64 bits.
+  std::int64_t preemptions = 0, swaps = 0, hits = 0, queries = 0;
+  double blocks = 0, block_seconds = 0, makespan = 0;
   GapHistogram itl;
   for (const auto& r : run.replicas) {
-    blocks += r.kv_blocks;
+    blocks += static_cast<double>(r.kv_blocks);
     block_seconds += r.kv_block_seconds;
     makespan = std::max(makespan, r.makespan);
     preemptions += r.preemptions;

@@ -830,6 +830,37 @@ TEST_CASE("sizing: a TP degree whose replica needs more GPUs than max_gpus is re
   CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario("[8, 8]", 16)); }), Catch::Contains("expected each TP degree once, found 8 a second time"));
 }
 
+TEST_CASE("serving: a petabyte of memory, the profiles' bound, keeps the KV pool's counts inside 64 bits") {
+  // The least KV a model can cache: one layer of one KV head of dimension 1 in fp8, 2 bytes a
+  // token, in blocks of one token, on 1 PB.
+  hardware::HardwareProfile hw = h100();
+  hw.memory_capacity = Bytes(1e15);
+  ReplicaConfig c = llama8b();
+  c.model.layers = 1;
+  c.model.kv_heads = 1;
+  c.model.head_dim = 1;
+  c.kv_bytes_per_element = 1;
+  c.block_size = 1;
+  const double usable = hw.memory_capacity.value() * c.gpu_memory_utilization;
+  const std::int64_t blocks = kv_block_capacity(c, hw);
+  // Expectation: (usable - weights) / 2 bytes, about 4.5e14 blocks.
+  CHECK(blocks == static_cast<std::int64_t>((usable - stage_weight_bytes(c, 0, 1, true, true)) / 2.0));
+  CHECK(blocks > 4e14);
+  // 262,144 replicas (a topology's most GPUs) of that pool hold 1.2e20 blocks, past int64. Each used
+  // half its pool over the 1 s its request took. Expectation: a mean KV use of 0.5, not a wrapped sum's.
+  ClusterRun run;
+  RequestResult request;
+  request.first_token = 0.5;
+  request.finish = 1;
+  run.requests = {request};
+  ReplicaRun replica;
+  replica.kv_blocks = blocks;
+  replica.kv_block_seconds = 0.5 * static_cast<double>(blocks);
+  replica.makespan = 1;
+  run.replicas.assign(262'144, replica);
+  CHECK(serving_metrics(run).mean_kv_use == Approx(0.5));
+}
+
 TEST_CASE("serving: the pool is set by the stage with the least room, and fp8 or int4 layers leave the embedding and LM head 16-bit") {
   const auto hw = h100();
   ReplicaConfig c = llama8b();  // 32 layers, untied 128,256 x 4,096 embedding and head
