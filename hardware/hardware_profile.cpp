@@ -1,5 +1,7 @@
 #include "clustersim/hardware/hardware_profile.hpp"
 
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include "clustersim/common/suggest.hpp"
@@ -141,7 +143,9 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
   }
 
   hw.tdp = m.get_or<Watts>("tdp", Watts(0), yaml::positive<Watts>());
-  hw.kernel_launch_overhead = m.get<Seconds>("kernel_launch_overhead", yaml::non_negative<Seconds>());
+  // Microseconds on a GPU; up to 1 s, the most calibration fits (calibrate/gemm_fit.cpp). Past it a
+  // unit typed many orders off would run a step past the simulated clock, blamed on the scenario.
+  hw.kernel_launch_overhead = m.get<Seconds>("kernel_launch_overhead", yaml::in_range(Seconds(0), Seconds(1), "a launch overhead from 0 to 1s"));
 
   {
     yaml::Node gnode = m.at("gemm", "the GEMM efficiency model parameters");
@@ -161,18 +165,23 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
                         eff.node().describe());
       }
     }
-    g.read("tile_ridge_intensity", hw.gemm.tile_ridge_intensity, yaml::positive<double>());
-    g.read("k_half", hw.gemm.k_half, yaml::non_negative<double>());
+    // The ranges calibration fits them in (calibrate/gemm_fit.cpp); far past them every GEMM's time
+    // runs to infinity, blamed on the scenario.
+    const auto ridge = yaml::Check<double>{"a tile intensity above 0 and at most 1e4", [](double v) { return v > 0 && v <= 1e4; }};
+    const auto k_half = yaml::in_range(0.0, 1e7, "a K depth from 0 to 1e7");
+    g.read("tile_ridge_intensity", hw.gemm.tile_ridge_intensity, ridge);
+    g.read("k_half", hw.gemm.k_half, k_half);
     g.read("memory_efficiency", hw.gemm.memory_efficiency, fraction);
     g.read("sustained_fraction", hw.gemm.sustained_fraction, fraction);
-    for (auto [key, target] : {std::pair{"tile_ridge_intensity_by_dtype", &hw.gemm.tile_ridge_by_dtype}, std::pair{"k_half_by_dtype", &hw.gemm.k_half_by_dtype}}) {
+    for (const auto& [key, target, check] : {std::tuple{"tile_ridge_intensity_by_dtype", &hw.gemm.tile_ridge_by_dtype, ridge},
+                                             std::tuple{"k_half_by_dtype", &hw.gemm.k_half_by_dtype, k_half}}) {
       if (auto by = g.find(key)) {
         yaml::Map b(*by);
         for (const std::string& name : b.keys()) {
-          yaml::Node value = b.at(name, "a positive number");
+          yaml::Node value = b.at(name, check.expected);
           const Dtype d = dtype_key(value, name);
           if (!hw.supports(d)) value.fail(fmt::format("a dtype listed in peak_flops ({} is not)", name), value.describe());
-          (*target)[d] = value.as<double>(yaml::positive<double>());
+          (*target)[d] = value.as<double>(check);
         }
         b.finish();
       }
