@@ -53,7 +53,7 @@ GemmResidualTable read_residuals(const yaml::Node& node) {
 CalibratedTransfer read_transfer(const yaml::Node& node) {
   yaml::Map t(node);
   CalibratedTransfer c;
-  c.latency = t.get<Seconds>("latency", yaml::non_negative<Seconds>());
+  c.latency = t.get<Seconds>("latency", yaml::latency());
   c.bandwidth = t.get<BytesPerSec>("bandwidth", yaml::bandwidth());
   t.finish();
   return c;
@@ -73,7 +73,7 @@ CalibratedCollective read_collective(const yaml::Node& node) {
       c.at("algorithm", "an algorithm").fail(join_alternatives(algorithms), "'" + out.algorithm + "'");
     }
   }
-  out.latency = c.get<Seconds>("latency", yaml::non_negative<Seconds>());
+  out.latency = c.get<Seconds>("latency", yaml::latency());
   out.busbw = c.get<BytesPerSec>("busbw", yaml::bandwidth());
   if (auto eff = c.find("efficiency")) {
     double last = 0;

@@ -51,8 +51,8 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
   m.read("scalable_unit", spec.scalable_unit, yaml::in_range(1, 65536, "a number of nodes from 1 to 65536"));
   m.read("planes", spec.planes, yaml::in_range(1, 8, "1 to 8 planes"));
   m.read("link_bandwidth", spec.link_bandwidth, yaml::bandwidth());
-  m.read("switch_latency", spec.switch_latency, yaml::non_negative<Seconds>());
-  m.read("cable_latency", spec.cable_latency, yaml::non_negative<Seconds>());
+  m.read("switch_latency", spec.switch_latency, yaml::latency());
+  m.read("cable_latency", spec.cable_latency, yaml::latency());
   if (auto sharp = m.find("in_network_reduction")) {
     spec.in_network_reduction = sharp->as<bool>();
     if (spec.in_network_reduction && spec.technology != Technology::infiniband) {

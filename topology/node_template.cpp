@@ -40,7 +40,7 @@ DeviceGroup read_group(const yaml::Node& node) {
                                        }});
   g.kind = parse_device_kind(m.choice("kind", kNodeDeviceKinds));
   g.count = m.get_or<int>("count", 1, yaml::in_range(1, kMaxDevicesPerGroup, fmt::format("a count from 1 to {}", kMaxDevicesPerGroup)));
-  g.latency = m.get_or<Seconds>("latency", Seconds(0), yaml::non_negative<Seconds>());
+  g.latency = m.get_or<Seconds>("latency", Seconds(0), yaml::latency());
   if (g.kind == DeviceKind::nvswitch) g.chips = m.get_or<int>("chips", 1, yaml::positive<int>());
   if (g.kind == DeviceKind::nic) {
     g.rate = m.get<BytesPerSec>("rate", yaml::bandwidth());
@@ -148,7 +148,7 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
       lg.pattern = pattern == "zip" ? LinkPattern::zip : pattern == "block" ? LinkPattern::block : LinkPattern::all;
       lg.kind = parse_link_kind(l.choice("kind", kNodeLinkKinds));
       lg.bandwidth = l.get<BytesPerSec>("bandwidth", yaml::bandwidth());
-      lg.latency = l.get_or<Seconds>("latency", Seconds(0), yaml::non_negative<Seconds>());
+      lg.latency = l.get_or<Seconds>("latency", Seconds(0), yaml::latency());
       l.finish();
       if (lg.from.group == lg.to.group && !(lg.from.index && lg.to.index && *lg.from.index != *lg.to.index)) {
         item.fail("a link between two different devices (two groups, or two single devices such as cpu0 and cpu1)",

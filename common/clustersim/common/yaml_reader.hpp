@@ -85,6 +85,13 @@ inline Check<BytesPerSec> bandwidth() {
   return {"a bandwidth of at least 1KB/s and at most 1PB/s", [](const BytesPerSec& v) { return !(v.value() < 1e3) && !(v.value() > 1e15); }};
 }
 
+// A latency (a link's, a device's, a switch or cable hop's, a fitted transfer's or collective's):
+// from 0 to 1 s. A hop is nanoseconds to microseconds; a second is a unit typed many orders off,
+// whose path sums would print as days, or infinity.
+inline Check<Seconds> latency() {
+  return {"a latency from 0 to 1s", [](const Seconds& v) { return !(v.value() < 0) && !(v.value() > 1); }};
+}
+
 // A compute peak: at least 1 GFLOP/s (a CPU core's is tens); slower is a unit typed many orders
 // off, whose kernels would outlast the simulated clock.
 inline Check<FlopsPerSec> compute_peak() {
