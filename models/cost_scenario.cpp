@@ -62,6 +62,10 @@ std::vector<std::pair<double, bool>> read_availability_trace(const std::filesyst
   return out;
 }
 
+// Capex and upfront payments: up to 1e12 per GPU in any currency (an H100's share of a cluster is
+// about 5e4 US dollars, 8e8 rupiah). Past it a run's cost prints as hundreds of digits, or infinity.
+constexpr double kMaxPaymentPerGpu = 1e12;
+
 Offering read_offering(const yaml::Node& node) {
   yaml::Map m(node);
   Offering o;
@@ -77,9 +81,10 @@ Offering read_offering(const yaml::Node& node) {
   o.pricing = pricing == "on-demand" ? Pricing::on_demand : pricing == "spot" ? Pricing::spot : pricing == "reserved" ? Pricing::reserved : Pricing::owned;
   o.as_of = m.get<std::string>("as_of");
   o.source = m.get<std::string>("source");
-  o.billing_granularity_s = m.get_or<Seconds>("billing", Seconds(1), yaml::positive<Seconds>()).value();
-  // Up to 1e9 per GPU- or node-hour in any currency: past it, a run's cost overflows to infinity.
-  const yaml::Check<double> price{"a price above 0 and at most 1e9 an hour", [](double v) { return v > 0 && v <= 1e9; }};
+  // Up to a year: a hold shorter than a billionth of the granularity would be billed nothing.
+  const yaml::Check<Seconds> granularity{"a granularity above 0 and at most 365d", [](const Seconds& v) { return v.value() > 0 && v.value() <= 365 * 86400.0; }};
+  o.billing_granularity_s = m.get_or<Seconds>("billing", Seconds(1), granularity).value();
+  const yaml::Check<double> price = yaml::price_per_hour();
   const auto gpu_hour = m.find("price_per_gpu_hour");
   const auto node_hour = m.find("price_per_node_hour");
   if (o.pricing == Pricing::owned) {
@@ -127,18 +132,19 @@ Offering read_offering(const yaml::Node& node) {
   }
   if (auto r = only("reserved", Pricing::reserved)) {
     yaml::Map rm(*r);
-    o.term_hours = rm.get<Seconds>("term", yaml::positive<Seconds>()).value() / 3600.0;
-    o.upfront_per_gpu = rm.get_or<double>("upfront_per_gpu", 0.0, yaml::non_negative<double>());
+    // At least an hour: the upfront payment is spread over the term.
+    o.term_hours = rm.get<Seconds>("term", yaml::at_least(Seconds(3600), "a term of at least 1h")).value() / 3600.0;
+    o.upfront_per_gpu = rm.get_or<double>("upfront_per_gpu", 0.0, yaml::in_range(0.0, kMaxPaymentPerGpu, "a payment from 0 to 1e12 per GPU"));
     rm.finish();
   }
   if (auto w = only("owned", Pricing::owned)) {
     yaml::Map om(*w);
-    o.capex_per_gpu = om.get<double>("capex_per_gpu", yaml::positive<double>());
-    o.lifetime_years = om.get<double>("lifetime_years", yaml::positive<double>());
+    o.capex_per_gpu = om.get<double>("capex_per_gpu", yaml::Check<double>{"a price above 0 and at most 1e12 per GPU", [](double v) { return v > 0 && v <= kMaxPaymentPerGpu; }});
+    o.lifetime_years = om.get<double>("lifetime_years", yaml::in_range(0.1, 100.0, "a lifetime from 0.1 to 100 years"));
     o.wacc = om.get_or<double>("wacc", 0.0, yaml::in_range(0.0, 1.0, "a yearly rate from 0 to 1"));
-    o.power_w_per_gpu = om.get<Watts>("power_per_gpu", yaml::non_negative<Watts>()).value();
+    o.power_w_per_gpu = om.get<Watts>("power_per_gpu", yaml::in_range(Watts(0), Watts(1e6), "a power from 0 to 1MW per GPU")).value();
     o.pue = om.get_or<double>("pue", 1.0, yaml::in_range(1.0, 5.0, "a PUE from 1 to 5"));
-    o.price_per_kwh = om.get<double>("price_per_kwh", yaml::non_negative<double>());
+    o.price_per_kwh = om.get<double>("price_per_kwh", yaml::in_range(0.0, 1e6, "a price from 0 to 1e6 a kWh"));
     o.utilisation = om.get<double>("utilisation", yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }});
     om.finish();
   } else if (o.pricing == Pricing::owned) {

@@ -104,7 +104,7 @@ SizingSpec read_sizing(const yaml::Node& node, IncludeStack& includes) {
     for (const SizingOffer& earlier : z.offers) {
       if (earlier.node.name == offer.node.name) node_field.fail("each node template once (one price each)", fmt::format("{} a second time", offer.node.name));
     }
-    offer.price_per_gpu_hour = o.get<double>("price_per_gpu_hour", yaml::positive<double>());
+    offer.price_per_gpu_hour = o.get<double>("price_per_gpu_hour", yaml::price_per_hour());
     offer.as_of = o.get<std::string>("as_of");
     offer.source = o.get<std::string>("source");
     o.finish();

@@ -98,6 +98,12 @@ inline Check<FlopsPerSec> compute_peak() {
   return {"a peak of at least 1GFLOPS", [](const FlopsPerSec& v) { return !(v.value() < 1e9); }};
 }
 
+// A price per GPU- or node-hour, in any currency: above 0 and at most 1e9. Past it the cost of a run
+// overflows to infinity.
+inline Check<double> price_per_hour() {
+  return {"a price above 0 and at most 1e9 an hour", [](double v) { return v > 0 && v <= 1e9; }};
+}
+
 // How a type is read from a scalar; specialised below for numbers, strings, booleans and units.
 template <class T, class Enable = void>
 struct Parse;
