@@ -39,7 +39,9 @@ LengthDistribution read_lengths(const yaml::Node& node) {
   } else if (kind == "lognormal") {
     d.kind = LengthDistribution::Kind::lognormal;
     d.a = m.get<double>("median", yaml::positive<double>());
-    d.b = m.get<double>("sigma", yaml::non_negative<double>());
+    // Up to 10: at 10 one draw in ten is already 360,000 times the median. Far past it every draw is
+    // 1 token or as many as an int holds.
+    d.b = m.get<double>("sigma", yaml::in_range(0.0, 10.0, "a sigma from 0 to 10"));
   } else {
     d.kind = LengthDistribution::Kind::empirical;
     yaml::Node values = m.at("values", "a list of token counts");
