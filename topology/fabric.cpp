@@ -44,6 +44,16 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
                 : kind == "fat-tree"       ? FabricKind::fat_tree
                 : kind == "rail-optimized" ? FabricKind::rail_optimized
                                            : FabricKind::rail_only;
+    spec.kind_where = *k;
+  }
+  // Keys that describe what the kind does not have are refused rather than ignored.
+  if (spec.kind == FabricKind::none) {
+    for (const char* key : {"technology", "scalable_unit", "planes", "link_bandwidth", "switch_latency", "cable_latency", "in_network_reduction", "tiers"}) {
+      if (m.has(key)) m.find(key)->fail_message("applies to fat-tree, rail-optimized and rail-only fabrics, not to kind none, which has no switches or cables");
+    }
+  }
+  if (spec.kind == FabricKind::fat_tree && m.has("scalable_unit")) {
+    m.find("scalable_unit")->fail_message("applies to rail-optimized and rail-only fabrics, not to a fat-tree, which fills its leaves in node order");
   }
   if (auto t = m.find("technology")) {
     spec.technology = yaml::parse_choice(*t, {"infiniband", "roce"}) == "roce" ? Technology::roce : Technology::infiniband;

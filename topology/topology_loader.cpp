@@ -47,6 +47,13 @@ Topology build_topology(const TopologySpec& spec) {
     throw InputError(msg);
   }
   if (spec.nodes > 1 && spec.fabric.kind == FabricKind::none) {
+    // A fabric map of kind none is what to blame (its kind, or the map when it gives none); without
+    // a map, the node count.
+    if (spec.fabric.where) {
+      const yaml::Node& at = spec.fabric.kind_where ? *spec.fabric.kind_where : *spec.fabric.where;
+      at.fail_message(fmt::format("a fabric of kind none{} joins no nodes, and the topology has {} (set kind: fat-tree, rail-optimized or rail-only)",
+                                  spec.fabric.kind_where ? "" : " (the default)", spec.nodes));
+    }
     const std::string msg = fmt::format("{} nodes need a fabric to join them (add a 'fabric:' map)", spec.nodes);
     if (spec.nodes_where) spec.nodes_where->fail_message(msg);
     throw InputError(msg);

@@ -44,9 +44,12 @@ struct FabricSpec {
   std::vector<TierSpec> tiers;
   bool in_network_reduction = false;          // SHARP aggregation in the switches, enabled for NCCL (CollNet)
   std::optional<yaml::Node> where;            // the YAML it came from, for messages
+  std::optional<yaml::Node> kind_where;       // its `kind:` value, for messages
 };
 
-// Reads a `fabric:` map over the current values of `spec` (keys absent keep their value).
+// Reads a `fabric:` map over the current values of `spec` (keys absent keep their value). A key
+// the fabric's kind does not use is refused: any but `kind` under kind none (no switches, no
+// cables), `scalable_unit` under fat-tree (it fills leaves in node order).
 void read_fabric(const yaml::Node& node, FabricSpec& spec);
 
 // Default per-hop figures for a technology (sources in fabric.cpp).
