@@ -87,7 +87,8 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
 // GPU indices within the node, and whether each meets the fabric at the first member's leaf, another
 // leaf of its scalable unit (or pod), or another unit's (a TP 6 group on 8-GPU nodes lies in one
 // node or straddles two; a TP 16 group on NVL72 racks in one rack or two; a group across nodes on
-// one leaf or across the spines).
+// one leaf or across the spines). Inside one node whose GPUs all meet the same NVSwitches, every
+// group of a size is placed alike.
 struct GroupPlacements {
   std::vector<std::vector<topology::Vertex>> tp, cp, ep, etp;
   [[nodiscard]] const std::vector<std::vector<topology::Vertex>>& of(CommGroup g) const {

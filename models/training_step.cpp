@@ -906,18 +906,46 @@ std::optional<topology::Vertex> nearest_leaf(const topology::Topology& topo, top
   return std::nullopt;
 }
 
+// Whether every GPU of the first node meets the same NVSwitches over links of the same bandwidth:
+// then any GPUs of one node are placed alike for what runs among them (NVSwitch nodes; not PCIe
+// trees or NVLink meshes, where which GPUs matters).
+bool switched_alike(const topology::Topology& topo) {
+  const auto& g = topo.graph();
+  std::optional<std::vector<std::pair<int, double>>> first;
+  const int node = topo.gpus().empty() ? -1 : topo.device(topo.gpus().front()).node;
+  for (topology::Vertex gpu : topo.gpus()) {
+    if (topo.device(gpu).node != node) break;
+    std::vector<std::pair<int, double>> switches;
+    for (auto [e, end] = boost::out_edges(gpu, g); e != end; ++e) {
+      const topology::Device& d = topo.device(boost::target(*e, g));
+      if (d.kind == topology::DeviceKind::nvswitch) switches.emplace_back(d.local_index, topo.link(*e).bandwidth.value());
+    }
+    std::sort(switches.begin(), switches.end());
+    if (switches.empty()) return false;
+    if (!first) first = switches;
+    if (switches != *first) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topology& topo) {
   const auto& gpus = topo.gpus();
   const int ranks = p.tp * p.cp * p.dp * p.pp;
-  // Where each GPU meets the fabric, to tell a group within one leaf (or scalable unit) from one that
-  // crosses to another.
-  std::vector<std::optional<topology::Vertex>> leaf(static_cast<std::size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) leaf[static_cast<std::size_t>(r)] = nearest_leaf(topo, gpus[static_cast<std::size_t>(r)]);
+  // Where a GPU meets the fabric, to tell a group within one leaf (or scalable unit) from one that
+  // crosses to another; looked up only for groups that leave a node.
+  std::vector<std::optional<std::optional<topology::Vertex>>> leaf(static_cast<std::size_t>(ranks));
+  const auto leaf_of = [&](int r) -> const std::optional<topology::Vertex>& {
+    auto& l = leaf[static_cast<std::size_t>(r)];
+    if (!l) l = nearest_leaf(topo, gpus[static_cast<std::size_t>(r)]);
+    return *l;
+  };
+  const bool alike_in_node = switched_alike(topo);
   const auto reach = [&](int member, int first) {
-    const auto& a = leaf[static_cast<std::size_t>(member)];
-    const auto& b = leaf[static_cast<std::size_t>(first)];
+    if (topo.device(gpus[static_cast<std::size_t>(member)]).node == topo.device(gpus[static_cast<std::size_t>(first)]).node) return 0;
+    const auto& a = leaf_of(member);
+    const auto& b = leaf_of(first);
     if (!a || !b || *a == *b) return 0;
     return topo.device(*a).unit == topo.device(*b).unit ? 1 : 2;
   };
@@ -931,10 +959,14 @@ GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topol
       std::vector<std::tuple<int, int, int>> placement;
       std::vector<topology::Vertex> group;
       const int first_node = topo.device(gpus[static_cast<std::size_t>(members.front())]).node;
-      for (int m : members) {
+      const bool one_node = std::all_of(members.begin(), members.end(), [&](int m) { return topo.device(gpus[static_cast<std::size_t>(m)]).node == first_node; });
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        const int m = members[i];
         grouped[static_cast<std::size_t>(m)] = 1;
         const topology::Device& d = topo.device(gpus[static_cast<std::size_t>(m)]);
-        placement.emplace_back(d.node - first_node, d.local_index, reach(m, members.front()));
+        // Inside one switched node only the group's size matters: its members by position.
+        const int index = one_node && alike_in_node ? static_cast<int>(i) : d.local_index;
+        placement.emplace_back(d.node - first_node, index, reach(m, members.front()));
         group.push_back(gpus[static_cast<std::size_t>(m)]);
       }
       if (seen.insert(std::move(placement)).second) into.push_back(std::move(group));

@@ -1238,4 +1238,12 @@ TEST_CASE("groups across nodes are told apart by where they meet the fabric") {
   CHECK(all_gather(g.tp[1]) >= all_gather(g.tp[0]));
   GroupCollectives timed(p, topo, cm);
   CHECK(timed(CommGroup::tp, CollectiveOp::all_gather, 64.0 * (1 << 20)).value() == Approx(std::max(all_gather(g.tp[0]), all_gather(g.tp[1]))));
+  // Inside a node whose GPUs all meet the same NVSwitches, TP 2's four pairs are one placement; in
+  // a PCIe tree, where which GPUs share a switch matters, they are not.
+  ParallelismPlan pairs;
+  pairs.tp = 2;
+  pairs.dp = 4;
+  CHECK(group_placements(pairs, h100_nodes(1)).tp.size() == 1);
+  const topology::Topology pcie = from_text("topology: {name: t, node: l40s-pcie-8x, nodes: 1, fabric: {kind: none}}\n");
+  CHECK(group_placements(pairs, pcie).tp.size() > 1);
 }
