@@ -151,13 +151,6 @@ struct LayerTimes {
   double dense_f = 0, dense_b = 0, moe_f = 0, moe_b = 0, embedding_f = 0, embedding_b = 0, head_f = 0, head_b = 0;
 };
 
-// The rank order as numbers, for memo keys.
-std::vector<int> order_ids(const std::vector<ParallelDim>& order) {
-  std::vector<int> out;
-  for (ParallelDim d : order) out.push_back(static_cast<int>(d));
-  return out;
-}
-
 class BoundModel {
  public:
   // Where flows are hashed over equal-cost paths, a collective alone on the topology is no lower
@@ -343,11 +336,9 @@ class BoundModel {
 
   const LayerTimes& layer_times(const TrainingJob& j) {
     const ParallelismPlan& p = j.plan;
-    // The placements depend on the degrees and the order alone: found once for each.
-    const std::string placement_key = fmt::format("{} {} {} {} {} {} {}", p.tp, p.cp, p.dp, p.pp, p.ep, p.etp, fmt::join(order_ids(p.order), ","));
-    auto placed = placements_.find(placement_key);
-    if (placed == placements_.end()) placed = placements_.emplace(placement_key, group_placements(p, topo_)).first;
-    GroupCollectives groups(placed->second, topo_, cm_);
+    // A lower bound times rank 0's groups alone: the step takes the slowest of the placements, so
+    // any one bounds it (enumerating them all for a million plans doubled the Calculon-size search).
+    GroupCollectives groups(first_groups(p, topo_), topo_, cm_);
     std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} |", j.micro_batch, p.tp, p.cp, p.ep, p.etp, p.sequence_parallel ? 1 : 0,
                                   static_cast<int>(j.recompute), p.tp_overlap ? 1 : 0, p.flash_attention ? 1 : 0, fp8_weight_cast_share(j));
     for (CommGroup g : {CommGroup::tp, CommGroup::cp, CommGroup::ep, CommGroup::etp}) {
@@ -378,7 +369,6 @@ class BoundModel {
   CollectiveModel cm_;
   bool hashed_ = false;
   std::map<std::string, LayerTimes> cache_;
-  std::map<std::string, GroupPlacements> placements_;  // by degrees and order
   std::map<std::string, double> collectives_;  // times together, by op, bytes and groups
 };
 

@@ -96,6 +96,9 @@ struct GroupPlacements {
   }
 };
 GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topology& topo);
+// Rank 0's group of each kind alone: what a lower bound may time (the step takes the slowest
+// placement, so any one of them bounds it from below), without enumerating the ranks.
+GroupPlacements first_groups(const ParallelismPlan& p, const topology::Topology& topo);
 
 // TP, CP and EP collectives of a plan, each timed alone on the topology for every distinct
 // placement of its groups, the slowest counting (a step waits for its slowest group: the

@@ -989,6 +989,19 @@ GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topol
   return g;
 }
 
+GroupPlacements first_groups(const ParallelismPlan& p, const topology::Topology& topo) {
+  const auto& gpus = topo.gpus();
+  const auto vertices = [&](const std::vector<int>& ranks) {
+    std::vector<topology::Vertex> out;
+    for (int r : ranks) out.push_back(gpus[static_cast<std::size_t>(r)]);
+    return std::vector<std::vector<topology::Vertex>>{out};
+  };
+  std::vector<int> tp, cp;
+  for (int t = 0; t < p.tp; ++t) tp.push_back(rank_of(p, RankCoord{t, 0, 0, 0}));
+  for (int c = 0; c < p.cp; ++c) cp.push_back(rank_of(p, RankCoord{0, c, 0, 0}));
+  return {vertices(tp), vertices(cp), vertices(expert_parallel_ranks(p, 0)), vertices(expert_tensor_parallel_ranks(p, 0))};
+}
+
 GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm)
     : GroupCollectives(group_placements(p, topo), topo, cm) {}
 
