@@ -157,7 +157,7 @@ class BoundModel {
   // bound: the step's buckets are other flows, which may hash onto fewer colliding paths (a RoCE
   // Clos gave a ZeRO-0 step 0.7% under its bound). There the data-parallel part is left out.
   explicit BoundModel(const topology::Topology& topo)
-      : topo_(topo), cm_(topo), hashed_(topo.fabric_tiers >= 2 && !cm_.router().routes_by_destination()) {}
+      : topo_(topo), cm_(topo), hashed_(hashes_flows(topo, cm_.router())) {}
 
   // See search_plans in the header: the largest over the stages of every micro-batch's work on the
   // stage plus the first micro-batch's forward and the last one's backward through the first chunk

@@ -96,6 +96,9 @@ struct GroupPlacements {
   }
 };
 GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topology& topo);
+// Whether the fabric spreads flows over equal-cost paths by a hash of the flow (Ethernet ECMP, two
+// tiers or more), so that which flows collide depends on the flows themselves.
+bool hashes_flows(const topology::Topology& topo, const topology::Router& router);
 // Rank 0's group of each kind alone: what a lower bound may time (the step takes the slowest
 // placement, so any one of them bounds it from below), without enumerating the ranks.
 GroupPlacements first_groups(const ParallelismPlan& p, const topology::Topology& topo);

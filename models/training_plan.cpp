@@ -173,25 +173,6 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
   return rank;
 }
 
-RankCoord rank_coord(const ParallelismPlan& plan, int rank) {
-  RankCoord c;
-  int stride = 1;
-  for (ParallelDim d : plan.order) {
-    const auto take = [&](int size, int& index) {
-      index = rank / stride % size;
-      stride *= size;
-    };
-    switch (d) {
-      case ParallelDim::tp: take(plan.tp, c.tp); break;
-      case ParallelDim::cp: take(plan.cp, c.cp); break;
-      case ParallelDim::ep: break;
-      case ParallelDim::dp: take(plan.dp, c.dp); break;
-      case ParallelDim::pp: take(plan.pp, c.pp); break;
-    }
-  }
-  return c;
-}
-
 int expert_data_parallel_size(const ParallelismPlan& plan) {
   // In 64 bits, checked: the plan search orders the ranks of shapes it has not checked yet
   // (effective_order), whose degrees may multiply past an int; their size is only compared with 1.
@@ -243,6 +224,21 @@ std::vector<int> along(int rank, ExpertDim dim) {
   return out;
 }
 
+// A dimension's size in the attention's mapping (rank_of's; ep has no ranks there).
+int dense_size(const ParallelismPlan& plan, ParallelDim d) {
+  return d == ParallelDim::tp ? plan.tp : d == ParallelDim::cp ? plan.cp : d == ParallelDim::dp ? plan.dp : d == ParallelDim::pp ? plan.pp : 1;
+}
+
+// Where `which` sits in the attention's mapping.
+ExpertDim dense_dim(const ParallelismPlan& plan, ParallelDim which) {
+  int stride = 1;
+  for (ParallelDim d : plan.order) {
+    if (d == which) return {stride, dense_size(plan, which)};
+    stride *= dense_size(plan, d);
+  }
+  return {stride, 1};
+}
+
 }  // namespace
 
 namespace {
@@ -260,7 +256,7 @@ int stage_stride(const ParallelismPlan& plan, Size&& size_of) {
 }  // namespace
 
 int dense_stage_stride(const ParallelismPlan& plan) {
-  return stage_stride(plan, [&](ParallelDim d) { return d == ParallelDim::tp ? plan.tp : d == ParallelDim::cp ? plan.cp : d == ParallelDim::dp ? plan.dp : 1; });
+  return stage_stride(plan, [&](ParallelDim d) { return dense_size(plan, d); });
 }
 
 int expert_stage_stride(const ParallelismPlan& plan) {
@@ -286,6 +282,10 @@ bool experts_share_stages(const ParallelismPlan& plan) {
   });
   return pp_last;
 }
+
+std::vector<int> tensor_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, dense_dim(plan, ParallelDim::tp)); }
+
+std::vector<int> context_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, dense_dim(plan, ParallelDim::cp)); }
 
 std::vector<int> expert_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).ep); }
 

@@ -315,9 +315,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   if (auto c = m.find("cost")) {
     if (!sc.topology->gpu) topo_node.fail("a topology whose nodes name a GPU hardware profile");
     if (sc.job.token_budget <= 0) c->fail_message("a cost section needs train_tokens: the tokens whose training it prices");
-    const int nodes = sc.topology->node_count();
-    const int node_gpus = nodes > 0 ? static_cast<int>(sc.topology->gpus().size()) / nodes : 0;
-    sc.cost = read_cost_section(*c, sc.topology->gpu->name, includes, true, node_gpus);
+    sc.cost = read_cost_section(*c, sc.topology->gpu->name, includes, true, node_gpus(*sc.topology));
     sc.cost->origin.train_tokens = m.find("train_tokens");
   }
   price_search(sc, search_sheet, system_nodes, sheet_node ? &*sheet_node : nullptr, search_node ? &*search_node : nullptr);

@@ -68,7 +68,7 @@ struct PassTasks {
 std::string left_out_sends_note(const topology::Topology& topo, const topology::Router& router, int other_replicas) {
   const auto tiers = topology::fabric_tiers(topo);
   const bool oversubscribed = std::any_of(tiers.begin(), tiers.end(), [](const topology::TierSummary& t) { return t.oversubscription() > 1 + 1e-9; });
-  const bool hashed = topo.fabric_tiers >= 2 && !router.routes_by_destination();
+  const bool hashed = hashes_flows(topo, router);
   if (!hashed && !oversubscribed) return {};
   return fmt::format(
       "folding leaves out the other {} data-parallel replicas' pipeline sends, which {} can put on the links of the simulated traffic: the "
@@ -883,6 +883,10 @@ double embedding_gradient_seconds(const TrainingJob& job, const hardware::Hardwa
   return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
+bool hashes_flows(const topology::Topology& topo, const topology::Router& router) {
+  return topo.fabric_tiers >= 2 && !router.routes_by_destination();
+}
+
 namespace {
 
 // The fabric leaf nearest a GPU (through its node's switches and NICs), or none without a fabric.
@@ -972,34 +976,22 @@ GroupPlacements group_placements(const ParallelismPlan& p, const topology::Topol
       if (seen.insert(std::move(placement)).second) into.push_back(std::move(group));
     }
   };
-  const auto along = [&](int r, int size, auto&& coord) {
-    std::vector<int> out;
-    RankCoord c = rank_coord(p, r);
-    for (int i = 0; i < size; ++i) {
-      coord(c) = i;
-      out.push_back(rank_of(p, c));
-    }
-    return out;
-  };
   GroupPlacements g;
-  collect(g.tp, [&](int r) { return along(r, p.tp, [](RankCoord& c) -> int& { return c.tp; }); });
-  collect(g.cp, [&](int r) { return along(r, p.cp, [](RankCoord& c) -> int& { return c.cp; }); });
+  collect(g.tp, [&](int r) { return tensor_parallel_ranks(p, r); });
+  collect(g.cp, [&](int r) { return context_parallel_ranks(p, r); });
   collect(g.ep, [&](int r) { return expert_parallel_ranks(p, r); });
   collect(g.etp, [&](int r) { return expert_tensor_parallel_ranks(p, r); });
   return g;
 }
 
 GroupPlacements first_groups(const ParallelismPlan& p, const topology::Topology& topo) {
-  const auto& gpus = topo.gpus();
   const auto vertices = [&](const std::vector<int>& ranks) {
     std::vector<topology::Vertex> out;
-    for (int r : ranks) out.push_back(gpus[static_cast<std::size_t>(r)]);
+    for (int r : ranks) out.push_back(topo.gpus()[static_cast<std::size_t>(r)]);
     return std::vector<std::vector<topology::Vertex>>{out};
   };
-  std::vector<int> tp, cp;
-  for (int t = 0; t < p.tp; ++t) tp.push_back(rank_of(p, RankCoord{t, 0, 0, 0}));
-  for (int c = 0; c < p.cp; ++c) cp.push_back(rank_of(p, RankCoord{0, c, 0, 0}));
-  return {vertices(tp), vertices(cp), vertices(expert_parallel_ranks(p, 0)), vertices(expert_tensor_parallel_ranks(p, 0))};
+  return {vertices(tensor_parallel_ranks(p, 0)), vertices(context_parallel_ranks(p, 0)), vertices(expert_parallel_ranks(p, 0)),
+          vertices(expert_tensor_parallel_ranks(p, 0))};
 }
 
 GroupCollectives::GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm)

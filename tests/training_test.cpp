@@ -1247,3 +1247,28 @@ TEST_CASE("groups across nodes are told apart by where they meet the fabric") {
   const topology::Topology pcie = from_text("topology: {name: t, node: l40s-pcie-8x, nodes: 1, fabric: {kind: none}}\n");
   CHECK(group_placements(pairs, pcie).tp.size() > 1);
 }
+
+TEST_CASE("a rank's TP and CP groups are the ranks rank_of gives it with only tp, or only cp, changed") {
+  ParallelismPlan p;
+  p.tp = 2, p.cp = 3, p.dp = 2, p.pp = 2;
+  const std::vector<std::vector<ParallelDim>> orders = {ParallelismPlan().order,
+                                                        {ParallelDim::dp, ParallelDim::cp, ParallelDim::pp, ParallelDim::ep, ParallelDim::tp},
+                                                        {ParallelDim::pp, ParallelDim::ep, ParallelDim::tp, ParallelDim::dp, ParallelDim::cp}};
+  for (const auto& order : orders) {
+    p.order = order;
+    for (int t = 0; t < p.tp; ++t) {
+      for (int c = 0; c < p.cp; ++c) {
+        for (int d = 0; d < p.dp; ++d) {
+          for (int s = 0; s < p.pp; ++s) {
+            const int r = rank_of(p, RankCoord{t, c, d, s});
+            std::vector<int> tp, cp;
+            for (int i = 0; i < p.tp; ++i) tp.push_back(rank_of(p, RankCoord{i, c, d, s}));
+            for (int i = 0; i < p.cp; ++i) cp.push_back(rank_of(p, RankCoord{t, i, d, s}));
+            CHECK(tensor_parallel_ranks(p, r) == tp);
+            CHECK(context_parallel_ranks(p, r) == cp);
+          }
+        }
+      }
+    }
+  }
+}

@@ -290,8 +290,9 @@ struct RankCoord {
   int tp = 0, cp = 0, dp = 0, pp = 0;
 };
 int rank_of(const ParallelismPlan& plan, const RankCoord& c);
-// The coordinates of a rank: rank_of's inverse.
-RankCoord rank_coord(const ParallelismPlan& plan, int rank);
+// The attention's tensor- and context-parallel groups of a rank (all its ranks, in order).
+std::vector<int> tensor_parallel_ranks(const ParallelismPlan& plan, int rank);
+std::vector<int> context_parallel_ranks(const ParallelismPlan& plan, int rank);
 
 // The expert layers' mapping of the same ranks: Megatron-Core's MoE parallel folding (Liu et al.
 // 2025, arXiv 2504.14960; parallel_state.py builds a second RankGenerator for the experts with the
