@@ -22,7 +22,7 @@ std::vector<std::map<std::size_t, double>> FoldShadows::phase_loads(const Collec
   std::vector<std::map<std::size_t, double>> loads;
   for (const CollectivePhase& phase : plan.phases) {
     auto& load = loads.emplace_back();
-    for (const sim::FlowSpec& f : phase.flows) {
+    for (const sim::FlowSpec& f : *phase.flows) {
       // A flow runs at most at its cap and its path's narrowest link.
       double rate = f.rate_cap;
       for (auto l : f.path) rate = std::min(rate, capacity_[static_cast<std::size_t>(l)]);
@@ -72,7 +72,7 @@ const std::vector<double>& FoldShadows::busiest(const CollectivePlan& plan) {
 
 bool FoldShadows::contended(const CollectivePlan& plan, int tp_rank, bool data_parallel) const {
   for (const CollectivePhase& phase : plan.phases) {
-    for (const sim::FlowSpec& f : phase.flows) {
+    for (const sim::FlowSpec& f : *phase.flows) {
       for (auto l : f.path) {
         const auto i = static_cast<std::size_t>(l);
         const double fill = capacity_[i] * (1 + kEps);

@@ -167,9 +167,7 @@ void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, 
       c.op = CollectiveOp::send_recv;
       c.ranks = {g[static_cast<std::size_t>(p * tp + j)], g[static_cast<std::size_t>((prefill + k) * tp + j)]};
       c.bytes = Bytes(std::max(bytes, 1.0));
-      for (auto& phase : model->plan(c).phases) {
-        for (auto& f : phase.flows) flows.push_back(std::move(f));
-      }
+      for (const auto& phase : model->plan(c).phases) flows.insert(flows.end(), phase.flows->begin(), phase.flows->end());
     }
     return flows;
   };

@@ -19,22 +19,30 @@ FluidNetwork::FluidNetwork(Simulator& sim, std::vector<double> capacities) : sim
   }
 }
 
-void FluidNetwork::reserve(std::size_t more) {
-  flows_.reserve(flows_.size() + more);
-  scratch_position_.reserve(flows_.size() + more);
-}
-
 FluidNetwork::FlowId FluidNetwork::start(std::vector<LinkId> path, double bytes, Time latency, Listener* listener,
                                          std::uint64_t tag, double rate_cap) {
   assert(bytes >= 0 && rate_cap > 0);
-  const FlowId id = static_cast<FlowId>(flows_.size());
-  Flow f;
+  // A finished flow's slot is taken again: the table holds the flows in flight, not every flow of
+  // the run (a ZeRO-3 step starts millions). The slot keeps its version, so the old flow's stale
+  // completion events do not match the new one.
+  FlowId id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<FlowId>(flows_.size());
+    flows_.emplace_back();
+  }
+  Flow& f = flows_[id];
   f.path = std::move(path);
+  f.slot.clear();
   f.remaining = bytes;
+  f.rate = 0;
   f.cap = rate_cap;
+  f.updated = sim_.now();
+  f.state = State::pending;
   f.listener = listener;
   f.tag = tag;
-  flows_.push_back(std::move(f));
   ++sim_.stats().flows;
   if (latency > Time::zero()) {
     sim_.schedule_in(latency, this, encode(kActivate, id, 0));
@@ -51,7 +59,7 @@ void FluidNetwork::activate(FlowId id) {
     // Nothing to move (or a flow to itself): done once its latency has passed.
     f.remaining = 0;
     f.state = State::done;
-    if (f.listener) f.listener->flow_done(id, f.tag);
+    release(id);
     return;
   }
   f.state = State::active;
@@ -99,7 +107,15 @@ void FluidNetwork::complete(FlowId id) {
   // A finished flow needs its path no more: its memory goes to the flows that start later.
   std::vector<LinkId>().swap(f.path);
   std::vector<std::uint32_t>().swap(f.slot);
-  if (f.listener) f.listener->flow_done(id, f.tag);
+  release(id);
+}
+
+void FluidNetwork::release(FlowId id) {
+  Listener* const listener = flows_[id].listener;
+  const std::uint64_t tag = flows_[id].tag;
+  // The listener may start flows (the table may grow under a reference); the slot is free after.
+  if (listener) listener->flow_done(id, tag);
+  free_.push_back(id);
 }
 
 void FluidNetwork::handle(std::uint64_t payload) {

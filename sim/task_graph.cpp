@@ -53,6 +53,11 @@ TaskGraph::TaskId TaskGraph::add_compute(int gpu, int stream, Time duration, std
 
 TaskGraph::TaskId TaskGraph::add_transfer(std::vector<int> gpus, int stream, std::vector<FlowSpec> flows, std::string name,
                                           std::string category) {
+  return add_transfer(std::move(gpus), stream, std::make_shared<const std::vector<FlowSpec>>(std::move(flows)), std::move(name), std::move(category));
+}
+
+TaskGraph::TaskId TaskGraph::add_transfer(std::vector<int> gpus, int stream, SharedFlows flows, std::string name, std::string category) {
+  assert(flows);
   std::sort(gpus.begin(), gpus.end());
   gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
   assert(std::all_of(gpus.begin(), gpus.end(), [&](int g) { return g >= 0 && g < gpus_; }));
@@ -118,9 +123,6 @@ void TaskGraph::trace_links(std::vector<std::string> names) {
 }
 
 Time TaskGraph::run() {
-  std::size_t flows = 0;
-  for (const Task& t : tasks_) flows += t.flows.size();
-  net_.reserve(flows);
   for (TaskId t = 0; t < tasks_.size(); ++t) {
     if (tasks_[t].waiting == 0) make_ready(t);
   }
@@ -183,16 +185,16 @@ void TaskGraph::start(TaskId id) {
     }
     case Kind::transfer: {
       for (int g : t.gpus) set_comm_active(g, +1);
-      t.flows_left = static_cast<std::uint32_t>(t.flows.size());
-      if (t.flows.empty()) {
+      t.flows_left = static_cast<std::uint32_t>(t.flows->size());
+      if (t.flows->empty()) {
         finish(id);
         break;
       }
       // Flows may complete at once (zero bytes, no latency) and finish the task inside this loop;
-      // the count is set before any starts.
-      for (FlowSpec& f : t.flows) {
-        net_.start(std::move(f.path), f.bytes, f.latency, this, id, f.rate_cap);
-      }
+      // the count is set before any starts. The list is shared with other tasks: each start copies
+      // its path.
+      const SharedFlows flows = t.flows;
+      for (const FlowSpec& f : *flows) net_.start(f.path, f.bytes, f.latency, this, id, f.rate_cap);
       break;
     }
   }

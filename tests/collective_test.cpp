@@ -434,7 +434,7 @@ TEST_CASE("CollNet reduces in the switches of a SHARP fabric", "[collectives][co
   CHECK(r.time.value() == Approx(r.plan.model.time.value()).epsilon(1e-6));
   // With SHARP the aggregated shard of a rail leaves each leaf once, not once per node.
   std::size_t up_to_spine = 0;
-  for (const auto& f : r.plan.phases.front().flows) {
+  for (const auto& f : *r.plan.phases.front().flows) {
     if (f.path.size() == 1 && t.device(boost::source(*std::find_if(boost::edges(t.graph()).first, boost::edges(t.graph()).second,
                                                                     [&](auto e) { return t.link(e).id == f.path[0]; }),
                                                      t.graph()))

@@ -191,6 +191,24 @@ TEST_CASE("flow completion times equal the hand-computed ones", "[sim][flows]") 
   CHECK(z.rec.done[e] == Time::us(3));
 }
 
+TEST_CASE("a finished flow's slot serves a later flow, and the old flow's stale completion does not end it", "[sim][flows]") {
+  // One 1 GB/s link. A (1 GB) and C (0.25 GB) share it from t = 0 at 0.5 GB/s each: A's first
+  // completion is due at 2 s. C ends at 0.5 s; A then runs alone and ends at 1.25 s, so the event
+  // at 2 s is stale. B (1 GB), started once A has ended (the clock stands at A's end, 1.25 s),
+  // takes A's slot (the last freed) and must end at 2.25 s, not at the stale 2 s.
+  Net n({1 * GB});
+  const auto a = n.flow({0}, 1 * GB);
+  const auto c = n.flow({0}, 0.25 * GB);
+  n.sim.run(Time::ms(1300));
+  CHECK(n.rec.done[c] == Time::ms(500));
+  CHECK(n.rec.done[a] == Time::ms(1250));
+  const auto b = n.flow({0}, 1 * GB);
+  CHECK(b == a);
+  CHECK(n.net.active_flows() == 1);
+  n.sim.run();
+  CHECK(n.rec.done[b] == Time::ms(2250));
+}
+
 TEST_CASE("only the touched component is re-solved", "[sim][flows]") {
   // Two disjoint links: flows on link 1 are not re-rated when a flow on link 0 starts or ends.
   Net n({1 * GB, 1 * GB});

@@ -23,8 +23,10 @@
 namespace cs::models {
 
 struct CollectivePhase {
+  CollectivePhase(std::string name, std::vector<sim::FlowSpec> flows)
+      : name(std::move(name)), flows(std::make_shared<const std::vector<sim::FlowSpec>>(std::move(flows))) {}
   std::string name;
-  std::vector<sim::FlowSpec> flows;
+  sim::SharedFlows flows;  // shared with the transfers add_to makes of it
 };
 
 struct CollectivePlan {

@@ -39,13 +39,10 @@ class FluidNetwork final : public EventHandler {
   FluidNetwork(Simulator& sim, std::vector<double> capacities);
 
   // Starts a flow of `bytes` over `path` (link ids, in order) after `latency`. The listener is told
-  // when the last byte arrives. rate_cap limits the flow's rate (bytes/s).
+  // when the last byte arrives. rate_cap limits the flow's rate (bytes/s). The id names the flow
+  // until its listener has been told; a flow started after that may get the same id.
   FlowId start(std::vector<LinkId> path, double bytes, Time latency, Listener* listener, std::uint64_t tag,
                double rate_cap = std::numeric_limits<double>::infinity());
-
-  // Room for `more` flows beyond those started, so that the flow table is allocated once: grown by
-  // doubling, a table of millions of flows was copied into fresh pages again and again.
-  void reserve(std::size_t more);
 
   [[nodiscard]] double rate(FlowId f) const { return flows_[f].rate; }
   [[nodiscard]] double remaining(FlowId f) const { return flows_[f].remaining; }
@@ -89,12 +86,14 @@ class FluidNetwork final : public EventHandler {
 
   void activate(FlowId f);
   void complete(FlowId f);
+  void release(FlowId f);  // tells the listener, then frees the slot
   void mark_dirty(FlowId f);
   void solve();
 
   Simulator& sim_;
   std::vector<Link> links_;
   std::vector<Flow> flows_;
+  std::vector<FlowId> free_;  // slots of finished flows, taken again by later starts
   std::vector<LinkId> dirty_;
   bool solve_pending_ = false;
   std::uint32_t epoch_ = 0;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct FlowSpec {
   Time latency;
   double rate_cap = std::numeric_limits<double>::infinity();
 };
+// A transfer's flows, shared by every task that moves the same flows (a ZeRO-3 step repeats one
+// collective per layer and micro-batch): each task would otherwise hold a copy of every path.
+using SharedFlows = std::shared_ptr<const std::vector<FlowSpec>>;
 
 struct ExecutorOptions {
   int streams_per_gpu = 2;        // stream 0: compute, stream 1: communication, by convention
@@ -53,6 +57,7 @@ class TaskGraph final : public EventHandler, public FluidNetwork::Listener {
   TaskId add_compute(int gpu, int stream, Time duration, std::string name, std::string category = "compute");
   TaskId add_transfer(std::vector<int> gpus, int stream, std::vector<FlowSpec> flows, std::string name,
                       std::string category = "comm");
+  TaskId add_transfer(std::vector<int> gpus, int stream, SharedFlows flows, std::string name, std::string category = "comm");
   TaskId add_delay(Time duration, std::string name);
   // `after` starts only once `before` has ended.
   void depend(TaskId before, TaskId after);
@@ -90,7 +95,7 @@ class TaskGraph final : public EventHandler, public FluidNetwork::Listener {
     std::vector<int> gpus;  // compute: one; transfer: all involved
     int stream = 0;
     Time duration;          // compute and delay
-    std::vector<FlowSpec> flows;
+    SharedFlows flows;
     std::vector<TaskId> successors;
     std::uint32_t waiting = 0;  // predecessors not yet ended
     std::uint32_t flows_left = 0;
