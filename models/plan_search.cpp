@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <atomic>
+#include <exception>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -150,6 +151,16 @@ namespace {
 struct LayerTimes {
   double dense_f = 0, dense_b = 0, moe_f = 0, moe_b = 0, embedding_f = 0, embedding_b = 0, head_f = 0, head_b = 0;
 };
+
+// A rough count of the flows a plan's step simulation starts (data-parallel rings dominate, and
+// ZeRO-3 runs three a layer a micro-batch): a round runs its heaviest plans first, so that one long
+// simulation does not start last and leave the other threads idle. It orders work, nothing else.
+double simulation_weight(const TrainingJob& j) {
+  const ParallelismPlan& p = j.plan;
+  const double groups = double(p.tp) * p.pp, ranks = double(p.dp) * p.cp, micro = j.micro_batches();
+  const double collectives = p.zero_stage >= 3 ? 3.0 * micro * j.model.layers / p.pp : p.zero_stage == 2 ? 4.0 * micro : 4.0;
+  return groups * (ranks * collectives + 2.0 * p.vpp * micro);
+}
 
 class BoundModel {
  public:
@@ -679,20 +690,26 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   // lists need not hold its values), so that the output can always say where it ranks.
   const std::string own_key = plan_key(base);
   bool own_found = false;
-  // The key decides; the cheap comparisons first spare formatting it for nearly every plan.
-  const auto is_own = [&](const PlanChoice& c, const TrainingJob& j) {
+  // The key decides; the cheap comparisons first spare building the job and formatting its key for
+  // nearly every plan.
+  const auto is_own = [&](const PlanChoice& c) {
     return c.system == 0 && c.gpus == own.gpus && c.tp == own.tp && c.pp == own.pp && c.vpp == own.vpp && c.cp == own.cp && c.ep == own.ep &&
-           c.etp == own.etp && c.micro == own.micro && c.zero == own.zero && c.recompute == own.recompute && plan_key(j) == own_key;
+           c.etp == own.etp && c.micro == own.micro && c.zero == own.zero && c.recompute == own.recompute && plan_key(apply_choice(base, c)) == own_key;
   };
-  const auto evaluate = [&](const PlanChoice& c) {
+  // The plans in enumeration order; the own plan (the first that is) found as they are listed.
+  std::vector<PlanChoice> choices;
+  const auto list = [&](const PlanChoice& c) {
+    if (!own_found && is_own(c)) {
+      own_found = true;
+      out.own = choices.size();
+    }
+    choices.push_back(c);
+  };
+  // One plan's constraints, memory and cheap bound, with the bound models of the thread running it.
+  const auto evaluate = [&](const PlanChoice& c, bool own_plan, std::vector<std::unique_ptr<BoundModel>>& models) {
     PlanOutcome o;
     o.plan = c;
     const TrainingJob j = apply_choice(base, c);
-    const bool own_plan = !own_found && is_own(c, j);
-    if (own_plan) {
-      own_found = true;
-      out.own = out.outcomes.size();
-    }
     const topology::Topology& topo = *out.systems[static_cast<std::size_t>(c.system)].topology;
     const int cluster = static_cast<int>(topo.gpus().size());
     // In 64 bits, checked (checked_product): the products of a space's values must not wrap. The
@@ -728,10 +745,10 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       if (!mem.fits()) {
         o.status = PlanOutcome::Status::memory;
       } else {
-        o.lower_bound_s = (*bounds[static_cast<std::size_t>(c.system)])(j);
+        o.lower_bound_s = (*models[static_cast<std::size_t>(c.system)])(j);
       }
     }
-    out.outcomes.push_back(std::move(o));
+    return o;
   };
   // Every setting that leaves the plan's shape alone, for one shape, each distinct combination once.
   const std::vector<int> zeros = distinct(space.zero);
@@ -819,7 +836,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
                       !space.every_micro ? micro_list : base.global_batch % shape.dp != 0 ? std::vector<int>{1} : divisors(base.global_batch / shape.dp);
                   for (int micro : micros) {
                     shape.micro = micro;
-                    settings(shape, evaluate);
+                    settings(shape, list);
                   }
                 }
               }
@@ -829,7 +846,58 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       }
     }
   }
-  if (!own_found) evaluate(own);
+  if (!own_found) {
+    out.own = choices.size();
+    choices.push_back(own);
+  }
+  // Evaluated on the thread pool, each plan into its own place: the same outcomes for any thread
+  // count (a bound model's memo of collective times changes no value). Thread 0's bound models are
+  // the search's own, used again below.
+  const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  out.outcomes.resize(choices.size());
+  {
+    std::vector<std::vector<std::unique_ptr<BoundModel>>> thread_bounds(static_cast<std::size_t>(threads));
+    thread_bounds[0] = std::move(bounds);
+    for (int t = 1; t < threads; ++t) {
+      for (const SearchSystem& sys : out.systems) thread_bounds[static_cast<std::size_t>(t)].push_back(std::make_unique<BoundModel>(*sys.topology));
+    }
+    // Batches small enough that a small space is shared too, large enough to keep the counter cold.
+    const std::size_t kBatch = std::clamp<std::size_t>(choices.size() / (8 * static_cast<std::size_t>(threads)), 1, 1024);
+    std::atomic<std::size_t> next_batch{0};
+    // A plan whose evaluation throws stops the plans after it only, so the error reported is the
+    // first plan's in enumeration order, as one thread would meet it.
+    std::atomic<std::size_t> stop_at{choices.size()};
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
+    std::vector<std::size_t> error_at(static_cast<std::size_t>(threads), choices.size());
+    const auto work = [&](int t) {
+      for (;;) {
+        const std::size_t first = next_batch.fetch_add(kBatch);
+        for (std::size_t i = first; i < std::min(choices.size(), first + kBatch); ++i) {
+          if (i >= stop_at) return;
+          try {
+            out.outcomes[i] = evaluate(choices[i], i == out.own, thread_bounds[static_cast<std::size_t>(t)]);
+          } catch (...) {
+            errors[static_cast<std::size_t>(t)] = std::current_exception();
+            error_at[static_cast<std::size_t>(t)] = i;
+            std::size_t at = stop_at;
+            while (i < at && !stop_at.compare_exchange_weak(at, i)) {
+            }
+            return;
+          }
+        }
+        if (first >= choices.size()) return;
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads && static_cast<std::size_t>(t) * kBatch < choices.size(); ++t) pool.emplace_back(work, t);
+    work(0);
+    for (auto& t : pool) t.join();
+    // The error of the earliest plan that failed, whichever thread met it.
+    const auto first_error = std::min_element(error_at.begin(), error_at.end()) - error_at.begin();
+    if (errors[static_cast<std::size_t>(first_error)]) std::rethrow_exception(errors[static_cast<std::size_t>(first_error)]);
+    bounds = std::move(thread_bounds[0]);
+  }
+  std::vector<PlanChoice>().swap(choices);
   out.enumerated = out.outcomes.size();
 
   // What an earlier run already simulated.
@@ -886,7 +954,6 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     results.open(options.results, std::ios::app);
     if (!results) throw std::runtime_error(fmt::format("cannot append to the results file {}", options.results.string()));
   }
-  const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
   // Rounds of a fixed size (the same for any thread count): prune by the bound, simulate the rest.
   // 16 plans per K up to 64: a round must find the K best before the bound can prune, and a small K
   // (validate --plans asks for the fastest alone) needs fewer.
@@ -979,6 +1046,12 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       } else {
         round.push_back(pending[n]);
       }
+    }
+    if (threads > 1 && round.size() > 1) {
+      std::vector<std::pair<double, std::size_t>> by_weight;
+      for (std::size_t i : round) by_weight.emplace_back(-simulation_weight(out.job(out.outcomes[i])), i);
+      std::stable_sort(by_weight.begin(), by_weight.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (std::size_t k = 0; k < round.size(); ++k) round[k] = by_weight[k].second;
     }
     next = 0;
     std::vector<std::thread> pool;

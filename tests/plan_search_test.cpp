@@ -114,8 +114,13 @@ TEST_CASE("plan search: one thread or two give the same outcomes, and a killed r
   two.threads = 2;
   const SearchResult b = search_plans(sc.job, *sc.topology, sc.search, two);
   REQUIRE(a.outcomes.size() == b.outcomes.size());
+  CHECK(a.own == b.own);
   for (std::size_t i = 0; i < a.outcomes.size(); ++i) {
     CHECK(a.key(a.outcomes[i]) == b.key(b.outcomes[i]));
+    CHECK(a.outcomes[i].status == b.outcomes[i].status);
+    CHECK(a.outcomes[i].reason == b.outcomes[i].reason);
+    CHECK(a.outcomes[i].memory_bytes == b.outcomes[i].memory_bytes);
+    CHECK(a.outcomes[i].lower_bound_s == b.outcomes[i].lower_bound_s);
     CHECK(a.outcomes[i].step_s == b.outcomes[i].step_s);
   }
   test::TempDir dir;
