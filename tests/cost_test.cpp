@@ -541,6 +541,22 @@ TEST_CASE("cost: elastic rows pay the billing granularity per replica stretch, a
   CHECK_THAT(tight[2].verdict, Catch::Contains("trials finished after the 4.17 days deadline") && Catch::Contains("on-demand alone is expected to take"));
 }
 
+TEST_CASE("cost: Daly's interval for an async checkpoint is never under the write's time, so the trials save work and agree with the closed form") {
+  // A 0.1 s snapshot, a 20-minute write and a failure every 10 hours: Daly's optimum from the
+  // snapshot is about 85 s, so every snapshot would have replaced the write in flight and no
+  // checkpoint would have become durable (the trials ran for many times the closed form's days).
+  RunSpec run = daly_run(50 * kHour, 20 * kMinute, 30 * kMinute, 10 * kHour);
+  run.checkpoint.async = true;
+  run.checkpoint.snapshot_s = 0.1;
+  CostOptions opt;
+  opt.trials = 400;
+  const auto rows = estimate_costs(run, {on_demand(3.0)}, opt);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].interval_s >= 20 * kMinute);
+  CHECK(rows[0].finished == 400);
+  CHECK(rows[0].wall_s.mean == Approx(rows[0].expected_wall_s).epsilon(0.05));
+}
+
 TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the percentiles past them infinite, and mixed falls back from a market that never has capacity") {
   RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;
