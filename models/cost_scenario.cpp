@@ -113,7 +113,9 @@ Offering read_offering(const yaml::Node& node) {
         o.preemption.rate_per_node_hour = pm.get<double>("per_node_hour", yaml::non_negative<double>());
       } else if (kind == "weibull") {
         o.preemption.kind = PreemptionProcess::Kind::weibull;
-        o.preemption.shape = pm.get<double>("shape", yaml::positive<double>());
+        // Below 0.1 the mean lifetime, scale x Gamma(1 + 1/shape), is over 3.6 million scales, set by
+        // draws no trial sees (and the closed form's rate underflows to no preemptions at all).
+        o.preemption.shape = pm.get<double>("shape", yaml::Check<double>{"a Weibull shape from 0.1 to 100", [](double v) { return v >= 0.1 && v <= 100; }});
         o.preemption.scale_hours = pm.get<Seconds>("scale", yaml::positive<Seconds>()).value() / 3600.0;
       } else if (kind == "trace") {
         o.preemption.kind = PreemptionProcess::Kind::trace;
@@ -145,7 +147,8 @@ Offering read_offering(const yaml::Node& node) {
     o.power_w_per_gpu = om.get<Watts>("power_per_gpu", yaml::in_range(Watts(0), Watts(1e6), "a power from 0 to 1MW per GPU")).value();
     o.pue = om.get_or<double>("pue", 1.0, yaml::in_range(1.0, 5.0, "a PUE from 1 to 5"));
     o.price_per_kwh = om.get<double>("price_per_kwh", yaml::in_range(0.0, 1e6, "a price from 0 to 1e6 a kWh"));
-    o.utilisation = om.get<double>("utilisation", yaml::Check<double>{"a fraction in (0, 1]", [](double v) { return v > 0 && v <= 1; }});
+    // At 1e-300 the GPU-hour cost 1e304 dollars: a GPU bought to be used under 1% of its life is no plan.
+    o.utilisation = om.get<double>("utilisation", yaml::Check<double>{"a fraction from 0.01 to 1", [](double v) { return v >= 0.01 && v <= 1; }});
     om.finish();
   } else if (o.pricing == Pricing::owned) {
     m.at("owned", "an owned map (capex_per_gpu, lifetime_years, power_per_gpu, price_per_kwh, utilisation)");
