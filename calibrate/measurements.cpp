@@ -267,6 +267,14 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
       s.nodes = static_cast<int>(r.positive_int(g, path, "nodes", kMaxRanks));
       if (s.ranks < 2) r.fail(path + ".ranks", "at least 2", std::to_string(s.ranks));
       if (s.nodes > s.ranks) r.fail(path + ".nodes", fmt::format("at most ranks ({})", s.ranks), std::to_string(s.nodes));
+      // As for nccl-tests output: the fit takes ranks / nodes GPUs on every node, and only the
+      // network class reaches past one node.
+      if (s.ranks % s.nodes != 0) {
+        r.fail(path + ".nodes", fmt::format("a count that divides the {} ranks evenly (the same number of ranks on every node)", s.ranks), std::to_string(s.nodes));
+      }
+      if (s.nodes > 1 && s.link != LinkClass::network) {
+        r.fail(path + ".nodes", fmt::format("1 for link {} (GPUs of one node; across nodes the link is network)", to_string(s.link)), std::to_string(s.nodes));
+      }
       s.bytes = r.positive(g, path, "bytes");
       s.seconds = r.positive(g, path, "seconds");
       if (g.contains("algorithm")) {

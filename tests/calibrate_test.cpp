@@ -200,6 +200,15 @@ TEST_CASE("calibrate: measurements round-trip through JSON, and bad records name
              Catch::Contains("memory[0].bytes") && Catch::Contains("a positive number"));
   CHECK_THAT(error("{\"format\": \"clustersim-measurements/1\", \"gemm\": [{\"dtype\": \"bf16\", \"m\": 1, \"n\": 1, \"k\": 1, \"secs\": 1}]}"),
              Catch::Contains("gemm[0].secs") && Catch::Contains("unknown field"));
+  // Ranks that do not divide over the nodes, and NVLink across nodes, as nccl-tests output is refused.
+  const auto collective = [](const std::string& link, int ranks, int nodes) {
+    return fmt::format("{{\"format\": \"clustersim-measurements/1\", \"collectives\": [{{\"op\": \"all_reduce\", \"link\": \"{}\", "
+                       "\"ranks\": {}, \"nodes\": {}, \"bytes\": 1048576, \"seconds\": 2.2e-5}}]}}",
+                       link, ranks, nodes);
+  };
+  CHECK_THAT(error(collective("network", 8, 3)), Catch::Contains("collectives[0].nodes") && Catch::Contains("divides the 8 ranks evenly") && Catch::Contains("found 3"));
+  CHECK_THAT(error(collective("nvlink", 8, 2)), Catch::Contains("collectives[0].nodes") && Catch::Contains("1 for link nvlink") && Catch::Contains("found 2"));
+  CHECK(from_json(collective("network", 8, 2), "ok.json").collectives[0].nodes == 2);
   CHECK_THAT(error("{\"format\": \"other/2\"}"), Catch::Contains("format") && Catch::Contains("clustersim-measurements/1"));
   CHECK_THAT(error("{\"format\": "), Catch::Contains("bad.json") && Catch::Contains("not valid JSON"));
 }
