@@ -282,10 +282,16 @@ class Replica final : public sim::EventHandler {
 
   Replica(Cluster& cluster, int index, Role role, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
 
-  // The oldest batch in flight has left the last stage.
-  void handle(std::uint64_t) override {
+  // kIterationEnd: the oldest batch in flight has left the last stage. kSchedule: the scheduler's
+  // turn after the requests that arrived at this instant.
+  enum : std::uint64_t { kIterationEnd = 0, kSchedule = 1 };
+  void handle(std::uint64_t payload) override {
     integrate_kv();
-    finish_iteration();
+    if (payload == kSchedule) {
+      schedule_pending_ = false;
+    } else {
+      finish_iteration();
+    }
     step();
   }
 
@@ -336,6 +342,7 @@ class Replica final : public sim::EventHandler {
 
   Cluster& cl_;
   int index_;
+  bool schedule_pending_ = false;  // a kSchedule event is queued
   Role role_;
   const ReplicaConfig& c_;
   const hardware::HardwareProfile& hw_;
@@ -572,7 +579,13 @@ void Replica::enqueue(int i) {
   Sequence& s = seq(i);
   waiting_.push_back(i);
   queued_tokens_ += s.known - s.computed;
-  step();
+  // The scheduler runs once the other requests arriving at this instant are queued too, as vLLM's
+  // engine loop finds every request that arrived before its step (scheduled here at once, the
+  // first of an offline batch ran alone and the rest waited a whole iteration behind it).
+  if (!schedule_pending_) {
+    schedule_pending_ = true;
+    cl_.sim().schedule_at(cl_.sim().now(), this, kSchedule);
+  }
 }
 
 void Replica::push_waiting_front(int i) {
@@ -884,7 +897,7 @@ void Replica::step() {
   if (batch.size() >= run_.batch_size_histogram.size()) run_.batch_size_histogram.resize(batch.size() + 1, 0);
   ++run_.batch_size_histogram[batch.size()];
   inflight_.push_back({std::move(batch)});
-  cl_.sim().schedule_at(sim::Time::seconds(stage_free_.back()), this, 0);
+  cl_.sim().schedule_at(sim::Time::seconds(stage_free_.back()), this, kIterationEnd);
   if (c_.pp > 1) step();  // the next batch may enter the first stage once it frees
 }
 
