@@ -240,6 +240,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     r.pp = s.get_or<int>("pp", 1, yaml::positive<int>());
     if (s.get_or<bool>("expert_parallel", false)) {
       if (!r.model.moe) s.at("expert_parallel", "").fail_message("expert_parallel needs an MoE model");
+      r.expert_parallel = true;
       r.ep = r.tp;
     }
     sc.replicas = s.get_or<int>("replicas", 1, yaml::positive<int>());

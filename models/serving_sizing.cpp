@@ -54,13 +54,15 @@ class Sizer {
       const hardware::HardwareProfile& hw = *sc.topology->gpu;
       ReplicaConfig& r = sc.replica;
       r.tp = tp;
+      // Expert parallelism follows each tried TP (it had kept the scenario's: refused at every other
+      // TP, or dropped at all of them where the scenario's TP was 1).
+      r.ep = r.expert_parallel || r.ep > 1 ? tp : 1;
       if (r.weight_bytes_per_parameter == 0 && !hw.supports(r.weights)) {
         throw std::invalid_argument(fmt::format("{} has no {} tensor cores", hw.name, hardware::to_string(r.weights)));
       }
       (void)kv_block_capacity(r, hw);
       r.all_reduce_seconds = tp > 1 ? tp_all_reduce_seconds(sc.topology, tp) : nullptr;
       r.pp_send_seconds = r.pp > 1 ? pp_send_seconds(sc.topology, tp) : nullptr;
-      if (r.ep > 1) r.ep = tp;
       if (r.preemption == Preemption::swap) r.swap_bandwidth = host_link_bandwidth(*sc.topology);
       sc.replicas = replicas;
       check_placement(*sc.topology, tp, r.pp, replicas);

@@ -548,6 +548,45 @@ TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewe
   CHECK(again.candidates.front().attainment == best.attainment);
 }
 
+TEST_CASE("sizing: expert parallelism follows each TP tried, whatever the scenario's TP") {
+  // The sizing kept the scenario's ep: from TP 2 every other TP was refused ("ep must equal tp"),
+  // from TP 1 expert parallelism was dropped at every TP. Each tried TP is now sized as `run` with
+  // that TP and expert_parallel would run it.
+  test::TempDir dir;
+  const auto text = [](int tp) {
+    return fmt::format(R"(scenario:
+  name: ep
+  kind: inference
+  model: mixtral-8x7b
+  topology: {{name: h200, node: hgx-h200, nodes: 1}}
+  serving: {{tp: {}, expert_parallel: true}}
+  workload: {{duration: 4s, arrival: {{kind: poisson, rate: 10}}, prompt_tokens: 600, output_tokens: 50, seed: 2}}
+  slo: {{ttft: 1s, tpot: 50ms}}
+  sizing:
+    tp: [2, 4]
+    max_gpus: 8
+    gpus: [{{node: hgx-h200, price_per_gpu_hour: 7.91, as_of: "2026-11", source: test}}]
+)",
+                       tp);
+  };
+  const SizingResult from1 = size_fleet(load_inference_scenario(dir.write("ep1.yaml", text(1))));
+  const SizingResult from2 = size_fleet(load_inference_scenario(dir.write("ep2.yaml", text(2))));
+  REQUIRE(from1.candidates.size() == 2);
+  REQUIRE(from2.candidates.size() == 2);
+  for (std::size_t k = 0; k < 2; ++k) {
+    CHECK(from2.candidates[k].attainment >= 0);  // not refused
+    CHECK(from1.candidates[k].tp == from2.candidates[k].tp);
+    CHECK(from1.candidates[k].metrics.tpot.p90 == from2.candidates[k].metrics.tpot.p90);
+  }
+  // And each is what `run` gives at that TP with experts spread over it.
+  InferenceScenario at4 = load_inference_scenario(dir.write("ep4.yaml", text(4)));
+  at4.replica.all_reduce_seconds = tp_all_reduce_seconds(at4.topology, 4);
+  const auto& four = from1.candidates[0].tp == 4 ? from1.candidates[0] : from1.candidates[1];
+  REQUIRE(four.tp == 4);
+  REQUIRE(four.replicas == 1);
+  CHECK(simulate_inference(at4).metrics.tpot.p90 == Approx(four.metrics.tpot.p90).epsilon(1e-9));
+}
+
 TEST_CASE("sizing: a sizing section needs an SLO, and a rate needs a generated workload") {
   test::TempDir dir;
   const auto scenario = [&](const std::string& slo, const std::string& arrival) {

@@ -75,6 +75,7 @@ struct ReplicaConfig {
   int tp = 1;
   int pp = 1;                                       // pipeline stages (layers split evenly, the last takes the LM head)
   int ep = 1;                                       // MoE: 1 = experts TP-sliced; = tp: whole experts spread over the TP ranks
+  bool expert_parallel = false;                     // the scenario's expert_parallel: ep follows tp wherever tp is set (plan sizing)
   hardware::Dtype weights = hardware::Dtype::bf16;  // the GEMMs' dtype (fp8 weights run fp8 GEMMs)
   double weight_bytes_per_parameter = 0;            // 0: the dtype's size; 0.5 for int4 weight-only
   double kv_bytes_per_element = 2;                  // 2 for fp16/bf16, 1 for fp8
