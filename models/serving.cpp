@@ -136,7 +136,8 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
   return blocks;
 }
 
-IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw, GemmTimeCache* cache) {
+IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw, GemmTimeCache* cache,
+                             int replica) {
   IterationCost cost;
   if (batch.empty()) return cost;
   const TransformerSpec& m = c.model;
@@ -235,7 +236,9 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
   cost.head = gemm16(sampled, static_cast<double>(m.vocab) / tp, h) + sampled * m.vocab / tp * 4.0 * 3.0 / memory_rate + launch;
   cost.fixed = c.iteration_overhead.value();
   // Pipeline parallelism: the hidden state of the batch's tokens passes between stages.
-  if (c.pp > 1 && c.pp_send_seconds) cost.stage_send = c.pp_send_seconds(tokens * h * 2.0 / tp);
+  if (c.pp > 1 && c.pp_send_seconds) {
+    for (int b = 0; b + 1 < c.pp; ++b) cost.stage_sends.push_back(c.pp_send_seconds(replica, b, tokens * h * 2.0 / tp));
+  }
   return cost;
 }
 
@@ -248,7 +251,7 @@ double IterationCost::stage(const TransformerSpec& m, int first_layer, int layer
 double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw) {
   if (batch.empty()) return 0;
   const IterationCost cost = iteration_cost(batch, c, hw);
-  return cost.fixed + cost.stage(c.model, 0, c.model.layers, true) + (c.pp - 1) * cost.stage_send;
+  return cost.fixed + cost.stage(c.model, 0, c.model.layers, true) + std::accumulate(cost.stage_sends.begin(), cost.stage_sends.end(), 0.0);
 }
 
 namespace {
@@ -879,7 +882,7 @@ void Replica::step() {
     seq(i).in_flight = true;
   }
   // Through the stages in order: each starts the batch when the batch arrives and the stage is free.
-  const IterationCost cost = iteration_cost(entries, c_, hw_, &gemm_times_);
+  const IterationCost cost = iteration_cost(entries, c_, hw_, &gemm_times_, index_);
   double ready = now() + cost.fixed + swap_seconds_;
   swap_seconds_ = 0;
   for (int st = 0, first = 0; st < c_.pp; ++st) {
@@ -887,7 +890,7 @@ void Replica::step() {
     const double start = std::max(ready, stage_free_[static_cast<std::size_t>(st)]);
     const double end = start + cost.stage(c_.model, first, count, st == c_.pp - 1);
     stage_free_[static_cast<std::size_t>(st)] = end;
-    ready = end + (st < c_.pp - 1 ? cost.stage_send : 0.0);
+    ready = end + (st < c_.pp - 1 && !cost.stage_sends.empty() ? cost.stage_sends[static_cast<std::size_t>(st)] : 0.0);
     first += count;
   }
   const std::int64_t used = run_.kv_blocks - free_ - evictable_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <tuple>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -173,10 +174,34 @@ void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, 
   };
 }
 
-std::function<double(double)> pp_send_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp) {
+std::function<double(int, int, double)> pp_send_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp, int pp) {
   const auto& gpus = topo->gpus();
-  if (static_cast<std::size_t>(tp) >= gpus.size()) throw std::invalid_argument(fmt::format("pipeline stages of TP {} need more than {} GPUs", tp, gpus.size()));
-  return cached_collective_seconds(topo, CollectiveOp::send_recv, {gpus[0], gpus[static_cast<std::size_t>(tp)]});
+  if (static_cast<std::size_t>(tp) * pp > gpus.size()) {
+    throw std::invalid_argument(fmt::format("{} pipeline stages of TP {} need more than {} GPUs", pp, tp, gpus.size()));
+  }
+  auto model = std::make_shared<CollectiveModel>(*topo);
+  auto cache = std::make_shared<std::map<std::tuple<int, int, std::int64_t>, double>>();
+  return [topo, model, cache, tp, pp](int replica, int boundary, double bytes) {
+    const auto size = static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))));
+    const auto key = std::make_tuple(replica, boundary, size);
+    auto it = cache->find(key);
+    if (it == cache->end()) {
+      const auto& g = topo->gpus();
+      const std::size_t first = (static_cast<std::size_t>(replica) * pp + boundary) * tp;
+      if (first + 2 * static_cast<std::size_t>(tp) > g.size()) {
+        throw std::invalid_argument(fmt::format("replica {}'s stage {} has no GPUs past the topology's {}", replica, boundary + 1, g.size()));
+      }
+      std::vector<Collective> sends;
+      for (int j = 0; j < tp; ++j) {
+        Collective& c = sends.emplace_back();
+        c.op = CollectiveOp::send_recv;
+        c.ranks = {g[first + static_cast<std::size_t>(j)], g[first + static_cast<std::size_t>(tp + j)]};
+        c.bytes = Bytes(static_cast<double>(size));
+      }
+      it = cache->emplace(key, model->simulate_together(sends).value()).first;
+    }
+    return it->second;
+  };
 }
 
 double WorkloadRecipe::span() const {
@@ -303,7 +328,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       (void)kv_block_capacity(r, hw);
       if (r.tp > 1) r.all_reduce_seconds = tp_all_reduce_seconds(sc.topology, r.tp);
       check_placement(*sc.topology, r.tp, r.pp, sc.replicas);
-      if (r.pp > 1) r.pp_send_seconds = pp_send_seconds(sc.topology, r.tp);
+      if (r.pp > 1) r.pp_send_seconds = pp_send_seconds(sc.topology, r.tp, r.pp);
       if (sc.disaggregation) kv_transfer_network(sc.topology, r.tp * r.pp, *sc.disaggregation);
     } catch (const std::invalid_argument& e) {
       serving_node.fail_message(fmt::format("impossible plan: {}", e.what()));

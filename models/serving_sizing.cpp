@@ -62,7 +62,7 @@ class Sizer {
       }
       (void)kv_block_capacity(r, hw);
       r.all_reduce_seconds = tp > 1 ? tp_all_reduce_seconds(sc.topology, tp) : nullptr;
-      r.pp_send_seconds = r.pp > 1 ? pp_send_seconds(sc.topology, tp) : nullptr;
+      r.pp_send_seconds = r.pp > 1 ? pp_send_seconds(sc.topology, tp, r.pp) : nullptr;
       if (r.preemption == Preemption::swap) r.swap_bandwidth = host_link_bandwidth(*sc.topology);
       sc.replicas = replicas;
       check_placement(*sc.topology, tp, r.pp, replicas);

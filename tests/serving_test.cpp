@@ -587,6 +587,29 @@ TEST_CASE("sizing: expert parallelism follows each TP tried, whatever the scenar
   CHECK(simulate_inference(at4).metrics.tpot.p90 == Approx(four.metrics.tpot.p90).epsilon(1e-9));
 }
 
+TEST_CASE("serving: each pipeline boundary's send is timed where its GPUs are") {
+  // TP 4 x PP 4 on two DGX H100: boundary 1 (GPUs 4-7 to 8-11) crosses the fabric, 0 and 2 stay on
+  // NVLink. Every boundary had been timed as replica 0's first, so the crossing cost an NVLink send.
+  const auto topo = std::make_shared<const topology::Topology>(test::topology_from_text(R"(topology:
+  name: two
+  node: dgx-h100
+  nodes: 2
+  fabric: {kind: fat-tree, tiers: [{radix: 64}, {radix: 64}]}
+)"));
+  const auto send = pp_send_seconds(topo, 4, 4);
+  const double bytes = 8000 * 8192 * 2.0 / 4;  // a 70B prefill's hidden states, per TP rank
+  CHECK(send(0, 0, bytes) == send(0, 2, bytes));
+  // NVLink 4 (450 GB/s a direction) against one 400 Gb/s NIC a GPU: about 9 times slower.
+  CHECK(send(0, 1, bytes) > 5 * send(0, 0, bytes));
+  // Each of the four GPUs sends on its own NIC: a NIC's time for its share, not four shares.
+  CHECK(send(0, 1, bytes) == Approx(bytes / 50e9).epsilon(0.15));
+  // Where a replica past the first may hold other boundaries: TP 2 x PP 3 on 8-GPU nodes, replica 1
+  // holds GPUs 6-11, its boundary 0 (6-7 to 8-9) crosses, replica 0's does not.
+  const auto three = pp_send_seconds(topo, 2, 3);
+  CHECK(three(1, 0, bytes) > 5 * three(0, 0, bytes));
+  CHECK_THROWS_AS(pp_send_seconds(topo, 8, 3), std::invalid_argument);  // 24 GPUs of 16
+}
+
 TEST_CASE("sizing: a sizing section needs an SLO, and a rate needs a generated workload") {
   test::TempDir dir;
   const auto scenario = [&](const std::string& slo, const std::string& arrival) {
@@ -761,11 +784,11 @@ TEST_CASE("serving: a pipeline-parallel replica keeps its stages busy with sever
   const auto hw = h100();
   ReplicaConfig c = llama8b();
   c.pp = 2;
-  c.pp_send_seconds = [](double bytes) { return 5e-6 + bytes / 400e9; };
+  c.pp_send_seconds = [](int, int, double bytes) { return 5e-6 + bytes / 400e9; };
   // A lone request: its prefill passes both stages and one send.
   const ReplicaRun lone = run_replica({{0, 0.0, 3000, 2}}, c, hw);
   const IterationCost cost = iteration_cost({{3000, 0}}, c, hw);
-  CHECK(lone.requests[0].ttft() == Approx(cost.fixed + cost.stage(c.model, 0, 16, false) + cost.stage_send + cost.stage(c.model, 16, 16, true)).margin(3e-9));
+  CHECK(lone.requests[0].ttft() == Approx(cost.fixed + cost.stage(c.model, 0, 16, false) + cost.stage_sends.at(0) + cost.stage(c.model, 16, 16, true)).margin(3e-9));
   CHECK(iteration_seconds({{3000, 0}}, c, hw) == Approx(lone.requests[0].ttft()).margin(3e-9));
   // Each GPU holds half the layers: twice the KV tokens per byte.
   ReplicaConfig one = llama8b();
@@ -812,7 +835,7 @@ TEST_CASE("serving: mean KV use is the blocks held over time, with or without pi
   for (int pp : {1, 2, 4}) {
     ReplicaConfig c = llama8b();
     c.pp = pp;
-    c.pp_send_seconds = [](double bytes) { return 5e-6 + bytes / 400e9; };
+    c.pp_send_seconds = [](int, int, double bytes) { return 5e-6 + bytes / 400e9; };
     const ReplicaRun run = run_replica({{0, 0.0, 2000, 2000}}, c, hw);
     const double tokens = serving_metrics(run).mean_kv_use * static_cast<double>(run.kv_blocks * c.block_size);
     INFO("pp " << pp);

@@ -513,7 +513,7 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
     r.defaults_applied.push_back(fmt::format("{} limits: max_num_seqs 256, max_num_batched_tokens 8192; no per-iteration host overhead (no sourced figure)", s.engine));
   }
   if (rc.tp > 1) rc.all_reduce_seconds = models::tp_all_reduce_seconds(shared, rc.tp);
-  if (rc.pp > 1) rc.pp_send_seconds = models::pp_send_seconds(shared, rc.tp);
+  if (rc.pp > 1) rc.pp_send_seconds = models::pp_send_seconds(shared, rc.tp, rc.pp);
   // Offline and closed-loop load: enough requests for the batch to fill and drain many times.
   const int count = s.arrival == "poisson" ? std::max(1000, static_cast<int>(s.rate_rps * 120)) : std::max(2000, 8 * rc.max_num_seqs);
   const models::LengthDistribution in{models::LengthDistribution::Kind::fixed, double(s.input_tokens), 0, {}};

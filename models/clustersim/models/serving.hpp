@@ -101,8 +101,9 @@ struct ReplicaConfig {
   double swap_bandwidth = 0;                        // bytes/s between a GPU and host memory; swap needs it > 0
   // Time of one TP all-reduce of `bytes` (from the collective model); nothing: 0 (tp = 1 needs none).
   std::function<double(double bytes)> all_reduce_seconds;
-  // Time of one pipeline send of `bytes` from a stage's GPU to the next stage's (pp > 1).
-  std::function<double(double bytes)> pp_send_seconds;
+  // Time of the pipeline send from stage `boundary` to the next of replica `replica` (pp > 1): each
+  // of the stage's GPUs sends `bytes` to its counterpart, all at once.
+  std::function<double(int replica, int boundary, double bytes)> pp_send_seconds;
 
   // The tokens a request may hold: max_model_len, or the model's seq_len when it is 0.
   [[nodiscard]] int context() const { return max_model_len > 0 ? max_model_len : model.seq_len; }
@@ -134,7 +135,7 @@ struct IterationCost {
   double moe_layer = 0;    // one MoE layer
   double head = 0;         // LM head and sampling
   double fixed = 0;        // iteration_overhead
-  double stage_send = 0;   // one pipeline send of the batch's hidden states
+  std::vector<double> stage_sends;  // per stage boundary: the batch's hidden states to the next stage
   [[nodiscard]] double stage(const TransformerSpec& m, int first_layer, int layers, bool last) const;
 };
 // Memo of the GEMM times one replica asks for: its iterations repeat a few shapes (the weights' N and
@@ -169,10 +170,11 @@ class GemmTimeCache {
   };
   std::unordered_map<Key, double, Hash> times_;
 };
-// `cache` (optional) must only ever see this replica config and profile.
+// `cache` (optional) must only ever see this replica config and profile; `replica`: whose stage
+// boundaries the sends cross.
 IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw,
-                             GemmTimeCache* cache = nullptr);
-// The iteration's duration on an idle replica: fixed + every layer + head + (pp - 1) sends.
+                             GemmTimeCache* cache = nullptr, int replica = 0);
+// The iteration's duration on an idle replica (replica 0): fixed + every layer + head + the sends.
 double iteration_seconds(const std::vector<BatchEntry>& batch, const ReplicaConfig& c, const hardware::HardwareProfile& hw);
 
 // Inter-token gaps of every output token after the first (vLLM's ITL), binned on a log scale of

@@ -109,9 +109,12 @@ struct InferenceResult {
 // a node has fewer than `tp` GPUs.
 std::function<double(double bytes)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
 
-// The time of a pipeline send of `bytes` from the first GPU to the first GPU of the next stage (GPU
-// `tp` in topology order), from the collective model, cached by size rounded up to a power of two.
-std::function<double(double bytes)> pp_send_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
+// The time of a replica's pipeline send across one stage boundary: each of the stage's tp GPUs sends
+// `bytes` to its counterpart in the next stage, all at once on the topology (replica r holds GPUs
+// r x tp x pp on, in topology order, a stage tp of them), from the collective model, cached by
+// replica, boundary and size rounded up to a power of two. Until 2026-12-06 every boundary was timed
+// as the first replica's first, so a later boundary that crossed nodes cost an NVLink send.
+std::function<double(int replica, int boundary, double bytes)> pp_send_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp, int pp);
 
 // The bottleneck bandwidth (bytes/s) between the first GPU and the nearest CPU of its node, which
 // swap traffic takes; 0 when no CPU is reachable.
