@@ -1,6 +1,7 @@
 #include "clustersim/common/yaml_reader.hpp"
 
 #include <charconv>
+#include <limits>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -285,6 +286,16 @@ double Parse<double>::from(const Node& n) {
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size()) n.fail("a number");
   if (!std::isfinite(v)) n.fail("a finite number");
+  return v;
+}
+
+std::uint64_t parse_unsigned64(const Node& n) {
+  const std::string s = n.scalar("an integer");
+  std::uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  const std::string range = fmt::format("an integer from 0 to {}", std::numeric_limits<std::uint64_t>::max());
+  if (ec == std::errc::result_out_of_range || (!s.empty() && s.front() == '-')) n.fail(range);
+  if (ec != std::errc() || ptr != s.data() + s.size()) n.fail("an integer");
   return v;
 }
 

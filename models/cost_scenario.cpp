@@ -317,7 +317,7 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
     c.options.elastic = e->as<bool>();
   }
   c.options.trials = m.get_or<int>("trials", 1000, yaml::in_range(1, 1'000'000, "from 1 to 1,000,000 trials"));
-  c.options.seed = static_cast<std::uint64_t>(m.get_or<std::int64_t>("seed", 1, yaml::non_negative<std::int64_t>()));
+  c.options.seed = m.get_or<std::uint64_t>("seed", 1);  // any of --seed's 0 to 2^64 - 1
   m.finish();
   return c;
 }

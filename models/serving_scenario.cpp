@@ -146,7 +146,8 @@ double host_link_bandwidth(const topology::Topology& topo) {
 void check_placement(const topology::Topology& topo, int tp, int pp, int replicas) {
   const auto& gpus = topo.gpus();
   if (static_cast<std::size_t>(tp) * pp * replicas > gpus.size()) {
-    throw std::invalid_argument(fmt::format("{} replicas x TP {} x PP {} need {} GPUs; the topology has {}", replicas, tp, pp, tp * pp * replicas, gpus.size()));
+    throw std::invalid_argument(fmt::format("{} replicas x TP {} x PP {} need {} GPUs; the topology has {}", replicas, tp, pp,
+                                            static_cast<std::size_t>(tp) * pp * replicas, gpus.size()));
   }
   for (int g = 0; g < replicas * pp; ++g) {
     const int node = topo.device(gpus[static_cast<std::size_t>(g * tp)]).node;
@@ -320,9 +321,10 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     }
     s.finish();
     const int gpus = static_cast<int>(sc.topology->gpus().size());
-    if (r.tp * r.pp * sc.replicas > gpus) {
-      serving_node.fail_message(fmt::format("impossible plan: {} replicas x TP {} x PP {} need {} GPUs; {} has {}", sc.replicas, r.tp, r.pp,
-                                            r.tp * r.pp * sc.replicas, sc.topology->name, gpus));
+    // In 64 bits: 2^31 - 1 replicas of TP 2 had wrapped to "need -2 GPUs".
+    if (const std::int64_t need = std::int64_t{r.tp} * r.pp * sc.replicas; need > gpus) {
+      serving_node.fail_message(fmt::format("impossible plan: {} replicas x TP {} x PP {} need {} GPUs; {} has {}", sc.replicas, r.tp, r.pp, need,
+                                            sc.topology->name, gpus));
     }
     try {
       (void)kv_block_capacity(r, hw);
@@ -343,7 +345,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     yaml::Map w(wnode);
     yaml::Map a(w.at("arrival", "an arrival map with a kind"));
     const std::string kind = a.choice("kind", {"poisson", "gamma", "closed-loop", "offline", "trace"});
-    const auto seed = static_cast<std::uint64_t>(w.get_or<std::int64_t>("seed", 1, yaml::non_negative<std::int64_t>()));
+    const auto seed = w.get_or<std::uint64_t>("seed", 1);
     if (kind == "trace") {
       const yaml::Node f = a.at("file", "the trace CSV's path");
       std::filesystem::path path = f.scalar("a path");

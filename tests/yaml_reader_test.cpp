@@ -67,6 +67,12 @@ TEST_CASE("validators reject values out of range", "[yaml]") {
              Contains("expected an integer from -2147483648 to 2147483647, found '9223372036854775807'"));
   CHECK_THAT(test::input_error([] { yaml::Map(test::parse("x: -9223372036854775809")).get<std::int64_t>("x"); }),
              Contains("expected an integer from -9223372036854775808 to 9223372036854775807"));
+  // Seeds: the whole range the command line's --seed takes, and no negative one.
+  CHECK(yaml::Map(test::parse("seed: 18446744073709551615")).get<std::uint64_t>("seed") == std::numeric_limits<std::uint64_t>::max());
+  for (const char* text : {"seed: -1", "seed: 18446744073709551616"}) {
+    CHECK_THAT(test::input_error([&] { yaml::Map(test::parse(text)).get<std::uint64_t>("seed"); }),
+               Contains("expected an integer from 0 to 18446744073709551615"));
+  }
 }
 
 TEST_CASE("a choice suggests the nearest option", "[yaml]") {

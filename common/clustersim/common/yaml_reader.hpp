@@ -248,10 +248,13 @@ struct Parse<double> {
 // An integer from low to high, the range of the type it is read into. Out of it, the message states
 // that range, for a number past int64 as for one just past the type.
 std::int64_t parse_integer(const Node& n, std::int64_t low, std::int64_t high);
+// 0 to 2^64 - 1 (seeds: the range the command line's --seed takes).
+std::uint64_t parse_unsigned64(const Node& n);
 
 template <class T>
 struct Parse<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
   static T from(const Node& n) {
+    if constexpr (std::is_same_v<T, std::uint64_t>) return parse_unsigned64(n);
     using Limits = std::numeric_limits<T>;
     const auto high = static_cast<std::int64_t>(std::min<std::uint64_t>(Limits::max(), std::numeric_limits<std::int64_t>::max()));
     return static_cast<T>(parse_integer(n, static_cast<std::int64_t>(Limits::min()), high));
