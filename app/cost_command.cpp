@@ -144,7 +144,10 @@ void training_cost(const Options& o) {
     check_report_targets(o.report);
     std::string csv = "offering,trial,wall_days,cost_usd\n";
     for (const auto& e : rows) {
-      for (std::size_t t = 0; t < e.walls.size(); ++t) csv += fmt::format("{},{},{:.6f},{:.2f}\n", e.offering, t, e.walls[t] / kDay, e.costs[t]);
+      // Each finished trial under its own number (an unfinished one leaves a gap, as its seed does).
+      for (std::size_t k = 0; k < e.walls.size(); ++k) {
+        csv += fmt::format("{},{},{:.6f},{:.2f}\n", e.offering, e.finished_trials[k], e.walls[k] / kDay, e.costs[k]);
+      }
     }
     reports::write_files_atomically(o.out, {{"cost.json", j.dump(2) + "\n"}, {"distributions.csv", csv}});
   }

@@ -693,6 +693,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     }
     // Monte Carlo.
     std::vector<double> walls, costs;
+    std::vector<int> numbers;
     double interruptions = 0, lost = 0, on_demand = 0, gpu_hours = 0;
     for (int t = 0; t < options.trials; ++t) {
       std::uint64_t s = options.seed ^ (0x632be59bd9b4e019ull * static_cast<std::uint64_t>(t + 1));
@@ -705,6 +706,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       ++e.finished;
       walls.push_back(r.wall);
       costs.push_back(r.cost);
+      numbers.push_back(t);
       on_demand += r.on_demand_gpu_hours;
       gpu_hours += r.gpu_hours;
     }
@@ -725,6 +727,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     }
     e.walls = std::move(walls);
     e.costs = std::move(costs);
+    e.finished_trials = std::move(numbers);
     return e;
   };
 

@@ -847,7 +847,8 @@ class Builder {
       // The distributions themselves, from distributions.csv beside cost.json.
       const fs::path dist_file = r->path.parent_path() / "distributions.csv";
       const auto dist = read_csv(dist_file);
-      if (fs::exists(dist_file) && !(dist && dist->column("offering") >= 0 && dist->column("cost_usd") >= 0)) {
+      if (fs::exists(dist_file) && !(dist && dist->column("offering") >= 0 && dist->column("trial") >= 0 && dist->column("wall_days") >= 0 &&
+                                     dist->column("cost_usd") >= 0)) {
         throw InputError(fmt::format("{}:1: expected the header of `clustersim cost`'s trials (offering,trial,wall_days,cost_usd), found '{}'", dist_file.string(),
                                      dist ? fmt::format("{}", fmt::join(dist->header, ",")) : std::string()));
       }
@@ -864,14 +865,22 @@ class Builder {
         const auto trials = d["trials"].get<std::size_t>();
         const auto name_col = static_cast<std::size_t>(dist->column("offering"));
         std::map<std::string, std::vector<double>> costs;
+        std::map<std::string, double> last_trial;  // trial numbers rise within an offering
         for (std::size_t i = 0; i < dist->rows.size(); ++i) {
           const auto& row = dist->rows[i];
           const std::string name = name_col < row.size() ? row[name_col] : "";
           const double v = number_at(row, dist->column("cost_usd"));
-          if (!finished.count(name) || !(std::isfinite(v) && v >= 0)) {
-            throw InputError(fmt::format("{}:{}: expected an offering of {} and a cost in dollars, found '{}'", dist_file.string(), i + 2,
-                                         r->path.filename().string(), fmt::join(row, ",")));
+          const double days = number_at(row, dist->column("wall_days"));
+          const double trial = number_at(row, dist->column("trial"));
+          const bool numbered = std::isfinite(trial) && trial >= 0 && trial < static_cast<double>(trials) && trial == std::floor(trial) &&
+                                (!last_trial.count(name) || trial > last_trial[name]);
+          if (row.size() != dist->header.size() || !finished.count(name) || !(std::isfinite(v) && v >= 0) || !(std::isfinite(days) && days > 0) ||
+              !numbered) {
+            throw InputError(fmt::format("{}:{}: expected {} fields: an offering of {}, a trial number under {} above the offering's last, a "
+                                         "finish time in days above 0 and a cost in dollars, found '{}'",
+                                         dist_file.string(), i + 2, dist->header.size(), r->path.filename().string(), trials, fmt::join(row, ",")));
           }
+          last_trial[name] = trial;
           costs[name].push_back(v / 1e6);
         }
         for (const auto& [name, n] : finished) {

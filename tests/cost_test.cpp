@@ -582,6 +582,13 @@ TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the p
   const CostEstimate& s = rows[1];
   REQUIRE(s.finished < 50);
   REQUIRE(s.finished > 0);
+  // The finished trials keep their own numbers (distributions.csv had renumbered them 0, 1, ...), so
+  // a row matches its trial and seed: rising, under the trials run, and with gaps where trials did
+  // not finish.
+  REQUIRE(s.finished_trials.size() == static_cast<std::size_t>(s.finished));
+  CHECK(std::adjacent_find(s.finished_trials.begin(), s.finished_trials.end(), std::greater_equal<>()) == s.finished_trials.end());
+  CHECK(s.finished_trials.back() < 100);
+  CHECK(s.finished_trials.back() >= s.finished);
   CHECK(std::isinf(s.wall_s.p50));
   CHECK(std::isinf(s.wall_s.p99));
   CHECK(std::isinf(s.cost.mean));

@@ -135,6 +135,7 @@ struct CostEstimate {
   std::optional<double> break_even_preemptions_per_node_hour;  // spot: where it costs as much as on-demand
   std::optional<double> break_even_utilisation;                // owned: where it costs as much as on-demand
   std::vector<double> walls, costs;    // every finished trial, in trial order
+  std::vector<int> finished_trials;    // their trial numbers (each trial's seed follows from it)
 };
 
 // The Monte Carlo's bounds (docs/cost.md, "Bounds"), checked before any trial runs. A trial's clock
