@@ -65,8 +65,12 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
       // A calibrated profile: the bus bandwidth collectives measured over NVLink (hardware_profile.hpp).
       cap = std::min(cap, nvlink_calibrated->value());
     } else if (l.kind == LinkKind::nvlink && gpu && gpu->nvlink) {
-      // NCCL's NVLink bandwidth: links x per-link figure of the architecture (topo.h).
-      cap = std::min(cap, nccl_nvlink_bw_per_link(gpu->architecture).value() * gpu->nvlink->links);
+      // NCCL's NVLink bandwidth: links x per-link figure of the architecture (topo.h). A link carries
+      // its bandwidth's worth of the GPU's NVLinks (all of them to an NVSwitch; a mesh link to one peer
+      // only some: 4 of an A100's 12 at 100 GB/s, 80 GB/s to NCCL, which had run at the datasheet's 100).
+      const double per_nvlink = gpu->nvlink->links > 0 ? gpu->nvlink->bandwidth.value() / gpu->nvlink->links : 0.0;
+      const double nvlinks = per_nvlink > 0 ? std::min<double>(gpu->nvlink->links, l.bandwidth.value() / per_nvlink) : gpu->nvlink->links;
+      cap = std::min(cap, nccl_nvlink_bw_per_link(gpu->architecture).value() * nvlinks);
     } else if (l.kind == LinkKind::pcie && pcie_calibrated) {
       cap = std::min(cap, pcie_calibrated->value());
     } else if (l.kind == LinkKind::pcie) {

@@ -151,9 +151,11 @@ TEST_CASE("ring all-reduce across nodes whose GPUs share NICs leaves through eve
 
 TEST_CASE("rings on a switchless NVLink mesh spread over all its links", "[collectives][ring]") {
   // Expectation: four GPUs joined pairwise by 100 GB/s NVLinks (HGX A100 4-GPU's wiring: 12 links a
-  // GPU, 4 to each peer) give each GPU 300 GB/s out, and NCCL's rings use all of it. Rings that
-  // rotated one cycle used 4 of the 12 directed links: 99.8 GB/s of busbw, 2.8x NCCL's time. Three of
-  // the four GPUs have two links each to use: 2 x 100 GB/s.
+  // GPU, 4 to each peer) give each GPU 300 GB/s out, 240 GB/s at NCCL's 20 GB/s an NVLink (80 a
+  // peer, as an NVSwitch system's 12 links give 240), and NCCL's rings use all of it. Rings that
+  // rotated one cycle used 4 of the 12 directed links: 2.8x NCCL's time. Three of the four GPUs
+  // have two links each to use: 2 x 80 GB/s. (Mesh links had run at the datasheet's 100 GB/s, so a
+  // mesh came out 17% faster than the same GPUs on an NVSwitch.)
   const auto topo_text = [](int nodes) {
     return fmt::format(R"(topology:
   name: mesh
@@ -184,17 +186,18 @@ TEST_CASE("rings on a switchless NVLink mesh spread over all its links", "[colle
   const auto four = m.simulate(all_reduce(topo.gpus(), size));
   CHECK(four.plan.algorithm == Algorithm::ring);
   CHECK(four.time.value() == Approx(four.plan.model.time.value()).epsilon(0.01));
-  CHECK(four.busbw.value() > 2.5 * 100e9);
+  CHECK(four.busbw.value() > 2.5 * 80e9);
+  CHECK(four.busbw.value() <= 3 * 80e9 * 1.001);
   const auto three = m.simulate(all_reduce({topo.gpus()[0], topo.gpus()[1], topo.gpus()[2]}, size));
-  CHECK(three.busbw.value() == Approx(2 * 100e9).epsilon(0.03));
+  CHECK(three.busbw.value() == Approx(2 * 80e9).epsilon(0.03));
   // A chain from the root (broadcast) uses the mesh as well.
   Collective b = collective(CollectiveOp::broadcast, topo.gpus(), size);
   const auto bcast = m.simulate(b);
   CHECK(bcast.time.value() == Approx(bcast.plan.model.time.value()).epsilon(0.01));
-  // Two rings forced by the caller still go both ways round: 2 x 100 GB/s.
+  // Two rings forced by the caller still go both ways round: 2 x 80 GB/s.
   Collective two = all_reduce(topo.gpus(), size);
   two.channels = 2;
-  CHECK(m.simulate(two).busbw.value() == Approx(2 * 100e9).epsilon(0.03));
+  CHECK(m.simulate(two).busbw.value() == Approx(2 * 80e9).epsilon(0.03));
 
   // Across two such nodes, with a 200G NIC per GPU, rings and the hierarchical scheme's steps inside
   // each node take NCCL's time too (the hierarchical one had run its node steps on one cycle: 1.6x).
