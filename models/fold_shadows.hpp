@@ -8,7 +8,7 @@
 // a core tier).
 //
 // So the step's collectives are planned first and recorded here: the data-parallel groups', the
-// pipeline pairs of replica 0's TP and CP ranks, and replica 0's tied-embedding pair. Each link's
+// pipeline pairs and tied-embedding pairs of replica 0's TP and CP ranks. Each link's
 // load is then bounded with every source at once, each flow at its path's bottleneck. A source is
 // a group's data-parallel collectives (they take turns on its GPUs' stream), a pipeline pair (both
 // directions at once) or a tied-embedding pair, tagged with the TP rank of its GPUs (or as spanning
@@ -44,6 +44,9 @@ class FoldShadows {
   // place in the group, stage 0).
   using GroupKey = std::tuple<int, int, int>;  // part, id, stage
   static constexpr int kPipeline = 2;
+  // Part 3: the tied-embedding pair of one of replica 0's TP and CP ranks (id its place, stage 0). A
+  // source of its own, as a pipeline pair is.
+  static constexpr int kTied = 3;
   // What a plan does, to match it with the representative's plan of the same label: a data-parallel
   // collective's operation and bytes; a pipeline pair's stages, sending x pp + receiving.
   using Label = std::pair<int, double>;
