@@ -153,6 +153,24 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
                                               p.cp));
   }
   if (!is_rank_order(p.order)) fail("parallelism.order", "order must name each of tp, cp, ep, dp, pp once");
+  if (job.precision == hardware::Dtype::fp8) {
+    // Transformer Engine runs an fp8 GEMM only on operands whose rows divide by 8 and columns by 16
+    // (assert_dim_for_fp8_exec); Megatron pads neither the tokens nor the widths. A GEMM sees a
+    // micro-batch's tokens on its CP rank (sequence parallelism gathers them back) and the layers'
+    // widths on its TP rank.
+    const std::int64_t tokens = std::int64_t{job.micro_batch} * m.seq_len / p.cp;
+    if (tokens % 8 != 0) {
+      fail("batch.seq_len", fmt::format("fp8 GEMMs need the tokens of a micro-batch on a CP rank to divide by 8 (Transformer Engine); micro {} x seq_len {} / cp {} = {}",
+                                        job.micro_batch, m.seq_len, p.cp, tokens));
+    }
+    const std::int64_t q = std::int64_t{m.heads} * m.head_dim;
+    for (const auto& [what, width] : {std::pair<const char*, std::int64_t>{"hidden", m.hidden}, {"ffn_hidden / tp", m.ffn_hidden / p.tp},
+                                      {"heads x head_dim / tp", q / p.tp}}) {
+      if (width % 16 != 0) {
+        fail("precision", fmt::format("fp8 GEMMs need the layers' widths on a TP rank to divide by 16 (Transformer Engine); the model's {} is {}", what, width));
+      }
+    }
+  }
 }
 
 int rank_of(const ParallelismPlan& plan, const RankCoord& c) {

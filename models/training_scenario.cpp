@@ -70,9 +70,16 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
   p.bucket_parameters = m.get_or<double>("bucket_parameters", 0.0, yaml::non_negative<double>());
   p.grad_accumulation_fusion = m.get_or<bool>("grad_accumulation_fusion", true);
   p.all_reduce_gradients = m.get_or<bool>("all_reduce_gradients", false);
-  if (p.all_reduce_gradients && p.zero_stage >= 2) {
-    m.at("all_reduce_gradients", "").fail(fmt::format("false with zero_stage {} (stages 2 and 3 shard the gradients, so they reduce-scatter them)", p.zero_stage),
+  if (p.all_reduce_gradients && p.zero_stage != 1) {
+    m.at("all_reduce_gradients", "").fail(fmt::format("false with zero_stage {} ({})", p.zero_stage,
+                                                      p.zero_stage == 0 ? "ZeRO-0 all-reduces its gradients anyway; the setting is ZeRO-1's"
+                                                                        : "stages 2 and 3 shard the gradients, so they reduce-scatter them"),
                                           "true");
+  }
+  if (p.zero_stage == 0 && m.find("overlap_param_gather") && p.overlap_param_gather) {
+    // Megatron: --overlap-param-gather needs the distributed optimizer (arguments.py); ZeRO-0
+    // gathers nothing.
+    m.at("overlap_param_gather", "").fail("false with zero_stage 0 (no parameters are gathered; Megatron needs --use-distributed-optimizer for it)", "true");
   }
   m.finish();
 }
