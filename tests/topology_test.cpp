@@ -79,6 +79,16 @@ TEST_CASE("a 2-tier leaf-spine of radix k joins k^2/2 hosts", "[topology][fat-tr
   CHECK(s.bisection.value() == Approx(k * k / 4 * 50e9));
 }
 
+TEST_CASE("a fabric that leaves its technology out lists InfiniBand among the defaults applied", "[topology][fat-tree]") {
+  const auto lists_technology = [](const Topology& t) {
+    return std::any_of(t.assumptions.begin(), t.assumptions.end(), [](const std::string& a) { return a.rfind("technology infiniband", 0) == 0; });
+  };
+  CHECK(lists_technology(from_text(fat_tree(8, 8, 2))));
+  std::string roce = fat_tree(8, 8, 2);
+  roce.replace(roce.find("kind: fat-tree"), 14, "kind: fat-tree\n    technology: roce");
+  CHECK_FALSE(lists_technology(from_text(roce)));
+}
+
 TEST_CASE("a 2:1 oversubscribed leaf tier halves the bisection bandwidth", "[topology][fat-tree]") {
   // 192 hosts on radix-48 leaves: 24 down / 24 up at 1:1, 32 down / 16 up at 2:1.
   const TopologySummary full = summary_of(from_text(fat_tree(192, 48, 2, 1.0)));

@@ -57,6 +57,7 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
   }
   if (auto t = m.find("technology")) {
     spec.technology = yaml::parse_choice(*t, {"infiniband", "roce"}) == "roce" ? Technology::roce : Technology::infiniband;
+    spec.technology_given = true;
   }
   m.read("scalable_unit", spec.scalable_unit, yaml::in_range(1, 65536, "a number of nodes from 1 to 65536"));
   m.read("planes", spec.planes, yaml::in_range(1, 8, "1 to 8 planes"));
@@ -109,6 +110,10 @@ class Builder {
   Builder(const FabricSpec& spec, Topology& topo) : spec_(spec), topo_(topo) {
     switch_latency_ = spec.switch_latency.value_or(default_switch_latency(spec.technology));
     cable_latency_ = spec.cable_latency.value_or(default_cable_latency(spec.technology));
+    if (!spec.technology_given) {
+      topo.assumptions.push_back("technology infiniband (the default: InfiniBand links, routed by destination; set fabric.technology: roce for "
+                                 "Ethernet, whose switches hash flows over equal-cost paths)");
+    }
     if (!spec.switch_latency) {
       topo.assumptions.push_back(fmt::format("switch latency {} per hop ({} default{}; set fabric.switch_latency)", to_string(switch_latency_),
                                              to_string(spec.technology),

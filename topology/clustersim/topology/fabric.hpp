@@ -36,6 +36,7 @@ struct TierSpec {
 struct FabricSpec {
   FabricKind kind = FabricKind::none;
   Technology technology = Technology::infiniband;
+  bool technology_given = false;  // false: the default, listed among the defaults applied
   int scalable_unit = 0;  // nodes per SU (rail-aligned kinds)
   int planes = 1;
   std::optional<BytesPerSec> link_bandwidth;  // switch-to-switch cables; default: the NIC port rate
