@@ -11,6 +11,9 @@ grep -q '</graphml>' "$dir/t.graphml"
 # 1,016 GPUs appear as nodes in both files.
 [ "$(grep -c 'kind=gpu,' "$dir/t.dot")" -eq 1016 ]
 [ "$(grep -c '<data key="kind">gpu</data>' "$dir/t.graphml")" -eq 1016 ]
+# A leaf joins each spine by two cables, one link of two lanes: the DOT label says so (it had shown
+# one cable's worth of edge with the pair's bandwidth).
+grep -q '"leaf0" -- "spine0" \[kind=infiniband, label="2 x 50 GB/s"\];' "$dir/t.dot"
 # A collective's Perfetto/Chrome trace: GPU slices and link-load counters.
 "$cli" collective dgx-h100-superpod --gpus 0-15 --size 64MiB --trace "$dir/t.json" >/dev/null
 grep -q '"traceEvents"' "$dir/t.json"
