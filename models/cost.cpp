@@ -582,7 +582,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     // come before the write in flight is durable: it would replace it, and none would ever be (the
     // trials ran 90 times longer than the closed form said). So never under the write's time, as a
     // given interval must not be.
-    if (run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta);
+    // (A millionth over it: at exactly the write's time the next snapshot and the write's end fall on
+    // one nanosecond, and a rounding could put the snapshot first and lose the checkpoint.)
+    if (run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta * (1 + 1e-6));
     const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
     const double d = daly_wall_time(run.work_s, c.interval, ck, restart, c.mtbi);
     c.noticed_rate = noticed ? preempt_rate : 0.0;

@@ -856,11 +856,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   const int threads = std::max(1, options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
   out.outcomes.resize(choices.size());
   {
+    // Thread 0 has the search's; each other thread builds its own when it starts.
     std::vector<std::vector<std::unique_ptr<BoundModel>>> thread_bounds(static_cast<std::size_t>(threads));
     thread_bounds[0] = std::move(bounds);
-    for (int t = 1; t < threads; ++t) {
-      for (const SearchSystem& sys : out.systems) thread_bounds[static_cast<std::size_t>(t)].push_back(std::make_unique<BoundModel>(*sys.topology));
-    }
     // Batches small enough that a small space is shared too, large enough to keep the counter cold.
     const std::size_t kBatch = std::clamp<std::size_t>(choices.size() / (8 * static_cast<std::size_t>(threads)), 1, 1024);
     std::atomic<std::size_t> next_batch{0};
@@ -870,12 +868,16 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
     std::vector<std::size_t> error_at(static_cast<std::size_t>(threads), choices.size());
     const auto work = [&](int t) {
+      auto& models = thread_bounds[static_cast<std::size_t>(t)];
+      if (models.empty()) {
+        for (const SearchSystem& sys : out.systems) models.push_back(std::make_unique<BoundModel>(*sys.topology));
+      }
       for (;;) {
         const std::size_t first = next_batch.fetch_add(kBatch);
         for (std::size_t i = first; i < std::min(choices.size(), first + kBatch); ++i) {
           if (i >= stop_at) return;
           try {
-            out.outcomes[i] = evaluate(choices[i], i == out.own, thread_bounds[static_cast<std::size_t>(t)]);
+            out.outcomes[i] = evaluate(choices[i], i == out.own, models);
           } catch (...) {
             errors[static_cast<std::size_t>(t)] = std::current_exception();
             error_at[static_cast<std::size_t>(t)] = i;

@@ -163,9 +163,16 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
       fail("batch.seq_len", fmt::format("fp8 GEMMs need the tokens of a micro-batch on a CP rank to divide by 8 (Transformer Engine); micro {} x seq_len {} / cp {} = {}",
                                         job.micro_batch, m.seq_len, p.cp, tokens));
     }
-    const std::int64_t q = std::int64_t{m.heads} * m.head_dim;
-    for (const auto& [what, width] : {std::pair<const char*, std::int64_t>{"hidden", m.hidden}, {"ffn_hidden / tp", m.ffn_hidden / p.tp},
-                                      {"heads x head_dim / tp", q / p.tp}}) {
+    std::vector<std::pair<const char*, std::int64_t>> widths{{"hidden", m.hidden}, {"attention width / tp", m.attention_width() / p.tp}};
+    if (!m.moe || m.moe->dense_layers > 0) widths.emplace_back("ffn_hidden / tp", m.ffn_hidden / p.tp);
+    if (m.moe) {
+      widths.emplace_back("expert_ffn_hidden / etp", m.moe->expert_ffn_hidden / p.etp);
+      // Megatron-Core runs the shared experts as one MLP of their summed width, split over TP.
+      if (m.moe->shared_experts > 0) {
+        widths.emplace_back("shared experts' width / tp", std::int64_t{m.moe->shared_experts} * m.moe->shared_expert_ffn_hidden / p.tp);
+      }
+    }
+    for (const auto& [what, width] : widths) {
       if (width % 16 != 0) {
         fail("precision", fmt::format("fp8 GEMMs need the layers' widths on a TP rank to divide by 16 (Transformer Engine); the model's {} is {}", what, width));
       }

@@ -874,10 +874,10 @@ class Builder {
           const double trial = number_at(row, dist->column("trial"));
           const bool numbered = std::isfinite(trial) && trial >= 0 && trial < static_cast<double>(trials) && trial == std::floor(trial) &&
                                 (!last_trial.count(name) || trial > last_trial[name]);
-          if (row.size() != dist->header.size() || !finished.count(name) || !(std::isfinite(v) && v >= 0) || !(std::isfinite(days) && days > 0) ||
+          if (row.size() != dist->header.size() || !finished.count(name) || !(std::isfinite(v) && v >= 0) || !(std::isfinite(days) && days >= 0) ||
               !numbered) {
             throw InputError(fmt::format("{}:{}: expected {} fields: an offering of {}, a trial number under {} above the offering's last, a "
-                                         "finish time in days above 0 and a cost in dollars, found '{}'",
+                                         "finish time in days and a cost in dollars, found '{}'",
                                          dist_file.string(), i + 2, dist->header.size(), r->path.filename().string(), trials, fmt::join(row, ",")));
           }
           last_trial[name] = trial;

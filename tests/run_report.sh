@@ -141,12 +141,16 @@ for d in torn foreign garbled; do cp "$dir/partial/cost.json" "$dir/$d/"; done
 head -n 10 "$dir/partial/distributions.csv" >"$dir/torn/distributions.csv"
 refused "$dir/torn" "torn/distributions.csv: holds 9 trials of aws-p5-on-demand where cost.json says $finished finished" "a torn distributions.csv"
 { cat "$dir/partial/distributions.csv"; echo "ghost,0,1.0,100"; } >"$dir/foreign/distributions.csv"
-refused "$dir/foreign" "foreign/distributions.csv:$((finished + 2)): expected 4 fields: an offering of cost.json, a trial number under 40 above the offering's last, a finish time in days above 0 and a cost in dollars, found 'ghost,0,1.0,100'" "a trial of another offering"
-# Every field of a row is checked: a finish time that is not a number or not positive, a fifth
+refused "$dir/foreign" "foreign/distributions.csv:$((finished + 2)): expected 4 fields: an offering of cost.json, a trial number under 40 above the offering's last, a finish time in days and a cost in dollars, found 'ghost,0,1.0,100'" "a trial of another offering"
+# Every field of a row is checked: a finish time that is not a number or negative, a fifth
 # field, a trial number repeated (they had been drawn, with exit 0). Found by a probe.
+# Each bad row keeps line 3's own trial number, so only the field under test is wrong; the last
+# repeats line 2's.
 second=$(sed -n 2p "$dir/partial/distributions.csv")
-IFS=, read -r name trial days dollars <<<"$second"
-for bad in "$name,$trial,nan,$dollars" "$name,$trial,-5,$dollars" "$second,extra" "$name,$trial,$days,$dollars"; do
+third=$(sed -n 3p "$dir/partial/distributions.csv")
+IFS=, read -r name trial days dollars <<<"$third"
+IFS=, read -r _ trial2 _ _ <<<"$second"
+for bad in "$name,$trial,nan,$dollars" "$name,$trial,-5,$dollars" "$third,extra" "$name,$trial2,$days,$dollars"; do
   mkdir -p "$dir/row"
   cp "$dir/partial/cost.json" "$dir/row/"
   { head -n 2 "$dir/partial/distributions.csv"; echo "$bad"; tail -n +4 "$dir/partial/distributions.csv"; } >"$dir/row/distributions.csv"

@@ -1278,3 +1278,38 @@ TEST_CASE("a rank's TP and CP groups are the ranks rank_of gives it with only tp
     }
   }
 }
+
+TEST_CASE("fp8 plans whose GEMM shapes Transformer Engine refuses are refused, and those it runs are not") {
+  // TE's fp8 GEMMs need rows divisible by 8 and columns by 16 (assert_dim_for_fp8_exec). The widths
+  // checked are the ones a TP (or expert-TP) rank multiplies: MLA's output projection takes
+  // heads x v_head_dim, MoE experts their own width over etp.
+  const auto job = [](TransformerSpec m, int tp, int etp) {
+    TrainingJob j;
+    j.model = std::move(m);
+    j.plan.tp = tp;
+    j.plan.etp = etp;
+    j.plan.ep = 1;
+    j.plan.dp = 1;
+    j.plan.sequence_parallel = tp > 1;
+    j.global_batch = 1;
+    j.precision = hardware::Dtype::fp8;
+    return j;
+  };
+  TransformerSpec ds = preset("deepseek-v3");
+  CHECK_NOTHROW(check_job(job(ds, 8, 1), 1 << 20));
+  ds.moe->expert_ffn_hidden = 1408;  // 88 a rank at etp 16
+  CHECK_THROWS_WITH(check_job(job(ds, 16, 16), 1 << 20), Catch::Contains("expert_ffn_hidden / etp is 88"));
+  // MLA: 20 heads of qk 72 and v 128 at TP 4 project 640 columns a rank (not 20 x 72 / 4 = 360).
+  TransformerSpec mla = preset("deepseek-v3");
+  mla.heads = 20;
+  mla.kv_heads = 20;
+  mla.head_dim = 72;
+  CHECK_NOTHROW(check_job(job(mla, 4, 1), 1 << 20));
+  // A model whose every layer has experts is not held to a dense ffn_hidden it never runs.
+  TransformerSpec all_moe = preset("deepseek-v3");
+  all_moe.moe->dense_layers = 0;
+  all_moe.ffn_hidden = 8000;  // 1000 a rank at TP 8: not by 16
+  CHECK_NOTHROW(check_job(job(all_moe, 8, 1), 1 << 20));
+  all_moe.moe->dense_layers = 3;
+  CHECK_THROWS_WITH(check_job(job(all_moe, 8, 1), 1 << 20), Catch::Contains("ffn_hidden / tp"));
+}

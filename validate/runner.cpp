@@ -160,6 +160,7 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
     spec.fabric.kind = topology::FabricKind::fat_tree;
     // EFA and RoCE are Ethernet; Omni-Path, like InfiniBand, routes by destination.
     spec.fabric.technology = cl.fabric == "roce" || cl.fabric == "efa" ? topology::Technology::roce : topology::Technology::infiniband;
+    spec.fabric.technology_given = true;  // the case's own fabric, reported among its defaults as such
     const int leaves = (nodes * ports + 31) / 32;
     spec.fabric.tiers = leaves <= 64 ? std::vector<topology::TierSpec>{{64, 1.0}, {64, 1.0}}
                                      : std::vector<topology::TierSpec>{{64, 1.0}, {64, 1.0}, {64, 1.0}};
