@@ -115,7 +115,7 @@ Offering read_offering(const yaml::Node& node) {
         o.preemption.kind = PreemptionProcess::Kind::weibull;
         // Below 0.1 the mean lifetime, scale x Gamma(1 + 1/shape), is over 3.6 million scales, set by
         // draws no trial sees (and the closed form's rate underflows to no preemptions at all).
-        o.preemption.shape = pm.get<double>("shape", yaml::Check<double>{"a Weibull shape from 0.1 to 100", [](double v) { return v >= 0.1 && v <= 100; }});
+        o.preemption.shape = pm.get<double>("shape", yaml::in_range(0.1, 100.0, "a Weibull shape from 0.1 to 100"));
         o.preemption.scale_hours = pm.get<Seconds>("scale", yaml::positive<Seconds>()).value() / 3600.0;
       } else if (kind == "trace") {
         o.preemption.kind = PreemptionProcess::Kind::trace;
@@ -148,7 +148,7 @@ Offering read_offering(const yaml::Node& node) {
     o.pue = om.get_or<double>("pue", 1.0, yaml::in_range(1.0, 5.0, "a PUE from 1 to 5"));
     o.price_per_kwh = om.get<double>("price_per_kwh", yaml::in_range(0.0, 1e6, "a price from 0 to 1e6 a kWh"));
     // At 1e-300 the GPU-hour cost 1e304 dollars: a GPU bought to be used under 1% of its life is no plan.
-    o.utilisation = om.get<double>("utilisation", yaml::Check<double>{"a fraction from 0.01 to 1", [](double v) { return v >= 0.01 && v <= 1; }});
+    o.utilisation = om.get<double>("utilisation", yaml::in_range(0.01, 1.0, "a fraction from 0.01 to 1"));
     om.finish();
   } else if (o.pricing == Pricing::owned) {
     m.at("owned", "an owned map (capex_per_gpu, lifetime_years, power_per_gpu, price_per_kwh, utilisation)");

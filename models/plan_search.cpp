@@ -162,6 +162,15 @@ double simulation_weight(const TrainingJob& j) {
   return groups * (ranks * collectives + 2.0 * p.vpp * micro);
 }
 
+// Runs work(t) for t in [0, count): t = 0 on this thread, the others on threads of their own, joined.
+template <class Work>
+void on_threads(int count, Work&& work) {
+  std::vector<std::thread> pool;
+  for (int t = 1; t < count; ++t) pool.emplace_back([&work, t] { work(t); });
+  work(0);
+  for (auto& thread : pool) thread.join();
+}
+
 class BoundModel {
  public:
   // Where flows are hashed over equal-cost paths, a collective alone on the topology is no lower
@@ -860,18 +869,19 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     const std::size_t kBatch = std::clamp<std::size_t>(choices.size() / (8 * static_cast<std::size_t>(threads)), 1, 1024);
     // Thread 0 has the search's bound models; each other thread that will start gets its own, built
     // here (built on the worker itself, the Calculon-size search measured 37-45 s against 34-37 s).
-    const auto starts = [&](int t) { return t == 0 || static_cast<std::size_t>(t) * kBatch < choices.size(); };
-    std::vector<std::vector<std::unique_ptr<BoundModel>>> thread_bounds(static_cast<std::size_t>(threads));
+    int started = 1;
+    while (started < threads && static_cast<std::size_t>(started) * kBatch < choices.size()) ++started;
+    std::vector<std::vector<std::unique_ptr<BoundModel>>> thread_bounds(static_cast<std::size_t>(started));
     thread_bounds[0] = std::move(bounds);
-    for (int t = 1; t < threads && starts(t); ++t) {
+    for (int t = 1; t < started; ++t) {
       for (const SearchSystem& sys : out.systems) thread_bounds[static_cast<std::size_t>(t)].push_back(std::make_unique<BoundModel>(*sys.topology));
     }
     std::atomic<std::size_t> next_batch{0};
     // A plan whose evaluation throws stops the plans after it only, so the error reported is the
     // first plan's in enumeration order, as one thread would meet it.
     std::atomic<std::size_t> stop_at{choices.size()};
-    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
-    std::vector<std::size_t> error_at(static_cast<std::size_t>(threads), choices.size());
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(started));
+    std::vector<std::size_t> error_at(static_cast<std::size_t>(started), choices.size());
     const auto work = [&](int t) {
       auto& models = thread_bounds[static_cast<std::size_t>(t)];
       for (;;) {
@@ -892,10 +902,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
         if (first >= choices.size()) return;
       }
     };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads && starts(t); ++t) pool.emplace_back(work, t);
-    work(0);
-    for (auto& t : pool) t.join();
+    on_threads(started, work);
     // The error of the earliest plan that failed, whichever thread met it.
     const auto first_error = std::min_element(error_at.begin(), error_at.end()) - error_at.begin();
     if (errors[static_cast<std::size_t>(first_error)]) std::rethrow_exception(errors[static_cast<std::size_t>(first_error)]);
@@ -1058,10 +1065,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       for (std::size_t k = 0; k < round.size(); ++k) round[k] = by_weight[k].second;
     }
     next = 0;
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads && static_cast<std::size_t>(t) < round.size(); ++t) pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool) t.join();
+    on_threads(std::max(1, std::min(threads, static_cast<int>(round.size()))), [&](int) { worker(); });
     for (std::size_t i : round) {
       const PlanOutcome& o = out.outcomes[i];
       if (o.status == PlanOutcome::Status::simulated && o.step_s > 0) {

@@ -59,12 +59,15 @@ namespace {
 
 // The simulated time of `op` over `ranks` as a function of its size, cached by size rounded up to a
 // power of two (the callers ask for many nearly equal sizes).
+// Collective times are cached by size rounded up to a power of two.
+std::int64_t size_class(double bytes) { return static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0))))); }
+
 std::function<double(double)> cached_collective_seconds(const std::shared_ptr<const topology::Topology>& topo, CollectiveOp op,
                                                         std::vector<topology::Vertex> ranks) {
   auto model = std::make_shared<CollectiveModel>(*topo);
   auto cache = std::make_shared<std::map<std::int64_t, double>>();
   return [topo, model, cache, op, ranks = std::move(ranks)](double bytes) {
-    const auto key = static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))));
+    const auto key = size_class(bytes);
     auto it = cache->find(key);
     if (it == cache->end()) {
       Collective c;
@@ -183,7 +186,7 @@ std::function<double(int, int, double)> pp_send_seconds(const std::shared_ptr<co
   auto model = std::make_shared<CollectiveModel>(*topo);
   auto cache = std::make_shared<std::map<std::tuple<int, int, std::int64_t>, double>>();
   return [topo, model, cache, tp, pp](int replica, int boundary, double bytes) {
-    const auto size = static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))));
+    const auto size = size_class(bytes);
     const auto key = std::make_tuple(replica, boundary, size);
     auto it = cache->find(key);
     if (it == cache->end()) {

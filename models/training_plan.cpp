@@ -207,19 +207,19 @@ int expert_data_parallel_size(const ParallelismPlan& plan) {
 
 namespace {
 
-// One dimension of the experts' decomposition of the ranks: its stride and size.
-struct ExpertDim {
+// One dimension of a decomposition of the ranks (the experts' or the attention's): its stride and size.
+struct RankDim {
   int stride = 1, size = 1;
 };
 
 struct ExpertDims {
-  ExpertDim etp, ep, edp;
+  RankDim etp, ep, edp;
 };
 
 // Where etp (in tp's place), ep and the expert-data-parallel dimension (in dp's) sit in the plan's
 // order, with context parallelism 1.
 ExpertDims expert_dims(const ParallelismPlan& plan) {
-  ExpertDim etp, ep, edp;
+  RankDim etp, ep, edp;
   int stride = 1;
   for (ParallelDim d : plan.order) {
     int size = 1;
@@ -241,7 +241,7 @@ ExpertDims expert_dims(const ParallelismPlan& plan) {
 }
 
 // The ranks that differ from `rank` in dimension `dim` only.
-std::vector<int> along(int rank, ExpertDim dim) {
+std::vector<int> along(int rank, RankDim dim) {
   const int base = rank - (rank / dim.stride % dim.size) * dim.stride;
   std::vector<int> out;
   out.reserve(static_cast<std::size_t>(dim.size));
@@ -255,7 +255,7 @@ int dense_size(const ParallelismPlan& plan, ParallelDim d) {
 }
 
 // Where `which` sits in the attention's mapping.
-ExpertDim dense_dim(const ParallelismPlan& plan, ParallelDim which) {
+RankDim dense_dim(const ParallelismPlan& plan, ParallelDim which) {
   int stride = 1;
   for (ParallelDim d : plan.order) {
     if (d == which) return {stride, dense_size(plan, which)};
@@ -319,7 +319,7 @@ std::vector<int> expert_data_parallel_ranks(const ParallelismPlan& plan, int ran
 std::vector<int> expert_tensor_parallel_ranks(const ParallelismPlan& plan, int rank) { return along(rank, expert_dims(plan).etp); }
 
 std::vector<std::vector<int>> stage_expert_data_parallel_groups(const ParallelismPlan& plan, int stage) {
-  const ExpertDim edp = expert_dims(plan).edp;
+  const RankDim edp = expert_dims(plan).edp;
   std::vector<std::vector<int>> out;
   std::set<int> seen;  // each group by its lowest rank (along() lists a group's ranks in order)
   for (int t = 0; t < plan.tp; ++t) {
