@@ -263,7 +263,7 @@ TEST_CASE("plan search: branch and bound finds the same best plans as the exhaus
   CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, sharded), Catch::Contains("one process"));
 }
 
-TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap: settings that do not apply make no duplicates, and the data-parallel bound holds") {
+TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap: settings that do not apply make no duplicates, and the data-parallel bound holds", "[long]") {
   test::TempDir dir;
   const auto file = dir.write("s.yaml", R"(scenario:
   name: wide

@@ -28,7 +28,7 @@ TEST_CASE("every microbenchmark case is predicted within 10%", "[validate]") {
   }
 }
 
-TEST_CASE("every published training case runs", "[validate]") {
+TEST_CASE("every published training case runs", "[validate][long]") {
   const auto cases = validate::read_cases(kShared / "validation/training.yaml");
   REQUIRE(!cases.empty());
   std::vector<validate::CaseResult> results;
@@ -67,7 +67,7 @@ TEST_CASE("the project's own published cases read, run, and hold one step's FLOP
   CHECK(flops[1] == Approx(flops[0]).epsilon(0.001));
 }
 
-TEST_CASE("every published serving case runs and predicts a throughput", "[validate]") {
+TEST_CASE("every published serving case runs and predicts a throughput", "[validate][long]") {
   const auto cases = validate::read_cases(kShared / "validation/inference.yaml");
   REQUIRE(!cases.empty());
   for (const auto& c : cases) {
@@ -94,7 +94,7 @@ TEST_CASE("a malformed validation file names file, line and field", "[validate]"
              Contains("field 'format': expected one of clustersim-validation/1, found 'clustersim-validation/2'"));
 }
 
-TEST_CASE("the plan search finds a plan at least as fast as the published one for Megatron SC21's smallest cases", "[validate]") {
+TEST_CASE("the plan search finds a plan at least as fast as the published one for Megatron SC21's smallest cases", "[validate][long]") {
   const auto cases = validate::read_cases(kShared / "validation/training.yaml");
   int compared = 0;
   for (const auto& c : cases) {
@@ -262,7 +262,7 @@ TEST_CASE("an unknown vpp is tried at every interleaving depth that splits a sta
   CHECK(vpps("megatron-core-2024-h100-weak-119B") == std::vector<std::string>{"23"});
 }
 
-TEST_CASE("with pairs, two unknown settings are also tried together, and the range only widens", "[validate]") {
+TEST_CASE("with pairs, two unknown settings are also tried together, and the range only widens", "[validate][long]") {
   const auto cases = validate::read_cases(kShared / "validation/training.yaml");
   const auto it = std::find_if(cases.begin(), cases.end(), [](const validate::Case& c) { return c.id == "megatron-core-2024-h100-weak-70B"; });
   REQUIRE(it != cases.end());
