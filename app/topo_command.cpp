@@ -62,7 +62,8 @@ std::string ratio(double r) { return r <= 0 ? "-" : fmt::format("{:.3g}:1", r); 
 
 std::string render_summary(const TopologySummary& s) {
   std::string out = fmt::format("topology {}{}\n", s.name, s.description.empty() ? "" : ": " + s.description);
-  out += fmt::format("  nodes       {} x {} ({} GPUs, {} per node)\n", s.nodes, s.node_template, s.gpus, s.gpus_per_node);
+  out += fmt::format("  nodes       {} x {} ({} GPU{}, {} per node)\n", s.nodes, s.node_template, s.gpus, s.gpus == 1 ? "" : "s",
+                     s.gpus_per_node);
   out += fmt::format("  fabric      {}{}\n", s.fabric_kind,
                      s.technology.empty() ? "" : fmt::format(", {}, {} tier{}", s.technology, s.tiers.size(), s.tiers.size() == 1 ? "" : "s"));
   out += "\ndevices\n";
@@ -78,12 +79,22 @@ std::string render_summary(const TopologySummary& s) {
   out += links.render("  ");
   out += "\nbandwidth (one direction)\n";
   TextTable bw({"measure", "value", "how"}, {TextTable::Align::left, TextTable::Align::right, TextTable::Align::left});
-  bw.add_row({"scale-up per GPU", s.scale_up_per_gpu.value() > 0 ? to_string(s.scale_up_per_gpu) : "none",
-              s.scale_up_per_gpu.value() > 0 ? "NVLink links of one GPU" : "no NVLink: GPUs talk over PCIe"});
+  if (s.scale_up_per_gpu_max.value() <= 0) {
+    bw.add_row({"scale-up per GPU", "none", "no NVLink: GPUs talk over PCIe"});
+  } else if (s.scale_up_per_gpu == s.scale_up_per_gpu_max) {
+    bw.add_row({"scale-up per GPU", to_string(s.scale_up_per_gpu), "NVLink links of one GPU"});
+  } else {
+    bw.add_row({"scale-up per GPU",
+                fmt::format("{} to {}", s.scale_up_per_gpu.value() > 0 ? to_string(s.scale_up_per_gpu) : "none",
+                            to_string(s.scale_up_per_gpu_max)),
+                "NVLink links of one GPU: the template's GPUs differ"});
+  }
   if (s.nodes > 1) {
     bw.add_row({"injection per GPU", to_string(s.injection_per_gpu), "max flow from a node's GPUs into the fabric / GPUs"});
   }
-  bw.add_row({"bisection within a node", to_string(s.node_bisection), "max flow between the GPU halves of node 0"});
+  if (s.gpus_per_node > 1) {
+    bw.add_row({"bisection within a node", to_string(s.node_bisection), "max flow between the GPU halves of node 0"});
+  }
   if (s.nodes > 1) bw.add_row({"bisection", to_string(s.bisection), "max flow through the fabric, split: " + s.bisection_split});
   out += bw.render("  ");
   if (!s.tiers.empty()) {
@@ -114,15 +125,20 @@ nlohmann::json summary_json(const TopologySummary& s) {
   for (const auto& [kind, count] : s.devices) j["devices"][std::string(to_string(kind))] = count;
   for (const auto& [kind, count] : s.cables) j["cables"][std::string(to_string(kind))] = count;
   j["nvswitch_chips"] = s.nvswitch_chips;
+  // null where the measure does not exist: injection and bisection with one node, a node's bisection
+  // with one GPU a node.
+  const auto or_null = [](bool exists, BytesPerSec v) { return exists ? nlohmann::json(v.value()) : nlohmann::json(nullptr); };
   j["bandwidth_Bps"] = {{"scale_up_per_gpu", s.scale_up_per_gpu.value()},
-                        {"injection_per_gpu", s.injection_per_gpu.value()},
-                        {"node_bisection", s.node_bisection.value()},
-                        {"bisection", s.bisection.value()}};
+                        {"scale_up_per_gpu_max", s.scale_up_per_gpu_max.value()},
+                        {"injection_per_gpu", or_null(s.nodes > 1, s.injection_per_gpu)},
+                        {"node_bisection", or_null(s.gpus_per_node > 1, s.node_bisection)},
+                        {"bisection", or_null(s.nodes > 1, s.bisection)}};
   j["bisection_split"] = s.bisection_split;
   j["tiers"] = nlohmann::json::array();
   for (const auto& t : s.tiers) {
     j["tiers"].push_back({{"tier", t.tier}, {"name", t.name}, {"switches", t.switches}, {"max_ports", t.max_ports},
-                          {"down_Bps", t.down.value()}, {"up_Bps", t.up.value()}, {"oversubscription", t.oversubscription()}});
+                          {"down_Bps", t.down.value()}, {"up_Bps", t.up.value()},
+                          {"oversubscription", t.up.value() > 0 ? nlohmann::json(t.oversubscription()) : nlohmann::json(nullptr)}});
   }
   j["diameter_hops"] = s.diameter;
   j["diameter_exact"] = s.diameter_exact;

@@ -100,6 +100,27 @@ TEST_CASE("a 2:1 oversubscribed leaf tier halves the bisection bandwidth", "[top
   CHECK(full.tiers[0].oversubscription() == Approx(1.0));
 }
 
+TEST_CASE("scale-up per GPU is the least and the most of the template's GPUs", "[topology]") {
+  // Found by a probe: only GPU 0 was read, so a template where it alone lacks NVLink said "none".
+  const TopologySummary s = summary_of(from_text(R"(
+topology:
+  name: mixed
+  nodes: 1
+  fabric: {kind: none}
+  node:
+    name: m3
+    gpu: a100-sxm4-80gb
+    devices: [{name: gpu, kind: gpu, count: 3}, {name: cpu, kind: cpu, count: 1}]
+    links:
+      - {from: gpu1, to: gpu2, kind: nvlink, bandwidth: 100GB/s}
+      - {from: gpu, to: cpu, kind: pcie, bandwidth: 32GB/s}
+)"));
+  CHECK(s.scale_up_per_gpu.value() == 0.0);
+  CHECK(s.scale_up_per_gpu_max.value() == Approx(100e9));
+  const TopologySummary dgx = summary_of(load_topology("dgx-h100-superpod"));
+  CHECK(dgx.scale_up_per_gpu_max == dgx.scale_up_per_gpu);
+}
+
 TEST_CASE("the DGX H100 SuperPOD preset matches the reference architecture", "[topology][superpod]") {
   const TopologySummary s = summary_of(load_topology("dgx-h100-superpod"));
   // NVIDIA DGX SuperPOD RA (DGX H100): 4 SUs = 127 nodes = 1,016 GPUs, 32 leaf and 16 spine switches.

@@ -154,11 +154,17 @@ TopologySummary summarize(const Topology& topo, const Router& router) {
     }
   }
 
-  if (!topo.gpus().empty()) {
-    const Vertex gpu0 = topo.gpus().front();
-    for (auto [e, end] = boost::out_edges(gpu0, g); e != end; ++e) {
-      if (topo.link(*e).kind == LinkKind::nvlink) s.scale_up_per_gpu += topo.link(*e).bandwidth;
+  // Every template GPU, as node 0 holds them: a template may wire its GPUs differently.
+  bool first_gpu = true;
+  for (const Vertex gpu : topo.gpus()) {
+    if (topo.device(gpu).node != 0) continue;
+    BytesPerSec nvlink;
+    for (auto [e, end] = boost::out_edges(gpu, g); e != end; ++e) {
+      if (topo.link(*e).kind == LinkKind::nvlink) nvlink += topo.link(*e).bandwidth;
     }
+    s.scale_up_per_gpu = first_gpu ? nvlink : std::min(s.scale_up_per_gpu, nvlink);
+    s.scale_up_per_gpu_max = first_gpu ? nvlink : std::max(s.scale_up_per_gpu_max, nvlink);
+    first_gpu = false;
   }
   if (s.gpus_per_node > 0) {
     s.injection_per_gpu = node_injection(topo) / s.gpus_per_node;

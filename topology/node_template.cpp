@@ -46,6 +46,11 @@ DeviceGroup read_group(const yaml::Node& node) {
     g.rate = m.get<BytesPerSec>("rate", yaml::bandwidth());
     g.ports = m.get_or<int>("ports", 1, yaml::in_range(1, 8, "1 to 8 ports"));
     g.rails = m.get_or<int>("rails", 0, yaml::positive<int>());
+    // NIC i is on rail i mod rails: rails beyond the NICs would stay empty (and the fabric a rail short).
+    if (g.rails > g.count) {
+      m.at("rails", "").fail(fmt::format("at most the group's {} NIC{} (NIC i is on rail i mod rails)", g.count, g.count == 1 ? "" : "s"),
+                             std::to_string(g.rails));
+    }
   }
   m.finish();
   return g;

@@ -45,9 +45,10 @@ struct TopologySummary {
   std::map<DeviceKind, int> devices;
   std::map<LinkKind, long long> cables;  // physical cables (parallel lanes counted)
   int nvswitch_chips = 0;
-  BytesPerSec scale_up_per_gpu;          // NVLink bandwidth of one GPU, one direction
+  BytesPerSec scale_up_per_gpu;          // NVLink bandwidth of one GPU, one direction: the least of node 0's GPUs
+  BytesPerSec scale_up_per_gpu_max;      // the most of node 0's GPUs (equal unless the template's GPUs differ)
   BytesPerSec injection_per_gpu;         // into the scale-out fabric, one direction
-  BytesPerSec node_bisection;            // between GPU halves of one node
+  BytesPerSec node_bisection;            // between GPU halves of one node; 0 with one GPU a node
   BytesPerSec bisection;                 // scale-out, one direction; 0 for one node
   std::string bisection_split;           // which split gave the minimum
   std::vector<TierSummary> tiers;
