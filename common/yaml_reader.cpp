@@ -299,6 +299,17 @@ std::uint64_t parse_unsigned64(const Node& n) {
   return v;
 }
 
+int Node::integer_past(std::int64_t low, std::int64_t high) const {
+  if (!is_scalar()) return 0;
+  const std::string s = node_.Scalar();
+  std::int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ptr != s.data() + s.size() || s.empty()) return 0;
+  if (ec == std::errc::result_out_of_range) return s.front() == '-' ? -1 : 1;
+  if (ec != std::errc()) return 0;
+  return v > high ? 1 : v < low ? -1 : 0;
+}
+
 std::int64_t parse_integer(const Node& n, std::int64_t low, std::int64_t high) {
   const std::string s = n.scalar("an integer");
   std::int64_t v = 0;

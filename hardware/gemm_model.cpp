@@ -106,16 +106,7 @@ Choice best_candidate(const HardwareProfile& hw, GemmShape s, Dtype dtype, doubl
 }
 
 void check_arguments(const HardwareProfile& hw, GemmShape s, Dtype dtype) {
-  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) {
-    throw std::invalid_argument(fmt::format("GEMM dimensions must be positive, got {}x{}x{} (batch {})", s.m, s.n, s.k, s.batch));
-  }
-  // Past these the tile counts overflow 64 bits (2^44 x 2^44 had wrapped to 0 tiles and divided by
-  // it); no GEMM a model runs comes near them.
-  constexpr std::int64_t kMaxDimension = std::int64_t{1} << 31;
-  const double outputs = static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n);
-  if (s.m > kMaxDimension || s.n > kMaxDimension || s.k > kMaxDimension || s.batch > kMaxDimension || outputs > 0x1p62) {
-    throw std::invalid_argument(fmt::format("GEMM of {}x{}x{} (batch {}): at most 2^31 a dimension and 2^62 outputs are modelled", s.m, s.n, s.k, s.batch));
-  }
+  if (const std::string problem = gemm_shape_problem(s); !problem.empty()) throw std::invalid_argument(problem);
   if (!hw.supports(dtype)) {
     throw std::invalid_argument(fmt::format("{} has no {} peak in its profile", hw.name, to_string(dtype)));
   }
@@ -146,6 +137,18 @@ double GemmResidualTable::factor(double m, double n, double k) const {
 }
 
 double load_factor(const HardwareProfile& hw, Load load) { return load == Load::sustained ? hw.gemm.sustained_fraction : 1.0; }
+
+std::string gemm_shape_problem(GemmShape s) {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return fmt::format("GEMM dimensions must be positive, got {}x{}x{} (batch {})", s.m, s.n, s.k, s.batch);
+  // Past these the tile counts overflow 64 bits (2^44 x 2^44 had wrapped to 0 tiles and divided by
+  // it); no GEMM a model runs comes near them.
+  constexpr std::int64_t kMaxDimension = std::int64_t{1} << 31;
+  const double outputs = static_cast<double>(s.batch) * static_cast<double>(s.m) * static_cast<double>(s.n);
+  if (s.m > kMaxDimension || s.n > kMaxDimension || s.k > kMaxDimension || s.batch > kMaxDimension || outputs > 0x1p62) {
+    return fmt::format("GEMM of {}x{}x{} (batch {}): at most 2^31 a dimension and 2^62 outputs are modelled", s.m, s.n, s.k, s.batch);
+  }
+  return {};
+}
 
 GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape s, Dtype dtype, Load load) {
   check_arguments(hw, s, dtype);

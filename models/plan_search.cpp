@@ -740,7 +740,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       why = fmt::format("pp x vpp = {} does not divide the {} layers", chunks, j.model.layers);
     } else {
       try {
-        check_job(j, cluster);
+        check_job(j, cluster, topo.gpu.get());
       } catch (const std::invalid_argument& e) {
         why = e.what();
       }

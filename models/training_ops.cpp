@@ -254,6 +254,26 @@ std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s) {
   return ops;
 }
 
+std::string gemm_range_problem(const TransformerSpec& m, const Shard& s, const hardware::HardwareProfile& gpu) {
+  std::vector<Op> ops = layer_forward_ops(m, 0, s);
+  if (m.moe && !m.is_moe_layer(0)) {
+    const std::vector<Op> moe = layer_forward_ops(m, m.moe->dense_layers, s);
+    ops.insert(ops.end(), moe.begin(), moe.end());
+  }
+  const std::vector<Op> head = head_forward_ops(m, s);
+  ops.insert(ops.end(), head.begin(), head.end());
+  for (const Op& op : ops) {
+    if (op.shape.m <= 0) continue;  // no matrix product
+    if (op.kind == OpKind::attention && gpu.attention.measured()) continue;
+    const auto [m_, n, k, batch] = op.shape;
+    // The forward product and the backward's two (as the step times them).
+    for (const hardware::GemmShape shape : {op.shape, hardware::GemmShape{m_, k, n, batch}, hardware::GemmShape{k, n, m_, batch}}) {
+      if (std::string problem = hardware::gemm_shape_problem(shape); !problem.empty()) return fmt::format("the {} {}", op.name, problem);
+    }
+  }
+  return {};
+}
+
 namespace {
 
 // A training step keeps the GPU busy: its compute runs at the sustained rate.

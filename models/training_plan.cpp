@@ -60,7 +60,33 @@ std::int64_t checked_product(std::initializer_list<std::int64_t> factors) {
   return r;
 }
 
-void check_job(const TrainingJob& job, int cluster_gpus) {
+namespace {
+
+// Cheap and conservative: true when no GEMM of the step can reach the GEMM model's limits (2^31 a
+// dimension, 2^62 outputs), so that the plan search's million plans skip building the op lists.
+// Every dimension is at most the widest below, undivided by the plan, and a batched attention
+// product has at most micro x heads x seq_len^2 outputs.
+bool gemms_surely_in_range(const TrainingJob& job) {
+  const TransformerSpec& m = job.model;
+  const double tokens = double(job.micro_batch) * m.seq_len;
+  const double up = is_gated(m.activation) ? 2.0 : 1.0;
+  double widest = std::max({tokens, double(m.seq_len), double(job.micro_batch) * m.heads, double(m.hidden), double(m.vocab),
+                            (double(m.heads) + 2.0 * m.kv_heads) * m.qk_head_dim(), double(m.attention_width()), up * m.ffn_hidden});
+  if (m.moe) {
+    const MoeSpec& e = *m.moe;
+    widest = std::max({widest, tokens * e.top_k * e.capacity_factor * job.plan.etp * job.plan.ep, double(e.experts), up * e.expert_ffn_hidden,
+                       up * e.shared_experts * e.shared_expert_ffn_hidden});
+  }
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    widest = std::max({widest, double(m.heads) * (a.qk_nope_head_dim + a.v_head_dim), double(a.kv_lora_rank) + a.qk_rope_head_dim, double(a.q_lora_rank)});
+  }
+  return widest <= 0x1p30 && tokens * m.heads * m.seq_len <= 0x1p61;
+}
+
+}  // namespace
+
+void check_job(const TrainingJob& job, int cluster_gpus, const hardware::HardwareProfile* gpu) {
   const ParallelismPlan& p = job.plan;
   const TransformerSpec& m = job.model;
   auto fail = [](const char* field, const std::string& what) { throw PlanError(field, what); };
@@ -153,6 +179,23 @@ void check_job(const TrainingJob& job, int cluster_gpus) {
                                               p.cp));
   }
   if (!is_rank_order(p.order)) fail("parallelism.order", "order must name each of tp, cp, ep, dp, pp once");
+  if (gpu && !gemms_surely_in_range(job)) {
+    // A micro-batch (or a model) past what the GEMM model times: blame the micro batch when one
+    // sequence would do.
+    const Shard shard = shard_of(job);
+    if (std::string problem = gemm_range_problem(m, shard, *gpu); !problem.empty()) {
+      // Blame what is enough to fix it: the micro batch, else the sequence, else the model's widths.
+      Shard one = shard;
+      one.micro_batch = 1;
+      TransformerSpec shorter = m;
+      shorter.seq_len = std::min(m.seq_len, 4096);
+      const char* field = gemm_range_problem(m, one, *gpu).empty() ? "batch.micro" : gemm_range_problem(shorter, one, *gpu).empty() ? "batch.seq_len" : "model";
+      fail(field, fmt::format("{}, in a micro-batch of {} x {} tokens on a GPU ({})", problem, job.micro_batch, m.seq_len,
+                              field == std::string_view("batch.micro")     ? "a smaller micro batch fits"
+                              : field == std::string_view("batch.seq_len") ? "a shorter sequence fits"
+                                                                           : "the model's widths are past it"));
+    }
+  }
   if (job.precision == hardware::Dtype::fp8) {
     // Transformer Engine runs an fp8 GEMM only on operands whose rows divide by 8 and columns by 16
     // (assert_dim_for_fp8_exec); Megatron pads neither the tokens nor the widths. A GEMM sees a

@@ -56,9 +56,22 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
     m.at("schedule", "").fail("interleaved-1f1b when vpp > 1", schedule);
   }
   if (p.schedule == PipelineSchedule::interleaved && p.vpp == 1) m.at("schedule", "").fail("1f1b or gpipe when vpp is 1", schedule);
+  // One stage has no pipeline: each micro-batch runs its forward then its backward (Megatron's
+  // forward_backward_no_pipelining). GPipe's all-forwards-first would hold every micro-batch's activations.
+  if (p.pp == 1 && p.schedule == PipelineSchedule::gpipe) m.at("schedule", "").fail("1f1b when pp is 1 (one stage has no pipeline to schedule)", schedule);
   if (auto order = m.find("order")) p.order = parse_order(*order);
   p.flash_attention = m.choice_or("attention", "flash", {"flash", "unfused"}) == "flash";
   p.overlap_grad_reduce = m.get_or<bool>("overlap_grad_reduce", true);
+  // ZeRO-3 (FSDP) gathers each unit's weights ahead of use and reduce-scatters its gradients during
+  // the backward pass; the step models only that, so the two switches cannot turn it off.
+  if (p.zero_stage == 3) {
+    for (const char* key : {"overlap_grad_reduce", "overlap_param_gather"}) {
+      if (m.find(key) && !m.get<bool>(key)) {
+        m.at(key, "").fail("true (or left out) with zero_stage 3 (FSDP's prefetched gathers and its reduce-scatters during backward are the only ZeRO-3 modelled)",
+                           "false");
+      }
+    }
+  }
   // Megatron asserts --overlap-param-gather needs --overlap-grad-reduce (arguments.py): the gather
   // follows the reduction when not given, and is refused on its own.
   p.overlap_param_gather = m.get_or<bool>("overlap_param_gather", p.overlap_grad_reduce);
@@ -328,7 +341,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   price_search(sc, search_sheet, system_nodes, sheet_node ? &*sheet_node : nullptr, search_node ? &*search_node : nullptr);
   m.finish();
   try {
-    check_job(sc.job, static_cast<int>(sc.topology->gpus().size()));
+    check_job(sc.job, static_cast<int>(sc.topology->gpus().size()), sc.topology->gpu.get());
     if (!sc.topology->gpu) throw PlanError("topology", "the topology names no GPU hardware profile");
     if (!sc.topology->gpu->supports(sc.job.precision)) {
       throw PlanError("precision", fmt::format("precision {}: the {} has no {} tensor cores", precision, sc.topology->gpu->name, precision));

@@ -80,7 +80,7 @@ std::string left_out_sends_note(const topology::Topology& topo, const topology::
 }  // namespace
 
 TrainingResult simulate_training(const TrainingJob& job, const topology::Topology& topo, TrainingOptions options) {
-  check_job(job, static_cast<int>(topo.gpus().size()));
+  check_job(job, static_cast<int>(topo.gpus().size()), topo.gpu.get());
   if (!topo.gpu) throw std::invalid_argument(fmt::format("topology {} names no GPU hardware profile", topo.name));
   const hardware::HardwareProfile& hw = *topo.gpu;
   const ParallelismPlan& p = job.plan;

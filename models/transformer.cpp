@@ -146,6 +146,12 @@ TransformerSpec read_transformer(const yaml::Node& node) {
     s.v_head_dim = a.get<int>("v_head_dim", positive);
     a.finish();
     t.mla = s;
+    // MLA's per-head query and key width is its two parts; a head_dim that says otherwise would be ignored.
+    const int qk = s.qk_nope_head_dim + s.qk_rope_head_dim;
+    if (m.find("head_dim") && t.head_dim != qk) {
+      m.at("head_dim", "").fail(fmt::format("qk_nope_head_dim + qk_rope_head_dim = {} with MLA attention (or left out)", qk), std::to_string(t.head_dim));
+    }
+    t.head_dim = qk;
   }
   m.finish();
   return t;

@@ -399,7 +399,7 @@ PreparedTraining prepare_training(const Case& c, CaseResult& r, const RunOptions
   }
   software_defaults(c, p.job, r, options);
   try {
-    models::check_job(p.job, static_cast<int>(p.topo.gpus().size()));
+    models::check_job(p.job, static_cast<int>(p.topo.gpus().size()), p.topo.gpu.get());
   } catch (const std::invalid_argument& e) {
     throw Unsupported(e.what());
   }

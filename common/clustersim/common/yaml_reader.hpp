@@ -137,10 +137,23 @@ class Node {
   }
   template <class T>
   [[nodiscard]] T as(const Check<T>& check) const {
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      // An integer past the type: the field's own expectation, with the type's bound where the
+      // check alone would accept the value (a 2^32 seq_len is "a positive value (at most 2^31 - 1)").
+      using Limits = std::numeric_limits<T>;
+      if (const int past = integer_past(Limits::min(), Limits::max())) {
+        const T bound = past > 0 ? Limits::max() : Limits::min();
+        if (!check.ok(bound)) fail(check.expected);
+        fail(std::string(check.expected) + (past > 0 ? " (at most " : " (at least ") + std::to_string(bound) + ")");
+      }
+    }
     T value = Parse<T>::from(*this);
     if (!check.ok(value)) fail(check.expected);
     return value;
   }
+
+  // 1 when the scalar is an integer above high, -1 below low, else 0 (not an integer, or in range).
+  [[nodiscard]] int integer_past(std::int64_t low, std::int64_t high) const;
 
   [[noreturn]] void fail(std::string_view expected) const;
   [[noreturn]] void fail(std::string_view expected, std::string_view found) const;

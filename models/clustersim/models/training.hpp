@@ -120,8 +120,9 @@ struct PlanError : std::invalid_argument {
 
 // Checks a job against itself and the cluster's GPU count; throws PlanError naming the setting and
 // the numbers that clash. Products of the plan's degrees are checked before any is taken in int
-// (ParallelismPlan::gpus, micro_batches).
-void check_job(const TrainingJob& job, int cluster_gpus);
+// (ParallelismPlan::gpus, micro_batches). With the GPU's profile, also that the GEMM model can time
+// every matrix product of the step (gemm_range_problem).
+void check_job(const TrainingJob& job, int cluster_gpus, const hardware::HardwareProfile* gpu = nullptr);
 
 // ------------------------------------------------------------------ operations of one layer
 
@@ -166,6 +167,10 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
 // Input embedding (first pipeline stage) and final norm, output projection and loss (last stage).
 std::vector<Op> embedding_forward_ops(const TransformerSpec& m, const Shard& s);
 std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s);
+// The first GEMM of a step on this shard, forward or either backward product, that the GEMM model
+// cannot time ("the fc1 GEMM: GEMM of ..."), or "" when every one can.
+// Fused attention is timed from the profile's measured efficiency where it has one, not as GEMMs.
+std::string gemm_range_problem(const TransformerSpec& m, const Shard& s, const hardware::HardwareProfile& gpu);
 
 // Time of one collective of a group; supplied by the step model from the topology.
 using CommTime = std::function<Seconds(CommGroup group, CollectiveOp op, double bytes)>;
