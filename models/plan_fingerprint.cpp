@@ -128,7 +128,7 @@ nlohmann::json results_inputs(const TrainingJob& base, const std::vector<SearchS
                     {"v_head_dim", m.mla->v_head_dim}};
   }
   const ParallelismPlan& p = base.plan;
-  const PipelineSchedule plain = searched_schedule(p, 1);
+  const PipelineSchedule plain = searched_schedule(p, 2, 1);  // a pipeline's, not interleaved
   nlohmann::json kept = {{"schedule_without_interleaving", std::string(to_string(plain))},
                          {"overlap_p2p", p.overlap_p2p ? nlohmann::json(*p.overlap_p2p) : nlohmann::json("unset")},
                          {"bucket_parameters", p.bucket_parameters},

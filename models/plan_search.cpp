@@ -394,7 +394,8 @@ class BoundModel {
 
 }  // namespace
 
-PipelineSchedule searched_schedule(const ParallelismPlan& base, int vpp) {
+PipelineSchedule searched_schedule(const ParallelismPlan& base, int pp, int vpp) {
+  if (pp == 1) return PipelineSchedule::one_f_one_b;  // one stage: no pipeline to schedule
   return vpp > 1 ? PipelineSchedule::interleaved : base.vpp > 1 ? PipelineSchedule::one_f_one_b : base.schedule;
 }
 
@@ -439,7 +440,7 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
   p.overlap_param_gather = c.param_overlap || !p.dp_overlap_applies();
   p.flash_attention = c.flash_attention;
   p.order.assign(c.order.begin(), c.order.end());
-  p.schedule = searched_schedule(base.plan, c.vpp);
+  p.schedule = searched_schedule(base.plan, c.pp, c.vpp);
   j.micro_batch = c.micro;
   j.recompute = c.recompute;
   return j;
@@ -504,6 +505,7 @@ std::string plan_text(const TrainingJob& j) {
   const auto& p = j.plan;
   std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
   if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
+  if (p.pp > 1 && p.schedule == PipelineSchedule::gpipe) s += " GPipe";
   if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
   if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
   if (p.etp > 1) s += fmt::format(" ETP{}", p.etp);

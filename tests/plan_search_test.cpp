@@ -72,6 +72,24 @@ int simulated_above_bound(const TrainingScenario& sc, int threads, int keep) {
 
 }  // namespace
 
+TEST_CASE("plan search: a GPipe scenario's one-stage plans run 1F1B, and its pipelined plans say GPipe") {
+  // Found by a probe: a pp-1 plan kept the scenario's gpipe and held every micro-batch's activations.
+  TrainingScenario sc = small();
+  sc.job.plan.schedule = PipelineSchedule::gpipe;
+  PlanChoice c = choice_of(sc.job);
+  c.pp = 1;
+  c.dp = 8;
+  const TrainingJob one = apply_choice(sc.job, c);
+  CHECK(one.plan.schedule == PipelineSchedule::one_f_one_b);
+  CHECK_THAT(plan_text(one), !Catch::Contains("GPipe"));
+  c.pp = 2;
+  c.dp = 4;
+  const TrainingJob two = apply_choice(sc.job, c);
+  CHECK(two.plan.schedule == PipelineSchedule::gpipe);
+  CHECK_THAT(plan_text(two), Catch::Contains("TP2 PP2 GPipe"));
+  CHECK(estimate_memory(one, *sc.topology->gpu).worst().total() < estimate_memory(two, *sc.topology->gpu).worst().total());
+}
+
 TEST_CASE("plan search: constraints and memory prune before simulating: every plan has an outcome and a reason") {
   const TrainingScenario sc = small();
   SearchOptions opt;

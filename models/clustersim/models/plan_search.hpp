@@ -54,9 +54,10 @@ struct PlanChoice {
   std::array<ParallelDim, 5> order{ParallelDim::tp, ParallelDim::cp, ParallelDim::ep, ParallelDim::dp, ParallelDim::pp};
 };
 PlanChoice choice_of(const TrainingJob& job);
-// The schedule of a searched plan with `vpp` chunks: interleaved when vpp > 1, else the scenario's
-// own (plain 1F1B when the scenario interleaves).
-PipelineSchedule searched_schedule(const ParallelismPlan& base, int vpp);
+// The schedule of a searched plan of `pp` stages with `vpp` chunks: 1F1B at one stage (each
+// micro-batch's forward then its backward), interleaved when vpp > 1, else the scenario's own (plain
+// 1F1B when the scenario interleaves).
+PipelineSchedule searched_schedule(const ParallelismPlan& base, int pp, int vpp);
 TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c);
 
 // A stable text of a plan ("gpus=256 tp=8 pp=4 vpp=5 ..."), the key of the results file, and a short
