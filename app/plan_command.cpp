@@ -143,11 +143,16 @@ struct World {
   bool mpi = false;
 };
 
-World join_world() {
-  World w;
+// The process count mpirun launched (Open MPI's or a PMI launcher's variable), 1 without it.
+int launched_processes() {
   const char* env = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!env) env = std::getenv("PMI_SIZE");
-  if (!env || std::atoi(env) <= 1) return w;
+  return env ? std::max(1, std::atoi(env)) : 1;
+}
+
+World join_world() {
+  World w;
+  if (launched_processes() <= 1) return w;
 #ifdef CLUSTERSIM_MPI
   MPI_Init(nullptr, nullptr);
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
@@ -427,6 +432,11 @@ void plan(const Options& o) {
     for (const auto& name : o.training_only) given += (given.empty() ? "" : ", ") + name;
     throw InputError(fmt::format("{} appl{} to training scenarios only: {} is an inference scenario", given, o.training_only.size() == 1 ? "ies" : "y",
                                  o.scenario));
+  }
+  // Sizing is not sharded: every rank would size the whole fleet and print it.
+  if (launched_processes() > 1) {
+    throw InputError(fmt::format("inference sizing runs in one process (its simulations use this machine's cores); leave out mpirun ({} processes launched)",
+                                 launched_processes()));
   }
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.sizing) throw InputError(fmt::format("{}: no 'sizing' section (gpus with prices, tp, attainment) to plan from", o.scenario));

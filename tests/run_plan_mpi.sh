@@ -21,4 +21,9 @@ cmp "$out/one/plans.csv" "$out/two/plans.csv"
 mpirun -n 2 --oversubscribe "$cli" plan "$data/plan-small.yaml" --threads 1 --results "$out/r.jsonl" --out "$out/again" >"$out/again.txt"
 grep -q '86 simulated (86 resumed)' "$out/again.txt" || { echo "rerun did not resume"; cat "$out/again.txt"; exit 1; }
 cmp "$out/one/plans.csv" "$out/again/plans.csv"
+# Inference sizing is not sharded: under mpirun it is refused (each rank had printed the whole fleet).
+if mpirun -n 2 --oversubscribe "$cli" plan "$data/sizing-small.yaml" >"$out/sizing.txt" 2>&1; then
+  echo "sizing under mpirun was not refused"; cat "$out/sizing.txt"; exit 1
+fi
+grep -q 'inference sizing runs in one process' "$out/sizing.txt" || { echo "sizing under mpirun: no reason given"; cat "$out/sizing.txt"; exit 1; }
 echo ok
