@@ -239,6 +239,8 @@ void training_plan(const Options& o) {
       for (const auto& sys : sc.search.systems) price_note += fmt::format("; {} ${:.3f}/GPU-h on {}", sys.offering, sys.price_per_gpu_hour, sys.topology->name);
     }
   }
+  // Without a token budget a plan's cost is one step's (search_plans prices the step).
+  if (sc.job.token_budget <= 0) price_note += " per step (no train_tokens to price a whole run)";
   const bool terminal = !o.json && ::isatty(2) && world.rank == 0;
   const auto start = std::chrono::steady_clock::now();
   if (terminal) {
