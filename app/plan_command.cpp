@@ -75,7 +75,8 @@ nlohmann::json to_json(const models::InferenceScenario& sc, const models::Sizing
   nlohmann::json cands = nlohmann::json::array();
   for (const auto& c : r.candidates) {
     nlohmann::json k = {{"gpu", c.gpu},         {"node", c.node},
-                        {"tp", c.tp},           {"replicas", c.replicas},
+                        {"tp", c.tp},           {"pp", c.pp},
+                        {"replicas", c.replicas},
                         {"prefill", c.prefill}, {"decode", c.decode},
                         {"gpus", c.gpus},       {"cost_per_hour", c.cost_per_hour},
                         {"feasible", c.feasible}, {"attainment", c.attainment}};
@@ -102,20 +103,38 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   std::string out = fmt::format("{}: sizing for {:.3g} req/s ({}), SLO {} for {:.0f}% of requests\n", sc.name, r.rate, served, slo_text(sc.slo),
                                 100 * r.attainment);
   using A = reports::TextTable::Align;
-  reports::TextTable t({"gpu", "TP", "layout", "GPUs", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "out tok/s", "verdict"},
-                       {A::left, A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left});
+  // The node template where offers differ in it (the same GPU may come in two); PP where replicas pipeline.
+  bool nodes_differ = false;
+  for (const auto& o : sc.sizing->offers) nodes_differ = nodes_differ || o.node.name != sc.sizing->offers.front().node.name;
+  const bool pipelined = sc.replica.pp > 1;
+  std::vector<std::string> head{"gpu"};
+  std::vector<A> align{A::left};
+  if (nodes_differ) {
+    head.emplace_back("node");
+    align.push_back(A::left);
+  }
+  for (const char* h : {"TP", "layout", "GPUs", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "out tok/s", "verdict"}) head.emplace_back(h);
+  for (A a : {A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left}) align.push_back(a);
+  if (pipelined) head[nodes_differ ? 2 : 1] = "TP x PP";
+  reports::TextTable t(head, align);
   for (const auto& c : r.candidates) {
     const bool ran = c.attainment >= 0;
-    t.add_row({c.gpu, std::to_string(c.tp), ran ? layout(c) : "-", ran ? std::to_string(c.gpus) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
+    std::vector<std::string> row{c.gpu};
+    if (nodes_differ) row.push_back(c.node);
+    row.push_back(pipelined ? fmt::format("{} x {}", c.tp, c.pp) : std::to_string(c.tp));
+    for (std::string& cell : std::vector<std::string>{ran ? layout(c) : "-", ran ? std::to_string(c.gpus) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
                ran ? fmt::format("{:.3f}", c.cost_per_million_output_tokens) : "-", ran ? fmt::format("{:.1f}%", 100 * c.attainment) : "-",
                ran ? fmt::format("{:.0f}", c.metrics.ttft.p90 * 1e3) : "-", ran ? fmt::format("{:.1f}", c.metrics.tpot.p90 * 1e3) : "-",
-               ran ? fmt::format("{:.0f}", c.metrics.output_throughput) : "-", c.feasible ? "meets" : c.reason});
+               ran ? fmt::format("{:.0f}", c.metrics.output_throughput) : "-", c.feasible ? "meets" : c.reason}) {
+      row.push_back(std::move(cell));
+    }
+    t.add_row(row);
   }
   out += t.render("  ");
   if (!r.candidates.empty() && r.candidates.front().feasible) {
     const auto& c = r.candidates.front();
-    out += fmt::format("cheapest: {} x {} at TP {} ({}), {} GPUs, ${:.2f}/hour, ${:.3f} per million output tokens\n", c.gpu, c.node, c.tp, layout(c), c.gpus,
-                       c.cost_per_hour, c.cost_per_million_output_tokens);
+    out += fmt::format("cheapest: {} x {} at TP {}{} ({}), {} GPUs, ${:.2f}/hour, ${:.3f} per million output tokens\n", c.gpu, c.node, c.tp,
+                       c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout(c), c.gpus, c.cost_per_hour, c.cost_per_million_output_tokens);
   } else {
     out += "cheapest: none of the configurations meets the SLO (raise max_gpus, relax the SLO, or offer other GPUs)\n";
   }
@@ -128,9 +147,9 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
 }
 
 std::string to_csv(const models::SizingResult& r) {
-  std::string csv = "gpu,node,tp,replicas,prefill,decode,gpus,cost_per_hour,cost_per_million_output_tokens,attainment,feasible,ttft_p90_s,tpot_p90_s,output_tokens_per_s\n";
+  std::string csv = "gpu,node,tp,pp,replicas,prefill,decode,gpus,cost_per_hour,cost_per_million_output_tokens,attainment,feasible,ttft_p90_s,tpot_p90_s,output_tokens_per_s\n";
   for (const auto& c : r.candidates) {
-    csv += fmt::format("{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f}\n", c.gpu, c.node, c.tp, c.replicas, c.prefill, c.decode, c.gpus,
+    csv += fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f}\n", c.gpu, c.node, c.tp, c.pp, c.replicas, c.prefill, c.decode, c.gpus,
                        c.cost_per_hour, c.cost_per_million_output_tokens, c.attainment, c.feasible ? 1 : 0, c.metrics.ttft.p90, c.metrics.tpot.p90,
                        c.metrics.output_throughput);
   }

@@ -42,6 +42,7 @@ class Sizer {
     c.gpu = offer.node.gpu.name;
     c.node = offer.node.name;
     c.tp = tp;
+    c.pp = sc_.replica.pp;
     c.replicas = replicas;
     c.prefill = prefill;
     c.decode = prefill > 0 ? replicas - prefill : 0;
@@ -169,6 +170,7 @@ SizingResult size_fleet(const InferenceScenario& sc) {
         c.gpu = offer.node.gpu.name;
         c.node = offer.node.name;
         c.tp = tp;
+        c.pp = sc.replica.pp;
         c.attainment = -1;
         c.reason = why;
         out.candidates.push_back(c);

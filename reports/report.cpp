@@ -1017,13 +1017,16 @@ class Builder {
         // A fleet is its GPU, node, TP and replicas: two offers of one GPU on different nodes differ.
         const std::string gpu = c.contains("node") ? fmt::format("{} on {}", str(c, "gpu"), str(c, "node")) : str(c, "gpu");
         const std::string layout = split ? fmt::format("{} ({}+{})", fmt_num(replicas), fmt_num(num(c, "prefill")), fmt_num(num(c, "decode"))) : fmt_num(replicas);
-        t.rows.push_back({gpu, fmt_num(num(c, "tp")), ran ? layout : "-", ran ? fmt_num(num(c, "gpus")) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
+        // Replicas of several pipeline stages say so (sizing.json before the pp field had none).
+        const double pp = num(c, "pp", 1);
+        const std::string tp = pp > 1 ? fmt::format("{} (PP {})", fmt_num(num(c, "tp")), fmt_num(pp)) : fmt_num(num(c, "tp"));
+        t.rows.push_back({gpu, tp, ran ? layout : "-", ran ? fmt_num(num(c, "gpus")) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
                           c.value("feasible", false) ? "meets the SLO" : str(c, "reason", "misses the SLO")});
         if (ran) {
           const std::string fleet = split ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
                                           : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
-          const std::string subject = fmt::format("{}: {} TP{}, {}", str(d, "scenario"), gpu, fmt_num(num(c, "tp")), fleet);
+          const std::string subject = fmt::format("{}: {} TP{}{}, {}", str(d, "scenario"), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet);
           csv("sizing", subject, "gpus", num(c, "gpus"), "GPUs");
           csv("sizing", subject, "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
           csv("sizing", subject, "cost_per_million_output_tokens", num(c, "cost_per_million_output_tokens"), "USD");

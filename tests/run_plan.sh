@@ -12,7 +12,13 @@ trap 'rm -rf "$out"' EXIT
 "$cli" plan "$data/sizing-small.yaml" --out "$out/b" >/dev/null
 grep -q '^cheapest: H100-SXM5-80GB x dgx-h100 at TP 1' "$out/a.txt" || { echo "no cheapest line"; cat "$out/a.txt"; exit 1; }
 grep -q '"cheapest"' "$out/a/sizing.json" || { echo "sizing.json has no cheapest"; exit 1; }
-head -n 1 "$out/a/sizing.csv" | grep -q '^gpu,node,tp,replicas,prefill,decode,gpus,cost_per_hour' || { echo "bad CSV header"; exit 1; }
+head -n 1 "$out/a/sizing.csv" | grep -q '^gpu,node,tp,pp,replicas,prefill,decode,gpus,cost_per_hour' || { echo "bad CSV header"; exit 1; }
+grep -q '^  gpu  *node  *TP  *layout' "$out/a.txt" || { echo "no node column though the offers' nodes differ"; cat "$out/a.txt"; exit 1; }
+# Replicas of two pipeline stages: the table, the cheapest line and the CSV say PP (a probe found none did).
+sed 's/serving: {tp: 1, replicas: 1}/serving: {tp: 1, pp: 2, replicas: 1}/; s/tp: \[1, 2\]/tp: [1]/' "$data/sizing-small.yaml" >"$out/pp.yaml"
+"$cli" plan "$out/pp.yaml" --out "$out/pp" >"$out/pp.txt"
+grep -q 'TP x PP' "$out/pp.txt" && grep -q '^cheapest: .* at TP 1 x PP 2 ' "$out/pp.txt" || { echo "PP 2 not shown"; cat "$out/pp.txt"; exit 1; }
+sed -n 2p "$out/pp/sizing.csv" | grep -q '^[^,]*,[^,]*,1,2,' || { echo "CSV row has no pp 2"; cat "$out/pp/sizing.csv"; exit 1; }
 [ "$(wc -l <"$out/a/sizing.csv")" -eq 5 ] || { echo "expected 4 candidates"; exit 1; }
 cmp "$out/a/sizing.json" "$out/b/sizing.json"
 cmp "$out/a/sizing.csv" "$out/b/sizing.csv"

@@ -21,6 +21,7 @@ struct SizingCandidate {
   std::string gpu;                 // hardware profile name
   std::string node;                // node template name
   int tp = 1;
+  int pp = 1;                      // the scenario's pipeline stages per replica (not searched)
   int replicas = 0;                // aggregated: replicas; disaggregated: prefill + decode
   int prefill = 0, decode = 0;     // disaggregated pools (0 when aggregated)
   int gpus = 0;
