@@ -414,13 +414,31 @@ void training_plan(const Options& o) {
       if (it != by_cost.end()) per_system.push_back(*it);
     }
     table("cheapest on each topology:", per_system, per_system.size());
+    // A system where nothing was simulated would otherwise be missing from that table without a word.
+    for (std::size_t k = 0; k < r.systems.size(); ++k) {
+      std::size_t constraint = 0, memory = 0, pruned = 0, simulated = 0;
+      for (const auto& x : r.outcomes) {
+        if (x.plan.system != static_cast<int>(k)) continue;
+        switch (x.status) {
+          case models::PlanOutcome::Status::simulated: ++simulated; break;
+          case models::PlanOutcome::Status::constraint: ++constraint; break;
+          case models::PlanOutcome::Status::memory: ++memory; break;
+          case models::PlanOutcome::Status::bound: ++pruned; break;
+        }
+      }
+      if (simulated > 0) continue;
+      std::cout << fmt::format("  no plan simulated on {}: of its {} plans, {} break a constraint, {} do not fit in memory, {} were pruned by the bound\n",
+                               r.systems[k].topology->name, constraint + memory + pruned, constraint, memory, pruned);
+    }
   }
   // The scenario's own plan (always in the space), and why the others lose.
   const auto ranked = std::find(by_time.begin(), by_time.end(), r.own);
   if (ranked != by_time.end()) {
     const std::size_t n = static_cast<std::size_t>(ranked - by_time.begin());
-    std::cout << fmt::format("the scenario's plan ranks {} of {} simulated{}\n", n + 1, by_time.size(),
-                             n == 0 ? "" : fmt::format("; the fastest is {:.1f}% faster", 100 * (1 - r.outcomes[by_time[0]].step_s / r.outcomes[by_time[n]].step_s)));
+    std::cout << fmt::format("the scenario's plan ranks {} of {} simulated{}{}\n", n + 1, by_time.size(),
+                             n == 0 ? "" : fmt::format("; the fastest is {:.1f}% faster", 100 * (1 - r.outcomes[by_time[0]].step_s / r.outcomes[by_time[n]].step_s)),
+                             // A pruned plan cannot reach the top K, but it may well beat the scenario's.
+                             r.bound > 0 && n > 0 ? fmt::format(" (the {} plans the bound pruned are not ranked: some may be faster than it)", r.bound) : "");
   } else {
     const auto& x = r.outcomes[r.own];
     std::cout << fmt::format("the scenario's plan ({}) is not simulated: {}\n", r.text(x), r.reason(x));

@@ -86,6 +86,12 @@ status=0
 [ "$status" -eq 2 ] && grep -q "its directory $out/missing does not exist" "$out/missing.err" || { echo "--results in a missing directory: status $status"; cat "$out/missing.err"; exit 1; }
 # Training options on an inference scenario: refused (status 2, naming them), not ignored.
 status=0
+# A system where no plan runs is named under "cheapest on each topology" (a probe found it left out);
+# with --bound, the scenario's rank says that pruned plans are not ranked.
+"$cli" plan "$data/plan-fp8-two-gpus.yaml" --bound 2 >"$out/fp8.txt"
+grep -q '^  no plan simulated on a100: of its 18 plans, 18 break a constraint' "$out/fp8.txt" || { echo "the A100 system is not named"; cat "$out/fp8.txt"; exit 1; }
+"$cli" plan "$data/plan-small.yaml" --bound 1 >"$out/bound1.txt"
+grep -q "^the scenario's plan ranks [0-9]* of [0-9]* simulated.*(the [0-9]* plans the bound pruned are not ranked" "$out/bound1.txt" || { echo "rank without the pruning caveat"; cat "$out/bound1.txt"; exit 1; }
 "$cli" plan "$data/sizing-small.yaml" --bound 3 --top 4 >/dev/null 2>"$out/training-only.err" || status=$?
 [ "$status" -eq 2 ] && grep -q -- "--bound, --top apply to training scenarios only" "$out/training-only.err" || { echo "--bound on an inference scenario: status $status"; cat "$out/training-only.err"; exit 1; }
 status=0
