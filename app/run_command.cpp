@@ -1,6 +1,7 @@
 #include "run_command.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -34,6 +35,12 @@ struct Options {
 };
 
 double gib(Bytes b) { return b.value() / double(1ull << 30); }
+
+// A rate to `decimals` places, or to three significant figures where that would round it away (a
+// tiny model's 0.1 tokens/s is not 0).
+std::string rate_text(double v, int decimals) {
+  return v >= 100 * std::pow(10.0, -decimals) ? fmt::format("{:.{}f}", v, decimals) : fmt::format("{:.3g}", v);
+}
 
 std::string plan_summary(const models::TrainingJob& job) {
   const auto& p = job.plan;
@@ -130,7 +137,7 @@ nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
     j["train"] = {{"tokens", sc.job.token_budget}, {"seconds", r.time_to_train.value()}, {"days", r.time_to_train.value() / 86400.0},
                   {"gpu_hours", r.gpu_hours}};
   }
-  j["simulation"] = {{"tasks", r.tasks}, {"events", r.stats.events}, {"flows", r.stats.flows}};
+  j["simulation"] = {{"tasks", r.tasks}, {"events", r.stats.events}, {"flows", r.stats.flows}, {"folded", r.folded}};
   j["notes"] = r.notes;
   j["ops"] = {{"embedding", ops_json(r.embedding_ops)}, {"head", ops_json(r.head_ops)}};
   if (!r.layer_ops.empty()) j["ops"]["layer"] = ops_json(r.layer_ops);
@@ -147,7 +154,7 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
                      sc.job.model.seq_len, r.micro_batches, r.micro_batches == 1 ? "" : "es", sc.job.micro_batch);
   out += "\n";
   out += fmt::format("  step time         {:.3f} s\n", r.step_time.value());
-  out += fmt::format("  throughput        {:.0f} tokens/s ({:.1f} per GPU)\n", r.tokens_per_s, r.tokens_per_s / r.gpus);
+  out += fmt::format("  throughput        {} tokens/s ({} per GPU)\n", rate_text(r.tokens_per_s, 0), rate_text(r.tokens_per_s / r.gpus, 1));
   out += fmt::format("  MFU / HFU         {:.1f}% / {:.1f}%\n", 100 * r.mfu, 100 * r.hfu);
   out += fmt::format("  model TFLOP/s     {:.1f} per GPU\n", r.tflops_per_gpu);
   out += "\nstep breakdown (mean over pipeline stages)\n";
@@ -181,7 +188,7 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
     out += fmt::format("\ntime to train {:.4g} tokens: {}, {:.0f} GPU-hours\n", sc.job.token_budget, days_text(r.time_to_train), r.gpu_hours);
   }
   for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
-  out += fmt::format("simulated: {} tasks, {} events, {} flows\n", r.tasks, r.stats.events, r.stats.flows);
+  out += fmt::format("simulated: {} tasks, {} events, {} flows{}\n", r.tasks, r.stats.events, r.stats.flows, r.folded ? "" : " (--no-fold: every rank)");
   return out;
 }
 

@@ -742,6 +742,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   result.step_time = Seconds(step);
   result.stats = sim.stats();
   result.tasks = graph.size();
+  result.folded = options.fold;
 
   // ---- breakdown: stage timelines of replica 0, averaged over stages
   // The optimizer's barrier waits for every stage's compute and every gradient reduction. The part

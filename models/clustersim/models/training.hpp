@@ -279,6 +279,7 @@ struct TrainingResult {
   int gpus = 0;
   sim::RunStats stats;
   std::size_t tasks = 0;
+  bool folded = true;         // TrainingOptions::fold: representatives and shadows, or every rank
   std::string trace;          // Chrome/Perfetto JSON when asked
   std::vector<std::string> notes;
   // Per-operation times of one micro-batch on one rank: a dense layer, an MoE layer (MoE models)
