@@ -382,7 +382,7 @@ void training_plan(const Options& o) {
   using A = reports::TextTable::Align;
   const auto table = [&](const char* title, const std::vector<std::size_t>& order, std::size_t k) {
     std::cout << title << "\n";
-    reports::TextTable t({"#", "plan", "GPUs", "step s", "MFU", "tokens/s", budget ? "days" : "-", "cost", "compute", "TP", "DP", "PP+bubble", "GiB/GPU"},
+    reports::TextTable t({"#", "plan", "GPUs", "step s", "MFU", "tokens/s", "days", budget ? "cost" : "cost/step", "compute", "TP", "DP", "PP+bubble", "GiB/GPU"},
                          {A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right});
     for (std::size_t n = 0; n < std::min(k, order.size()); ++n) {
       const auto& x = r.outcomes[order[n]];
