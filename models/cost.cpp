@@ -313,15 +313,15 @@ class RunTrial final : public sim::EventHandler {
 
   void notice() {
     ++result_.interruptions;
-    progress_ = progress();
     ++generation_;
     if (mode_ != Mode::restarting && plan_.notice >= delta_) {
       // An emergency checkpoint within the notice: nothing is lost but its write.
+      progress_ = progress();
       saved_ = progress_;
       next_checkpoint_ = saved_ + tau_;
       result_.lost += delta_;
     } else {
-      lose_work();
+      lose_work();  // takes the progress from the clock itself (taking it here first counted the segment twice)
     }
     if (plan_.elastic && active() > 1) {
       // One node goes: its data-parallel replica leaves, the others restart without it and go on.
@@ -354,8 +354,10 @@ class RunTrial final : public sim::EventHandler {
   void capacity_lost() {
     release();
     result_.lost += restart_;
-    // (1 ms past a trace's change, so that the clock's rounding cannot land just before it.)
-    double wait = trace() ? time_until(now(), true) + 1e-3 : exponential(plan_.capacity_wait, rng_);
+    // A trace's capacity goes at one of its changes, which the clock's rounding may put a hair
+    // before: read the trace 1 ms on, and come back 1 ms past its next change (else the job took
+    // the capacity straight back, held and billed it through the outage, and was interrupted again).
+    double wait = trace() ? 2e-3 + time_until(now() + 1e-3, true) : exponential(plan_.capacity_wait, rng_);
     if (plan_.deadline > 0 && !switched_ && now() + wait + on_demand_time() > plan_.deadline) {
       // Mixed: waiting for spot would leave too little time to finish on on-demand: switch now.
       switch_to_on_demand();
