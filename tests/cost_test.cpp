@@ -408,7 +408,10 @@ TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process, and a rep
   // Starting in the outage (10%) waits 5 h on average; starting within 20 h before it (20%) waits
   // 10 h less what was worked: about 2.5 h of waiting on average, as the closed form estimates.
   CHECK(e.wall_s.mean == Approx(e.expected_wall_s).epsilon(0.1));
-  CHECK(e.mean_interruptions == Approx(0.3).margin(0.06));
+  // Only the trials that start within 20 h before the outage are interrupted (the 0.3 this once
+  // expected held a second, spurious interruption of those that started in the outage, at the
+  // trace's wrap-round).
+  CHECK(e.mean_interruptions == Approx(0.2).margin(0.04));
   // Always available: no interruption, the price ratio.
   traced.preemption.availability = {{0, true}, {50 * kHour, true}};
   const auto always = estimate_costs(shorter, {on_demand(3.0), traced}, opt);
