@@ -82,6 +82,27 @@ void check_collective_samples(const hardware::HardwareProfile& base, const std::
   }
 }
 
+// GEMM samples no GPU could produce: faster than half again the profile's dense peak for their
+// dtype (a unit slip, seconds for milliseconds, gave a fit of 19 PFLOP/s on an H100 and a 1 ns
+// launch overhead). Boost clocks do not take a GPU past its datasheet peak, which is quoted at them.
+constexpr double kGemmPeakMargin = 1.5;
+
+void check_gemm_samples(const hardware::HardwareProfile& base, const std::vector<GemmSample>& samples, const std::string& from) {
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const GemmSample& s = samples[i];
+    if (!base.supports(s.dtype)) continue;  // the fit says which dtypes it cannot take
+    const double rate = s.flops() / s.seconds, peak = base.peak(s.dtype).value();
+    if (!(rate <= kGemmPeakMargin * peak)) {
+      throw InputError(fmt::format("calibrate{}: gemm[{}], {} {}x{}x{} in {}, runs at {}, more than {:g} times {}'s {} peak of {}: the sample's size or time is "
+                                   "wrong (seconds, not milliseconds?){}",
+                                   from, i, hardware::to_string(s.dtype), s.m, s.n, s.k, to_string(Seconds(s.seconds)),
+                                   std::isfinite(rate) ? to_string(FlopsPerSec(rate)) : std::string("a rate past any number"), kGemmPeakMargin, base.name,
+                                   hardware::to_string(s.dtype), to_string(FlopsPerSec(peak)),
+                                   s.dtype == hardware::Dtype::fp32 ? ", or it ran on TF32 tensor cores (record it as tf32)" : ""));
+    }
+  }
+}
+
 }  // namespace
 
 CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measurements& m, const CalibrationOptions& options) {
@@ -171,6 +192,7 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   }
 
   if (!m.gemm.empty()) {
+    check_gemm_samples(base, m.gemm, from);
     GemmFitOptions gopt = options.gemm;
     gopt.fit_memory_efficiency = gopt.fit_memory_efficiency && !memory_measured;
     r.gemm = fit_gemm(hw, m.gemm, gopt);

@@ -54,6 +54,9 @@ expect_bad() {  # expect_bad TEXT ARGS...: exit status 2 and TEXT on stderr
 expect_bad "nothing to fit"
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "bf16", "m": 64, "n": 64, "k": -1, "seconds": 1e-6}]}' >"$dir/bad.json"
 expect_bad "field 'gemm[0].k': expected a positive integer, found -1" --from "$dir/bad.json" --base h100-sxm5-80gb
+# A GEMM faster than the GPU can run (a probe's unit slip gave a 19 PFLOP/s H100 profile): refused, named.
+echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "seconds": 1e-5}]}' >"$dir/fast.json"
+expect_bad "gemm[0], bf16 4096x4096x4096 in 10 us, runs at 13.74 PFLOP/s, more than 1.5 times H100-SXM5-80GB's bf16 peak of 989.4 TFLOP/s" --from "$dir/fast.json" --base h100-sxm5-80gb
 expect_bad "--base PROFILE is needed" --from "$data/h100-cublas-waynehacking8.json"
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "fp4", "m": 64, "n": 64, "k": 64, "seconds": 1e-6}]}' >"$dir/fp4.json"
 expect_bad "fp4.json: gemm[0].dtype: expected a dtype with a peak in --base H100-SXM5-80GB, found fp4" --from "$dir/fp4.json" --base h100-sxm5-80gb
