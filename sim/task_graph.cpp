@@ -123,9 +123,13 @@ void TaskGraph::trace_links(std::vector<std::string> names) {
 }
 
 Time TaskGraph::run() {
+  // The tasks ready before any starts: a task that finishes at once (an empty transfer) readies its
+  // successors as it goes, and a scan that met them after would make them ready, and run them, twice.
+  std::vector<TaskId> ready;
   for (TaskId t = 0; t < tasks_.size(); ++t) {
-    if (tasks_[t].waiting == 0) make_ready(t);
+    if (tasks_[t].waiting == 0) ready.push_back(t);
   }
+  for (TaskId t : ready) make_ready(t);
   sim_.run();
   Time last = Time::zero();
   for (const Task& t : tasks_) {

@@ -242,6 +242,24 @@ TEST_CASE("tasks run on streams in dependency and id order", "[sim][tasks]") {
   CHECK(end == g.record(c3).end);
 }
 
+TEST_CASE("a task readied by one that finishes at once runs once", "[sim][tasks]") {
+  // Found by a probe: an empty transfer (a hierarchical all-reduce's intra-node step with one GPU a
+  // node) finished as the run began and readied its successor, which the run's scan then readied
+  // again: the successor's flows ran twice, and the collective took twice its time.
+  Simulator sim;
+  FluidNetwork net(sim, {10 * GB});
+  TaskGraph g(sim, net, 2);
+  const auto empty = g.add_transfer({0, 1}, 0, std::vector<FlowSpec>{}, "empty");
+  const auto x = g.add_transfer({0, 1}, 0, {FlowSpec{{0}, 1 * GB, Time::zero()}}, "x");
+  const auto after = g.add_transfer({0, 1}, 0, std::vector<FlowSpec>{}, "after");
+  g.depend(empty, x);
+  g.depend(x, after);
+  const Time end = g.run();
+  CHECK(sim.stats().flows == 1);
+  CHECK(g.record(x).start == Time::zero());
+  CHECK(end == Time::ms(100));
+}
+
 TEST_CASE("compute slows down while a transfer shares its GPU", "[sim][tasks]") {
   Simulator sim;
   FluidNetwork net(sim, {1 * GB});
