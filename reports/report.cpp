@@ -68,6 +68,97 @@ std::string kind_name(ReportSource::Kind k) {
   return "?";
 }
 
+// A validate --json result as validate writes it: each case typed (an ok case with its signed error,
+// measured values above zero), and a summary per kind that the cases bear out (counts, MAPE and
+// worst error, to validate's rounding of two decimals). A hand-edited file that breaks that is
+// refused, naming the field, rather than printed as "+nan%" or as a MAPE its cases do not give.
+void check_validation(const json& d, const fs::path& file) {
+  const auto shown = [](const json& v) { return v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump(); };
+  const auto fail = [&](const std::string& where, const std::string& expected, const json& v) {
+    throw InputError(fmt::format("{}: field '{}': expected {}, found {}", file.string(), where, expected, shown(v)));
+  };
+  const auto get = [&](const json& o, const std::string& at, const char* key) -> const json& {
+    if (!o.contains(key)) throw InputError(fmt::format("{}: field '{}.{}': missing", file.string(), at, key));
+    return o[key];
+  };
+  const auto finite = [](const json& v) { return v.is_number() && std::isfinite(v.get<double>()); };
+  if (!d.contains("cases") || !d["cases"].is_array()) fail("cases", "a list of cases", d.value("cases", json("missing")));
+  if (!d.contains("summary") || !d["summary"].is_object()) fail("summary", "an object of kinds", d.value("summary", json("missing")));
+  struct Tally {
+    double cases = 0, ok = 0, unsupported = 0, failed = 0, sum_abs = 0, worst = 0;
+  };
+  std::map<std::string, Tally> tally;
+  for (std::size_t i = 0; i < d["cases"].size(); ++i) {
+    const json& c = d["cases"][i];
+    const std::string at = fmt::format("cases[{}]", i);
+    if (!c.is_object()) fail(at, "an object", c);
+    for (const char* k : {"id", "kind", "status"}) {
+      const json& v = get(c, at, k);
+      if (!v.is_string() || v.get<std::string>().empty()) fail(at + "." + k, "text", v);
+    }
+    const std::string status = c["status"].get<std::string>();
+    Tally& t = tally[c["kind"].get<std::string>()];
+    ++t.cases;
+    if (status == "ok") {
+      ++t.ok;
+      const json& e = get(c, at, "error_pct");
+      if (!finite(e)) fail(at + ".error_pct", "a number", e);
+      t.sum_abs += std::abs(e.get<double>());
+      t.worst = std::max(t.worst, std::abs(e.get<double>()));
+      const json& metric = get(c, at, "primary_metric");
+      if (!metric.is_string()) fail(at + ".primary_metric", "text", metric);
+      for (const char* k : {"measured", "predicted"}) {
+        const json& values = get(c, at, k);
+        if (!values.is_object()) fail(at + "." + k, "an object of metrics", values);
+        for (const auto& [name, v] : values.items()) {
+          if (!finite(v) || v.get<double>() < 0 || (v.get<double>() == 0 && std::string_view(k) == "measured")) {
+            fail(fmt::format("{}.{}.{}", at, k, name), std::string_view(k) == "measured" ? "a positive number" : "a non-negative number", v);
+          }
+        }
+      }
+      // The error is the primary metric's, predicted against measured, in percent to two decimals.
+      const std::string name = metric.get<std::string>();
+      const json& measured = get(c["measured"], at + ".measured", name.c_str());
+      const json& predicted = get(c["predicted"], at + ".predicted", name.c_str());
+      const double implied = 100.0 * (predicted.get<double>() / measured.get<double>() - 1.0);
+      if (std::abs(implied - e.get<double>()) > 0.006) fail(at + ".error_pct", fmt::format("{:.2f}, as its measured and predicted {} give", implied, name), e);
+    } else if (status == "unsupported") {
+      ++t.unsupported;
+    } else if (status == "failed") {
+      ++t.failed;
+    } else {
+      fail(at + ".status", "ok, unsupported or failed", c["status"]);
+    }
+  }
+  for (const auto& [kind, s] : d["summary"].items()) {
+    const std::string at = "summary." + kind;
+    if (!s.is_object()) fail(at, "an object", s);
+    const Tally& t = tally.count(kind) ? tally.at(kind) : Tally{};
+    const auto count = [&](const char* key, double listed) {
+      if (!s.contains(key) && std::string_view(key) == "failed") return;  // written since 2026-11
+      const json& v = get(s, at, key);
+      if (!finite(v) || v.get<double>() != listed) fail(at + "." + key, fmt::format("{:g}, as the cases listed give", listed), v);
+    };
+    count("cases", t.cases);
+    count("ok", t.ok);
+    count("unsupported", t.unsupported);
+    count("failed", t.failed);
+    const auto figure = [&](const char* key, double from_cases, double tolerance) {
+      const json& v = get(s, at, key);
+      if (t.ok == 0) {
+        if (!v.is_null()) fail(at + "." + key, "null (no case of the kind is ok)", v);
+      } else if (!finite(v) || std::abs(v.get<double>() - from_cases) > tolerance) {
+        fail(at + "." + key, fmt::format("{:.2f}, as the ok cases' errors give", from_cases), v);
+      }
+    };
+    figure("mape_pct", t.ok > 0 ? t.sum_abs / t.ok : 0.0, 0.02);
+    figure("max_abs_error_pct", t.worst, 0.01);
+  }
+  for (const auto& [kind, t] : tally) {
+    if (!d["summary"].contains(kind)) fail("summary." + kind, fmt::format("the summary of the {:g} {} case{} listed", t.cases, kind, t.cases == 1 ? "" : "s"), json("missing"));
+  }
+}
+
 // The headline figures a report shows must be what run wrote: finite numbers, not negative (a step
 // time above zero). A hand-edited or foreign file that breaks that is refused, naming the field,
 // rather than printed as "nan s" or "-1.000 s".
@@ -178,6 +269,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
       }
     }
   }
+  if (kind == ReportSource::Kind::validation) check_validation(d, file);
   if (kind == ReportSource::Kind::training_run) {
     check(d, "", "step_time_s", true);
     for (const char* k : {"mfu", "hfu", "tokens_per_s", "tflops_per_gpu"}) check(d, "", k, false);
@@ -1092,12 +1184,16 @@ class Builder {
     }
     for (const auto* r : sources) {
       const json& d = r->data;
-      Table sum{{"kind", "cases", "ok", "unsupported", "MAPE", "worst |error|"}, {false, true, true, true, true, true}, {}};
+      Table sum{{"kind", "cases", "ok", "unsupported", "failed", "MAPE", "worst |error|"}, {false, true, true, true, true, true, true}, {}};
       for (const auto& [kind, v] : d["summary"].items()) {
-        sum.rows.push_back({kind, fmt_num(num(v, "cases")), fmt_num(num(v, "ok")), fmt_num(num(v, "unsupported", 0)), fmt::format("{:.1f}%", num(v, "mape_pct")),
-                            fmt::format("{:.1f}%", num(v, "max_abs_error_pct"))});
-        csv("accuracy", kind, "mape", num(v, "mape_pct"), "%");
-        csv("accuracy", kind, "worst_abs_error", num(v, "max_abs_error_pct"), "%");
+        // No ok case of the kind: no error to average (validate writes null), shown as "-".
+        const auto pct = [&](const char* key) { return v[key].is_number() ? fmt::format("{:.1f}%", v[key].get<double>()) : std::string("-"); };
+        sum.rows.push_back({kind, fmt_num(num(v, "cases")), fmt_num(num(v, "ok")), fmt_num(num(v, "unsupported", 0)), fmt_num(num(v, "failed", 0)),
+                            pct("mape_pct"), pct("max_abs_error_pct")});
+        if (v["mape_pct"].is_number()) {
+          csv("accuracy", kind, "mape", num(v, "mape_pct"), "%");
+          csv("accuracy", kind, "worst_abs_error", num(v, "max_abs_error_pct"), "%");
+        }
       }
       para(s, fmt::format("{}: error of the prediction against the published measurement, per case.", r->path.filename().string()));
       table(s, std::move(sum));

@@ -117,6 +117,19 @@ sed 's|"gpus": [0-9]*|"gpus": -3|' "$dir/train/summary.json" >"$dir/bad-gpus/sum
 refused "$dir/bad-gpus" "field 'gpus': expected a positive whole number, found -3" "a negative GPU count"
 sed 's|"plan": "[^"]*"|"plan": 5|' "$dir/train/summary.json" >"$dir/bad-plan/summary.json"
 refused "$dir/bad-plan" "field 'plan': expected text, found 5" "a plan that is not text"
+# A validate --json result is checked against itself (a probe's tampered files printed "+nan%", a
+# status "weird", and a MAPE or case count the cases did not give).
+acc="$dir/accuracy.json"
+sed '0,/"error_pct": [^,]*/s//"error_pct": "x"/' "$acc" >"$dir/acc-errstr.json"
+sed '0,/"status": "ok"/s//"status": "weird"/' "$acc" >"$dir/acc-status.json"
+sed 's/"mape_pct": [0-9.]*/"mape_pct": 0.01/' "$acc" >"$dir/acc-mape.json"
+sed 's/"cases": [0-9][0-9]*/"cases": 99/' "$acc" >"$dir/acc-count.json"
+sed '0,/"predicted": {/{/"predicted": {/{n;s/: [0-9.e+-]*/: 1000000000/}}' "$acc" >"$dir/acc-pred.json"
+refused "$dir/acc-errstr.json" "field 'cases\[0\].error_pct': expected a number, found 'x'" "an error that is not a number"
+refused "$dir/acc-status.json" "field 'cases\[0\].status': expected ok, unsupported or failed, found 'weird'" "an unknown status"
+refused "$dir/acc-mape.json" "mape_pct': expected [0-9.]*, as the ok cases' errors give, found 0.01" "a MAPE its cases do not give"
+refused "$dir/acc-count.json" "cases': expected [0-9]*, as the cases listed give, found 99" "a case count the cases do not give"
+refused "$dir/acc-pred.json" "field 'cases\[0\].error_pct': expected [0-9.]*, as its measured and predicted" "an error its values do not give"
 # An offering that cannot finish shows "never", not a cost of zero.
 mkdir -p "$dir/never"
 sed 's|"can_finish": true|"can_finish": false|' "$dir/cost/cost.json" >"$dir/never/cost.json"
