@@ -1,5 +1,6 @@
 #include "clustersim/validate/cases.hpp"
 
+#include <cmath>
 #include <algorithm>
 #include <map>
 #include <set>
@@ -177,7 +178,10 @@ Case read_case(const Node& node) {
     Map cm(*col);
     CollectiveSpec spec;
     spec.op = cm.choice("op", {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"});
-    spec.bytes = cm.get<double>("bytes", yaml::positive<double>());
+    // Whole bytes, as nccl-tests sizes are (1.5 or 1e-300 bytes gave a -100% error that the MAPE took in).
+    const yaml::Check<double> whole_bytes{"a whole number of bytes from 1 to 2^53",
+                                          [](double x) { return x >= 1 && x <= 0x1p53 && x == std::floor(x); }};
+    spec.bytes = cm.get<double>("bytes", whole_bytes);
     spec.algorithm = cm.choice_or("algorithm", "", {"ring", "tree", "nvls"});
     cm.finish();
     c.collective = spec;
