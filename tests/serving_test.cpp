@@ -65,6 +65,24 @@ TEST_CASE("serving: a lone request's TTFT is its prefill iteration from the roof
   CHECK(decode_step < 1.05 * weights_read + 200e-6 + (129 + 97) * hw.kernel_launch_overhead.value());
 }
 
+TEST_CASE("serving: a layer's experts run as one fused kernel per projection, so launches do not grow with the experts touched") {
+  // Found by a probe: each touched expert paid two launches; DeepSeek-V3's decode at TP 8 without
+  // EP (some 220 experts touched a layer) took 4x its time with EP at the same bytes.
+  IncludeStack includes;
+  ReplicaConfig c = llama8b();
+  c.model = load_transformer_file(resolve_part(std::string("deepseek-v3"), "models"), includes);
+  c.tp = 8;
+  c.weights = hardware::Dtype::fp8;
+  hardware::HardwareProfile hw = h100(), no_launch = h100();
+  no_launch.kernel_launch_overhead = Seconds(0);
+  const std::vector<BatchEntry> decode(64, BatchEntry{1, 2000});
+  const double with = iteration_cost(decode, c, hw).moe_layer, without = iteration_cost(decode, c, no_launch).moe_layer;
+  // The layer's kernels: attention's five GEMMs, the router, the two expert and two shared-expert
+  // GEMMs, three elementwise kernels; a handful of launches, whatever the experts touched.
+  CHECK(with - without < 16 * hw.kernel_launch_overhead.value());
+  CHECK(with > without);
+}
+
 TEST_CASE("serving: int4 weights speed up the weight reads of decoding, not compute-bound prefill") {
   const auto hw = h100();
   ReplicaConfig bf16 = llama8b(), int4 = llama8b();
