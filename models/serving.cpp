@@ -1,6 +1,7 @@
 #include "clustersim/models/serving.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <deque>
@@ -1249,8 +1250,13 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
     r.trace_line = number;
     try {
       std::size_t used = 0;
-      r.arrival = std::stod(a, &used);
-      if (used != a.size() || !(r.arrival >= 0) || !(r.arrival <= kMaxArrivalSeconds)) throw std::invalid_argument("arrival");
+      // A decimal number (std::stod also took hexadecimal, 0x10 as 16 s), spaces around it allowed.
+      const std::size_t first = a.find_first_not_of(' '), last = a.find_last_not_of(' ');
+      const std::string_view digits = first == std::string::npos ? std::string_view() : std::string_view(a).substr(first, last - first + 1);
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), r.arrival);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || !(r.arrival >= 0) || !(r.arrival <= kMaxArrivalSeconds)) {
+        throw std::invalid_argument("arrival");
+      }
       r.prompt_tokens = std::stoi(p, &used);
       if (used != p.size() || r.prompt_tokens < 1) throw std::invalid_argument("prompt");
       r.output_tokens = std::stoi(o, &used);
@@ -1260,7 +1266,6 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
         if (used != pid.size() || r.prefix_id < -1) throw std::invalid_argument("prefix_id");
         r.prefix_tokens = std::stoi(ptok, &used);
         if (used != ptok.size() || r.prefix_tokens < 0 || r.prefix_tokens > r.prompt_tokens) throw std::invalid_argument("prefix_tokens");
-        if (r.prefix_id < 0) r.prefix_tokens = 0;
       }
     } catch (const std::exception&) {
       throw InputError(where(number), "row",
@@ -1268,6 +1273,10 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
                                                  "than the prompt", kMaxArrivalSeconds)
                                    : fmt::format("an arrival time from 0 to {:.3g} s and two token counts >= 1", kMaxArrivalSeconds),
                        "'" + line + "'");
+    }
+    if (r.prefix_id < 0 && r.prefix_tokens != 0) {
+      // Prefix id -1 is no shared prefix: a length for it would be silently dropped.
+      throw InputError(where(number), "prefix_tokens", "0 with prefix id -1 (no shared prefix)", ptok);
     }
     if (!out.empty() && r.arrival < out.back().arrival) {
       throw InputError(where(number), "arrival_s", fmt::format("a time no earlier than the previous row's ({})", out.back().arrival), a);

@@ -368,7 +368,8 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       if (kind == "poisson" || kind == "gamma") {
         p.kind = kind == "poisson" ? ArrivalProcess::Kind::poisson : ArrivalProcess::Kind::gamma;
         p.rate = a.get<double>("rate", yaml::positive<double>());
-        if (kind == "gamma") p.burstiness = a.get<double>("burstiness", yaml::positive<double>());
+        // vLLM's gamma shape: below 0.01 (inter-arrival CV past 10) every arrival collapses onto t = 0.
+        if (kind == "gamma") p.burstiness = a.get<double>("burstiness", yaml::in_range(0.01, 1e6, "a burstiness from 0.01 (a coefficient of variation of 10) to 1e6"));
       } else {
         p.kind = ArrivalProcess::Kind::offline;
         if (kind == "closed-loop") sc.closed_loop = ClosedLoop{a.get<int>("concurrency", yaml::positive<int>())};
