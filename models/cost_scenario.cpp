@@ -105,8 +105,9 @@ Offering read_offering(const yaml::Node& node) {
   };
   if (auto s = only("spot", Pricing::spot)) {
     yaml::Map sm(*s);
-    if (auto p = sm.find("preemption")) {
-      yaml::Map pm(*p);
+    // Required: without it the market was silently one that never preempts (kind: none says so).
+    {
+      yaml::Map pm(sm.at("preemption", "a preemption map (kind: poisson, weibull, trace, or none for a market that never preempts)"));
       const std::string kind = pm.choice("kind", {"poisson", "weibull", "trace", "none"});
       if (kind == "poisson") {
         o.preemption.kind = PreemptionProcess::Kind::poisson;
@@ -152,6 +153,9 @@ Offering read_offering(const yaml::Node& node) {
     om.finish();
   } else if (o.pricing == Pricing::owned) {
     m.at("owned", "an owned map (capex_per_gpu, lifetime_years, power_per_gpu, price_per_kwh, utilisation)");
+  }
+  if (o.pricing == Pricing::spot && !m.find("spot")) {
+    m.at("spot", "a spot map with its preemption (kind: poisson, weibull, trace, or none for a market that never preempts), notice and capacity_wait");
   }
   m.finish();
   return o;
