@@ -293,7 +293,12 @@ void run(const Options& o) {
   for (const char* kind : {"training", "inference", "gemm", "collective"}) {
     auto it = summary.find(kind);
     if (it == summary.end()) continue;
-    std::cout << fmt::format("{} ({}, {})\n", kind, validate::primary_metric(kind), it->second.cases == 1 ? "1 case" : fmt::format("{} cases", it->second.cases));
+    // The kind's metric, and any other a case of it is compared on (a serving case with latencies only).
+    std::vector<std::string> metrics{validate::primary_metric(kind)};
+    for (const auto& r : results) {
+      if (r.kind == kind && r.status == "ok" && std::find(metrics.begin(), metrics.end(), r.primary_metric) == metrics.end()) metrics.push_back(r.primary_metric);
+    }
+    std::cout << fmt::format("{} ({}, {})\n", kind, fmt::join(metrics, "; "), it->second.cases == 1 ? "1 case" : fmt::format("{} cases", it->second.cases));
     // The defaults a case took (or why it did not run) are long and shared by many cases: numbered
     // notes under the table keep it narrow.
     TextTable table({"id", "predicted", "measured", "error %", "defaults / reason"},

@@ -148,7 +148,8 @@ void read_workload(const Node& node, InferenceSpec& s) {
 Case read_case(const Node& node) {
   Map m(node);
   Case c;
-  c.id = m.get<std::string>("id");
+  // An id names the case in every table and in --plans: empty, it printed a blank row.
+  c.id = m.get<std::string>("id", yaml::Check<std::string>{"a case id (not empty)", [](const std::string& s) { return !s.empty(); }});
   c.kind = m.choice("kind", {"training", "inference", "gemm", "collective"});
   c.source = m.get<std::string>("source");
   c.confidence = m.choice_or("confidence", "exact", {"exact", "derived-from-tflops", "derived-from-tokens-per-s", "secondary"});
