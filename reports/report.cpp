@@ -527,6 +527,15 @@ class Builder {
     spec["id"] = fmt::format("chart-{}", ++doc_.charts);
     s.blocks.push_back({Block::Kind::chart, str(spec, "title"), {}, std::move(data), std::move(spec)});
   }
+  // A result's subject in the CSV: its scenario's name, and its file where another result of the
+  // same kind has that name too (two runs of one scenario at other plans), so that no two rows share
+  // a section, subject and metric.
+  std::string who_of(const ReportSource& r) const {
+    const std::string name = str(r.data, "scenario");
+    const auto same = std::count_if(sources_.begin(), sources_.end(), [&](const ReportSource& o) { return o.kind == r.kind && str(o.data, "scenario") == name; });
+    return same > 1 ? fmt::format("{} ({})", name, r.path.string()) : name;
+  }
+
   void csv(const std::string& section, const std::string& subject, const std::string& metric, double value, const std::string& unit) {
     doc_.csv.push_back({section, subject, metric, std::isfinite(value) ? fmt::format("{:.9g}", value) : "", unit});
   }
@@ -582,7 +591,7 @@ class Builder {
     for (const auto* r : of(ReportSource::Kind::training_run)) {
       any = true;
       const json& d = r->data;
-      const std::string who = str(d, "scenario");
+      const std::string who = who_of(*r);
       Table t{{"metric", "value"}, {false, true}, {}};
       const auto row = [&](const std::string& m, const std::string& v) { t.rows.push_back({m, v}); };
       row("step time", fmt::format("{:.3f} s", num(d, "step_time_s")));
@@ -610,7 +619,7 @@ class Builder {
     for (const auto* r : of(ReportSource::Kind::inference_run)) {
       any = true;
       const json& d = r->data;
-      const std::string who = str(d, "scenario");
+      const std::string who = who_of(*r);
       Table t{{"metric", "mean", "median", "P90", "P99"}, {false, true, true, true, true}, {}};
       for (const char* k : {"ttft", "tpot", "itl", "e2e_latency", "queueing_delay"}) {
         if (!d.contains(k)) continue;
@@ -632,7 +641,7 @@ class Builder {
       any = true;
       const json& d = r->data;
       Table t{{"offering", "pricing", "$/GPU-h", "expected cost", "expected days", "finishes"}, {false, false, true, true, true, true}, {}};
-      const std::string who = str(d, "scenario");
+      const std::string who = who_of(*r);
       for (const json& o : d["offerings"]) {
         // An offering that cannot finish (interruptions so frequent that the expected wall time
         // reaches the trials' cap) has no cost or finish time: say so rather than print zeros.
@@ -686,9 +695,9 @@ class Builder {
         values[k].push_back(v);
       }
     };
-    for (const auto* r : of(ReportSource::Kind::training_run)) add(fmt::format("{}: {}", str(r->data, "scenario"), short_plan(str(r->data, "plan"))), r->data["breakdown_s"]);
+    for (const auto* r : of(ReportSource::Kind::training_run)) add(fmt::format("{}: {}", who_of(*r), short_plan(str(r->data, "plan"))), r->data["breakdown_s"]);
     for (const auto* r : of(ReportSource::Kind::plans)) {
-      for (const json* p : fastest_plans(r->data, 10)) add(fmt::format("{}: {}", str(r->data, "scenario"), str(*p, "plan")), p->value("breakdown_s", json::object()));
+      for (const json* p : fastest_plans(r->data, 10)) add(fmt::format("{}: {}", who_of(*r), str(*p, "plan")), p->value("breakdown_s", json::object()));
     }
     if (categories.empty()) {
       missing(s, "No training run or plan search: the breakdown needs one (clustersim run --out, or plan --out on a training scenario).");
@@ -748,7 +757,7 @@ class Builder {
       }
       t.header.push_back("total (GiB)");
       t.numeric.push_back(true);
-      const std::string who = str(r->data, "scenario");
+      const std::string who = who_of(*r);
       std::size_t i = 0;
       for (const json& st : m["stages"]) {
         categories.push_back(fmt::format("stage {}", st.value("stage", static_cast<int>(i))));
@@ -780,7 +789,7 @@ class Builder {
       const json& d = r->data;
       if (!d.contains("scaling") || d["scaling"].size() < 2) continue;
       any = true;
-      scaling_chart(s, str(d, "scenario"), str(d, "scenario") + ": the plan's data-parallel degree varied, the global batch kept", d["scaling"], "plan");
+      scaling_chart(s, who_of(*r), who_of(*r) + ": the plan's data-parallel degree varied, the global batch kept", d["scaling"], "plan");
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
       // The fastest simulated plan at each GPU count.
@@ -797,7 +806,7 @@ class Builder {
       for (const auto& [g, p] : best) {
         points.push_back({{"gpus", g}, {"step_s", num(*p, "step_s")}, {"mfu", num(*p, "mfu")}, {"days", num(*p, "time_to_train_days")}, {"plan", str(*p, "plan")}});
       }
-      scaling_chart(s, str(r->data, "scenario"), str(r->data, "scenario") + ": the fastest plan found at each GPU count", points, "plan");
+      scaling_chart(s, who_of(*r), who_of(*r) + ": the fastest plan found at each GPU count", points, "plan");
     }
     if (!any) {
       missing(s, "No scaling data: `clustersim run SCENARIO --report DIR` simulates the plan at other data-parallel degrees, and a plan search over several GPU counts "
@@ -845,7 +854,7 @@ class Builder {
     }
     for (const auto* r : sources) {
       const json& d = r->data;
-      const std::string who = str(d, "scenario");
+      const std::string who = who_of(*r);
       const bool days = !d["plans"].empty() && d["plans"].front().contains("time_to_train_days");
       const std::vector<const json*> all = fastest_plans(d, SIZE_MAX);
       const std::vector<const json*> by_time(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(all.size(), 10)));
@@ -908,7 +917,7 @@ class Builder {
     }
     for (const auto* r : sources) {
       const json& d = r->data;
-      const std::string who = str(d, "scenario");
+      const std::string who = who_of(*r);
       Table t{{"offering", "pricing", "cost P50", "cost P90", "days P50", "days P90", "interruptions (mean)"}, {false, false, true, true, true, true, true}, {}};
       std::vector<std::string> names;
       std::vector<double> p50, spread;
@@ -1035,7 +1044,7 @@ class Builder {
     }
     for (const auto* r : sources) {
       const json& d = r->data;
-      const std::string who = str(d, "scenario");
+      const std::string who = who_of(*r);
       const auto req = read_csv(r->path.parent_path() / "requests.csv");
       if (req) {
         json series = json::array();
@@ -1118,7 +1127,7 @@ class Builder {
         if (ran) {
           const std::string fleet = split ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
                                           : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
-          const std::string subject = fmt::format("{}: {} TP{}{}, {}", str(d, "scenario"), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet);
+          const std::string subject = fmt::format("{}: {} TP{}{}, {}", who_of(*r), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet);
           csv("sizing", subject, "gpus", num(c, "gpus"), "GPUs");
           csv("sizing", subject, "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
           csv("sizing", subject, "cost_per_million_output_tokens", num(c, "cost_per_million_output_tokens"), "USD");

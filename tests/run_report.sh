@@ -117,6 +117,13 @@ sed 's|"gpus": [0-9]*|"gpus": -3|' "$dir/train/summary.json" >"$dir/bad-gpus/sum
 refused "$dir/bad-gpus" "field 'gpus': expected a positive whole number, found -3" "a negative GPU count"
 sed 's|"plan": "[^"]*"|"plan": 5|' "$dir/train/summary.json" >"$dir/bad-plan/summary.json"
 refused "$dir/bad-plan" "field 'plan': expected text, found 5" "a plan that is not text"
+# Two results of one scenario (runs at two plans) keep their CSV rows apart: no section, subject and
+# metric twice (a probe found 14 such keys).
+mkdir -p "$dir/train-copy"
+cp "$dir/train/summary.json" "$dir/train-copy/summary.json"
+"$cli" report "$dir/train" "$dir/train-copy" --out "$dir/twice" >/dev/null
+dups=$(tail -n +2 "$dir/twice/report.csv" | awk -F, '{print $1 FS $2 FS $3}' | sort | uniq -d | head -3)
+[ -z "$dups" ] || { echo "report.csv repeats keys: $dups"; exit 1; }
 # A validate --json result is checked against itself (a probe's tampered files printed "+nan%", a
 # status "weird", and a MAPE or case count the cases did not give).
 acc="$dir/accuracy.json"
