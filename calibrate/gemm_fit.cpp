@@ -302,9 +302,21 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
 
   for (Dtype d : layout.dtypes) {
     if (hw.gemm.max_efficiency.at(d) >= 0.999) {
-      fit.notes.push_back(fmt::format("{} max_efficiency reached its bound of 1: the measurements are as fast as or faster than the "
-                                      "profile's {} peak; check the peak",
-                                      hardware::to_string(d), to_string(base.peak(d))));
+      // Either the samples run at the peak, or the fit traded a ceiling of 1 against a long K-loop
+      // ramp (a large k_half) that their shapes cannot tell apart: say which.
+      double fastest = 0;
+      for (const GemmSample& g : samples) {
+        if (g.dtype == d) fastest = std::max(fastest, g.flops() / g.seconds / base.peak(d).value());
+      }
+      if (fastest >= 0.9) {
+        fit.notes.push_back(fmt::format("{} max_efficiency reached its bound of 1: the fastest measurement runs at {:.0f}% of the profile's {} peak; "
+                                        "check the peak",
+                                        hardware::to_string(d), 100 * fastest, to_string(base.peak(d))));
+      } else {
+        fit.notes.push_back(fmt::format("{} max_efficiency reached its bound of 1 with k_half {:.0f}: the fastest measurement runs at {:.0f}% of the "
+                                        "{} peak, and the shapes measured cannot tell a lower ceiling from a slower K-loop ramp (measure larger K)",
+                                        hardware::to_string(d), hw.gemm.k_half_for(d), 100 * fastest, to_string(base.peak(d))));
+      }
     }
   }
   if (!layout.fit_overhead) {
