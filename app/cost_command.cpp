@@ -174,6 +174,7 @@ void training_cost(const Options& o) {
                                                           : "no cheaper than on-demand unpreempted";
     }
     if (e.break_even_utilisation) even = fmt::format("utilisation {:.0f}%", 100 * *e.break_even_utilisation);
+    if (e.pricing == models::Pricing::spot && even.empty()) even = "-";  // Weibull lifetimes, traces: no single rate to solve for
     if (e.pricing == models::Pricing::mixed) even = fmt::format("{:.0f}% on on-demand", 100 * e.on_demand_fraction);
     // A mixed row pays the spot price until it falls back, then the on-demand one.
     const std::string price = e.pricing == models::Pricing::mixed ? fmt::format("{:.3f}/{:.3f}", e.price_per_gpu_hour, e.fallback_price_per_gpu_hour)
@@ -191,7 +192,8 @@ void training_cost(const Options& o) {
     std::cout << "note: elastic: no spot offering preempts nodes one at a time (Poisson, not zone-wide) to shrink on\n";
   }
   std::cout << "break-even: against the cheapest on-demand offering; spot: the preemption rate (per node-hour, or per zone-hour when\n"
-               "  the zone fails together) at which it costs as much; owned: the utilisation at which a GPU-hour costs as much\n";
+               "  the zone fails together) at which it costs as much (Poisson preemptions only: '-' for Weibull lifetimes, traces and\n"
+               "  none); owned: the utilisation at which a GPU-hour costs as much\n";
   if (std::any_of(rows.begin(), rows.end(), [](const auto& e) { return e.pricing == models::Pricing::mixed; })) {
     std::cout << "mixed: spot until the deadline needs on-demand, then on-demand ($/GPU-h: spot/on-demand; break-even: the share of\n"
                  "  billed GPU-hours on on-demand)\n";
