@@ -130,7 +130,10 @@ void check_validation(const json& d, const fs::path& file) {
       fail(at + ".status", "ok, unsupported or failed", c["status"]);
     }
   }
-  for (const auto& [kind, s] : d["summary"].items()) {
+  for (const auto& item : d["summary"].items()) {
+    // Named, not structured bindings: clang 14 (Debian 12) does not let the lambdas below capture those.
+    const std::string kind = item.key();
+    const json& s = item.value();
     const std::string at = "summary." + kind;
     if (!s.is_object()) fail(at, "an object", s);
     const Tally& t = tally.count(kind) ? tally.at(kind) : Tally{};
@@ -1194,7 +1197,9 @@ class Builder {
     for (const auto* r : sources) {
       const json& d = r->data;
       Table sum{{"kind", "cases", "ok", "unsupported", "failed", "MAPE", "worst |error|"}, {false, true, true, true, true, true, true}, {}};
-      for (const auto& [kind, v] : d["summary"].items()) {
+      for (const auto& item : d["summary"].items()) {
+        const std::string kind = item.key();
+        const json& v = item.value();  // not a structured binding: clang 14 cannot capture one in the lambda below
         // No ok case of the kind: no error to average (validate writes null), shown as "-".
         const auto pct = [&](const char* key) { return v[key].is_number() ? fmt::format("{:.1f}%", v[key].get<double>()) : std::string("-"); };
         sum.rows.push_back({kind, fmt_num(num(v, "cases")), fmt_num(num(v, "ok")), fmt_num(num(v, "unsupported", 0)), fmt_num(num(v, "failed", 0)),
