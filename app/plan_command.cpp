@@ -438,7 +438,10 @@ void training_plan(const Options& o) {
     std::cout << fmt::format("the scenario's plan ranks {} of {} simulated{}{}\n", n + 1, by_time.size(),
                              n == 0 ? "" : fmt::format("; the fastest is {:.1f}% faster", 100 * (1 - r.outcomes[by_time[0]].step_s / r.outcomes[by_time[n]].step_s)),
                              // A pruned plan cannot reach the top K, but it may well beat the scenario's.
-                             r.bound > 0 && n > 0 ? fmt::format(" (the {} plans the bound pruned are not ranked: some may be faster than it)", r.bound) : "");
+                             // (within the top K none can: each pruned plan's bound exceeds the K-th best step)
+                             r.bound > 0 && n + 1 > static_cast<std::size_t>(r.keep)
+                                 ? fmt::format(" (the {} plans the bound pruned are not ranked: some may be faster than it)", r.bound)
+                                 : "");
   } else {
     const auto& x = r.outcomes[r.own];
     std::cout << fmt::format("the scenario's plan ({}) is not simulated: {}\n", r.text(x), r.reason(x));

@@ -1250,9 +1250,11 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
     r.trace_line = number;
     try {
       std::size_t used = 0;
-      // A decimal number (std::stod also took hexadecimal, 0x10 as 16 s), spaces around it allowed.
-      const std::size_t first = a.find_first_not_of(' '), last = a.find_last_not_of(' ');
-      const std::string_view digits = first == std::string::npos ? std::string_view() : std::string_view(a).substr(first, last - first + 1);
+      // A decimal number (std::stod also took hexadecimal, 0x10 as 16 s), with what std::stoi allows
+      // the token columns: whitespace around it and a leading '+'.
+      const std::size_t first = a.find_first_not_of(" \t"), last = a.find_last_not_of(" \t");
+      std::string_view digits = first == std::string::npos ? std::string_view() : std::string_view(a).substr(first, last - first + 1);
+      if (digits.size() > 1 && digits.front() == '+') digits.remove_prefix(1);
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), r.arrival);
       if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || !(r.arrival >= 0) || !(r.arrival <= kMaxArrivalSeconds)) {
         throw std::invalid_argument("arrival");

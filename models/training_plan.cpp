@@ -64,8 +64,9 @@ namespace {
 
 // Cheap and conservative: true when no GEMM of the step can reach the GEMM model's limits (2^31 a
 // dimension, 2^62 outputs), so that the plan search's million plans skip building the op lists.
-// Every dimension is at most the widest below, undivided by the plan, and a batched attention
-// product has at most micro x heads x seq_len^2 outputs.
+// Every dimension is at most the widest below, undivided by the plan; a batched product (attention
+// over heads and micro-batches, the experts' FFNs over the local experts, in every pass) has at
+// most its batch times the widest squared outputs, and attention's at most micro x heads x seq_len^2.
 bool gemms_surely_in_range(const TrainingJob& job) {
   const TransformerSpec& m = job.model;
   const double tokens = double(job.micro_batch) * m.seq_len;
@@ -81,7 +82,8 @@ bool gemms_surely_in_range(const TrainingJob& job) {
     const MlaSpec& a = *m.mla;
     widest = std::max({widest, double(m.heads) * (a.qk_nope_head_dim + a.v_head_dim), double(a.kv_lora_rank) + a.qk_rope_head_dim, double(a.q_lora_rank)});
   }
-  return widest <= 0x1p30 && tokens * m.heads * m.seq_len <= 0x1p61;
+  const double batch = std::max(double(job.micro_batch) * m.heads, m.moe ? double(m.moe->experts) : 1.0);
+  return widest <= 0x1p30 && tokens * m.heads * m.seq_len <= 0x1p61 && batch * widest * widest <= 0x1p61;
 }
 
 }  // namespace

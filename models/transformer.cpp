@@ -105,7 +105,8 @@ TransformerSpec read_transformer(const yaml::Node& node) {
   t.heads = m.get<int>("heads", positive);
   t.kv_heads = m.get_or<int>("kv_heads", t.heads, positive);
   if (t.heads % t.kv_heads != 0) m.at("kv_heads", "").fail(fmt::format("a divisor of heads ({})", t.heads), std::to_string(t.kv_heads));
-  if (!m.find("head_dim") && t.hidden % t.heads != 0) {
+  // (MLA's head width is its qk parts', read below: heads need not divide hidden there.)
+  if (!m.find("head_dim") && !m.find("attention") && t.hidden % t.heads != 0) {
     // Megatron refuses it too (num_attention_heads must divide hidden_size unless kv_channels is given).
     m.at("heads", "").fail_message(fmt::format("heads ({}) must divide hidden ({}) unless head_dim is given", t.heads, t.hidden));
   }

@@ -92,6 +92,9 @@ status=0
 grep -q '^  no plan simulated on a100: of its 18 plans, 18 break a constraint' "$out/fp8.txt" || { echo "the A100 system is not named"; cat "$out/fp8.txt"; exit 1; }
 "$cli" plan "$data/plan-small.yaml" --bound 1 >"$out/bound1.txt"
 grep -q "^the scenario's plan ranks [0-9]* of [0-9]* simulated.*(the [0-9]* plans the bound pruned are not ranked" "$out/bound1.txt" || { echo "rank without the pruning caveat"; cat "$out/bound1.txt"; exit 1; }
+# Within the top K no pruned plan can be faster: no caveat then.
+"$cli" plan "$data/plan-small.yaml" --bound 20 >"$out/bound20.txt"
+grep -q "^the scenario's plan ranks 13 of" "$out/bound20.txt" && ! grep -q "plans the bound pruned" "$out/bound20.txt" || { echo "caveat within the top K"; cat "$out/bound20.txt"; exit 1; }
 "$cli" plan "$data/sizing-small.yaml" --bound 3 --top 4 >/dev/null 2>"$out/training-only.err" || status=$?
 [ "$status" -eq 2 ] && grep -q -- "--bound, --top apply to training scenarios only" "$out/training-only.err" || { echo "--bound on an inference scenario: status $status"; cat "$out/training-only.err"; exit 1; }
 status=0
