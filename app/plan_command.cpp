@@ -107,27 +107,21 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   bool nodes_differ = false;
   for (const auto& o : sc.sizing->offers) nodes_differ = nodes_differ || o.node.name != sc.sizing->offers.front().node.name;
   const bool pipelined = sc.replica.pp > 1;
-  std::vector<std::string> head{"gpu"};
-  std::vector<A> align{A::left};
+  std::vector<std::string> head{"gpu", pipelined ? "TP x PP" : "TP", "layout", "GPUs", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "out tok/s", "verdict"};
+  std::vector<A> align{A::left, A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left};
   if (nodes_differ) {
-    head.emplace_back("node");
-    align.push_back(A::left);
+    head.insert(head.begin() + 1, "node");
+    align.insert(align.begin() + 1, A::left);
   }
-  for (const char* h : {"TP", "layout", "GPUs", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "out tok/s", "verdict"}) head.emplace_back(h);
-  for (A a : {A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left}) align.push_back(a);
-  if (pipelined) head[nodes_differ ? 2 : 1] = "TP x PP";
   reports::TextTable t(head, align);
   for (const auto& c : r.candidates) {
     const bool ran = c.attainment >= 0;
-    std::vector<std::string> row{c.gpu};
-    if (nodes_differ) row.push_back(c.node);
-    row.push_back(pipelined ? fmt::format("{} x {}", c.tp, c.pp) : std::to_string(c.tp));
-    for (std::string& cell : std::vector<std::string>{ran ? layout(c) : "-", ran ? std::to_string(c.gpus) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
-               ran ? fmt::format("{:.3f}", c.cost_per_million_output_tokens) : "-", ran ? fmt::format("{:.1f}%", 100 * c.attainment) : "-",
-               ran ? fmt::format("{:.0f}", c.metrics.ttft.p90 * 1e3) : "-", ran ? fmt::format("{:.1f}", c.metrics.tpot.p90 * 1e3) : "-",
-               ran ? fmt::format("{:.0f}", c.metrics.output_throughput) : "-", c.feasible ? "meets" : c.reason}) {
-      row.push_back(std::move(cell));
-    }
+    std::vector<std::string> row{c.gpu, pipelined ? fmt::format("{} x {}", c.tp, c.pp) : std::to_string(c.tp), ran ? layout(c) : "-",
+                                 ran ? std::to_string(c.gpus) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
+                                 ran ? fmt::format("{:.3f}", c.cost_per_million_output_tokens) : "-", ran ? fmt::format("{:.1f}%", 100 * c.attainment) : "-",
+                                 ran ? fmt::format("{:.0f}", c.metrics.ttft.p90 * 1e3) : "-", ran ? fmt::format("{:.1f}", c.metrics.tpot.p90 * 1e3) : "-",
+                                 ran ? fmt::format("{:.0f}", c.metrics.output_throughput) : "-", c.feasible ? "meets" : c.reason};
+    if (nodes_differ) row.insert(row.begin() + 1, c.node);
     t.add_row(row);
   }
   out += t.render("  ");

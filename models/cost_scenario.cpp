@@ -105,7 +105,8 @@ Offering read_offering(const yaml::Node& node) {
   };
   if (auto s = only("spot", Pricing::spot)) {
     yaml::Map sm(*s);
-    // Required: without it the market was silently one that never preempts (kind: none says so).
+    // Required: without it the market was silently one that never preempts (kind: none says so). Its
+    // own scope, so that its map is finished before the spot map's other keys are read.
     {
       yaml::Map pm(sm.at("preemption", "a preemption map (kind: poisson, weibull, trace, or none for a market that never preempts)"));
       const std::string kind = pm.choice("kind", {"poisson", "weibull", "trace", "none"});
@@ -132,6 +133,8 @@ Offering read_offering(const yaml::Node& node) {
     o.capacity_wait_s = sm.get_or<Seconds>("capacity_wait", Seconds(0), yaml::non_negative<Seconds>()).value();
     o.max_lifetime_s = sm.get_or<Seconds>("max_lifetime", Seconds(0), yaml::positive<Seconds>()).value();  // absent: no limit
     sm.finish();
+  } else if (o.pricing == Pricing::spot) {
+    m.at("spot", "a spot map with its preemption (kind: poisson, weibull, trace, or none for a market that never preempts), notice and capacity_wait");
   }
   if (auto r = only("reserved", Pricing::reserved)) {
     yaml::Map rm(*r);
@@ -153,9 +156,6 @@ Offering read_offering(const yaml::Node& node) {
     om.finish();
   } else if (o.pricing == Pricing::owned) {
     m.at("owned", "an owned map (capex_per_gpu, lifetime_years, power_per_gpu, price_per_kwh, utilisation)");
-  }
-  if (o.pricing == Pricing::spot && !m.find("spot")) {
-    m.at("spot", "a spot map with its preemption (kind: poisson, weibull, trace, or none for a market that never preempts), notice and capacity_wait");
   }
   m.finish();
   return o;

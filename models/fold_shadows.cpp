@@ -107,7 +107,7 @@ void FoldShadows::choose() {
   // spans both) run at once, so they are not merged: the bound may count a link twice, never too
   // little.
   for (const auto& [key, group] : groups_) {
-    if (std::get<0>(key) == kPipeline || std::get<0>(key) == kTied) continue;  // its pairs are sources already
+    if (is_pair(key)) continue;  // its pairs are sources already
     std::vector<const CollectivePlan*> plans;
     for (const auto& [what, plan] : group.plans) plans.push_back(plan);
     add_source(plans, 1.0, group.tp_rank);
@@ -116,13 +116,13 @@ void FoldShadows::choose() {
   std::vector<char> busy_gpu(gpus_, 0);  // GPUs of the data-parallel shadow groups simulated
   const auto simulate = [&](const GroupKey& key, Group& group) {
     group.simulated = true;
-    if (std::get<0>(key) == kPipeline || std::get<0>(key) == kTied) return;
+    if (is_pair(key)) return;
     for (const auto& [what, plan] : group.plans) {
       for (int g : plan->gpus) busy_gpu[static_cast<std::size_t>(g)] = 1;
     }
   };
   const auto shares_gpu = [&](const GroupKey& key, const Group& group) {
-    if (std::get<0>(key) == kPipeline || std::get<0>(key) == kTied) return false;
+    if (is_pair(key)) return false;
     for (const auto& [what, plan] : group.plans) {
       if (std::any_of(plan->gpus.begin(), plan->gpus.end(), [&](int g) { return busy_gpu[static_cast<std::size_t>(g)] != 0; })) return true;
     }
@@ -135,7 +135,7 @@ void FoldShadows::choose() {
   for (auto& [key, group] : groups_) {
     if (group.simulated) continue;
     const int tp_rank = group.tp_rank;
-    const bool data_parallel = std::get<0>(key) != kPipeline && std::get<0>(key) != kTied;
+    const bool data_parallel = !is_pair(key);
     const bool contends = std::any_of(group.plans.begin(), group.plans.end(),
                                       [&](const auto& entry) { return contended(*entry.second, tp_rank, data_parallel); });
     const auto rep = representative.find({std::get<0>(key), std::get<2>(key)});

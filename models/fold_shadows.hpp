@@ -47,6 +47,8 @@ class FoldShadows {
   // Part 3: the tied-embedding pair of one of replica 0's TP and CP ranks (id its place, stage 0). A
   // source of its own, as a pipeline pair is.
   static constexpr int kTied = 3;
+  // Pipeline and tied-embedding pairs: each pair is a source of its own, not a data-parallel group.
+  static bool is_pair(const GroupKey& key) { return std::get<0>(key) == kPipeline || std::get<0>(key) == kTied; }
   // What a plan does, to match it with the representative's plan of the same label: a data-parallel
   // collective's operation and bytes; a pipeline pair's stages, sending x pp + receiving.
   using Label = std::pair<int, double>;

@@ -57,10 +57,11 @@ LengthDistribution read_lengths(const yaml::Node& node) {
 
 namespace {
 
-// The simulated time of `op` over `ranks` as a function of its size, cached by size rounded up to a
-// power of two (the callers ask for many nearly equal sizes).
-// Collective times are cached by size rounded up to a power of two.
+// Collective times are cached by size rounded up to a power of two (the callers ask for many nearly
+// equal sizes).
 std::int64_t size_class(double bytes) { return static_cast<std::int64_t>(std::exp2(std::ceil(std::log2(std::max(bytes, 1.0))))); }
+
+// The simulated time of `op` over `ranks` as a function of its size, cached by size class.
 
 std::function<double(double)> cached_collective_seconds(const std::shared_ptr<const topology::Topology>& topo, CollectiveOp op,
                                                         std::vector<topology::Vertex> ranks) {

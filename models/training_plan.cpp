@@ -182,11 +182,10 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
   }
   if (!is_rank_order(p.order)) fail("parallelism.order", "order must name each of tp, cp, ep, dp, pp once");
   if (gpu && !gemms_surely_in_range(job)) {
-    // A micro-batch (or a model) past what the GEMM model times: blame the micro batch when one
-    // sequence would do.
     const Shard shard = shard_of(job);
     if (std::string problem = gemm_range_problem(m, shard, *gpu); !problem.empty()) {
-      // Blame what is enough to fix it: the micro batch, else the sequence, else the model's widths.
+      // A GEMM past what the GEMM model times: blame what is enough to fix it, the micro batch, else
+      // the sequence, else the model's widths.
       Shard one = shard;
       one.micro_batch = 1;
       TransformerSpec shorter = m;

@@ -68,15 +68,20 @@ std::string kind_name(ReportSource::Kind k) {
   return "?";
 }
 
+// A result's value as a refusal shows it: text quoted, anything else as JSON.
+std::string shown(const json& v) { return v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump(); }
+
+// A result's field that is not what its command writes: "FILE: field 'WHERE': expected ..., found ...".
+[[noreturn]] void field_error(const fs::path& file, const std::string& where, const std::string& expected, const json& v) {
+  throw InputError(fmt::format("{}: field '{}': expected {}, found {}", file.string(), where, expected, shown(v)));
+}
+
 // A validate --json result as validate writes it: each case typed (an ok case with its signed error,
 // measured values above zero), and a summary per kind that the cases bear out (counts, MAPE and
 // worst error, to validate's rounding of two decimals). A hand-edited file that breaks that is
 // refused, naming the field, rather than printed as "+nan%" or as a MAPE its cases do not give.
 void check_validation(const json& d, const fs::path& file) {
-  const auto shown = [](const json& v) { return v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump(); };
-  const auto fail = [&](const std::string& where, const std::string& expected, const json& v) {
-    throw InputError(fmt::format("{}: field '{}': expected {}, found {}", file.string(), where, expected, shown(v)));
-  };
+  const auto fail = [&](const std::string& where, const std::string& expected, const json& v) { field_error(file, where, expected, v); };
   const auto get = [&](const json& o, const std::string& at, const char* key) -> const json& {
     if (!o.contains(key)) throw InputError(fmt::format("{}: field '{}.{}': missing", file.string(), at, key));
     return o[key];
@@ -170,8 +175,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
   const auto check = [&](const json& parent, const std::string& where, const char* key, bool positive) {
     const auto found = [&]() -> std::string {
       if (!parent.contains(key)) return "nothing (the key is missing)";
-      const json& v = parent[key];
-      return v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump();
+      return shown(parent[key]);
     };
     const bool ok = parent.contains(key) && parent[key].is_number() && std::isfinite(parent[key].get<double>()) &&
                     (positive ? parent[key].get<double>() > 0 : parent[key].get<double>() >= 0);
@@ -193,8 +197,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
     const json& v = d[key];
     const double x = v.is_number() ? v.get<double>() : std::nan("");
     if (!(std::isfinite(x) && x == std::floor(x) && (positive ? x > 0 : x >= 0))) {
-      throw InputError(fmt::format("{}: field '{}': expected a {} whole number, found {}", file.string(), key, positive ? "positive" : "non-negative",
-                                   v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump()));
+      field_error(file, key, fmt::format("a {} whole number", positive ? "positive" : "non-negative"), v);
     }
   };
   const auto text_of = [&](const char* key) {
@@ -236,10 +239,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
   if (kind == ReportSource::Kind::cost) {
     // What the cost section reads of each offering, typed as `clustersim cost` writes it (null: never
     // or unbounded).
-    const auto fail = [&](const std::string& where, const char* expected, const json& v) {
-      throw InputError(fmt::format("{}: field '{}': expected {}, found {}", file.string(), where, expected,
-                                   v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump()));
-    };
+    const auto fail = [&](const std::string& where, const char* expected, const json& v) { field_error(file, where, expected, v); };
     if (!d["offerings"].is_array()) fail("offerings", "a list of offerings", d["offerings"]);
     const double trials = d["trials"].get<double>();
     for (std::size_t i = 0; i < d["offerings"].size(); ++i) {

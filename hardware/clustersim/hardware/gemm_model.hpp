@@ -50,10 +50,10 @@ struct GemmEstimate {
 // its power limit and compute-bound work runs at gemm.sustained_fraction of that rate.
 enum class Load { burst, sustained };
 
-// Throws std::invalid_argument for non-positive dimensions or a dtype the profile lacks.
 // Why the model cannot time this shape, or "" when it can: a dimension past 2^31, or more than 2^62
 // outputs (estimate_gemm throws std::invalid_argument with this text).
 std::string gemm_shape_problem(GemmShape shape);
+// Throws std::invalid_argument for non-positive dimensions or a dtype the profile lacks.
 GemmEstimate estimate_gemm(const HardwareProfile& hw, GemmShape shape, Dtype dtype, Load load = Load::burst);
 // The factor compute-bound rates are multiplied by under `load`.
 double load_factor(const HardwareProfile& hw, Load load);
