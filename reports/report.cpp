@@ -4,7 +4,9 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <span>
@@ -459,6 +461,48 @@ std::string str(const json& j, const char* key, const std::string& fallback = ""
 // A name a sentence prints: "-" where the result does not hold it (as for numbers).
 std::string name(const json& j, const char* key) { return str(j, key, "-"); }
 constexpr double kGiB = double(1ull << 30);
+
+// cost.json's percentiles (and mean) of each offering's cost and finish time against its trials in
+// distributions.csv, computed as the cost command computes them: the two files must be one run's. The
+// CSV rounds costs to the cent and days to the millionth, so agreement is to that rounding.
+// `costs` is in $ million and `walls` in days, per offering; a null figure is an infinite one.
+void check_percentiles_against_trials(const json& d, const std::map<std::string, std::vector<double>>& costs,
+                                      const std::map<std::string, std::vector<double>>& walls, const fs::path& dist_file, const fs::path& cost_file) {
+  const auto trials = d["trials"].get<std::size_t>();
+  for (const json& o : d["offerings"]) {
+    const std::string offering = str(o, "offering");
+    const struct {
+      const char* field;
+      std::vector<double> values;
+      double scale, rounding;
+    } figures[] = {{"cost_usd", costs.count(offering) ? costs.at(offering) : std::vector<double>{}, 1e6, 0.005},
+                   {"wall_days", walls.count(offering) ? walls.at(offering) : std::vector<double>{}, 1.0, 5e-7}};
+    for (const auto& f : figures) {
+      std::vector<double> v = f.values;
+      for (double& x : v) x *= f.scale;
+      std::sort(v.begin(), v.end());
+      const json& given = o[f.field];
+      const auto stated = [&](const char* key) { return given[key].is_null() ? std::numeric_limits<double>::infinity() : given[key].get<double>(); };
+      const auto compare = [&](const char* key, double from_trials) {
+        const double in_file = stated(key);
+        const bool agree = std::isinf(in_file) || std::isinf(from_trials)
+                               ? in_file == from_trials
+                               : std::fabs(in_file - from_trials) <= 2 * f.rounding + 1e-9 * std::fabs(in_file);
+        if (!agree) {
+          const auto shown = [](double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : std::string("null (never)"); };
+          throw InputError(fmt::format("{}: offering '{}' {}.{} is {} over its trials in {}, but {} says {}: the two files are not from one run",
+                                       dist_file.string(), offering, f.field, key, shown(from_trials), dist_file.filename().string(),
+                                       cost_file.filename().string(), shown(in_file)));
+        }
+      };
+      compare("p50", quantile_with_unfinished(v, trials, 0.5));
+      compare("p90", quantile_with_unfinished(v, trials, 0.9));
+      compare("p99", quantile_with_unfinished(v, trials, 0.99));
+      compare("mean", v.size() == trials && !v.empty() ? std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size())
+                                                       : std::numeric_limits<double>::infinity());
+    }
+  }
+}
 
 class Builder {
  public:
@@ -969,7 +1013,7 @@ class Builder {
         }
         const auto trials = d["trials"].get<std::size_t>();
         const auto name_col = static_cast<std::size_t>(dist->column("offering"));
-        std::map<std::string, std::vector<double>> costs;
+        std::map<std::string, std::vector<double>> costs, walls;
         std::map<std::string, double> last_trial;  // trial numbers rise within an offering
         for (std::size_t i = 0; i < dist->rows.size(); ++i) {
           const auto& row = dist->rows[i];
@@ -987,6 +1031,7 @@ class Builder {
           }
           last_trial[name] = trial;
           costs[name].push_back(v / 1e6);
+          walls[name].push_back(days);
         }
         for (const auto& [name, n] : finished) {
           if (costs[name].size() != n) {
@@ -994,6 +1039,7 @@ class Builder {
                                          costs[name].size(), name, r->path.filename().string(), n));
           }
         }
+        check_percentiles_against_trials(d, costs, walls, dist_file, r->path);
         json series = json::array();
         Table ct{{"offering", "P10", "P50", "P90", "finished trials"}, {false, true, true, true, true}, {}};
         for (const auto& name : order) {

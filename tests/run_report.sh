@@ -178,6 +178,18 @@ for bad in "$name,$trial,nan,$dollars" "$name,$trial,-5,$dollars" "$third,extra"
 done
 tr ',' ';' <"$dir/partial/distributions.csv" >"$dir/garbled/distributions.csv"
 refused "$dir/garbled" "garbled/distributions.csv:1: expected the header" "a distributions.csv of another format"
+# cost.json's percentiles and mean are those of the trials beside it: a hand-edited P50, or a trial's
+# cost changed in the CSV, is refused (the report had shown the edited P50 beside the CDF of the
+# trials, which said otherwise).
+mkdir -p "$dir/p50-edited" "$dir/trial-edited"
+cp "$dir/cost/distributions.csv" "$dir/p50-edited/"
+awk '/"cost_usd": \{/ {inside = 1} inside && /"p50":/ && !done {sub(/"p50": [0-9.e+]*/, "\"p50\": 1.5"); done = 1} {print}' "$dir/cost/cost.json" >"$dir/p50-edited/cost.json"
+refused "$dir/p50-edited" "p50-edited/distributions.csv: offering '[^']*' cost_usd.p50 is [0-9.e+]* over its trials in distributions.csv, but cost.json says 1.5: the two files are not from one run" "an edited P50"
+cp "$dir/cost/cost.json" "$dir/trial-edited/"
+awk -F, -v OFS=, 'NR == 2 {$4 = $4 * 3} {print}' "$dir/cost/distributions.csv" >"$dir/trial-edited/distributions.csv"
+refused "$dir/trial-edited" "trial-edited/distributions.csv: offering '[^']*' cost_usd.[a-z0-9]* is [0-9.e+]* over its trials" "a trial's cost edited"
+# The partial run's own files (null P90 and mean beside unfinished trials) are accepted.
+"$cli" report "$dir/partial" --out "$dir/partial-again" >/dev/null
 # An offering's fields of the wrong type are refused by field (they had been shown as "-" or blank).
 mkdir -p "$dir/price-text" "$dir/finished-over"
 sed 's|"price_per_gpu_hour": [0-9.e+]*|"price_per_gpu_hour": "abc"|' "$dir/cost/cost.json" >"$dir/price-text/cost.json"
