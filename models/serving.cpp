@@ -987,8 +987,12 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, double kv_
     first_arrival = std::min(first_arrival, r.request.arrival);
     last_finish = std::max(last_finish, r.finish);
     ttft.push_back(r.ttft());
-    if (r.request.output_tokens > 1) tpot.push_back(r.tpot());
-    itl_max.push_back(r.max_itl);
+    // A request of one output token has no inter-token gap: it counts in neither (vLLM's benchmark
+    // leaves it out of TPOT; counting its max gap as 0 had pulled the max-ITL median to 0).
+    if (r.request.output_tokens > 1) {
+      tpot.push_back(r.tpot());
+      itl_max.push_back(r.max_itl);
+    }
     e2e.push_back(r.e2e());
     // The clock holds the arrival to its tick, which may fall a few ns before the arrival itself.
     queue.push_back(std::max(0.0, r.first_scheduled - r.request.arrival));

@@ -11,6 +11,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/parts.hpp"
+#include "clustersim/common/sampling.hpp"
 #include "clustersim/models/serving.hpp"
 #include "clustersim/models/serving_scenario.hpp"
 #include "clustersim/models/serving_sizing.hpp"
@@ -346,6 +347,26 @@ TEST_CASE("serving: the ITL distribution holds every gap, and its mean is the de
     const double exact = v[lo] + (pos - double(lo)) * (v[std::min<std::size_t>(lo + 1, 999)] - v[lo]);
     CHECK(h.quantile(q) == Approx(exact).epsilon(6e-4));
   }
+}
+
+TEST_CASE("serving: requests of one output token have no inter-token gap, so they count in neither TPOT nor the max ITL") {
+  const auto hw = h100();
+  const ReplicaConfig c = llama8b();
+  // Three of four requests stop at their first token (a probe's mix put the max-ITL median at 0).
+  const auto requests = generate_requests(200, {ArrivalProcess::Kind::poisson, 10, 1}, {LengthDistribution::Kind::fixed, 300, 0, {}},
+                                          {LengthDistribution::Kind::empirical, 0, 0, {1, 1, 1, 200}}, 5);
+  const ReplicaRun run = run_replica(requests, c, hw);
+  std::vector<double> longest;
+  for (const auto& r : run.requests) {
+    if (r.request.output_tokens > 1) longest.push_back(r.max_itl);
+  }
+  REQUIRE(longest.size() > 20);
+  REQUIRE(longest.size() < run.requests.size() / 2);
+  std::sort(longest.begin(), longest.end());
+  const ServingMetrics m = serving_metrics(run);
+  CHECK(m.itl_max.median > 0);
+  CHECK(m.itl_max.median == Approx(quantile_sorted(longest, 0.5)).epsilon(1e-12));
+  CHECK(m.itl_max.mean >= m.tpot.mean);
 }
 
 TEST_CASE("serving: least-outstanding and KV-aware routers balance what round-robin piles on one replica") {
