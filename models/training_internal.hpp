@@ -107,7 +107,8 @@ GroupPlacements first_groups(const ParallelismPlan& p, const topology::Topology&
 // placement of its groups, the slowest counting (a step waits for its slowest group: the
 // data-parallel replicas meet at the gradient reduction, the stages at every pipeline send), cached
 // by op and size. The step simulation and the plan search's lower bound time them with this one
-// function.
+// function. send_recv over a group is a ring of sends: each member sends the bytes to the next, all
+// at once (ring attention's exchange).
 class GroupCollectives {
  public:
   GroupCollectives(const ParallelismPlan& p, const topology::Topology& topo, const CollectiveModel& cm);

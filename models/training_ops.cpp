@@ -136,8 +136,14 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
   }
   ops.push_back(memory("rope", 2.0 * d.tokens * (heads + kv_heads) * m.qk_head_dim() * kActivationBytes));
   if (s.cp > 1) {
-    // Ring attention: the keys and values of every other CP rank pass by (an all-gather's bytes).
-    ops.push_back(comm("cp_kv_exchange", CommGroup::cp, CollectiveOp::all_gather, s.cp * d.tokens * kv_width * kActivationBytes));
+    // Ring attention (Transformer Engine's default P2P exchange, AttnFuncWithCPAndKVP2P): in cp - 1
+    // steps each CP rank passes the keys and values it holds to the next rank of the group, every
+    // rank at once, so a send between nodes takes one GPU's NIC (an NCCL all-gather would spread its
+    // rings over every NIC of the node). It runs inside the attention core, so selective recompute
+    // re-runs it with the kernel.
+    Op exchange = comm("cp_kv_exchange", CommGroup::cp, CollectiveOp::send_recv, (s.cp - 1.0) * d.tokens * kv_width * kActivationBytes);
+    exchange.attention_core = true;
+    ops.push_back(exchange);
   }
   const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
   if (s.flash_attention) {

@@ -1029,6 +1029,15 @@ Seconds GroupCollectives::operator()(CommGroup g, CollectiveOp op, double bytes)
     c.op = op;
     c.ranks = members;
     c.bytes = Bytes(bytes);
+    if (op == CollectiveOp::send_recv) {
+      // Over a group, a ring of sends: each member sends `bytes` to the next, all at once (the grouped
+      // sends and receives of an all-to-allv with only those pairs), contending where they share links.
+      const std::size_t n = members.size();
+      c.op = CollectiveOp::all_to_all;
+      c.pair_bytes.assign(n * n, 0.0);
+      for (std::size_t i = 0; i < n; ++i) c.pair_bytes[i * n + (i + 1) % n] = bytes;
+      c.bytes = Bytes(bytes * static_cast<double>(n));
+    }
     slowest = std::max(slowest, cm_.simulate(c).time.value());
   }
   cache_[key] = slowest;

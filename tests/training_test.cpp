@@ -1254,6 +1254,38 @@ TEST_CASE("groups across nodes are told apart by where they meet the fabric") {
   CHECK(group_placements(pairs, pcie).tp.size() > 1);
 }
 
+TEST_CASE("ring attention passes keys and values to the next CP rank, on one GPU's NIC between nodes, and selective recompute re-runs it") {
+  // CP 16 over two DGX H100 nodes: GPUs 7 and 15 send to the other node, each through one NIC. As an
+  // NCCL all-gather (rings over all eight NICs) the exchange had come out 7x fast (a probe's find).
+  const topology::Topology topo = h100_nodes(2);
+  TrainingJob job;
+  job.model = preset("llama3-8b");
+  job.model.layers = 2;
+  job.model.seq_len = 16384;
+  job.plan.cp = 16;
+  job.recompute = Recompute::selective;
+  job.global_batch = 2;
+  const TrainingResult r = simulate_training(job, topo);
+  const auto op = [&](const char* name) {
+    const auto it = std::find_if(r.layer_ops.begin(), r.layer_ops.end(), [&](const OpTiming& o) { return o.name == name; });
+    REQUIRE(it != r.layer_ops.end());
+    return *it;
+  };
+  const OpTiming exchange = op("cp_kv_exchange"), attention = op("attention");
+  // Each rank sends the other 15 ranks' keys and values on: 15 chunks of 1,024 tokens x 2 x 8 heads x 128.
+  CHECK(exchange.bytes == Approx(15.0 * 1024 * 2 * 8 * 128 * 2));
+  const CollectiveModel cm(topo);
+  Collective hop;
+  hop.op = CollectiveOp::send_recv;
+  hop.ranks = {topo.gpus()[7], topo.gpus()[8]};
+  hop.bytes = Bytes(exchange.bytes);
+  const double one_nic = cm.simulate(hop).time.value();
+  // Exposed beyond the attention kernel it runs beside, the rest hidden.
+  CHECK(exchange.forward == Approx(std::max(0.0, one_nic - attention.forward)).epsilon(0.02));
+  CHECK(exchange.forward > 0);
+  CHECK(exchange.recompute == exchange.forward);
+}
+
 TEST_CASE("a rank's TP and CP groups are the ranks rank_of gives it with only tp, or only cp, changed") {
   ParallelismPlan p;
   p.tp = 2, p.cp = 3, p.dp = 2, p.pp = 2;
