@@ -105,6 +105,12 @@ std::string scenario_effect(const std::string& file, const std::vector<std::pair
                         reports::TextTable::Align::right, reports::TextTable::Align::right, reports::TextTable::Align::right});
   double first = 0;
   for (const auto& [label, hw] : profiles) {
+    if (!hw.supports(sc.job.precision)) {
+      const std::string precision(hardware::to_string(sc.job.precision));
+      throw InputError(fmt::format("{}: precision {}: the {} profile {} has no {} peak to run the scenario with (a profile with {} tensor cores, or "
+                                   "another scenario)",
+                                   file, precision, label, hw.name, precision, precision));
+    }
     topology::Topology topo = *sc.topology;
     topo.gpu = std::make_shared<const hardware::HardwareProfile>(hw);
     const models::TrainingResult r = models::simulate_training(sc.job, topo, {});

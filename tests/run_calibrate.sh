@@ -52,6 +52,10 @@ expect_bad() {  # expect_bad TEXT ARGS...: exit status 2 and TEXT on stderr
   fi
 }
 expect_bad "nothing to fit"
+# A CPU profile (fp32 only) cannot run a bf16 scenario: refused as bad input, naming the scenario's
+# precision and the profile (it had ended in an internal error, status 1).
+expect_bad "llama3-8b-1-node-h100.yaml: precision bf16: the fitted profile" --profile "$dir/cpu/profile.yaml" --compare h100-sxm5-80gb \
+  --scenario "$data/../../../scenarios/training/llama3-8b-1-node-h100.yaml"
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "bf16", "m": 64, "n": 64, "k": -1, "seconds": 1e-6}]}' >"$dir/bad.json"
 expect_bad "field 'gemm[0].k': expected a positive integer, found -1" --from "$dir/bad.json" --base h100-sxm5-80gb
 # A GEMM faster than the GPU can run (a probe's unit slip gave a 19 PFLOP/s H100 profile): refused, named.
