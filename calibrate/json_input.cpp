@@ -10,12 +10,12 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/input_file.hpp"
 
 namespace cs::calibrate {
 
 std::string read_text(const std::filesystem::path& file, std::string_view what) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the {}", file.string(), what));
+  std::ifstream in = open_input_file(file, fmt::format("the {}", what), std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <limits>
+#include <optional>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
+#include "clustersim/common/input_file.hpp"
 #include "clustersim/common/suggest.hpp"
 
 namespace cs::yaml {
@@ -45,6 +47,9 @@ std::shared_ptr<const Document> Document::load_file(const std::filesystem::path&
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw InputError(SourceLocation{display}, "no such file");
   if (std::filesystem::is_directory(path, ec)) throw InputError(SourceLocation{display}, "is a directory, expected a YAML file");
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw InputError(SourceLocation{display}, fmt::format("is {}, expected a YAML file (a regular file)", not_regular_file_kind(path)));
+  }
   const auto size = std::filesystem::file_size(path, ec);
   if (!ec && size > kMaxBytes) {
     throw InputError(SourceLocation{display},
@@ -66,6 +71,41 @@ std::shared_ptr<const Document> Document::load_string(std::string_view text, con
 }
 
 namespace {
+
+// The offset of the first byte that does not start a well-formed UTF-8 sequence (RFC 3629: no
+// overlong forms, no surrogates, nothing past U+10FFFF, no sequence cut short), or nothing.
+std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    for (std::size_t k = 1; k <= n; ++k) {
+      if (i + k >= text.size()) return i;
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return i;
+    }
+    i += n + 1;
+  }
+  return std::nullopt;
+}
 
 // Notes whether a document holds anything but a null, and where it starts.
 class ContentProbe : public YAML::EventHandler {
@@ -96,6 +136,23 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
   auto display = std::make_shared<const std::string>(name);
   if (text.find('\0') != std::string_view::npos) {
     throw InputError(SourceLocation{display}, "malformed YAML: the file contains NUL bytes (is it a binary file?)");
+  }
+  if (const auto bad = first_invalid_utf8(text)) {
+    // Text read from the file goes into JSON output, which must be UTF-8 (a byte 0xff in a name had
+    // ended `--json` in the JSON library's error, status 1).
+    int line = 1, column = 1;
+    for (std::size_t i = 0; i < *bad; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+        ++column;
+      }
+    }
+    throw InputError(SourceLocation{display, line, column},
+                     fmt::format("malformed YAML: expected UTF-8 text, found the byte 0x{:02x}, which does not start a UTF-8 character there (is "
+                                 "the file in another encoding?)",
+                                 static_cast<unsigned char>(text[*bad])));
   }
   YAML::Node root;
   try {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/input_file.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "plan_fingerprint.hpp"
 #include "training_internal.hpp"
@@ -97,7 +98,7 @@ nlohmann::json results_header(const nlohmann::json& inputs) {
 // file is kept, for the user to remove or point elsewhere).
 std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& file, const nlohmann::json& inputs) {
   std::map<std::string, nlohmann::json> out;
-  std::ifstream in(file);
+  std::ifstream in = open_input_file(file, "the results of an earlier search (--results)");
   std::string line;
   if (!std::getline(in, line)) return out;  // empty: a fresh start
   const SourceLocation first{std::make_shared<const std::string>(file.string()), 1, 0};

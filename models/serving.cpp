@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/input_file.hpp"
 #include "clustersim/common/sampling.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/sim/fluid_network.hpp"
@@ -1216,8 +1217,7 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
 }
 
 std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw InputError(fmt::format("{}: cannot open the trace", file.string()));
+  std::ifstream in = open_input_file(file, "a request trace (CSV)");
   const auto where = [&](int line) { return SourceLocation{std::make_shared<const std::string>(file.string()), line, 1}; };
   std::string line;
   int number = 0;

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/input_file.hpp"
 #include "clustersim/common/markup.hpp"
 #include "clustersim/common/sampling.hpp"
 #include "clustersim/common/units.hpp"
@@ -219,25 +220,6 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
     for (const char* key : it->second.first) count_of(key, !zero_allowed);
     for (const char* key : it->second.second) text_of(key);
   }
-  // Every other number these results hold is a time, rate, count, fraction, size or price: none is
-  // negative. (A sizing candidate that cannot run has the attainment -1; a validation's errors are
-  // signed, and its numbers are not checked here.)
-  if (kind != ReportSource::Kind::validation) {
-    const auto walk = [&](const auto& self, const json& v, const std::string& where) -> void {
-      if (v.is_object()) {
-        for (const auto& [k, x] : v.items()) self(self, x, where.empty() ? k : where + "." + k);
-      } else if (v.is_array()) {
-        for (std::size_t i = 0; i < v.size(); ++i) self(self, v[i], fmt::format("{}[{}]", where, i));
-      } else if (v.is_number()) {
-        const double x = v.get<double>();
-        const bool sentinel = kind == ReportSource::Kind::sizing && x == -1 && where.ends_with(".attainment");
-        if (!std::isfinite(x) || (x < 0 && !sentinel)) {
-          throw InputError(fmt::format("{}: field '{}': expected a non-negative number, found {}", file.string(), where, v.dump()));
-        }
-      }
-    };
-    walk(walk, d, "");
-  }
   if (kind == ReportSource::Kind::cost) {
     // What the cost section reads of each offering, typed as `clustersim cost` writes it (null: never
     // or unbounded).
@@ -286,17 +268,68 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
       if (d.contains(k)) numbers_in(k);
     }
   }
+  // The fields the report reads are of the type their command writes, wherever they stand: a number
+  // (or null: none), true or false, a map, a list. (A string where a number belongs had been shown
+  // as "nan" or charted as 0, and a string where a map belongs had ended in the JSON library's
+  // words.) The checks of each kind above come first, with their own words.
+  static const std::set<std::string> kNumbers = {
+      "attainment", "attainment_required", "bytes", "capacity_bytes", "cost", "cost_per_hour", "cost_per_million_output_tokens", "days", "decode",
+      "detect_s", "expected_cost_usd", "expected_wall_days", "failure_free_days", "failures_per_1000_node_days", "fallback_price_per_gpu_hour",
+      "gpu_hours", "gpus", "hfu", "kv_cache_use", "mean_interruptions", "mean_ms", "median_ms", "memory_gib", "mfu", "nodes",
+      "output_token_throughput", "p50", "p90", "p90_ms", "p99", "p99_ms", "pp", "preemptions", "prefill", "price_per_gpu_hour", "rate_rps",
+      "replicas", "request_goodput", "request_throughput", "restart_s", "seed", "step_s", "step_time_s", "tflops_per_gpu", "time_to_train_days",
+      "tokens", "tokens_per_s", "total_bytes", "total_token_throughput", "tp", "tpot_p90_ms", "train_tokens", "trials", "ttft_p90_ms", "write_s",
+      // a stage's memory and a step's breakdown
+      "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "comm_buffers_bytes", "allowance_bytes", "compute", "tp_comm",
+      "cp_comm", "ep_comm", "dp_comm", "pp_comm", "pipeline_bubble", "optimizer"};
+  static const std::set<std::string> kFlags = {"async", "can_finish", "feasible", "fits", "prefix_caching"};
+  static const std::set<std::string> kMaps = {"breakdown_s", "checkpoint", "cost_usd", "memory", "reliability", "train", "wall_days"};
+  static const std::set<std::string> kLists = {"candidates", "offerings", "pareto_front", "plans", "rate_sweep", "scaling", "stages"};
+  const auto typed = [&](const std::string& key, const std::string& where, const json& x) {
+    if (kNumbers.count(key) && !x.is_number() && !x.is_null()) field_error(file, where, "a number", x);
+    if (kFlags.count(key) && !x.is_boolean()) field_error(file, where, "true or false", x);
+    if (kMaps.count(key) && !x.is_object()) field_error(file, where, "a map", x);
+    if (kLists.count(key) && !x.is_array()) field_error(file, where, "a list", x);
+  };
+  // Every other number these results hold is a time, rate, count, fraction, size or price: none is
+  // negative. (A sizing candidate that cannot run has the attainment -1; a validation's errors are
+  // signed, and its numbers are not checked here.)
+  if (kind != ReportSource::Kind::validation) {
+    const auto walk = [&](const auto& self, const json& v, const std::string& where) -> void {
+      if (v.is_object()) {
+        for (const auto& [k, x] : v.items()) {
+          const std::string at = where.empty() ? k : where + "." + k;
+          typed(k, at, x);
+          self(self, x, at);
+        }
+      } else if (v.is_array()) {
+        for (std::size_t i = 0; i < v.size(); ++i) self(self, v[i], fmt::format("{}[{}]", where, i));
+      } else if (v.is_number()) {
+        const double x = v.get<double>();
+        const bool sentinel = kind == ReportSource::Kind::sizing && x == -1 && where.ends_with(".attainment");
+        if (!std::isfinite(x) || (x < 0 && !sentinel)) {
+          throw InputError(fmt::format("{}: field '{}': expected a non-negative number, found {}", file.string(), where, v.dump()));
+        }
+      }
+    };
+    walk(walk, d, "");
+  }
 }
 
 ReportSource read_one(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read the file", file.string()));
+  std::ifstream in = open_input_file(file, "a clustersim result (JSON)", std::ios::binary);
   ReportSource s;
   s.path = file;
   s.bytes = fs::file_size(file);
   // A plan search can hold a million plans: keep the simulated ones only (the others carry no
   // numbers a report shows), so that memory stays near the file's simulated part.
-  const json::parser_callback_t keep = [](int, json::parse_event_t event, json& parsed) {
+  // No result nests deeper than a few levels; a file that does (a probe's 100,000 nested lists) is
+  // refused before the checks below recurse through it.
+  constexpr int kMaxDepth = 64;
+  const json::parser_callback_t keep = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxDepth) {
+      throw InputError(fmt::format("{}: not a result clustersim wrote: it nests more than {} levels deep", file.string(), kMaxDepth));
+    }
     if (event == json::parse_event_t::object_end && parsed.is_object() && parsed.contains("key") && parsed.contains("status")) {
       const auto& st = parsed["status"];
       return st.is_string() && st.get_ref<const std::string&>() == "simulated";
@@ -353,8 +386,9 @@ std::vector<std::string> split(const std::string& line) {
 }
 
 std::optional<Csv> read_csv(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return std::nullopt;
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::nullopt;
+  std::ifstream in = open_input_file(file, "a results CSV");
   Csv c;
   std::string line;
   if (!std::getline(in, line)) return std::nullopt;
@@ -460,6 +494,11 @@ std::string str(const json& j, const char* key, const std::string& fallback = ""
 }
 // A name a sentence prints: "-" where the result does not hold it (as for numbers).
 std::string name(const json& j, const char* key) { return str(j, key, "-"); }
+bool flag(const json& j, const char* key, bool fallback) { return j.is_object() && j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback; }
+// A time in days as a sentence says it ("1.5 days", "3.2 hours"), "-" where the result has none.
+std::string days_shown(double days) { return std::isfinite(days) ? days_text(Seconds(days * 86400.0)) : "-"; }
+// A fraction as a whole percentage, "-" where the result has none.
+std::string percent_shown(double fraction) { return std::isfinite(fraction) ? fmt::format("{:.0f}%", 100 * fraction) : "-"; }
 constexpr double kGiB = double(1ull << 30);
 
 // cost.json's percentiles (and mean) of each offering's cost and finish time against its trials in
@@ -618,15 +657,15 @@ class Builder {
     }
     for (const auto* r : of(ReportSource::Kind::cost)) {
       const json& d = r->data;
-      para(s, fmt::format("{}: the cost of training {} tokens on {} GPUs ({} nodes) at {:.3f} s per step ({} without failures), on each offering of cost sheet "
+      para(s, fmt::format("{}: the cost of training {} tokens on {} GPUs ({} nodes) at {} s per step ({} without failures), on each offering of cost sheet "
                           "{}, by a Monte Carlo of {} trials (seed {}).",
-                          name(d, "scenario"), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), num(d, "step_time_s"),
-                          days_text(Seconds(num(d, "failure_free_days") * 86400.0)), name(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
+                          name(d, "scenario"), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), fixed(num(d, "step_time_s"), 3),
+                          days_shown(num(d, "failure_free_days")), name(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
     }
     for (const auto* r : of(ReportSource::Kind::sizing)) {
       const json& d = r->data;
-      para(s, fmt::format("{}: the cheapest fleet that serves {:.3g} requests/s with {:.0f}% of requests within the SLO, among {} configurations simulated.",
-                          name(d, "scenario"), num(d, "rate_rps"), 100 * num(d, "attainment_required"), fmt_num(num(d, "simulations"))));
+      para(s, fmt::format("{}: the cheapest fleet that serves {} requests/s with {} of requests within the SLO, among {} configurations simulated.",
+                          name(d, "scenario"), fmt_num(num(d, "rate_rps"), 3), percent_shown(num(d, "attainment_required")), fmt_num(num(d, "simulations"))));
     }
     for (const auto* r : of(ReportSource::Kind::validation)) {
       para(s, fmt::format("{}: the model against {} published measurements.", r->path.filename().string(), r->data["cases"].size()));
@@ -642,13 +681,13 @@ class Builder {
       const std::string who = who_of(*r);
       Table t{{"metric", "value"}, {false, true}, {}};
       const auto row = [&](const std::string& m, const std::string& v) { t.rows.push_back({m, v}); };
-      row("step time", fmt::format("{:.3f} s", num(d, "step_time_s")));
+      row("step time", fixed(num(d, "step_time_s"), 3) + " s");
       row("MFU (model FLOPs utilisation)", pct(num(d, "mfu")));
       row("HFU (hardware FLOPs utilisation, with recompute)", pct(num(d, "hfu")));
       row("tokens/s", count(num(d, "tokens_per_s")));
       row("TFLOP/s per GPU", fixed(num(d, "tflops_per_gpu"), 1));
       if (d.contains("train")) {
-        row("time to train", days_text(Seconds(num(d["train"], "days") * 86400.0)));
+        row("time to train", days_shown(num(d["train"], "days")));
         row("GPU-hours to train", count(num(d["train"], "gpu_hours")));
       }
       const json& m = d["memory"];
@@ -677,8 +716,8 @@ class Builder {
         csv("headline", who, fmt::format("{}_p90", k), num(q, "p90_ms"), "ms");
         csv("headline", who, fmt::format("{}_p99", k), num(q, "p99_ms"), "ms");
       }
-      para(s, fmt::format("{}: {:.2f} requests/s ({:.2f} within the SLO), {} output tokens/s, {} total tokens/s, {} preemptions, mean KV cache use {}.", who,
-                          num(d, "request_throughput"), num(d, "request_goodput"), fmt_num(num(d, "output_token_throughput"), 6),
+      para(s, fmt::format("{}: {} requests/s ({} within the SLO), {} output tokens/s, {} total tokens/s, {} preemptions, mean KV cache use {}.", who,
+                          fixed(num(d, "request_throughput"), 2), fixed(num(d, "request_goodput"), 2), fmt_num(num(d, "output_token_throughput"), 6),
                           fmt_num(num(d, "total_token_throughput"), 6), fmt_num(num(d, "preemptions")), pct(num(d, "kv_cache_use"))));
       table(s, std::move(t));
       csv("headline", who, "request_throughput", num(d, "request_throughput"), "requests/s");
@@ -823,7 +862,7 @@ class Builder {
                    {"unit", "GiB"},    {"categories", categories},
                    {"series", series}, {"limit", {{"value", capacity}, {"label", "HBM"}}},
                    {"height", 140 + 34 * static_cast<int>(categories.size())}};
-      para(s, fmt::format("{}: {} (HBM {:.1f} GiB per GPU).", who, str(m, "verdict"), capacity));
+      para(s, fmt::format("{}: {} (HBM {} GiB per GPU).", who, name(m, "verdict"), fixed(capacity, 1)));
       chart(s, std::move(spec), std::move(t));
       csv("memory", who, "hbm_capacity", capacity, "GiB");
     }
@@ -1185,7 +1224,7 @@ class Builder {
           csv("sizing", subject, "meets_slo", c.value("feasible", false) ? 1.0 : 0.0, "1 if it does");
         }
       }
-      para(s, fmt::format("{}: configurations by cost, at {:.3g} requests/s.", str(d, "scenario"), num(d, "rate_rps")));
+      para(s, fmt::format("{}: configurations by cost, at {} requests/s.", name(d, "scenario"), fmt_num(num(d, "rate_rps"), 3)));
       table(s, std::move(t));
     }
   }
@@ -1209,9 +1248,9 @@ class Builder {
       const json& d = r->data;
       const json& rel = d.value("reliability", json::object());
       const json& cp = d.value("checkpoint", json::object());
-      para(s, fmt::format("{}: {} failures per 1,000 node-days, {:.0f} s to detect and {:.0f} s to restart; a checkpoint of {:.1f} GB takes {:.1f} s to write ({}).",
-                          str(d, "scenario"), fmt_num(num(rel, "failures_per_1000_node_days")), num(rel, "detect_s"), num(rel, "restart_s"), num(cp, "bytes") / 1e9,
-                          num(cp, "write_s"), cp.value("async", false) ? "asynchronous" : "the job waits"));
+      para(s, fmt::format("{}: {} failures per 1,000 node-days, {} s to detect and {} s to restart; a checkpoint of {} GB takes {} s to write ({}).",
+                          name(d, "scenario"), fmt_num(num(rel, "failures_per_1000_node_days")), fixed(num(rel, "detect_s"), 0), fixed(num(rel, "restart_s"), 0),
+                          fixed(num(cp, "bytes") / 1e9, 1), fixed(num(cp, "write_s"), 1), flag(cp, "async", false) ? "asynchronous" : "the job waits"));
       any = true;
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {

@@ -96,7 +96,24 @@ refused "$dir/overflow.json" "not valid JSON" "a number beyond double range"
 # A result with a field of the wrong type is refused naming its file, not with a bare JSON error.
 mkdir -p "$dir/wrong-type"
 sed 's|"memory": {|"memory": null, "memory_was": {|' "$dir/train/summary.json" >"$dir/wrong-type/summary.json"
-refused "$dir/wrong-type" "wrong-type/summary.json: not a result clustersim wrote" "a wrong-typed field"
+refused "$dir/wrong-type" "wrong-type/summary.json: field 'memory': expected a map, found null" "a wrong-typed field"
+# Fields the report reads are typed wherever they stand (a probe's strings had printed "nan days",
+# been charted as 0, or ended in the JSON library's own words), and one that is missing shows "-".
+mkdir -p "$dir/days-text" "$dir/stages-text" "$dir/fits-text" "$dir/no-rate"
+sed 's|"days": \([0-9.e+]*\)|"days": "\1"|' "$dir/train/summary.json" >"$dir/days-text/summary.json"
+refused "$dir/days-text" "field '[a-z_]*\[0\]\.days': expected a number, found '[0-9.e+]*'" "a number written as text"
+sed 's|"stages": \[|"stages": "x", "stages_were": [|' "$dir/train/summary.json" >"$dir/stages-text/summary.json"
+refused "$dir/stages-text" "field 'memory.stages': expected a list, found 'x'" "a list written as text"
+sed 's|"fits": true|"fits": "yes"|' "$dir/train/summary.json" >"$dir/fits-text/summary.json"
+refused "$dir/fits-text" "field 'memory.fits': expected true or false, found 'yes'" "a flag written as text"
+grep -v '"rate_rps"' "$dir/size/sizing.json" >"$dir/no-rate/sizing.json"
+"$cli" report "$dir/no-rate" --out "$dir/no-rate-report" >/dev/null
+grep -q "serves - requests/s" "$dir/no-rate-report/report.md" || { echo "a sizing without its rate does not show '-'"; grep "serves" "$dir/no-rate-report/report.md"; exit 1; }
+if grep -qw "nan" "$dir/no-rate-report/report.md"; then echo "report.md shows nan"; exit 1; fi
+# A result nested deeper than any clustersim writes (a probe's 100,000 levels crashed the check).
+mkdir -p "$dir/deep"
+{ printf '{"breakdown_s": {}, "step_time_s": 1, "memory": {}, "x": '; head -c 100000 /dev/zero | tr '\0' '['; head -c 100000 /dev/zero | tr '\0' ']'; printf '}'; } >"$dir/deep/summary.json"
+refused "$dir/deep" "deep/summary.json: not a result clustersim wrote: it nests more than 64 levels deep" "a result nested 100,000 deep"
 # Headline figures that are not finite, non-negative numbers are refused by field, not shown as "nan s".
 mkdir -p "$dir/bad-step" "$dir/bad-ttft"
 sed 's|"step_time_s": [0-9.e+-]*|"step_time_s": "x"|' "$dir/train/summary.json" >"$dir/bad-step/summary.json"
