@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "clustersim/common/input_file.hpp"
 #include "clustersim/common/suggest.hpp"
 
 #ifndef CLUSTERSIM_SOURCE_SCENARIO_DIR
@@ -56,7 +57,7 @@ bool resolve(std::string_view reference, std::string_view kind, const fs::path& 
       return true;
     }
     expected = "a path to an existing YAML file";
-    const char* what = !fs::exists(p, ec) ? "no such file" : fs::is_directory(p, ec) ? "a directory" : "not a regular file";
+    const std::string what = not_regular_file_kind(p);
     found = fmt::format("'{}' ({}: {})", reference, what, p.lexically_normal().string());
     return false;
   }
