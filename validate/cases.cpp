@@ -135,8 +135,11 @@ void read_serving(const Node& node, InferenceSpec& s) {
 
 void read_workload(const Node& node, InferenceSpec& s) {
   Map m(node);
-  s.input_tokens = m.get<int>("input_tokens", kPositive);
-  s.output_tokens = m.get<int>("output_tokens", kPositive);
+  // Up to 16 M tokens each (longer than any model's context), so that their sum stays a count
+  // (2^31 - 1 input tokens had overflowed the context length to 0).
+  const auto tokens = yaml::in_range<int>(1, 1 << 24, "a token count from 1 to 16777216");
+  s.input_tokens = m.get<int>("input_tokens", tokens);
+  s.output_tokens = m.get<int>("output_tokens", tokens);
   Map a(m.at("arrival", "an arrival process map"));
   s.arrival = a.choice("kind", {"offline", "closed-loop", "poisson"});
   if (s.arrival == "closed-loop") s.concurrency = a.get<int>("concurrency", kPositive);
@@ -191,8 +194,11 @@ Case read_case(const Node& node) {
     Map meas(m.at("measured", "a map of measured values"));
     // Named, not temporaries in the conditional below: clang 14 destroys such a temporary twice when
     // the read throws.
-    const yaml::Check<double> fraction{"a fraction in (0, 1]", [](double x) { return x > 0 && x <= 1; }};
-    const yaml::Check<double> positive = yaml::positive<double>();
+    // A fraction, or a time, rate or throughput from 1e-9 to 1e12 in the metric's unit: wide of any
+    // measurement, and narrow enough that an error against it stays finite (1e308 ms or 1e-320 ms
+    // had given an infinite error and MAPE).
+    const yaml::Check<double> fraction{"a fraction from 1e-9 to 1", [](double x) { return x >= 1e-9 && x <= 1; }};
+    const yaml::Check<double> positive{"a positive number from 1e-9 to 1e12", [](double x) { return x >= 1e-9 && x <= 1e12; }};
     for (const char* key : {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "output_tokens_per_s", "ttft_ms_mean",
                                    "itl_ms_mean", "tflops", "busbw_GBps"}) {
       if (auto v = meas.find(key)) c.measured[key] = v->as<double>(std::string_view(key) == "mfu" ? fraction : positive);
