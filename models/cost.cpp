@@ -73,6 +73,20 @@ struct Plan {
   double deadline = 0;           // mixed: switch to on-demand to finish by this
   double fallback_interval = 0;  // mixed: the checkpoint interval on on-demand (its closed form's)
   bool elastic = false;          // a preempted node takes its data-parallel replica out; the rest go on
+  // A trace's entries: from entry i on, the first whose capacity is up (next_up) or down
+  // (next_down), or the entry count when none is (so that a change is found without scanning a long
+  // trace at every event).
+  std::vector<std::size_t> next_up, next_down;
+  void index_trace() {
+    const auto& a = preemption.availability;
+    next_up.assign(a.size() + 1, a.size());
+    next_down.assign(a.size() + 1, a.size());
+    // The last entry only marks the end, where the trace repeats: no state starts there.
+    for (std::size_t i = a.size() > 0 ? a.size() - 1 : 0; i-- > 0;) {
+      next_up[i] = a[i].second ? i : next_up[i + 1];
+      next_down[i] = a[i].second ? next_down[i + 1] : i;
+    }
+  }
 };
 
 struct Trial {
@@ -402,12 +416,11 @@ class RunTrial final : public sim::EventHandler {
     if (available_at(t) == state) return 0;
     const auto& a = plan_.preemption.availability;
     const double x = std::fmod(offset_ + t, period());
-    for (int lap = 0; lap < 2; ++lap) {
-      for (std::size_t i = 0; i + 1 < a.size(); ++i) {
-        const double when = a[i].first + lap * period();
-        if (when > x && a[i].second == state) return when - x;
-      }
-    }
+    const auto& next = state ? plan_.next_up : plan_.next_down;
+    // The first entry after x in this lap, else the first of the next.
+    const auto after = static_cast<std::size_t>(std::upper_bound(a.begin(), a.end(), x, [](double v, const auto& e) { return v < e.first; }) - a.begin());
+    if (const std::size_t i = next[after]; i + 1 < a.size()) return a[i].first - x;
+    if (const std::size_t i = next[0]; i + 1 < a.size()) return a[i].first + period() - x;
     return kInfinity;
   }
 
@@ -777,6 +790,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     plan.max_lifetime = o.max_lifetime_s;
     plan.price = o.effective_price_per_gpu_hour();
     plan.granularity = o.billing_granularity_s;
+    plan.index_trace();
     return plan;
   };
   // Rows whose closed form leaves their policy out: the Monte Carlo means stand as the expectation.
