@@ -153,6 +153,17 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   for (const auto& s : options.sources) sources += (sources.empty() ? "" : ", ") + s;
   const std::string from = sources.empty() ? std::string() : " (" + sources + ")";
   r.copies = fit_copies(m.memory);
+  // A kind of copy whose time does not grow with its size gives no bandwidth: say that it was left
+  // out (it had been dropped without a word).
+  for (MemoryKind kind : {MemoryKind::d2d, MemoryKind::h2d, MemoryKind::d2h, MemoryKind::host}) {
+    const auto samples = std::count_if(m.memory.begin(), m.memory.end(), [&](const MemorySample& s) { return s.kind == kind; });
+    const bool fitted = std::any_of(r.copies.begin(), r.copies.end(), [&](const CopyFit& c) { return c.kind == kind; });
+    if (samples > 0 && !fitted) {
+      r.notes.push_back(fmt::format("{} copies ({} sample{}) left out of the profile: their time does not grow with their size, so they give no bandwidth "
+                                    "(check the sizes and times)",
+                                    to_string(kind), samples, samples == 1 ? "" : "s"));
+    }
+  }
   bool memory_measured = false;
   for (const CopyFit& c : r.copies) {
     const double traffic = 2.0 * c.transfer.bandwidth.value();  // a copy reads and writes each byte

@@ -52,6 +52,10 @@ expect_bad() {  # expect_bad TEXT ARGS...: exit status 2 and TEXT on stderr
   fi
 }
 expect_bad "nothing to fit"
+# Copies whose time falls as their size grows give no bandwidth: left out, and the output says so.
+echo '{"format": "clustersim-measurements/1", "memory": [{"kind": "h2d", "bytes": 1024, "seconds": 5.1e-3}, {"kind": "h2d", "bytes": 2147483648, "seconds": 5.2e-6}]}' >"$dir/copies.json"
+"$cli" calibrate --from "$dir/copies.json" --base h100-sxm5-80gb >"$dir/copies.txt"
+grep -q "h2d copies (2 samples) left out of the profile" "$dir/copies.txt" || { echo "falling copy times were dropped without a note"; cat "$dir/copies.txt"; exit 1; }
 # A CPU profile (fp32 only) cannot run a bf16 scenario: refused as bad input, naming the scenario's
 # precision and the profile (it had ended in an internal error, status 1).
 expect_bad "llama3-8b-1-node-h100.yaml: precision bf16: the fitted profile" --profile "$dir/cpu/profile.yaml" --compare h100-sxm5-80gb \
