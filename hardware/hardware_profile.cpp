@@ -1,5 +1,7 @@
 #include "clustersim/hardware/hardware_profile.hpp"
 
+#include <algorithm>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -90,6 +92,15 @@ CalibratedCollective read_collective(const yaml::Node& node) {
   return out;
 }
 
+// A CUDA compute capability, major.minor in digits ("9.0"), or none.
+yaml::Check<std::string> compute_capability() {
+  return {"a CUDA compute capability such as 9.0 (major.minor)", [](const std::string& v) {
+            const auto digits = [](std::string_view part) { return !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }); };
+            const auto dot = v.find('.');
+            return v.empty() || (dot != std::string::npos && digits(std::string_view(v).substr(0, dot)) && digits(std::string_view(v).substr(dot + 1)));
+          }};
+}
+
 }  // namespace
 
 HardwareProfile read_hardware_profile(const yaml::Node& node) {
@@ -98,8 +109,10 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
   hw.name = m.get<std::string>("name");
   hw.vendor = m.get_or<std::string>("vendor", "");
   hw.architecture = m.choice("architecture", {"ampere", "ada", "hopper", "blackwell", "cpu"});
-  hw.compute_capability = m.get_or<std::string>("compute_capability", "");
-  hw.sm_count = m.get<int>("sm_count", yaml::positive<int>());
+  hw.compute_capability = m.get_or<std::string>("compute_capability", "", compute_capability());
+  // SMs (or CPU cores): up to 4,096, past any GPU made (a B200 has 148); a count of 2^31 had tiled
+  // every GEMM into one wave of near-empty SMs and made a step last days.
+  hw.sm_count = m.get<int>("sm_count", yaml::in_range<int>(1, 4096, "a count from 1 to 4096"));
   hw.boost_clock = m.get<Hertz>("boost_clock", yaml::positive<Hertz>());
 
   {

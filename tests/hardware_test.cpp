@@ -109,7 +109,15 @@ TEST_CASE("profile errors name the field", "[hardware]") {
     return t;
   };
   CHECK_THAT(test::input_error([&] { from_text(with("bf16: 989TFLOPS", "bf16: 989FLOPS")); }),
-             Contains("field 'hardware.peak_flops.bf16': expected a peak of at least 1GFLOPS, found '989FLOPS'"));
+             Contains("field 'hardware.peak_flops.bf16': expected a peak from 1GFLOPS to 1EFLOPS, found '989FLOPS'"));
+  // Past any device the other way (a probe's 1e30 PFLOPS, 2^31 SMs), and a compute capability that is
+  // no version.
+  CHECK_THAT(test::input_error([&] { from_text(with("bf16: 989TFLOPS", "bf16: 1e30PFLOPS")); }),
+             Contains("field 'hardware.peak_flops.bf16': expected a peak from 1GFLOPS to 1EFLOPS, found '1e30PFLOPS'"));
+  CHECK_THAT(test::input_error([&] { from_text(with("sm_count: 132", "sm_count: 2147483647")); }),
+             Contains("field 'hardware.sm_count': expected a count from 1 to 4096, found '2147483647'"));
+  CHECK_THAT(test::input_error([&] { from_text(with("sm_count: 132", "sm_count: 132\n  compute_capability: x")); }),
+             Contains("field 'hardware.compute_capability': expected a CUDA compute capability such as 9.0 (major.minor), found 'x'"));
   CHECK_THAT(test::input_error([&] { from_text(with("bandwidth: 3.35TB/s", "bandwidth: 3.35B/s")); }),
              Contains("field 'hardware.memory.bandwidth': expected a bandwidth of at least 1KB/s and at most 1PB/s, found '3.35B/s'"));
 }

@@ -155,6 +155,16 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
       lg.bandwidth = l.get<BytesPerSec>("bandwidth", yaml::bandwidth());
       lg.latency = l.get_or<Seconds>("latency", Seconds(0), yaml::latency());
       l.finish();
+      // A socket link joins two CPUs, an NVLink-C2C link a GPU and a CPU (a socket link between GPUs
+      // had been taken as a path for their traffic).
+      const DeviceKind from_kind = t.groups[lg.from.group].kind, to_kind = t.groups[lg.to.group].kind;
+      if (lg.kind == LinkKind::socket && !(from_kind == DeviceKind::cpu && to_kind == DeviceKind::cpu)) {
+        item.fail("a socket link between two CPUs", fmt::format("a socket link from a {} to a {}", to_string(from_kind), to_string(to_kind)));
+      }
+      if (lg.kind == LinkKind::c2c && !((from_kind == DeviceKind::gpu && to_kind == DeviceKind::cpu) ||
+                                        (from_kind == DeviceKind::cpu && to_kind == DeviceKind::gpu))) {
+        item.fail("a c2c (NVLink-C2C) link between a GPU and a CPU", fmt::format("a c2c link from a {} to a {}", to_string(from_kind), to_string(to_kind)));
+      }
       if (lg.from.group == lg.to.group && !(lg.from.index && lg.to.index && *lg.from.index != *lg.to.index)) {
         item.fail("a link between two different devices (two groups, or two single devices such as cpu0 and cpu1)",
                   "a link from a group to itself");
