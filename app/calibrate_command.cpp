@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -174,7 +175,13 @@ void run(const Options& o) {
       if (o.out.empty()) fs::remove_all(dir);
       copt.sources.push_back("clustersim-probe-cuda");
     }
+    std::map<fs::path, std::string> read;  // each file once: given twice, its samples had counted twice
     for (const auto& f : o.from) {
+      std::error_code ec;
+      const fs::path same = fs::weakly_canonical(f, ec);
+      if (const auto [it, fresh] = read.emplace(ec ? fs::path(f) : same, f); !fresh) {
+        throw InputError(fmt::format("--from {}: expected each measurements file once, found it again (given as {}): its samples would count twice", f, it->second));
+      }
       const calibrate::Measurements part = calibrate::load_measurements(f);
       // Said of the file, with the record, where the fit would only say it of all of them.
       if (part.empty()) {

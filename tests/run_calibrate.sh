@@ -66,6 +66,9 @@ expect_bad "field 'gemm[0].k': expected a positive integer, found -1" --from "$d
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "seconds": 1e-5}]}' >"$dir/fast.json"
 expect_bad "gemm[0], bf16 4096x4096x4096 in 10 us, runs at 13.74 PFLOP/s, more than 1.5 times H100-SXM5-80GB's bf16 peak of 989.4 TFLOP/s" --from "$dir/fast.json" --base h100-sxm5-80gb
 expect_bad "--base PROFILE is needed" --from "$data/h100-cublas-waynehacking8.json"
+# One file given twice (here by two spellings of its path) would count its samples twice.
+expect_bad "expected each measurements file once, found it again" --from "$data/h100-cublas-waynehacking8.json" \
+  --from "$data/../calibrate/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "fp4", "m": 64, "n": 64, "k": 64, "seconds": 1e-6}]}' >"$dir/fp4.json"
 expect_bad "fp4.json: gemm[0].dtype: expected a dtype with a peak in --base H100-SXM5-80GB, found fp4" --from "$dir/fp4.json" --base h100-sxm5-80gb
 # A key written twice, and a file of empty lists, are refused naming the file.
