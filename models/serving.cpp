@@ -1252,8 +1252,27 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
     ServingRequest r;
     r.id = static_cast<int>(out.size());
     r.trace_line = number;
-    try {
+    // Each cell is checked on its own, and a refusal names its column and where it starts.
+    const std::vector<const std::string*> cells = {&a, &p, &o, &pid, &ptok};
+    const auto refuse = [&](std::size_t column, const char* name, const std::string& expected) {
+      int at = 1;
+      for (std::size_t k = 0; k < column; ++k) at += static_cast<int>(cells[k]->size()) + 1;
+      throw InputError(SourceLocation{std::make_shared<const std::string>(file.string()), number, at}, name, expected, "'" + *cells[column] + "'");
+    };
+    // A whole number within [low, high], with what std::stoi allows: whitespace around it and a '+'.
+    const auto whole = [&](std::size_t column, const char* name, int low, int high, const std::string& expected) {
+      const std::string& cell = *cells[column];
       std::size_t used = 0;
+      int v = 0;
+      try {
+        v = std::stoi(cell, &used);
+      } catch (const std::exception&) {
+        refuse(column, name, expected);
+      }
+      if (used != cell.size() || v < low || v > high) refuse(column, name, expected);
+      return v;
+    };
+    {
       // A decimal number (std::stod also took hexadecimal, 0x10 as 16 s), with what std::stoi allows
       // the token columns: whitespace around it and a leading '+'.
       const std::size_t first = a.find_first_not_of(" \t"), last = a.find_last_not_of(" \t");
@@ -1261,24 +1280,15 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
       if (digits.size() > 1 && digits.front() == '+') digits.remove_prefix(1);
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), r.arrival);
       if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || !(r.arrival >= 0) || !(r.arrival <= kMaxArrivalSeconds)) {
-        throw std::invalid_argument("arrival");
+        refuse(0, "arrival_s", fmt::format("a time in seconds from 0 to {:.3g}", kMaxArrivalSeconds));
       }
-      r.prompt_tokens = std::stoi(p, &used);
-      if (used != p.size() || r.prompt_tokens < 1) throw std::invalid_argument("prompt");
-      r.output_tokens = std::stoi(o, &used);
-      if (used != o.size() || r.output_tokens < 1) throw std::invalid_argument("output");
-      if (with_prefix) {
-        r.prefix_id = std::stoi(pid, &used);
-        if (used != pid.size() || r.prefix_id < -1) throw std::invalid_argument("prefix_id");
-        r.prefix_tokens = std::stoi(ptok, &used);
-        if (used != ptok.size() || r.prefix_tokens < 0 || r.prefix_tokens > r.prompt_tokens) throw std::invalid_argument("prefix_tokens");
-      }
-    } catch (const std::exception&) {
-      throw InputError(where(number), "row",
-                       with_prefix ? fmt::format("an arrival time from 0 to {:.3g} s, two token counts >= 1, a prefix id >= -1 and a prefix length no longer "
-                                                 "than the prompt", kMaxArrivalSeconds)
-                                   : fmt::format("an arrival time from 0 to {:.3g} s and two token counts >= 1", kMaxArrivalSeconds),
-                       "'" + line + "'");
+    }
+    constexpr int kMax = std::numeric_limits<int>::max();
+    r.prompt_tokens = whole(1, "prompt_tokens", 1, kMax, "a token count of at least 1");
+    r.output_tokens = whole(2, "output_tokens", 1, kMax, "a token count of at least 1");
+    if (with_prefix) {
+      r.prefix_id = whole(3, "prefix_id", -1, kMax, "a prefix id of -1 (none) or more");
+      r.prefix_tokens = whole(4, "prefix_tokens", 0, r.prompt_tokens, fmt::format("a prefix length from 0 to the prompt's {} tokens", r.prompt_tokens));
     }
     if (r.prefix_id < 0 && r.prefix_tokens != 0) {
       // Prefix id -1 is no shared prefix: a length for it would be silently dropped.

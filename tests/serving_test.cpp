@@ -187,11 +187,14 @@ TEST_CASE("serving: a trace replay reproduces its arrival times exactly") {
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n1.0,10,10\n0.5,10,10\n"),
              Catch::Contains("bad.csv:3:1") && Catch::Contains("no earlier than the previous row's"));
   CHECK_THAT(bad("arrival,prompt,output\n"), Catch::Contains("bad.csv:1:1") && Catch::Contains("header"));
-  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,ten,10\n"), Catch::Contains("bad.csv:2:1") && Catch::Contains("'0.1,ten,10'"));
-  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,10,0\n"), Catch::Contains("token counts >= 1"));
+  // A bad cell is named by its column, at the column where it starts.
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,ten,10\n"),
+             Catch::Contains("bad.csv:2:5: field 'prompt_tokens': expected a token count of at least 1, found 'ten'"));
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,10,0\n"),
+             Catch::Contains("bad.csv:2:8: field 'output_tokens': expected a token count of at least 1, found '0'"));
   // A header and no request; an arrival beyond the simulated clock; one prefix given two lengths.
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n"), Catch::Contains("the trace holds no request"));
-  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n1e300,10,10\n"), Catch::Contains("bad.csv:2:1") && Catch::Contains("an arrival time from 0 to 2.31e+09 s"));
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n1e300,10,10\n"), Catch::Contains("bad.csv:2:1: field 'arrival_s': expected a time in seconds from 0 to 2.31e+09, found '1e300'"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,900,10,1,500\n1,900,10,1,600\n"),
              Catch::Contains("bad.csv:3:1: field 'prefix_tokens': expected 500 tokens, as the earlier rows with prefix id 1 give, found 600"));
 }
@@ -816,7 +819,7 @@ TEST_CASE("serving: a trace may name each request's prefix") {
   const ReplicaRun run = run_replica(r, llama8b(), h100());
   CHECK(run.prefix_hit_tokens == 992);  // the second request reuses the first's 62 full blocks of 16
   const auto bad = dir.write("b.csv", "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,100,10,3,1000\n");
-  CHECK_THAT(test::input_error([&] { read_trace(bad); }), Catch::Contains("b.csv:2") && Catch::Contains("a prefix length no longer than the prompt"));
+  CHECK_THAT(test::input_error([&] { read_trace(bad); }), Catch::Contains("b.csv:2:12: field 'prefix_tokens': expected a prefix length from 0 to the prompt's 100 tokens, found '1000'"));
 }
 
 TEST_CASE("serving: a pipeline-parallel replica keeps its stages busy with several batches in flight") {
