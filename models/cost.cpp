@@ -334,8 +334,8 @@ class RunTrial final : public sim::EventHandler {
 
   void notice() {
     ++result_.interruptions;
-    ++generation_;
-    if (mode_ != Mode::restarting && plan_.notice >= delta_) {
+    const bool restarting = mode_ == Mode::restarting;
+    if (!restarting && plan_.notice >= delta_) {
       // An emergency checkpoint within the notice: nothing is lost but its write.
       progress_ = progress();
       saved_ = progress_;
@@ -354,25 +354,37 @@ class RunTrial final : public sim::EventHandler {
       }
       if (going.empty()) going.push_back(std::min(replica_since_.size() - 1, static_cast<std::size_t>(uniform01(rng_) * replica_since_.size())));
       if (going.size() < replica_since_.size()) {
-        // Their data-parallel replicas leave; the others restart without them and go on.
+        // Their data-parallel replicas leave; the others restart without them and go on. A job
+        // already restarting goes on with that restart, without them (a restart begun afresh at
+        // every change had never ended where changes come faster than a restart takes).
         for (auto i = going.rbegin(); i != going.rend(); ++i) {
           drop_replica(*i);
           at(now() + plan_.notice + exponential(plan_.capacity_wait, rng_), Event::replica_back, epoch_);
         }
-        mode_ = Mode::restarting;
-        result_.lost += restart_;
-        after(restart_, Event::restart_done);
+        if (!restarting) {
+          ++generation_;
+          mode_ = Mode::restarting;
+          result_.lost += restart_;
+          after(restart_, Event::restart_done);
+        }
         schedule_interrupts();
         return;
       }
     }
+    ++generation_;
     mode_ = Mode::waiting;
     at(now() + plan_.notice, Event::released, generation_);
   }
 
-  // Elastic: a node is back; the job checkpoints and restarts with its replica again.
+  // Elastic: a node is back; the job checkpoints and restarts with its replica again (or, when it is
+  // restarting already, takes the replica into that restart).
   void replica_back() {
     if (mode_ == Mode::done || mode_ == Mode::waiting || !holding_) return;
+    if (mode_ == Mode::restarting) {
+      add_replica();
+      schedule_interrupts();
+      return;
+    }
     progress_ = progress();
     add_replica();
     saved_ = progress_;

@@ -776,3 +776,23 @@ TEST_CASE("cost: an elastic row keeps each replica's maximum lifetime") {
   CHECK(capped.mean_interruptions > free.mean_interruptions + 9);
   CHECK(capped.wall_s.mean > free.wall_s.mean);
 }
+
+TEST_CASE("cost: a replica that leaves or returns during an elastic restart joins that restart rather than beginning it afresh") {
+  // Expectation: 64 replicas whose 1-hour lifetimes fall apart after a preemption leave and return
+  // every half minute or so, against a 15-minute restart. Each change beginning the restart afresh,
+  // no trial had finished within 100 x its work (a review's find); joining the restart under way,
+  // every one does, slower than stopping the whole job at each lifetime's end.
+  RunSpec run = daly_run(90 * kHour, 0.5 * kMinute, 15 * kMinute, 1e12);
+  run.reliability.failures_per_1000_node_days = 0;
+  run.nodes = 64;
+  run.gpus = 512;
+  run.dp_replicas = 64;
+  Offering spot = poisson_spot(30, 1800, 0.001);
+  spot.max_lifetime_s = 1 * kHour;
+  const auto rows = estimate_costs(run, {on_demand(4.0), spot}, elastic_options(20));
+  REQUIRE(rows.size() == 3);
+  const CostEstimate& elastic = rows[2];
+  REQUIRE(elastic.offering == "spot (elastic)");
+  CHECK(elastic.finished == 20);
+  CHECK(elastic.wall_s.mean > rows[1].wall_s.mean);
+}
