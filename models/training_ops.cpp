@@ -143,6 +143,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     // re-runs it with the kernel.
     Op exchange = comm("cp_kv_exchange", CommGroup::cp, CollectiveOp::send_recv, (s.cp - 1.0) * d.tokens * kv_width * kActivationBytes);
     exchange.attention_core = true;
+    exchange.ring = s.cp;
     ops.push_back(exchange);
   }
   const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
@@ -428,9 +429,12 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
       }
     }
     if (op.group == CommGroup::cp) {
-      // Ring attention overlaps each exchange with the attention on the chunk already there.
-      fe = std::max(0.0, f - attention_time(fwd));
-      be = std::max(0.0, b - attention_time(bwd));
+      // Ring attention overlaps each exchange with the attention on the chunk already there: cp
+      // steps of attention, the cp - 1 transfers beside the first cp - 1 of them (the last step's
+      // chunk has nothing left to send beside it), as the TP ring exchange above.
+      const double cp_share = op.ring > 1 ? double(op.ring - 1) / double(op.ring) : 1.0;
+      fe = std::max(0.0, f - attention_time(fwd) * cp_share);
+      be = std::max(0.0, b - attention_time(bwd) * cp_share);
     }
     fwd[i] = fe;
     bwd[i] = be;

@@ -136,6 +136,8 @@ struct Op {
   double count = 1;
   double flops = 0;            // executed in the forward pass (attention: causal)
   double bytes = 0;            // memory: bytes read and written; comm: the collective's nccl-tests size
+                               // (send_recv over a group: what each member sends the next)
+  int ring = 0;                // comm: a ring exchange's members (ring attention's cp), 0 otherwise
   double backward_bytes = 0;   // memory: bytes of its backward pass when known (0: 1.5 x bytes)
   double row_flops = 0;        // attention: forward FLOPs of one 128-query block over the whole sequence
   CollectiveOp comm_op = CollectiveOp::all_reduce;
