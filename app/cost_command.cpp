@@ -171,7 +171,7 @@ void training_cost(const Options& o) {
     std::string even;
     if (e.break_even_preemptions_per_node_hour) {
       even = *e.break_even_preemptions_per_node_hour > 0 ? fmt::format("{:.2g} preemptions/node-h", *e.break_even_preemptions_per_node_hour)
-                                                          : "no cheaper than on-demand unpreempted";
+                                                          : e.break_even_none;
     }
     if (e.break_even_utilisation) even = fmt::format("utilisation {:.0f}%", 100 * *e.break_even_utilisation);
     if (e.pricing == models::Pricing::spot && even.empty()) even = "-";  // Weibull lifetimes, traces: no single rate to solve for

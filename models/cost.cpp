@@ -663,7 +663,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
       const double eta = p.scale_hours * kHour * std::pow(n, -1.0 / p.shape);
       double mean_hold = eta * std::tgamma(1.0 + 1.0 / p.shape);
-      if (plan.max_lifetime > 0) mean_hold *= boost::math::gamma_p(1.0 / p.shape, std::pow(plan.max_lifetime / eta, p.shape));
+      if (plan.max_lifetime > 0) {
+        // Where (T/eta')^k underflows (a steep shape, a lifetime far inside the scale) no
+        // preemption comes before T: the hold is T (the product had gone to 0, the rate to infinity).
+        const double x = std::pow(plan.max_lifetime / eta, p.shape);
+        mean_hold = x < 1e-12 ? plan.max_lifetime : std::min(plan.max_lifetime, mean_hold * boost::math::gamma_p(1.0 / p.shape, x));
+      }
       return 1.0 / mean_hold;
     }
     if (p.kind == PreemptionProcess::Kind::poisson) rate = p.rate_per_node_hour * n / kHour;
@@ -741,7 +746,8 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const std::string expected =
           c.finite ? fmt::format("the expected wall time is {:.3g} x the failure-free time", c.wall / run.work_s) : std::string("the expected wall time overflows");
       if (!std::isfinite(preempt_rate)) {
-        e.verdict = fmt::format("{}: its availability trace never has capacity", what);
+        e.verdict = plan.preemption.kind == PreemptionProcess::Kind::trace ? fmt::format("{}: its availability trace never has capacity", what)
+                                                                           : fmt::format("{}: its capacity is preempted as soon as it is held", what);
       } else if (c.noticed_rate > 0 && 1.0 / c.noticed_rate < e.mtbi_s) {
         e.verdict = fmt::format("{} within {}: {}, with noticed preemptions every {:.3g} h on average and a restart and the notice taking {:.3g} h",
                                 what, within, expected, 1.0 / c.noticed_rate / kHour, (restart + plan.notice) / kHour);
@@ -873,7 +879,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
           e.break_even_preemptions_per_node_hour = 0.5 * (lo + hi);
         }
       } else {
-        e.break_even_preemptions_per_node_hour = 0.0;  // dearer than on-demand even without preemptions
+        // Dearer than on-demand even without preemptions: for its price alone, or for the
+        // preemptions its maximum lifetime forces.
+        e.break_even_preemptions_per_node_hour = 0.0;
+        e.break_even_none = plan.price < cheapest_on_demand->price_per_gpu_hour && plan.max_lifetime > 0
+                                ? "dearer than on-demand at its lifetime's preemptions alone"
+                                : "no cheaper than on-demand unpreempted";
       }
     }
     out.push_back(std::move(e));

@@ -751,6 +751,22 @@ TEST_CASE("cost: a maximum lifetime ends each hold at E[min(X, T)] on average, i
   // lose less work at each (6% less wall time here).
   CHECK(w.expected_wall_s == Approx(w.wall_s.mean).epsilon(0.08));
   CHECK(w.expected_wall_s > w.wall_s.mean);
+  // A lifetime far inside a steep Weibull's scale: every hold lasts the lifetime. ((T/eta)^k had
+  // underflowed to 0, the rate gone to infinity, and the row said it could never finish.)
+  spot.preemption.shape = 100;
+  spot.preemption.scale_hours = 2000;
+  const CostEstimate steep = estimate_costs(run, {on_demand(3.0), spot}, opt)[1];
+  CHECK(steep.can_finish);
+  CHECK(steep.mtbi_s == Approx(kHour).epsilon(1e-9));
+  // Cheaper by the hour than on-demand, dearer once its lifetime's preemptions are paid for: the
+  // break-even says which ("no cheaper than on-demand unpreempted" had blamed the price).
+  Offering capped = poisson_spot(30, 1800, 0.01);
+  capped.price_per_gpu_hour = 2.9;
+  capped.max_lifetime_s = 0.2 * kHour;
+  const CostEstimate dear = estimate_costs(run, {on_demand(3.0), capped}, opt)[1];
+  REQUIRE(dear.break_even_preemptions_per_node_hour);
+  CHECK(*dear.break_even_preemptions_per_node_hour == 0);
+  CHECK(dear.break_even_none == "dearer than on-demand at its lifetime's preemptions alone");
 }
 
 TEST_CASE("cost: an elastic row keeps each replica's maximum lifetime") {
