@@ -1259,49 +1259,49 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
       for (std::size_t k = 0; k < column; ++k) at += static_cast<int>(cells[k]->size()) + 1;
       throw InputError(SourceLocation{std::make_shared<const std::string>(file.string()), number, at}, name, expected, "'" + *cells[column] + "'");
     };
-    // A whole number within [low, high], with what std::stoi allows: whitespace around it and a '+'.
+    // A cell's number without the blanks around it and a leading '+', which every column allows.
+    const auto bare = [](const std::string& cell) {
+      const std::size_t first = cell.find_first_not_of(" \t"), last = cell.find_last_not_of(" \t");
+      std::string_view v = first == std::string::npos ? std::string_view() : std::string_view(cell).substr(first, last - first + 1);
+      if (v.size() > 1 && v.front() == '+') v.remove_prefix(1);
+      return v;
+    };
+    // A whole number within [low, high].
     const auto whole = [&](std::size_t column, const char* name, int low, int high, const std::string& expected) {
-      const std::string& cell = *cells[column];
-      std::size_t used = 0;
+      const std::string_view digits = bare(*cells[column]);
       int v = 0;
-      try {
-        v = std::stoi(cell, &used);
-      } catch (const std::exception&) {
-        refuse(column, name, expected);
-      }
-      if (used != cell.size() || v < low || v > high) refuse(column, name, expected);
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v < low || v > high) refuse(column, name, expected);
       return v;
     };
     {
-      // A decimal number (std::stod also took hexadecimal, 0x10 as 16 s), with what std::stoi allows
-      // the token columns: whitespace around it and a leading '+'.
-      const std::size_t first = a.find_first_not_of(" \t"), last = a.find_last_not_of(" \t");
-      std::string_view digits = first == std::string::npos ? std::string_view() : std::string_view(a).substr(first, last - first + 1);
-      if (digits.size() > 1 && digits.front() == '+') digits.remove_prefix(1);
+      // A decimal number (std::stod also took hexadecimal, 0x10 as 16 s).
+      const std::string_view digits = bare(a);
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), r.arrival);
       if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || !(r.arrival >= 0) || !(r.arrival <= kMaxArrivalSeconds)) {
         refuse(0, "arrival_s", fmt::format("a time in seconds from 0 to {:.3g}", kMaxArrivalSeconds));
       }
     }
     constexpr int kMax = std::numeric_limits<int>::max();
-    r.prompt_tokens = whole(1, "prompt_tokens", 1, kMax, "a token count of at least 1");
-    r.output_tokens = whole(2, "output_tokens", 1, kMax, "a token count of at least 1");
+    const std::string count = fmt::format("a token count from 1 to {}", kMax);
+    r.prompt_tokens = whole(1, "prompt_tokens", 1, kMax, count);
+    r.output_tokens = whole(2, "output_tokens", 1, kMax, count);
     if (with_prefix) {
-      r.prefix_id = whole(3, "prefix_id", -1, kMax, "a prefix id of -1 (none) or more");
+      r.prefix_id = whole(3, "prefix_id", -1, kMax, fmt::format("a prefix id from -1 (none) to {}", kMax));
       r.prefix_tokens = whole(4, "prefix_tokens", 0, r.prompt_tokens, fmt::format("a prefix length from 0 to the prompt's {} tokens", r.prompt_tokens));
     }
     if (r.prefix_id < 0 && r.prefix_tokens != 0) {
       // Prefix id -1 is no shared prefix: a length for it would be silently dropped.
-      throw InputError(where(number), "prefix_tokens", "0 with prefix id -1 (no shared prefix)", ptok);
+      refuse(4, "prefix_tokens", "0 with prefix id -1 (no shared prefix)");
     }
     if (!out.empty() && r.arrival < out.back().arrival) {
-      throw InputError(where(number), "arrival_s", fmt::format("a time no earlier than the previous row's ({})", out.back().arrival), a);
+      refuse(0, "arrival_s", fmt::format("a time no earlier than the previous row's ({})", out.back().arrival));
     }
     if (r.prefix_id >= 0) {
       // One prefix is one text: every request naming it shares the same number of its tokens.
       const auto [it, fresh] = prefix_lengths.emplace(r.prefix_id, r.prefix_tokens);
       if (!fresh && it->second != r.prefix_tokens) {
-        throw InputError(where(number), "prefix_tokens", fmt::format("{} tokens, as the earlier rows with prefix id {} give", it->second, r.prefix_id), ptok);
+        refuse(4, "prefix_tokens", fmt::format("{} tokens, as the earlier rows with prefix id {} give", it->second, r.prefix_id));
       }
     }
     out.push_back(r);

@@ -187,16 +187,20 @@ TEST_CASE("serving: a trace replay reproduces its arrival times exactly") {
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n1.0,10,10\n0.5,10,10\n"),
              Catch::Contains("bad.csv:3:1") && Catch::Contains("no earlier than the previous row's"));
   CHECK_THAT(bad("arrival,prompt,output\n"), Catch::Contains("bad.csv:1:1") && Catch::Contains("header"));
-  // A bad cell is named by its column, at the column where it starts.
+  // A bad cell is named by its column, at the column where it starts; blanks around a number and a
+  // leading '+' are allowed in every column.
+  CHECK(read_trace(dir.write("blanks.csv", "arrival_s,prompt_tokens,output_tokens\n +0.5 , 10 ,+10\t\n")).at(0).prompt_tokens == 10);
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,99999999999,10\n"),
+             Catch::Contains("bad.csv:2:5: field 'prompt_tokens': expected a token count from 1 to 2147483647, found '99999999999'"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,ten,10\n"),
-             Catch::Contains("bad.csv:2:5: field 'prompt_tokens': expected a token count of at least 1, found 'ten'"));
+             Catch::Contains("bad.csv:2:5: field 'prompt_tokens': expected a token count from 1 to 2147483647, found 'ten'"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,10,0\n"),
-             Catch::Contains("bad.csv:2:8: field 'output_tokens': expected a token count of at least 1, found '0'"));
+             Catch::Contains("bad.csv:2:8: field 'output_tokens': expected a token count from 1 to 2147483647, found '0'"));
   // A header and no request; an arrival beyond the simulated clock; one prefix given two lengths.
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n"), Catch::Contains("the trace holds no request"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n1e300,10,10\n"), Catch::Contains("bad.csv:2:1: field 'arrival_s': expected a time in seconds from 0 to 2.31e+09, found '1e300'"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,900,10,1,500\n1,900,10,1,600\n"),
-             Catch::Contains("bad.csv:3:1: field 'prefix_tokens': expected 500 tokens, as the earlier rows with prefix id 1 give, found 600"));
+             Catch::Contains("bad.csv:3:12: field 'prefix_tokens': expected 500 tokens, as the earlier rows with prefix id 1 give, found '600'"));
 }
 
 TEST_CASE("serving: goodput never exceeds throughput, and a tight SLO lowers it") {
