@@ -172,8 +172,8 @@ class RunTrial final : public sim::EventHandler {
 
   // Progress so far, when running.
   double progress() const { return mode_ == Mode::running ? progress_ + (now() - run_start_) * rate() : progress_; }
-  // Elastic: the job runs at the share of its data-parallel replicas that are up.
-  // Elastic: the replicas up, each held since its own start.
+  // Elastic: the replicas up, each held since its own start; the job runs at the share of its
+  // data-parallel replicas that are up.
   int active() const { return static_cast<int>(replica_since_.size()); }
   // When the capacity now held was taken: the whole job's, or (elastic) its longest-held replica's.
   double held_since() const {

@@ -92,10 +92,9 @@ inline Check<Seconds> latency() {
   return {"a latency from 0 to 1s", [](const Seconds& v) { return !(v.value() < 0) && !(v.value() > 1); }};
 }
 
-// A compute peak: at least 1 GFLOP/s (a CPU core's is tens); slower is a unit typed many orders
-// off, whose kernels would outlast the simulated clock.
-// From 1 GFLOP/s (a CPU core) to 1 EFLOP/s, 200 times a B200's dense fp8 peak: past it a kernel
-// takes less than the clock's nanosecond.
+// A compute peak from 1 GFLOP/s (a CPU core's is tens) to 1 EFLOP/s (200 times a B200's dense fp8
+// peak): slower is a unit typed many orders off, whose kernels would outlast the simulated clock;
+// faster, a kernel would take less than the clock's nanosecond.
 inline Check<FlopsPerSec> compute_peak() {
   return {"a peak from 1GFLOPS to 1EFLOPS", [](const FlopsPerSec& v) { return v.value() >= 1e9 && v.value() <= 1e18; }};
 }
