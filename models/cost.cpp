@@ -231,7 +231,12 @@ class RunTrial final : public sim::EventHandler {
       }
       // The maximum lifetime runs from when the capacity was taken: the whole job's, or (elastic)
       // the longest-held replica's.
-      if (plan_.max_lifetime > 0) until = std::min(until, std::max(0.0, held_since() + plan_.max_lifetime - now()));
+      lifetime_notice_ = false;
+      if (plan_.max_lifetime > 0) {
+        const double lifetime_left = std::max(0.0, held_since() + plan_.max_lifetime - now());
+        lifetime_notice_ = lifetime_left <= until;
+        until = std::min(until, lifetime_left);
+      }
       // The notice arrives that long before the capacity goes.
       if (std::isfinite(until)) at(now() + std::max(0.0, until - plan_.notice), Event::notice, interrupt_generation_);
     }
@@ -345,12 +350,12 @@ class RunTrial final : public sim::EventHandler {
       lose_work();  // takes the progress from the clock itself (taking it here first counted the segment twice)
     }
     if (plan_.elastic) {
-      // The replicas whose nodes reach the maximum lifetime with this notice go together; else one
-      // node is preempted, a replica drawn uniformly (which one matters through its lifetime and its
-      // billing stretch).
+      // At a lifetime's notice the replicas whose nodes reach it go together; at a preemption's, one
+      // node, of a replica drawn uniformly (which one matters through its lifetime and its billing
+      // stretch).
       std::vector<std::size_t> going;
-      for (std::size_t i = 0; i < replica_since_.size(); ++i) {
-        if (plan_.max_lifetime > 0 && replica_since_[i] + plan_.max_lifetime <= now() + plan_.notice + 1e-6) going.push_back(i);
+      for (std::size_t i = 0; lifetime_notice_ && i < replica_since_.size(); ++i) {
+        if (replica_since_[i] + plan_.max_lifetime <= now() + plan_.notice + 1e-6) going.push_back(i);
       }
       if (going.empty()) going.push_back(std::min(replica_since_.size() - 1, static_cast<std::size_t>(uniform01(rng_) * replica_since_.size())));
       if (going.size() < replica_since_.size()) {
@@ -453,6 +458,7 @@ class RunTrial final : public sim::EventHandler {
   bool holding_ = false, switched_ = false, first_wait_ = false;
   double offset_ = 0;
   std::vector<double> replica_since_;  // elastic: when each replica up was last acquired
+  bool lifetime_notice_ = false;       // the notice scheduled is a maximum lifetime's, not a preemption's
   std::uint64_t epoch_ = 0;
   std::uint64_t generation_ = 0, interrupt_generation_ = 0;
   Trial result_;
