@@ -190,10 +190,10 @@ class RunTrial final : public sim::EventHandler {
     result_.gpu_hours += billed / kHour * gpus;
     return billed / kHour * gpus;
   }
-  // Elastic billing: each replica's nodes are billed for their own stretch of holding when they go
-  // (or the job ends).
-  void drop_replica(std::size_t i) {
-    bill(now() - replica_since_[i], static_cast<double>(run_.gpus) / run_.dp_replicas, plan_.granularity, plan_.price);
+  // Elastic billing: each replica's nodes are billed for their own stretch of holding, up to when
+  // their capacity goes (a preempted replica's at the notice's end, as a whole job's) or the job ends.
+  void drop_replica(std::size_t i, double until) {
+    bill(until - replica_since_[i], static_cast<double>(run_.gpus) / run_.dp_replicas, plan_.granularity, plan_.price);
     replica_since_.erase(replica_since_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   void add_replica() { replica_since_.push_back(now()); }
@@ -245,7 +245,7 @@ class RunTrial final : public sim::EventHandler {
   void release() {
     if (!holding_) return;
     if (plan_.elastic) {
-      while (!replica_since_.empty()) drop_replica(replica_since_.size() - 1);
+      while (!replica_since_.empty()) drop_replica(replica_since_.size() - 1, now());
       holding_ = false;
       ++interrupt_generation_;
       ++epoch_;
@@ -363,7 +363,7 @@ class RunTrial final : public sim::EventHandler {
         // already restarting goes on with that restart, without them (a restart begun afresh at
         // every change had never ended where changes come faster than a restart takes).
         for (auto i = going.rbegin(); i != going.rend(); ++i) {
-          drop_replica(*i);
+          drop_replica(*i, now() + plan_.notice);
           at(now() + plan_.notice + exponential(plan_.capacity_wait, rng_), Event::replica_back, epoch_);
         }
         if (!restarting) {
@@ -888,9 +888,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         // Dearer than on-demand even without preemptions: for its price alone, or for the
         // preemptions its maximum lifetime forces.
         e.break_even_preemptions_per_node_hour = 0.0;
-        e.break_even_none = plan.price < cheapest_on_demand->price_per_gpu_hour && plan.max_lifetime > 0
-                                ? "dearer than on-demand at its lifetime's preemptions alone"
-                                : "no cheaper than on-demand unpreempted";
+        Plan ageless = plan;
+        ageless.max_lifetime = 0;
+        const ClosedForm calm = closed_form(ageless, 0.0);
+        const bool lifetime_to_blame = plan.max_lifetime > 0 && calm.finite &&
+                                       expected_billed_s(calm.held, 0.0, plan.granularity) / kHour * run.gpus * plan.price < od_cost;
+        e.break_even_none = lifetime_to_blame ? "dearer than on-demand at its lifetime's preemptions alone" : "no cheaper than on-demand unpreempted";
       }
     }
     out.push_back(std::move(e));

@@ -1259,11 +1259,16 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
       for (std::size_t k = 0; k < column; ++k) at += static_cast<int>(cells[k]->size()) + 1;
       throw InputError(SourceLocation{std::make_shared<const std::string>(file.string()), number, at}, name, expected, "'" + *cells[column] + "'");
     };
-    // A cell's number without the blanks around it and a leading '+', which every column allows.
-    const auto bare = [](const std::string& cell) {
+    // A cell's number without the blanks around it and a leading '+', which every column allows;
+    // nothing for a blank cell or a '+' before another sign ('+-1' is no number).
+    const auto bare = [](const std::string& cell) -> std::string_view {
       const std::size_t first = cell.find_first_not_of(" \t"), last = cell.find_last_not_of(" \t");
-      std::string_view v = first == std::string::npos ? std::string_view() : std::string_view(cell).substr(first, last - first + 1);
-      if (v.size() > 1 && v.front() == '+') v.remove_prefix(1);
+      if (first == std::string::npos) return {};
+      std::string_view v = std::string_view(cell).substr(first, last - first + 1);
+      if (v.size() > 1 && v.front() == '+') {
+        v.remove_prefix(1);
+        if (v.front() == '+' || v.front() == '-') return {};
+      }
       return v;
     };
     // A whole number within [low, high].

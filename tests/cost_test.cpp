@@ -767,6 +767,14 @@ TEST_CASE("cost: a maximum lifetime ends each hold at E[min(X, T)] on average, i
   REQUIRE(dear.break_even_preemptions_per_node_hour);
   CHECK(*dear.break_even_preemptions_per_node_hour == 0);
   CHECK(dear.break_even_none == "dearer than on-demand at its lifetime's preemptions alone");
+  // A lifetime past the run with a 30-day billing granularity: the billing is to blame, not the
+  // lifetime (a review's find).
+  capped.max_lifetime_s = 1000 * kHour;
+  capped.billing_granularity_s = 30 * 24 * kHour;
+  const CostEstimate billed = estimate_costs(run, {on_demand(3.0), capped}, opt)[1];
+  REQUIRE(billed.break_even_preemptions_per_node_hour);
+  CHECK(*billed.break_even_preemptions_per_node_hour == 0);
+  CHECK(billed.break_even_none == "no cheaper than on-demand unpreempted");
 }
 
 TEST_CASE("cost: an elastic row keeps each replica's maximum lifetime") {

@@ -190,6 +190,8 @@ TEST_CASE("serving: a trace replay reproduces its arrival times exactly") {
   // A bad cell is named by its column, at the column where it starts; blanks around a number and a
   // leading '+' are allowed in every column.
   CHECK(read_trace(dir.write("blanks.csv", "arrival_s,prompt_tokens,output_tokens\n +0.5 , 10 ,+10\t\n")).at(0).prompt_tokens == 10);
+  CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,100,10,+-1,0\n"),
+             Catch::Contains("bad.csv:2:10: field 'prefix_id': expected a prefix id from -1 (none) to 2147483647, found '+-1'"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,99999999999,10\n"),
              Catch::Contains("bad.csv:2:5: field 'prompt_tokens': expected a token count from 1 to 2147483647, found '99999999999'"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n0.1,ten,10\n"),
