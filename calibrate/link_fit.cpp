@@ -100,7 +100,8 @@ std::vector<LinkFit> fit_collectives(const std::vector<CollectiveSample>& sample
     const auto& eff = fit.result.efficiency;
     for (std::size_t j = 0; j < eff.size(); ++j) {
       const auto off = [&](std::size_t k) { return std::abs(eff[k].second - 1) > 0.01; };
-      if (off(j) || (j > 0 && off(j - 1)) || (j + 1 < eff.size() && off(j + 1))) kept.push_back(eff[j]);
+      // The largest size always: a link's calibrated bandwidth is what it measured (collective.hpp).
+      if (off(j) || (j > 0 && off(j - 1)) || j + 1 == eff.size() || off(j + 1)) kept.push_back(eff[j]);
     }
     fit.result.efficiency = kept;
     fits.push_back(std::move(fit));

@@ -254,30 +254,3 @@ HardwareProfile load_hardware_reference(const yaml::Node& node, IncludeStack& in
 }
 
 }  // namespace cs::hardware
-
-namespace cs::hardware {
-
-std::optional<BytesPerSec> calibrated_busbw(const HardwareProfile& hw, const std::string& link) {
-  const auto rank_of = [](const std::string& op) {
-    if (op == "all_gather") return 0;
-    if (op == "reduce_scatter") return 1;
-    if (op == "all_reduce") return 2;
-    return 3;
-  };
-  const CalibratedCollective* best = nullptr;
-  for (const auto& c : hw.collectives) {
-    // In-network reductions (NVLink SHARP, CollNet) run faster than the links: not a link's figure.
-    if (c.link != link || c.algorithm == "nvls" || c.algorithm == "collnet") continue;
-    if (!best || rank_of(c.op) < rank_of(best->op) || (rank_of(c.op) == rank_of(best->op) && c.ranks > best->ranks)) best = &c;
-  }
-  if (!best) return std::nullopt;
-  // The line's slope weighs every size's relative error alike, so a sweep from 8 B bends it towards
-  // the latency-bound sizes; what the link carries is what the largest sizes measured: the line's
-  // bandwidth times the efficiency the table keeps there (its last row: the largest size, or a
-  // neighbour within 1% of the line). A 2 x 8 H100 sweep of 8 B to 8 GiB fits 273.5 GB/s, and its
-  // 8 GiB row measured 338.8.
-  const double at_largest = best->efficiency.empty() ? 1.0 : best->efficiency.back().second;
-  return BytesPerSec(best->busbw.value() * at_largest);
-}
-
-}  // namespace cs::hardware

@@ -84,6 +84,33 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
   return registry;
 }
 
+std::optional<BytesPerSec> calibrated_busbw(const hardware::HardwareProfile& hw, const std::string& link) {
+  const auto rank_of = [](const std::string& op) {
+    if (op == "all_gather") return 0;
+    if (op == "reduce_scatter") return 1;
+    if (op == "all_reduce") return 2;
+    return 3;
+  };
+  const hardware::CalibratedCollective* best = nullptr;
+  for (const auto& c : hw.collectives) {
+    // In-network reductions (NVLink SHARP, CollNet) run faster than the links: not a link's figure.
+    if (c.link != link || c.algorithm == "nvls" || c.algorithm == "collnet") continue;
+    if (!best || rank_of(c.op) < rank_of(best->op) || (rank_of(c.op) == rank_of(best->op) && c.ranks > best->ranks)) best = &c;
+  }
+  if (!best) return std::nullopt;
+  // The line's slope weighs every size's relative error alike, so a sweep from 8 B bends it towards
+  // the latency-bound sizes; what the link carries is what the largest size measured: its bus bytes
+  // over its measured time, the line's time (latency + bus bytes / busbw) over the efficiency the
+  // table keeps there (its last row; calibrate keeps the largest size's). A 2 x 8 H100 sweep of 8 B
+  // to 8 GiB fits 273.5 GB/s, and its 8 GiB row measured 338.8. (Until 2026-12-06 this was busbw x
+  // the efficiency, which counted the fitted latency as bandwidth: an A100 send/recv sweep with a
+  // 508 us latency ran 11% faster than its 1 GiB row measured.)
+  if (best->efficiency.empty()) return best->busbw;
+  const auto [bytes, efficiency] = best->efficiency.back();
+  const double x = bytes * bus_factor(parse_collective_op(best->op).value_or(CollectiveOp::send_recv), best->ranks);
+  return BytesPerSec(efficiency * x / (best->latency.value() + x / best->busbw.value()));
+}
+
 double bus_factor(CollectiveOp op, int n) {
   switch (op) {
     case CollectiveOp::all_reduce: return 2.0 * (n - 1) / n;

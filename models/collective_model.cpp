@@ -44,7 +44,7 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
   search_capacities_.assign(topo.directed_link_count(), 0.0);
   const auto& g = topo.graph();
   const hardware::HardwareProfile* gpu = topo.gpu.get();
-  const auto calibrated = [gpu](const char* link) { return gpu ? hardware::calibrated_busbw(*gpu, link) : std::nullopt; };
+  const auto calibrated = [gpu](const char* link) { return gpu ? calibrated_busbw(*gpu, link) : std::nullopt; };
   const std::optional<BytesPerSec> nvlink_calibrated = calibrated("nvlink");
   const std::optional<BytesPerSec> pcie_calibrated = calibrated("pcie");
   for (auto [v, vend] = boost::vertices(g); v != vend; ++v) {

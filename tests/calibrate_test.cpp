@@ -148,8 +148,26 @@ TEST_CASE("calibrate: the link fit recovers latency and bus bandwidth within 1%"
   REQUIRE(fits.size() == 1);
   CHECK(fits[0].result.latency.value() == Approx(12e-6).epsilon(0.01));
   CHECK(fits[0].result.busbw.value() == Approx(180e9).epsilon(0.01));
-  CHECK(fits[0].result.efficiency.empty());  // the line is exact: no size needs a correction
+  // The line is exact: no size needs a correction, and the table keeps only the largest size (the
+  // link's measured bandwidth is read there), at 1.
+  REQUIRE(fits[0].result.efficiency.size() == 1);
+  CHECK(fits[0].result.efficiency[0].first == 8.0 * (1ull << 30));
+  CHECK(fits[0].result.efficiency[0].second == Approx(1.0).epsilon(1e-6));
   CHECK(fits[0].samples == 31);
+}
+
+TEST_CASE("calibrate: a link's calibrated bandwidth is what its largest size measured, not the line's slope beside a large latency") {
+  // A send/recv sweep with a 500 us latency and 240 GB/s beyond it: the 1 GiB row measures
+  // 1 GiB / (500 us + 1 GiB / 240 GB/s) = 215 GB/s, which the link gets (a probe's A100 sweep had
+  // given its link 217 GB/s against the 195 its 1 GiB row measured: the latency counted as bandwidth).
+  std::vector<CollectiveSample> samples;
+  for (double bytes = 1024; bytes <= double(1 << 30); bytes *= 2) {
+    samples.push_back({models::CollectiveOp::send_recv, LinkClass::nvlink, 2, 1, bytes, 500e-6 + bytes / 240e9});
+  }
+  hardware::HardwareProfile hw;
+  hw.collectives.push_back(fit_collectives(samples).at(0).result);
+  const double largest = double(1 << 30);
+  CHECK(models::calibrated_busbw(hw, "nvlink")->value() == Approx(largest / (500e-6 + largest / 240e9)).epsilon(1e-3));
 }
 
 TEST_CASE("calibrate: the size table corrects where the curve bends") {
@@ -407,10 +425,10 @@ TEST_CASE("calibrate: an NVLS fit is kept apart and never taken as the link's ba
   CHECK(back.collectives[1].algorithm == "nvls");
   const CalibrationResult r = calibrate::calibrate(shipped("h200-sxm-141gb"), back, {});
   REQUIRE(r.profile.collectives.size() == 2);
-  const auto bw = hardware::calibrated_busbw(r.profile, "nvlink");
+  const auto bw = models::calibrated_busbw(r.profile, "nvlink");
   REQUIRE(bw);
   CHECK(bw->value() == Approx(360e9).epsilon(0.01));
-  CHECK_FALSE(hardware::calibrated_busbw(r.profile, "network"));
+  CHECK_FALSE(models::calibrated_busbw(r.profile, "network"));
 }
 
 TEST_CASE("calibrate: a fit faster than the GPU's links can carry is refused") {
@@ -461,7 +479,7 @@ TEST_CASE("calibrate: a latency-only sweep gives no bandwidth, and the profile k
   REQUIRE(r.profile.collectives.size() == 1);
   CHECK(r.profile.collectives[0].op == "all_reduce");
   CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("latency-bound") != std::string::npos; }));
-  CHECK(hardware::calibrated_busbw(r.profile, "nvlink")->value() == 350e9);
+  CHECK(models::calibrated_busbw(r.profile, "nvlink")->value() == 350e9);
 }
 
 TEST_CASE("calibrate: a fabric fit sets each NIC's share of the measured bus bandwidth") {
@@ -768,7 +786,7 @@ TEST_CASE("calibrate: a sweep from 8 B sets the network's capacity at what its l
   const CalibrationResult r = calibrate::calibrate(shipped("h100-sxm5-80gb"), read_nccl_tests(data), {});
   REQUIRE(r.links.size() == 1);
   CHECK(r.links[0].result.busbw.value() < 300e9);
-  const auto network = hardware::calibrated_busbw(r.profile, "network");
+  const auto network = models::calibrated_busbw(r.profile, "network");
   REQUIRE(network);
   CHECK(network->value() == Approx(338.8e9).epsilon(0.02));
   auto topo = test::topology_from_text(

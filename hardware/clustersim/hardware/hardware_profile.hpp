@@ -136,12 +136,6 @@ struct HardwareProfile {
   [[nodiscard]] FlopsPerSec peak(Dtype d) const { return peak_flops.at(d); }
 };
 
-// The calibrated bus bandwidth of a link class ("nvlink", "pcie", "network"): the fit of all_gather if
-// measured, else reduce_scatter, all_reduce, then any other op (ring-like algorithms, whose bus bandwidth
-// is the link's; NVLS and SHARP all-reduces exceed it, so all_reduce comes after the gathers), from the
-// largest group measured, at the efficiency its table keeps for the largest size measured (the
-// bandwidth-bound end of the sweep). Nothing when the profile has no fit for that class.
-std::optional<BytesPerSec> calibrated_busbw(const HardwareProfile& hw, const std::string& link);
 
 // Reads the mapping under `hardware:`.
 HardwareProfile read_hardware_profile(const yaml::Node& node);

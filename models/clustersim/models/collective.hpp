@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "clustersim/common/units.hpp"
+#include "clustersim/hardware/hardware_profile.hpp"
 #include "clustersim/topology/graph.hpp"
 
 namespace cs::models {
@@ -38,6 +39,14 @@ const std::vector<AlgorithmInfo>& algorithm_registry();
 
 // nccl-tests' bus-bandwidth factor f(n).
 double bus_factor(CollectiveOp op, int ranks);
+
+// The calibrated bus bandwidth of a link class ("nvlink", "pcie", "network"): the fit of all_gather if
+// measured, else reduce_scatter, all_reduce, then any other op (ring-like algorithms, whose bus bandwidth
+// is the link's; NVLS and SHARP all-reduces exceed it, so all_reduce comes after the gathers), from the
+// largest group measured: the bus bandwidth its largest size measured (the bandwidth-bound end of the
+// sweep), as the fit's line and efficiency table give it back. Nothing when the profile has no fit for
+// that class.
+std::optional<BytesPerSec> calibrated_busbw(const hardware::HardwareProfile& hw, const std::string& link);
 
 struct Collective {
   CollectiveOp op = CollectiveOp::all_reduce;
