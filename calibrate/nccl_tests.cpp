@@ -186,18 +186,32 @@ struct Run {
 // file name, in that order; `fail(message)` throws at the place the run is first needed.
 template <class Fail>
 void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions& options, Fail fail) {
-  if (options.op) {
-    run.op = *options.op;
-  } else if (!run.program.empty()) {
+  // The collective the output names (its program), else the file name; --op is for output that
+  // names none, and may not contradict one that does (it had relabelled an all_to_all run all_gather,
+  // whose fit then became the fabric's capacity).
+  std::optional<CollectiveOp> named;
+  std::string naming;
+  if (!run.program.empty()) {
     const Program* p = find_program(run.program);
-    const std::string named = run.program_line > 0 ? fmt::format("{} (line {})", in_quotes(run.program), run.program_line)
-                                                   : fmt::format("{} (args[0])", in_quotes(run.program));
-    if (!p) fail(fmt::format("the run names the test {}, which is not one this reader knows: expected {}; pass the op", named, kSupported));
-    if (!p->op) fail(fmt::format("{} measures a pattern clustersim has no collective for: expected {}", named, kSupported));
-    run.op = *p->op;
+    naming = run.program_line > 0 ? fmt::format("{} (line {})", in_quotes(run.program), run.program_line)
+                                  : fmt::format("{} (args[0])", in_quotes(run.program));
+    if (!p && !options.op) fail(fmt::format("the run names the test {}, which is not one this reader knows: expected {}; pass the op", naming, kSupported));
+    if (p && !p->op) fail(fmt::format("{} measures a pattern clustersim has no collective for: expected {}", naming, kSupported));
+    if (p) named = *p->op;
+    naming = "the run names the test " + naming;
   } else if (const Program* p = find_program(file.stem().string())) {
     if (!p->op) fail(fmt::format("the file name says {}, a pattern clustersim has no collective for: expected {}", in_quotes(p->name), kSupported));
-    run.op = *p->op;
+    named = *p->op;
+    naming = fmt::format("the file name says {}", in_quotes(p->name));
+  }
+  if (options.op && named && *options.op != *named) {
+    fail(fmt::format("--op {}: {}, which measures {}: expected --op only for output that does not name its collective, or the same one",
+                     models::to_string(*options.op), naming, models::to_string(*named)));
+  }
+  if (options.op) {
+    run.op = *options.op;
+  } else if (named) {
+    run.op = *named;
   } else {
     fail(fmt::format("cannot tell which collective this table measures: the output does not name it (recent nccl-tests print "
                      "'# Collective test starting: <program>') and the file name {} is not a program's ({}); pass the op",

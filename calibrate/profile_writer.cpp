@@ -1,5 +1,7 @@
 // The fitted profile as YAML and as readable text. Numbers are written with 9 significant digits in
 // fixed units, so the file reads back into the same model (to that precision) and diffs cleanly.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "clustersim/calibrate/calibration.hpp"
@@ -187,11 +189,11 @@ std::string summary_text(const CalibrationResult& r) {
   }
   if (!r.links.empty()) {
     out += "\ncollectives (t = latency + bytes x f(n) / busbw; 'worst' is the line alone; with the size table every measured size is within 1%)\n";
-    TextTable t({"op", "algorithm", "link", "nodes x ranks", "sizes", "latency", "busbw", "worst", "mean", "table rows"},
+    TextTable t({"op", "algorithm", "link", "nodes x ranks/node", "sizes", "latency", "busbw", "worst", "mean", "table rows"},
                 {TextTable::Align::left, TextTable::Align::left, TextTable::Align::left, TextTable::Align::right, TextTable::Align::right,
                  TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});
     for (const auto& l : r.links) {
-      t.add_row({l.result.op, l.result.algorithm.empty() ? "-" : l.result.algorithm, l.result.link, fmt::format("{} x {}", l.result.nodes, l.result.ranks), std::to_string(l.samples), to_string(l.result.latency),
+      t.add_row({l.result.op, l.result.algorithm.empty() ? "-" : l.result.algorithm, l.result.link, fmt::format("{} x {}", l.result.nodes, l.result.ranks / std::max(1, l.result.nodes)), std::to_string(l.samples), to_string(l.result.latency),
                  to_string(l.result.busbw), pct(l.line_worst_relative), pct(l.line_mean_relative), std::to_string(l.result.efficiency.size())});
     }
     out += t.render("  ");

@@ -87,7 +87,7 @@ expect_bad "the measurements hold none" --device cpu --attention-backend cudnn
 grep -v '^#  Rank' "$data/../nccl-tests/all_reduce_perf-2x8-h100-gcp-a3mega.txt" >"$dir/all_reduce_perf-nodev.txt"
 expect_bad "all_reduce_perf-nodev.txt:8:12: 16 ranks do not divide evenly over 3 nodes: expected the same number of ranks on every node" \
   --from-nccl-tests "$dir/all_reduce_perf-nodev.txt" --ranks 16 --nodes 3 --base h100-sxm5-80gb
-"$cli" calibrate --from-nccl-tests "$dir/all_reduce_perf-nodev.txt" --ranks 16 --nodes 2 --base h100-sxm5-80gb | grep -Eq "2 x 16 +31 "
+"$cli" calibrate --from-nccl-tests "$dir/all_reduce_perf-nodev.txt" --ranks 16 --nodes 2 --base h100-sxm5-80gb | grep -Eq "2 x 8 +31 "
 # A data row with a size that is not a byte count is an error at its line, not a size the fit drops.
 sed 's/^    33554432 /    -33554432 /' "$data/../nccl-tests/all_reduce_perf-2x8-h100-gcp-a3mega.txt" >"$dir/all_reduce_perf-negative.txt"
 expect_bad "all_reduce_perf-negative.txt:46:5: field 'size': expected a size in bytes, found '-33554432'" \

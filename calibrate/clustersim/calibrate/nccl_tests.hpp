@@ -18,7 +18,7 @@
 namespace cs::calibrate {
 
 struct NcclTestsOptions {
-  std::optional<models::CollectiveOp> op;  // overrides what the output (or file name) says
+  std::optional<models::CollectiveOp> op;  // for output that does not name it (one that names another is refused)
   std::optional<LinkClass> link;           // overrides the nvlink/network default
   // For output that lists no devices (a table pasted without its "# Using devices" block); where the
   // output does list them, these must agree with it. nodes defaults to 1 when no host is named.
