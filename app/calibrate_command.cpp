@@ -132,6 +132,7 @@ void run(const Options& o) {
   }
   if (has_data && !o.profile.empty()) throw InputError("calibrate: --profile names an already fitted profile; it cannot be combined with new measurements");
   if (!o.scenario.empty() && o.compare.empty()) throw InputError("calibrate: --scenario shows the effect of --compare; give --compare PROFILE too");
+  if (o.quick && o.device.empty()) throw InputError("calibrate: --quick shortens the probes of --device cpu|cuda; without --device it would do nothing");
   // --attention-backend and --attention-head-dim pick among attention kernels: without any they are a mistake.
   const auto check_attention_options = [&](bool have_attention) {
     if ((o.attention_backend || o.attention_head_dim) && !have_attention) {
@@ -261,7 +262,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--attention-backend", o->attention_backend, "The attention backend of --from-torch-probe to fit (default cudnn; flash: FlashAttention-2)");
   cmd->add_option("--attention-head-dim", o->attention_head_dim, "The head dim of the attention kernels to fit (default 128)")->check(CLI::Range(1, 1024));
   cmd->add_option("--op", o->op, "The collective of nccl-tests files that do not name it (all_reduce, all_gather, ...)");
-  cmd->add_option("--link", o->link, "The link class of nccl-tests files: nvlink, pcie or network (default: network across nodes, else nvlink)");
+  cmd->add_option("--link", o->link, "The link class of nccl-tests files: nvlink, pcie, network or process (default: network across nodes, else nvlink)");
   cmd->add_option("--algorithm", o->algorithm, "The algorithm nccl-tests runs were forced to (NCCL_ALGO: ring, tree, nvls, ...); default: NCCL chose");
   cmd->add_option("--ranks", o->ranks, "Ranks of nccl-tests output that lists no devices (must agree when it does)")->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--nodes", o->nodes, "Nodes of nccl-tests output that lists no devices (default 1)")->check(CLI::Range(1, 1 << 20));

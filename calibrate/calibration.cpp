@@ -267,9 +267,9 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   cal["samples"] = fmt::format("{} GEMM, {} copy, {} collective", m.gemm.size(), m.memory.size(), m.collectives.size());
   if (!m.attention.empty()) cal["samples"] += fmt::format(", {} attention", m.attention.size());
   if (r.gemm) {
-    cal["gemm_fit"] = fmt::format("model R2 {:.4f}, worst {:.1f}%, mean {:.1f}%; with residual tables R2 {:.4f}, worst {:.1f}%",
-                                  r.gemm->model_overall.r2, 100 * r.gemm->model_overall.worst_relative, 100 * r.gemm->model_overall.mean_relative,
-                                  r.gemm->table_overall.r2, 100 * r.gemm->table_overall.worst_relative);
+    cal["gemm_fit"] = fmt::format("model R2 {}, worst {:.1f}%, mean {:.1f}%; with residual tables R2 {}, worst {:.1f}%",
+                                  r.gemm->model_overall.r2_text(), 100 * r.gemm->model_overall.worst_relative, 100 * r.gemm->model_overall.mean_relative,
+                                  r.gemm->table_overall.r2_text(), 100 * r.gemm->table_overall.worst_relative);
   }
   if (r.attention) {
     cal["attention_fit"] = fmt::format("{} {} kernels of head dim {}, worst {:.1f}%, mean {:.1f}%", r.attention->samples, r.attention->backend,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <tuple>
 
@@ -13,6 +14,8 @@
 #include "clustersim/hardware/gemm_model.hpp"
 
 namespace cs::calibrate {
+
+std::string FitQuality::r2_text() const { return std::isfinite(r2) ? fmt::format("{:.4f}", r2) : "-"; }
 
 namespace {
 
@@ -238,7 +241,8 @@ FitQuality quality_of(const HardwareProfile& hw, const std::vector<GemmSample>& 
     sum_rel += rel;
     q.worst_relative = std::max(q.worst_relative, rel);
   }
-  q.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : (ss_res == 0 ? 1.0 : 0.0);
+  // Samples of one rate leave R2 undefined (it had printed 0, a failed fit, beside a worst error of 0%).
+  q.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : std::numeric_limits<double>::quiet_NaN();
   q.mean_relative = sum_rel / static_cast<double>(samples.size());
   return q;
 }

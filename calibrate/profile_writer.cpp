@@ -154,12 +154,12 @@ std::string summary_text(const CalibrationResult& r) {
     for (const auto& [d, mq] : g.model_quality) {
       const FitQuality& tq = g.table_quality.at(d);
       const FitQuality& bq = g.base_quality.at(d);
-      q.add_row({std::string(hardware::to_string(d)), std::to_string(mq.samples), pct(bq.worst_relative), pct(bq.mean_relative), fmt::format("{:.4f}", mq.r2), pct(mq.worst_relative),
-                 pct(mq.mean_relative), fmt::format("{:.4f}", tq.r2), pct(tq.worst_relative)});
+      q.add_row({std::string(hardware::to_string(d)), std::to_string(mq.samples), pct(bq.worst_relative), pct(bq.mean_relative), mq.r2_text(), pct(mq.worst_relative),
+                 pct(mq.mean_relative), tq.r2_text(), pct(tq.worst_relative)});
     }
     q.add_row({"all", std::to_string(g.model_overall.samples), pct(g.base_overall.worst_relative), pct(g.base_overall.mean_relative),
-               fmt::format("{:.4f}", g.model_overall.r2), pct(g.model_overall.worst_relative), pct(g.model_overall.mean_relative),
-               fmt::format("{:.4f}", g.table_overall.r2), pct(g.table_overall.worst_relative)});
+               g.model_overall.r2_text(), pct(g.model_overall.worst_relative), pct(g.model_overall.mean_relative),
+               g.table_overall.r2_text(), pct(g.table_overall.worst_relative)});
     out += '\n';
     out += q.render("  ");
   }

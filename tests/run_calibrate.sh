@@ -52,6 +52,7 @@ expect_bad() {  # expect_bad TEXT ARGS...: exit status 2 and TEXT on stderr
   fi
 }
 expect_bad "nothing to fit"
+expect_bad "--quick shortens the probes of --device" --quick --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb
 # Copies whose time falls as their size grows give no bandwidth: left out, and the output says so.
 echo '{"format": "clustersim-measurements/1", "memory": [{"kind": "h2d", "bytes": 1024, "seconds": 5.1e-3}, {"kind": "h2d", "bytes": 2147483648, "seconds": 5.2e-6}]}' >"$dir/copies.json"
 "$cli" calibrate --from "$dir/copies.json" --base h100-sxm5-80gb >"$dir/copies.txt"

@@ -27,7 +27,8 @@ namespace cs::calibrate {
 
 struct FitQuality {
   int samples = 0;
-  double r2 = 0;               // of achieved FLOP/s (1 - SS_res / SS_tot)
+  double r2 = 0;               // of achieved FLOP/s (1 - SS_res / SS_tot); NaN where the rates do not vary
+  [[nodiscard]] std::string r2_text() const;  // "0.9876", or "-" where R2 is undefined
   double worst_relative = 0;   // max |t_model / t_measured - 1|
   double mean_relative = 0;    // mean of the same
 };
