@@ -887,10 +887,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       } else {
         // Dearer than on-demand even without preemptions: for its price alone, or for the
         // preemptions its maximum lifetime forces.
+        // (The closed form takes the rate it is given: at 0 it is the offering without its lifetime.)
         e.break_even_preemptions_per_node_hour = 0.0;
-        Plan ageless = plan;
-        ageless.max_lifetime = 0;
-        const ClosedForm calm = closed_form(ageless, 0.0);
+        const ClosedForm calm = closed_form(plan, 0.0);
         const bool lifetime_to_blame = plan.max_lifetime > 0 && calm.finite &&
                                        expected_billed_s(calm.held, 0.0, plan.granularity) / kHour * run.gpus * plan.price < od_cost;
         e.break_even_none = lifetime_to_blame ? "dearer than on-demand at its lifetime's preemptions alone" : "no cheaper than on-demand unpreempted";

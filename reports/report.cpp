@@ -271,20 +271,21 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
   // The fields the report reads are of the type their command writes, wherever they stand: a number
   // (or null: none), true or false, a map, a list. (A string where a number belongs had been shown
   // as "nan" or charted as 0, and a string where a map belongs had ended in the JSON library's
-  // words.) The checks of each kind above come first, with their own words.
+  // words.) The checks of each kind above come first, with their own words, and what they type (a
+  // cost offering's fields, its percentiles) is not listed again here.
   static const std::set<std::string> kNumbers = {
       "attainment", "attainment_required", "bytes", "capacity_bytes", "cost", "cost_per_hour", "cost_per_million_output_tokens", "days", "decode",
-      "detect_s", "expected_cost_usd", "expected_wall_days", "failure_free_days", "failures_per_1000_node_days", "fallback_price_per_gpu_hour",
-      "gpu_hours", "gpus", "hfu", "kv_cache_use", "mean_interruptions", "mean_ms", "median_ms", "memory_gib", "mfu", "nodes",
-      "output_token_throughput", "p50", "p90", "p90_ms", "p99", "p99_ms", "pp", "preemptions", "prefill", "price_per_gpu_hour", "rate_rps",
+      "detect_s", "failure_free_days", "failures_per_1000_node_days", "fallback_price_per_gpu_hour",
+      "gpu_hours", "gpus", "hfu", "kv_cache_use", "mean_ms", "median_ms", "memory_gib", "mfu", "nodes",
+      "output_token_throughput", "p90_ms", "p99_ms", "pp", "preemptions", "prefill", "rate_rps",
       "replicas", "request_goodput", "request_throughput", "restart_s", "seed", "step_s", "step_time_s", "tflops_per_gpu", "time_to_train_days",
       "tokens", "tokens_per_s", "total_bytes", "total_token_throughput", "tp", "tpot_p90_ms", "train_tokens", "trials", "ttft_p90_ms", "write_s",
       // a stage's memory and a step's breakdown
       "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "comm_buffers_bytes", "allowance_bytes", "compute", "tp_comm",
       "cp_comm", "ep_comm", "dp_comm", "pp_comm", "pipeline_bubble", "optimizer"};
-  static const std::set<std::string> kFlags = {"async", "can_finish", "feasible", "fits", "prefix_caching"};
-  static const std::set<std::string> kMaps = {"breakdown_s", "checkpoint", "cost_usd", "memory", "reliability", "train", "wall_days"};
-  static const std::set<std::string> kLists = {"candidates", "offerings", "pareto_front", "plans", "rate_sweep", "scaling", "stages"};
+  static const std::set<std::string> kFlags = {"async", "feasible", "fits", "prefix_caching"};
+  static const std::set<std::string> kMaps = {"breakdown_s", "checkpoint", "memory", "reliability", "train"};
+  static const std::set<std::string> kLists = {"candidates", "pareto_front", "plans", "rate_sweep", "scaling", "stages"};
   const auto typed = [&](const std::string& key, const std::string& where, const json& x) {
     if (kNumbers.count(key) && !x.is_number() && !x.is_null()) field_error(file, where, "a number", x);
     if (kFlags.count(key) && !x.is_boolean()) field_error(file, where, "true or false", x);
@@ -510,14 +511,17 @@ void check_percentiles_against_trials(const json& d, const std::map<std::string,
   const auto trials = d["trials"].get<std::size_t>();
   for (const json& o : d["offerings"]) {
     const std::string offering = str(o, "offering");
+    const auto trials_of = [&](const std::map<std::string, std::vector<double>>& by_offering) {
+      const auto it = by_offering.find(offering);
+      return it == by_offering.end() ? std::vector<double>{} : it->second;
+    };
     const struct {
       const char* field;
       std::vector<double> values;
       double scale, rounding;
-    } figures[] = {{"cost_usd", costs.count(offering) ? costs.at(offering) : std::vector<double>{}, 1e6, 0.005},
-                   {"wall_days", walls.count(offering) ? walls.at(offering) : std::vector<double>{}, 1.0, 5e-7}};
-    for (const auto& f : figures) {
-      std::vector<double> v = f.values;
+    } figures[] = {{"cost_usd", trials_of(costs), 1e6, 0.005}, {"wall_days", trials_of(walls), 1.0, 5e-7}};
+    for (auto f : figures) {
+      std::vector<double>& v = f.values;
       for (double& x : v) x *= f.scale;
       std::sort(v.begin(), v.end());
       const json& given = o[f.field];
@@ -528,10 +532,10 @@ void check_percentiles_against_trials(const json& d, const std::map<std::string,
                                ? in_file == from_trials
                                : std::fabs(in_file - from_trials) <= 2 * f.rounding + 1e-9 * std::fabs(in_file);
         if (!agree) {
-          const auto shown = [](double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : std::string("null (never)"); };
+          const auto as_text = [](double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : std::string("null (never)"); };
           throw InputError(fmt::format("{}: offering '{}' {}.{} is {} over its trials in {}, but {} says {}: the two files are not from one run",
-                                       dist_file.string(), offering, f.field, key, shown(from_trials), dist_file.filename().string(),
-                                       cost_file.filename().string(), shown(in_file)));
+                                       dist_file.string(), offering, f.field, key, as_text(from_trials), dist_file.filename().string(),
+                                       cost_file.filename().string(), as_text(in_file)));
         }
       };
       compare("p50", quantile_with_unfinished(v, trials, 0.5));
