@@ -1,9 +1,11 @@
 #include "clustersim/models/serving.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <deque>
 #include <map>
 #include <memory>
@@ -1253,7 +1255,7 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
     r.id = static_cast<int>(out.size());
     r.trace_line = number;
     // Each cell is checked on its own, and a refusal names its column and where it starts.
-    const std::vector<const std::string*> cells = {&a, &p, &o, &pid, &ptok};
+    const std::array<const std::string*, 5> cells = {&a, &p, &o, &pid, &ptok};
     const auto refuse = [&](std::size_t column, const char* name, const std::string& expected) {
       int at = 1;
       for (std::size_t k = 0; k < column; ++k) at += static_cast<int>(cells[k]->size()) + 1;
@@ -1271,12 +1273,12 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
       }
       return v;
     };
-    // A whole number within [low, high].
-    const auto whole = [&](std::size_t column, const char* name, int low, int high, const std::string& expected) {
+    // A whole number within [low, high], or nothing (the caller refuses it, its message built then).
+    const auto whole = [&](std::size_t column, int low, int high) -> std::optional<int> {
       const std::string_view digits = bare(*cells[column]);
       int v = 0;
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v < low || v > high) refuse(column, name, expected);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v < low || v > high) return std::nullopt;
       return v;
     };
     {
@@ -1288,12 +1290,20 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
       }
     }
     constexpr int kMax = std::numeric_limits<int>::max();
-    const std::string count = fmt::format("a token count from 1 to {}", kMax);
-    r.prompt_tokens = whole(1, "prompt_tokens", 1, kMax, count);
-    r.output_tokens = whole(2, "output_tokens", 1, kMax, count);
+    const auto count = [&](std::size_t column, const char* name) {
+      const auto v = whole(column, 1, kMax);
+      if (!v) refuse(column, name, fmt::format("a token count from 1 to {}", kMax));
+      return *v;
+    };
+    r.prompt_tokens = count(1, "prompt_tokens");
+    r.output_tokens = count(2, "output_tokens");
     if (with_prefix) {
-      r.prefix_id = whole(3, "prefix_id", -1, kMax, fmt::format("a prefix id from -1 (none) to {}", kMax));
-      r.prefix_tokens = whole(4, "prefix_tokens", 0, r.prompt_tokens, fmt::format("a prefix length from 0 to the prompt's {} tokens", r.prompt_tokens));
+      const auto id = whole(3, -1, kMax);
+      if (!id) refuse(3, "prefix_id", fmt::format("a prefix id from -1 (none) to {}", kMax));
+      const auto length = whole(4, 0, r.prompt_tokens);
+      if (!length) refuse(4, "prefix_tokens", fmt::format("a prefix length from 0 to the prompt's {} tokens", r.prompt_tokens));
+      r.prefix_id = *id;
+      r.prefix_tokens = *length;
     }
     if (r.prefix_id < 0 && r.prefix_tokens != 0) {
       // Prefix id -1 is no shared prefix: a length for it would be silently dropped.
