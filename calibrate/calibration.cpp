@@ -14,6 +14,8 @@
 
 namespace cs::calibrate {
 
+std::string nodes_by_ranks(int nodes, int ranks) { return fmt::format("{} x {}", nodes, ranks / std::max(1, nodes)); }
+
 namespace {
 
 // A PCIe link's raw rate per direction: lanes x the generation's transfer rate (PCI-SIG base
@@ -48,7 +50,7 @@ double busbw_ceiling(const hardware::HardwareProfile& hw, LinkClass link) {
 // slower than a larger size of its own sweep.
 void check_collective_samples(const hardware::HardwareProfile& base, const std::vector<CollectiveSample>& samples, const std::string& from) {
   const auto what = [](const CollectiveSample& s) {
-    return fmt::format("{} of {} over {} ({} x {} ranks{})", models::to_string(s.op), to_string(Bytes(s.bytes)), to_string(s.link), s.nodes, s.ranks / std::max(1, s.nodes),
+    return fmt::format("{} of {} over {} ({} ranks{})", models::to_string(s.op), to_string(Bytes(s.bytes)), to_string(s.link), nodes_by_ranks(s.nodes, s.ranks),
                        s.algorithm.empty() ? "" : ", " + s.algorithm);
   };
   using Group = std::tuple<int, int, int, int, std::string>;
@@ -234,16 +236,16 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
     const auto link = std::find_if(m.collectives.begin(), m.collectives.end(), [&](const CollectiveSample& s) { return to_string(s.link) == l.result.link; });
     const double ceiling = link == m.collectives.end() ? 0.0 : busbw_ceiling(base, link->link);
     if (l.bandwidth_bound && ceiling > 0 && l.result.busbw.value() > ceiling) {
-      throw InputError(fmt::format("calibrate{}: {} over {} ({} x {} ranks) fits a bus bandwidth of {}, more than {}, twice what {}'s links carry "
+      throw InputError(fmt::format("calibrate{}: {} over {} ({} ranks) fits a bus bandwidth of {}, more than {}, twice what {}'s links carry "
                                    "(a reduction in the switches at best halves a GPU's bytes): the measurements' sizes or times are wrong",
-                                   from, l.result.op, l.result.link, l.result.nodes, l.result.ranks / std::max(1, l.result.nodes), to_string(l.result.busbw), to_string(BytesPerSec(ceiling)),
+                                   from, l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(l.result.busbw), to_string(BytesPerSec(ceiling)),
                                    base.name));
     }
     if (l.samples == 1) {
       // One size cannot separate a latency from a bandwidth: the line goes through the origin.
-      r.notes.push_back(fmt::format("{} over {} ({} x {} ranks) was measured at one size only ({}): its latency is taken as 0 and its bus bandwidth "
+      r.notes.push_back(fmt::format("{} over {} ({} ranks) was measured at one size only ({}): its latency is taken as 0 and its bus bandwidth "
                                     "as that size's (measure a sweep of sizes to fit both)",
-                                    l.result.op, l.result.link, l.result.nodes, l.result.ranks / std::max(1, l.result.nodes), to_string(Bytes(l.largest_bytes))));
+                                    l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(Bytes(l.largest_bytes))));
     }
     if (l.bandwidth_bound) {
       const auto& n = l.result;
@@ -252,9 +254,9 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
       });
       hw.collectives.push_back(n);
     } else {
-      r.notes.push_back(fmt::format("{} over {} ({} x {} ranks) left out of the profile: even its largest size ({}) is latency-bound, so the "
+      r.notes.push_back(fmt::format("{} over {} ({} ranks) left out of the profile: even its largest size ({}) is latency-bound, so the "
                                     "sweep says nothing of its bandwidth (measure larger messages)",
-                                    l.result.op, l.result.link, l.result.nodes, l.result.ranks / std::max(1, l.result.nodes),
+                                    l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks),
                                     to_string(Bytes(l.largest_bytes))));
     }
   }

@@ -1,7 +1,5 @@
 // The fitted profile as YAML and as readable text. Numbers are written with 9 significant digits in
 // fixed units, so the file reads back into the same model (to that precision) and diffs cleanly.
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "clustersim/calibrate/calibration.hpp"
@@ -193,7 +191,7 @@ std::string summary_text(const CalibrationResult& r) {
                 {TextTable::Align::left, TextTable::Align::left, TextTable::Align::left, TextTable::Align::right, TextTable::Align::right,
                  TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});
     for (const auto& l : r.links) {
-      t.add_row({l.result.op, l.result.algorithm.empty() ? "-" : l.result.algorithm, l.result.link, fmt::format("{} x {}", l.result.nodes, l.result.ranks / std::max(1, l.result.nodes)), std::to_string(l.samples), to_string(l.result.latency),
+      t.add_row({l.result.op, l.result.algorithm.empty() ? "-" : l.result.algorithm, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), std::to_string(l.samples), to_string(l.result.latency),
                  to_string(l.result.busbw), pct(l.line_worst_relative), pct(l.line_mean_relative), std::to_string(l.result.efficiency.size())});
     }
     out += t.render("  ");

@@ -46,7 +46,6 @@ std::shared_ptr<const Document> Document::load_file(const std::filesystem::path&
   auto display = std::make_shared<const std::string>(path.string());
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw InputError(SourceLocation{display}, "no such file");
-  if (std::filesystem::is_directory(path, ec)) throw InputError(SourceLocation{display}, "is a directory, expected a YAML file");
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw InputError(SourceLocation{display}, fmt::format("is {}, expected a YAML file (a regular file)", not_regular_file_kind(path)));
   }

@@ -27,6 +27,9 @@
 
 namespace cs::calibrate {
 
+// A measured run's shape as the fit reads it, nodes x ranks per node: "2 x 8" for 16 ranks on 2 nodes.
+std::string nodes_by_ranks(int nodes, int ranks);
+
 struct CalibrationResult {
   hardware::HardwareProfile base;
   hardware::HardwareProfile profile;  // the fitted profile
