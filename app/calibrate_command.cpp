@@ -120,7 +120,11 @@ std::string scenario_effect(const std::string& file, const std::vector<std::pair
                to_string(Seconds(r.breakdown.compute)),
                to_string(Seconds(r.breakdown.tp_comm + r.breakdown.cp_comm + r.breakdown.ep_comm)), to_string(Seconds(r.breakdown.dp_comm))});
   }
-  return fmt::format("\neffect on {} ({} GPUs, {} in the scenario):\n", sc.name, sc.topology->gpus().size(), sc.topology->gpu->name) + t.render("  ");
+  // The plan's GPUs, not the topology's (a scenario may use part of a larger cluster).
+  const int used = sc.job.plan.gpus();
+  const std::size_t present = sc.topology->gpus().size();
+  const std::string of = std::size_t(used) < present ? fmt::format(" of the topology's {}", present) : "";
+  return fmt::format("\neffect on {} ({} GPUs{}, {} in the scenario):\n", sc.name, used, of, sc.topology->gpu->name) + t.render("  ");
 }
 
 void run(const Options& o) {

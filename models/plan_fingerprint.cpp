@@ -52,7 +52,7 @@ static_assert(field_count<hardware::NvlinkSpec>() == 3, "NvlinkSpec changed: upd
 static_assert(field_count<hardware::PcieSpec>() == 2, "PcieSpec changed: update add_profile");
 static_assert(field_count<topology::Device>() == 12, "Device changed: update system_digest");
 static_assert(field_count<topology::Link>() == 6, "Link changed: update system_digest");
-static_assert(field_count<TransformerSpec>() == 14, "TransformerSpec changed: update results_inputs");
+static_assert(field_count<TransformerSpec>() == 16, "TransformerSpec changed: update results_inputs");
 static_assert(field_count<MoeSpec>() == 7, "MoeSpec changed: update results_inputs");
 static_assert(field_count<MlaSpec>() == 5, "MlaSpec changed: update results_inputs");
 // A plan's fields are in its key (plan_key) or among the settings kept from the scenario.
@@ -110,7 +110,8 @@ nlohmann::json results_inputs(const TrainingJob& base, const std::vector<SearchS
   nlohmann::json model = {{"name", m.name},       {"layers", m.layers},         {"hidden", m.hidden},     {"heads", m.heads},
                           {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim},   {"ffn_hidden", m.ffn_hidden},
                           {"activation", std::string(to_string(m.activation))}, {"vocab", m.vocab},   {"seq_len", m.seq_len},
-                          {"tied_embeddings", m.tied_embeddings}};
+                          {"tied_embeddings", m.tied_embeddings}, {"attention_dropout", m.attention_dropout},
+                          {"hidden_dropout", m.hidden_dropout}};
   if (m.moe) {
     model["moe"] = {{"experts", m.moe->experts},
                     {"top_k", m.moe->top_k},

@@ -166,7 +166,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     ops.push_back(att);
   } else {
     // Megatron's unfused path: batched score GEMMs over the whole s x s matrix (the causal mask is
-    // applied, not skipped), a fused scale-mask-softmax, dropout on the probabilities, and the
+    // applied, not skipped), a fused scale-mask-softmax, dropout on the probabilities (none at p = 0), and the
     // context GEMM; every s x s tensor passes through HBM.
     const double q_len = double(m.seq_len) / s.cp;
     const double batch = double(s.micro_batch) * heads;
@@ -178,9 +178,11 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     Op softmax = memory("softmax", elements * (kActivationBytes + kActivationBytes));
     softmax.attention_core = true;
     ops.push_back(softmax);
-    Op dropout = memory("attention_dropout", elements * (kActivationBytes + kActivationBytes + 1.0));
-    dropout.attention_core = true;
-    ops.push_back(dropout);
+    if (m.attention_dropout > 0) {
+      Op dropout = memory("attention_dropout", elements * (kActivationBytes + kActivationBytes + 1.0));
+      dropout.attention_core = true;
+      ops.push_back(dropout);
+    }
     Op context = gemm("attention_context", i64(q_len), i64(v_dim), m.seq_len, batch);
     context.attention_core = true;
     context.fp8 = false;
@@ -203,19 +205,23 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     Op router = gemm("router", i64(routed), e.experts, m.hidden);
     router.fp8 = false;  // Megatron's router is a plain linear layer, outside Transformer Engine
     ops.push_back(router);
-    ops.push_back(memory("permute", 2.0 * routed * e.top_k * h * kActivationBytes));
-    if (s.ep > 1) ops.push_back(comm("ep_dispatch", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
+    // A capacity factor above 1 pads each expert's tokens to its capacity when they are permuted,
+    // before the all-to-all (Megatron-Core's drop_and_pad, moe_pad_expert_input_to_capacity): the
+    // padded buffers are what is exchanged and what the experts compute on.
+    const double dispatched = routed * e.top_k * e.capacity_factor;
+    ops.push_back(memory("permute", 2.0 * dispatched * h * kActivationBytes));
+    if (s.ep > 1) ops.push_back(comm("ep_dispatch", CommGroup::ep, CollectiveOp::all_to_all, dispatched * h * kActivationBytes));
     // Expert tensor parallelism (Megatron-Core's alltoall dispatcher): the tokens an EP rank
     // received are all-gathered over its expert-tensor-parallel group, each rank runs 1/etp of its
     // experts' FFN on all of them, and the outputs are reduce-scattered back before the combine.
-    const double gathered = routed * e.top_k * e.capacity_factor * s.etp;
+    const double gathered = dispatched * s.etp;
     if (s.etp > 1) ops.push_back(comm("etp_allgather", CommGroup::etp, CollectiveOp::all_gather, gathered * h * kActivationBytes));
     const double local_experts = double(e.experts) / s.ep;
     const double per_expert = gathered * s.ep / e.experts;
     ffn_ops(ops, m, per_expert, e.expert_ffn_hidden / s.etp, "expert_", local_experts);
     if (s.etp > 1) ops.push_back(comm("etp_reducescatter", CommGroup::etp, CollectiveOp::reduce_scatter, gathered * h * kActivationBytes));
-    if (s.ep > 1) ops.push_back(comm("ep_combine", CommGroup::ep, CollectiveOp::all_to_all, routed * e.top_k * h * kActivationBytes));
-    ops.push_back(memory("unpermute", 2.0 * routed * e.top_k * h * kActivationBytes));
+    if (s.ep > 1) ops.push_back(comm("ep_combine", CommGroup::ep, CollectiveOp::all_to_all, dispatched * h * kActivationBytes));
+    ops.push_back(memory("unpermute", 2.0 * dispatched * h * kActivationBytes));
     if (e.shared_experts > 0) {
       enter_tp(ops, d, h, "tp_allgather_shared");
       ffn_ops(ops, m, d.tokens, double(e.shared_experts) * e.shared_expert_ffn_hidden / tp, "shared_");

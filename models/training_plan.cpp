@@ -440,12 +440,15 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
       // statistics; the s x s scores are never stored.
       bytes += 4.0 * tokens * heads;
     } else {
-      // Softmax output, dropout mask and dropout output: 5as^2b/t (Korthikanti et al.).
-      bytes += 5.0 * s.micro_batch * heads * (double(m.seq_len) / s.cp) * m.seq_len;
+      // Softmax output, dropout mask and dropout output: 5as^2b/t (Korthikanti et al.); without
+      // attention dropout the softmax output alone, 2as^2b/t.
+      const double per_score = m.attention_dropout > 0 ? 5.0 : 2.0;
+      bytes += per_score * s.micro_batch * heads * (double(m.seq_len) / s.cp) * m.seq_len;
     }
   }
   bytes += e * tokens * heads * v_dim;                      // output projection input
-  bytes += tokens * h * split;                              // attention dropout mask
+  const double hidden_mask = m.hidden_dropout > 0 ? tokens * h * split : 0.0;  // a hidden dropout's one-byte mask
+  bytes += hidden_mask;                                     // after the attention's output projection
   bytes += e * tokens * h * split;                          // FFN input
   const double up = is_gated(m.activation) ? 2.0 : 1.0;
   auto ffn = [&](double tok, double width) { return e * tok * width * (up + 1.0); };  // fc1 output, activation output
@@ -461,7 +464,7 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
     bytes += ffn(expert_tokens, x.expert_ffn_hidden / s.etp);
     if (x.shared_experts > 0) bytes += ffn(tokens, double(x.shared_experts) * x.shared_expert_ffn_hidden / t);
   }
-  bytes += tokens * h * split;  // FFN dropout mask
+  bytes += hidden_mask;  // after the FFN's output projection
   return bytes;
 }
 
@@ -538,6 +541,9 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
   const double grad_bytes = job.gradient_bytes();
   int communicators = 0;
   for (int size : {p.tp, p.pp, p.dp * p.cp, p.cp, p.ep, p.etp}) communicators += size > 1 ? 1 : 0;
+  // The expert-data-parallel group reducing the experts' gradients is a process group of its own
+  // (Megatron-Core builds it for every MoE model), with its own communicator.
+  if (m.moe && expert_shards > 1) ++communicators;
   const int micro = job.micro_batches();
   // Every dense layer stores alike, and every MoE layer.
   const double dense_activations = layer_activation_bytes(m, 0, shard, job.recompute);

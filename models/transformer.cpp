@@ -80,7 +80,11 @@ double active_parameters(const TransformerSpec& m) {
 }
 
 double model_flops_per_token(const TransformerSpec& m) {
-  return 6.0 * active_parameters(m) + 12.0 * m.layers * double(m.attention_width()) * m.seq_len;
+  // Attention: the scores (query-key width) and the context (value width) over the whole s x s
+  // matrix, forward and backward: 6 L s heads (d_qk + d_v), PaLM's 12 L s H Q where d_qk = d_v
+  // (MLA's are 192 and 128).
+  const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
+  return 6.0 * active_parameters(m) + 6.0 * m.layers * double(m.heads) * (m.qk_head_dim() + v_dim) * m.seq_len;
 }
 
 yaml::Check<int> layers_check() { return yaml::in_range(1, kMaxLayers, fmt::format("from 1 to {} layers", kMaxLayers)); }
@@ -116,6 +120,9 @@ TransformerSpec read_transformer(const yaml::Node& node) {
   t.vocab = m.get<int>("vocab", positive);
   t.seq_len = m.get<int>("seq_len", positive);
   t.tied_embeddings = m.get_or<bool>("tied_embeddings", false);
+  const yaml::Check<double> probability{"a probability from 0 to below 1", [](double p) { return p >= 0.0 && p < 1.0; }};
+  t.attention_dropout = m.get_or<double>("attention_dropout", t.attention_dropout, probability);
+  t.hidden_dropout = m.get_or<double>("hidden_dropout", t.hidden_dropout, probability);
   if (auto moe = m.find("moe")) {
     yaml::Map e(*moe);
     MoeSpec s;

@@ -26,7 +26,11 @@ grep -q "fitted / shipped" "$dir/compare.txt"
 "$cli" calibrate --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/b" --compare h100-sxm5-80gb \
   --scenario "$data/../../../scenarios/training/llama3-8b-1-node-h100.yaml" >"$dir/effect.txt"
 cmp "$dir/a/profile.yaml" "$dir/b/profile.yaml"
-grep -q "effect on llama3-8b-1-node-h100" "$dir/effect.txt"
+grep -q "effect on llama3-8b-1-node-h100 (8 GPUs, " "$dir/effect.txt"
+# A scenario on part of a larger topology counts the plan's GPUs.
+"$cli" calibrate --profile "$dir/a/profile.yaml" --compare h100-sxm5-80gb \
+  --scenario "$data/../../../scenarios/training/llama3-70b-256-h100.yaml" >"$dir/effect70.txt"
+grep -q "effect on llama3-70b-256-h100 (256 GPUs of the topology's 1016, " "$dir/effect70.txt"
 
 # The H200's attention kernels (scripts/torch-probe.py): the attention block and attention.csv.
 "$cli" calibrate --from-torch-probe "$data/h200-device-2026-12-04/torch-probe.json" --base h200-sxm-141gb --out "$dir/att" >"$dir/att.txt"

@@ -127,6 +127,51 @@ TEST_CASE("FLOPs per token of the op list equal 6N + 12 L h s") {
   CHECK(split * 8 == Approx(whole).epsilon(1e-6));
 }
 
+TEST_CASE("MLA's model FLOPs count its query-key and value widths apart") {
+  const TransformerSpec ds = preset("deepseek-v3");
+  REQUIRE(ds.mla);
+  const double attention = 6.0 * ds.layers * ds.heads * (192 + 128) * double(ds.seq_len);
+  CHECK(model_flops_per_token(ds) == Approx(6.0 * active_parameters(ds) + attention));
+  // The unfused op list, forward and backward over the whole matrix, does the same attention work.
+  const Shard unfused{1, 1, 1, 1, false, hardware::Dtype::bf16, false};
+  double core = 0;
+  for (const Op& op : layer_forward_ops(ds, ds.moe->dense_layers, unfused)) {
+    if (op.name == "attention_scores" || op.name == "attention_context") core += op.flops;
+  }
+  CHECK(3.0 * core / ds.seq_len * ds.layers == Approx(attention));
+}
+
+TEST_CASE("a capacity factor pads what the all-to-alls carry as it pads the experts' work") {
+  TransformerSpec m = preset("mixtral-8x7b");
+  const Shard s{1, 2, 1, 8, true, hardware::Dtype::bf16, true};
+  auto bytes_and_flops = [&] {
+    double a2a = 0, experts = 0;
+    for (const Op& op : layer_forward_ops(m, 0, s)) {
+      if (op.name == "ep_dispatch" || op.name == "ep_combine") a2a += op.bytes;
+      if (op.name.rfind("expert_", 0) == 0) experts += op.flops;
+    }
+    return std::pair{a2a, experts};
+  };
+  const auto [a2a, experts] = bytes_and_flops();
+  REQUIRE(a2a > 0);
+  m.moe->capacity_factor = 2.0;
+  const auto [padded_a2a, padded_experts] = bytes_and_flops();
+  CHECK(padded_experts == Approx(2.0 * experts));
+  CHECK(padded_a2a == Approx(2.0 * a2a));
+}
+
+TEST_CASE("an MoE model's expert-data-parallel group gets a communicator of its own") {
+  const hardware::HardwareProfile hw = *h100_nodes(1).gpu;
+  TrainingJob job = job_of(preset("mixtral-8x7b"), 2, 1, 4, 64);
+  job.plan.sequence_parallel = true;
+  job.plan.ep = 2;
+  job.model.seq_len = 4096;
+  // tp, dp x cp and ep groups, and the expert-data-parallel group (tp x dp / ep = 4 ranks).
+  CHECK(estimate_memory(job, hw).worst().comm_buffers.value() == Approx(4 * 0.5e9));
+  job.model.moe.reset();
+  CHECK(estimate_memory(job, hw).worst().comm_buffers.value() == Approx(3 * 0.5e9));
+}
+
 TEST_CASE("memory follows the ZeRO paper: 16 bytes per parameter and its stage 1/2/3 reductions") {
   const hardware::HardwareProfile hw = *h100_nodes(1).gpu;
   TrainingJob job;
@@ -174,6 +219,27 @@ TEST_CASE("activation memory matches Korthikanti et al. 2022 for a GPT layer") {
   s.sequence_parallel = false;
   CHECK(layer_activation_bytes(m, 0, s, Recompute::selective) == Approx(sbh * (10 + 24.0 / 8)));
   CHECK(layer_activation_bytes(m, 0, s, Recompute::full) == Approx(2 * sbh));
+}
+
+TEST_CASE("a model trained without dropout keeps no dropout masks and runs no dropout kernel") {
+  TransformerSpec m = gpt(1, 12288, 96, 2048);
+  const double sbh = 2048.0 * 12288;
+  const double as_h = 96.0 * 2048 / 12288;
+  Shard s{1, 8, 1, 1, true, hardware::Dtype::fp16, false};
+  auto has_dropout_op = [&] {
+    const auto ops = layer_forward_ops(m, 0, s);
+    return std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.name == "attention_dropout"; });
+  };
+  CHECK(has_dropout_op());
+  m.hidden_dropout = 0.0;
+  // Korthikanti et al.'s two one-byte hidden masks (sbh each, split by sequence parallelism) go.
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::none) == Approx(sbh * (32.0 / 8 + 5.0 * as_h / 8)));
+  m.attention_dropout = 0.0;
+  // The probabilities' mask (as^2b) and dropout output (2as^2b) go; the softmax output stays.
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::none) == Approx(sbh * (32.0 / 8 + 2.0 * as_h / 8)));
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::selective) == Approx(sbh * 32.0 / 8));
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::full) == Approx(2 * sbh / 8));
+  CHECK_FALSE(has_dropout_op());
 }
 
 TEST_CASE("schedules run every pass once, backward after forward, with 1F1B's warm-up") {

@@ -55,6 +55,13 @@ struct TransformerSpec {
   int vocab = 0;
   int seq_len = 0;
   bool tied_embeddings = false;
+  // Dropout probabilities, Megatron-LM's defaults (--attention-dropout and --hidden-dropout 0.1,
+  // megatron/training/arguments.py). Only zero or not matters to the model: at zero PyTorch's
+  // dropout returns its input (no kernel, no mask); above it each hidden dropout (after the
+  // attention's and the FFN's output projections) keeps a one-byte mask per element, and the
+  // unfused attention keeps the probabilities' mask and output.
+  double attention_dropout = 0.1;
+  double hidden_dropout = 0.1;
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
 
