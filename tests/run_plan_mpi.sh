@@ -19,7 +19,7 @@ cmp "$out/one/plans.csv" "$out/two/plans.csv"
 [ -s "$out/r.jsonl.rank0-of-2" ] && [ -s "$out/r.jsonl.rank1-of-2" ] || { echo "no per-rank results files"; exit 1; }
 # Rerun: every plan comes back from the two files.
 mpirun -n 2 --oversubscribe "$cli" plan "$data/plan-small.yaml" --threads 1 --results "$out/r.jsonl" --out "$out/again" >"$out/again.txt"
-grep -q '86 simulated (86 resumed)' "$out/again.txt" || { echo "rerun did not resume"; cat "$out/again.txt"; exit 1; }
+grep -q '92 simulated (92 resumed)' "$out/again.txt" || { echo "rerun did not resume"; cat "$out/again.txt"; exit 1; }
 cmp "$out/one/plans.csv" "$out/again/plans.csv"
 # Inference sizing is not sharded: under mpirun it is refused (each rank had printed the whole fleet).
 if mpirun -n 2 --oversubscribe "$cli" plan "$data/sizing-small.yaml" >"$out/sizing.txt" 2>&1; then
