@@ -271,7 +271,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--ranks", o->ranks, "Ranks of nccl-tests output that lists no devices (must agree when it does)")->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--nodes", o->nodes, "Nodes of nccl-tests output that lists no devices (default 1)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--base", o->base, "Profile the fit starts from (shipped name or file); default for --device cpu: this CPU's description");
-  cmd->add_option("--out", o->out, "Directory for profile.yaml, measurements.json and CSV files")->check(output_directory());
+  cmd->add_option("--out", o->out, "Directory for profile.yaml, measurements.json and CSV files")->transform(output_directory());
   cmd->add_option("--profile", o->profile, "An already fitted profile to compare (instead of new measurements)");
   cmd->add_option("--compare", o->compare, "Shipped profile (name or file) to compare the fitted parameters with");
   cmd->add_option("--scenario", o->scenario, "Training scenario whose step time --compare shows under both profiles")->check(CLI::ExistingFile);

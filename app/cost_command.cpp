@@ -253,7 +253,7 @@ void add_cost_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("cost", "Price a scenario's run on each offering of its cost sheet: finish-time and cost distributions with failures, preemptions and checkpoints");
   cmd->add_option("scenario", o->scenario, "Training or inference scenario YAML file with a cost section")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the result as JSON");
-  cmd->add_option("--out", o->out, "Directory to write cost.json and, for a training run, distributions.csv (every trial's finish time and cost)")->check(output_directory());
+  cmd->add_option("--out", o->out, "Directory to write cost.json and, for a training run, distributions.csv (every trial's finish time and cost)")->transform(output_directory());
   cmd->add_option("--trials", o->trials, "Monte Carlo trials per offering (default: the scenario's, else 1000)")->check(CLI::Range(1, 1000000));
   // An integer from 0 to 2^64 - 1, checked as text: CLI11 would wrap "-1" into a 20-digit seed.
   cmd->add_option("--seed", o->seed, "Seed of the Monte Carlo (default: the scenario's, else 1)")
@@ -264,7 +264,7 @@ void add_cost_command(CLI::App& app) {
             return ec == std::errc() && end == v.data() + v.size() ? std::string() : "expected a seed of 0 to 18446744073709551615, found " + v;
           },
           "SEED"));
-  cmd->add_option("--report", o->report, "Training: also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->check(output_directory());
+  cmd->add_option("--report", o->report, "Training: also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->transform(output_directory());
   cmd->callback([o] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
     if (models::scenario_kind(o->scenario) == "inference") {

@@ -12,11 +12,13 @@
 namespace cs::app {
 
 // Refuses, as a command-line mistake (exit status 2, naming the option), an empty path and a path
-// that exists and is not a directory.
+// that exists and is not a directory. Trailing slashes are dropped, so that messages naming the
+// files written read "out/summary.json", not "out//summary.json".
 inline CLI::Validator output_directory() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
         if (path.empty()) return "expected a directory to write into, found an empty path";
+        while (path.size() > 1 && path.back() == '/') path.pop_back();
         std::error_code ec;
         if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec)) {
           return fmt::format("expected a directory to write into, found a file of that name: {}", path);

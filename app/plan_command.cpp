@@ -501,13 +501,13 @@ void add_plan_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("plan", "Search a training scenario's plan space (fastest and cheapest plans, Pareto front, rejections), or size the cheapest inference fleet that meets its SLOs");
   cmd->add_option("scenario", o->scenario, "Training scenario (optional search section) or inference scenario with a sizing section")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the result as JSON");
-  cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)")->check(output_directory());
+  cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)")->transform(output_directory());
   const std::vector<CLI::Option*> training_only = {
       cmd->add_option("--threads", o->threads, "Training: threads simulating plans (default: every core)")->check(CLI::Range(0, 4096)),
       cmd->add_option("--results", o->results, "Training: resumable results file (JSON lines); a rerun skips the plans it holds"),
       cmd->add_option("--bound", o->bound, "Training: branch and bound, skipping plans whose lower bound cannot reach the top K by time or cost")->check(CLI::Range(1, 100000)),
       cmd->add_option("--top", o->top, "Training: rows in each ranked table (default 10)")->check(CLI::Range(1, 100000))};
-  cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->check(output_directory());
+  cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->transform(output_directory());
   cmd->callback([o, training_only] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
     for (const CLI::Option* opt : training_only) {

@@ -55,7 +55,7 @@ void add_report_command(CLI::App& app) {
                   "Result files or the directories holding them: summary.json (run --out), plans.json or sizing.json (plan --out), cost.json (cost --out), "
                   "validate --json output")
       ->required();
-  cmd->add_option("--out", o->out, "Directory to write report.html, report.md and report.csv")->required()->check(output_directory());
+  cmd->add_option("--out", o->out, "Directory to write report.html, report.md and report.csv")->required()->transform(output_directory());
   cmd->add_option("--title", o->title, "The report's title (default: from the scenario names)");
   cmd->callback([o] {
     std::vector<reports::ReportSource> sources;

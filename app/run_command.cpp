@@ -462,13 +462,13 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Simulate a scenario: a training step (step time, MFU, breakdown, memory, time to train) or an inference workload (TTFT, TPOT, throughput)");
   cmd->add_option("scenario", o->scenario, "Scenario YAML file")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
-  cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)")->check(output_directory());
+  cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)")->transform(output_directory());
   cmd->add_flag("--ops", o->ops, "Training: also print each operation's forward, backward and recompute time for one micro-batch");
   cmd->add_flag("--no-fold", o->no_fold, "Simulate every rank instead of one representative per pipeline stage (slower; same answer)");
   cmd->add_option("--report", o->report,
                   "Also write the capacity-planning report (report.html, .md, .csv) into this directory, with a scaling curve (training) or a request-rate sweep "
                   "(inference); --out's files go there too when --out is not given")
-      ->check(output_directory());
+      ->transform(output_directory());
   cmd->callback([o] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
     run(*o);

@@ -13,6 +13,8 @@ for f in summary.json trace.json; do
   cmp "$dir/a/$f" "$dir/b/$f"
 done
 grep -q '"step_time_s"' "$dir/a/summary.json"
+# A trailing slash is not repeated in the files it names.
+"$cli" run "$scenario" --out "$dir/c/" | grep -qF "wrote $dir/c/summary.json and $dir/c/trace.json"
 grep -q '"ph"' "$dir/a/trace.json"
 # An --out that cannot be a directory is a command-line mistake: status 2, naming --out.
 touch "$dir/a-file"
