@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <boost/math/quadrature/gauss_kronrod.hpp>
 #include <boost/math/special_functions/gamma.hpp>
 #include <fmt/format.h>
 
@@ -624,6 +625,82 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     double noticed_rate = 0;  // noticed preemptions per held second
     bool finite = false;
   };
+  // Weibull holds are not memoryless: with a shape below 1 most holds are short and a few long, and
+  // a hold that outlives the restart goes on longer than an exponential one of the same mean (the
+  // exponential forms below were 2x pessimistic at shape 0.5, and a hold shorter on average than the
+  // restart said "cannot finish" where every trial did). So by renewal-reward over holds: a hold
+  // lasts L, the first of n Weibull(k, eta) lifetimes, P(L > t) = S(t) = e^(-(t/eta')^k) with
+  // eta' = eta n^(-1/k), cut at the maximum lifetime T (the trials draw it so, at each acquire).
+  //  - Noticed preemptions (the notice covers a checkpoint): the job works from its restart R to the
+  //    notice n before L, E[(L - R - n)+] = integral of S from R + n to T out of E[L] = integral of S
+  //    from 0 to T held: Daly's time with failures alone, stretched by their ratio (for an
+  //    exponential S the e^(r (R + n)) above).
+  //  - Lossy ones: a failure (Poisson, lambda) or a notice ends an attempt; taking each as the start
+  //    of a new hold (pessimistic for k < 1: a hold that survived a failure is older, and the older
+  //    the safer), an interval begins with R and checkpoints every s = tau + delta, and segment j is
+  //    saved if neither comes by R + j s (the notice by R + n + j s): E[work] = tau sum_j
+  //    S(R + n + j s) e^(-lambda (R + j s)) per E[L_eff] = integral of S(t) e^(-lambda t) held (with
+  //    an exponential S, Daly's form again).
+  // Holds end in preemptions at (1 - lambda E[L_eff]) / E[L_eff] per held second, each followed by a
+  // wait for capacity.
+  const auto weibull_closed_form = [&](ClosedForm& c, const Plan& plan, bool noticed, double wait) {
+    const PreemptionProcess& p = plan.preemption;
+    const double k = p.shape;
+    const double eta = p.scale_hours * kHour * std::pow(p.zone ? 1.0 : double(run.nodes), -1.0 / k);
+    const double lifetime = plan.max_lifetime > 0 ? plan.max_lifetime : kInfinity;
+    const double lambda = failure_rate;
+    // Beyond this S(t) e^(-lambda t) is under 1e-16 (or the lifetime has ended every hold).
+    double horizon = std::min(lifetime, eta * std::pow(36.8, 1.0 / k));
+    if (lambda > 0) horizon = std::min(horizon, 36.8 / lambda);
+    const auto survival = [&](double t) { return t >= lifetime ? 0.0 : std::exp(-std::pow(t / eta, k)); };
+    // Integral of S from a to b: eta' Gamma(1 + 1/k) times the difference of the regularized
+    // incomplete gammas at (t/eta')^k, the lower ones' where both ends are inside the scale (the
+    // upper ones would cancel there), and b - a where S stays 1 to 1e-12 (a steep shape far inside
+    // its scale, where even the lower ones underflow).
+    const auto held_between = [&](double a, double b) {
+      b = std::min(b, lifetime);
+      if (!(a < b)) return 0.0;
+      const double xa = std::pow(a / eta, k), xb = std::isfinite(b) ? std::pow(b / eta, k) : kInfinity;
+      if (xb < 1e-12) return b - a;
+      const double g = eta * std::tgamma(1.0 + 1.0 / k);
+      if (xb <= 1) return g * (boost::math::gamma_p(1.0 / k, xb) - boost::math::gamma_p(1.0 / k, xa));
+      return g * (boost::math::gamma_q(1.0 / k, xa) - (std::isfinite(xb) ? boost::math::gamma_q(1.0 / k, xb) : 0.0));
+    };
+    using Quadrature = boost::math::quadrature::gauss_kronrod<double, 61>;
+    const auto integral = [&](auto f, double a, double b) { return a < b ? Quadrature::integrate(f, a, b, 15, 1e-10) : 0.0; };
+    double held = kInfinity, hold = 0, preemptions_per_held_s = 0;
+    if (noticed) {
+      hold = held_between(0, kInfinity);
+      const double useful = held_between(restart + plan.notice, kInfinity);
+      const double d = daly_wall_time(run.work_s, c.interval, ck, restart, c.mtbi);
+      if (useful > 0 && std::isfinite(d)) held = d * hold / useful;
+      preemptions_per_held_s = 1.0 / hold;
+    } else {
+      hold = lambda > 0 ? integral([&](double t) { return survival(t) * std::exp(-lambda * t); }, 0.0, horizon) : held_between(0, kInfinity);
+      const bool one_segment = c.interval >= run.work_s;
+      const double tau = one_segment ? run.work_s : c.interval;
+      const double step = one_segment ? run.work_s : c.interval + ck;
+      const auto saved = [&](double t) { return survival(t + plan.notice) * std::exp(-lambda * t); };  // t: from the hold's start
+      double segments = 0;  // expected segments saved per hold
+      const double count = std::floor((horizon - restart) / step);
+      if (one_segment) {
+        segments = saved(restart + step);
+      } else if (count <= 1e6) {
+        for (double j = 1; j <= count; ++j) segments += saved(restart + j * step);
+      } else {
+        // Too many to add one by one: the sum as an integral over its midpoints.
+        segments = integral(saved, restart + step / 2, horizon) / step;
+      }
+      if (segments > 0) held = run.work_s / tau * hold / segments;
+      preemptions_per_held_s = (1.0 - lambda * hold) / hold;
+    }
+    c.finite = std::isfinite(held);
+    if (c.finite) {
+      c.held = held;
+      c.wall = held * (1.0 + preemptions_per_held_s * wait);
+      c.finite = std::isfinite(c.wall);
+    }
+  };
   const auto closed_form = [&](const Plan& plan, double preempt_rate) {
     ClosedForm c;
     const bool noticed = plan.notice >= delta;
@@ -638,8 +715,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     // one nanosecond, and a rounding could put the snapshot first and lose the checkpoint.)
     if (run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta * (1 + 1e-6));
     const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
-    const double d = daly_wall_time(run.work_s, c.interval, ck, restart, c.mtbi);
     c.noticed_rate = noticed ? preempt_rate : 0.0;
+    if (plan.spot && plan.preemption.kind == PreemptionProcess::Kind::weibull && plan.preemption.scale_hours > 0) {
+      weibull_closed_form(c, plan, noticed, wait);
+      return c;
+    }
+    const double d = daly_wall_time(run.work_s, c.interval, ck, restart, c.mtbi);
     const double stretch = std::exp(c.noticed_rate * (restart + plan.notice));
     c.finite = std::isfinite(d) && std::isfinite(stretch);
     if (c.finite) {
