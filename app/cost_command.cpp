@@ -214,14 +214,17 @@ void inference_cost(const Options& o) {
   j["gpus"] = gpus;
   j["output_token_throughput"] = m.output_throughput;
   j["total_token_throughput"] = m.total_token_throughput;
+  j["sustained_output_token_throughput"] = m.sustained_output_throughput;
+  j["sustained_total_token_throughput"] = m.sustained_total_token_throughput;
   nlohmann::json list = nlohmann::json::array();
   using A = reports::TextTable::Align;
   reports::TextTable t({"offering", "pricing", "$/GPU-h", "fleet $/hour", "$/M output tokens", "$/M total tokens"}, {A::left, A::left, A::right, A::right, A::right, A::right});
   for (const auto& off : sc.cost->offerings) {
     const double price = off.effective_price_per_gpu_hour();
     const double hourly = price * gpus;
-    const double per_output = m.output_throughput > 0 ? hourly / (m.output_throughput * 3600.0) * 1e6 : INFINITY;
-    const double per_total = m.total_token_throughput > 0 ? hourly / (m.total_token_throughput * 3600.0) * 1e6 : INFINITY;
+    // At the steady rates: a fleet serves a continuing load, not this run's ramp and drain.
+    const double per_output = m.sustained_output_throughput > 0 ? hourly / (m.sustained_output_throughput * 3600.0) * 1e6 : INFINITY;
+    const double per_total = m.sustained_total_token_throughput > 0 ? hourly / (m.sustained_total_token_throughput * 3600.0) * 1e6 : INFINITY;
     list.push_back({{"offering", off.name}, {"pricing", to_string(off.pricing)}, {"price_per_gpu_hour", price}, {"fleet_cost_per_hour", hourly},
                     {"cost_per_million_output_tokens", per_output}, {"cost_per_million_total_tokens", per_total}});
     t.add_row({off.name, std::string(to_string(off.pricing)), fmt::format("{:.3f}", price), fmt::format("{:.2f}", hourly), fmt::format("{:.3f}", per_output),
@@ -238,8 +241,9 @@ void inference_cost(const Options& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{}: {} GPUs serving {:.0f} output tokens/s ({:.0f} total) at the simulated load\n", sc.name, gpus, m.output_throughput,
-                           m.total_token_throughput);
+  std::cout << fmt::format("{}: {} GPUs serving {:.0f} output tokens/s ({:.0f} total) in steady state at the simulated load ({:.0f} and {:.0f} over the "
+                           "whole run, its drain included)\n",
+                           sc.name, gpus, m.sustained_output_throughput, m.sustained_total_token_throughput, m.output_throughput, m.total_token_throughput);
   std::cout << t.render("  ");
   for (const auto& n : sc.cost->notes) std::cout << "note: " << n << "\n";
   std::cout << "note: list prices; spot preemptions of a serving fleet (lost capacity, requests retried) are not modelled\n";

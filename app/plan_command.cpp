@@ -83,6 +83,7 @@ nlohmann::json to_json(const models::InferenceScenario& sc, const models::Sizing
     if (c.attainment >= 0) {
       k["cost_per_million_output_tokens"] = c.cost_per_million_output_tokens;
       k["output_token_throughput"] = c.metrics.output_throughput;
+      k["sustained_output_token_throughput"] = c.metrics.sustained_output_throughput;
       k["ttft_p90_ms"] = c.metrics.ttft.p90 * 1e3;
       k["tpot_p90_ms"] = c.metrics.tpot.p90 * 1e3;
       k["e2e_p90_ms"] = c.metrics.e2e.p90 * 1e3;
@@ -107,7 +108,7 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   bool nodes_differ = false;
   for (const auto& o : sc.sizing->offers) nodes_differ = nodes_differ || o.node.name != sc.sizing->offers.front().node.name;
   const bool pipelined = sc.replica.pp > 1;
-  std::vector<std::string> head{"gpu", pipelined ? "TP x PP" : "TP", "layout", "GPUs", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "out tok/s", "verdict"};
+  std::vector<std::string> head{"gpu", pipelined ? "TP x PP" : "TP", "layout", "GPUs", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "steady tok/s", "verdict"};
   std::vector<A> align{A::left, A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left};
   if (nodes_differ) {
     head.insert(head.begin() + 1, "node");
@@ -120,7 +121,7 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
                                  ran ? std::to_string(c.gpus) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
                                  ran ? fmt::format("{:.3f}", c.cost_per_million_output_tokens) : "-", ran ? fmt::format("{:.1f}%", 100 * c.attainment) : "-",
                                  ran ? fmt::format("{:.0f}", c.metrics.ttft.p90 * 1e3) : "-", ran ? fmt::format("{:.1f}", c.metrics.tpot.p90 * 1e3) : "-",
-                                 ran ? fmt::format("{:.0f}", c.metrics.output_throughput) : "-", c.feasible ? "meets" : c.reason};
+                                 ran ? fmt::format("{:.0f}", c.metrics.sustained_output_throughput) : "-", c.feasible ? "meets" : c.reason};
     if (nodes_differ) row.insert(row.begin() + 1, c.node);
     t.add_row(row);
   }
@@ -141,11 +142,13 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
 }
 
 std::string to_csv(const models::SizingResult& r) {
-  std::string csv = "gpu,node,tp,pp,replicas,prefill,decode,gpus,cost_per_hour,cost_per_million_output_tokens,attainment,feasible,ttft_p90_s,tpot_p90_s,output_tokens_per_s\n";
+  std::string csv =
+      "gpu,node,tp,pp,replicas,prefill,decode,gpus,cost_per_hour,cost_per_million_output_tokens,attainment,feasible,ttft_p90_s,tpot_p90_s,output_tokens_per_s,"
+      "sustained_output_tokens_per_s\n";
   for (const auto& c : r.candidates) {
-    csv += fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f}\n", c.gpu, c.node, c.tp, c.pp, c.replicas, c.prefill, c.decode, c.gpus,
-                       c.cost_per_hour, c.cost_per_million_output_tokens, c.attainment, c.feasible ? 1 : 0, c.metrics.ttft.p90, c.metrics.tpot.p90,
-                       c.metrics.output_throughput);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f},{:.3f}\n", c.gpu, c.node, c.tp, c.pp, c.replicas, c.prefill, c.decode,
+                       c.gpus, c.cost_per_hour, c.cost_per_million_output_tokens, c.attainment, c.feasible ? 1 : 0, c.metrics.ttft.p90, c.metrics.tpot.p90,
+                       c.metrics.output_throughput, c.metrics.sustained_output_throughput);
   }
   return csv;
 }

@@ -982,12 +982,13 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, double kv_
                           const GapHistogram& itl, const Slo& slo) {
   ServingMetrics m;
   std::vector<double> ttft, tpot, itl_max, e2e, queue;
-  double first_arrival = 1e300, last_finish = 0, output = 0, total = 0, in_system = 0;
+  double first_arrival = 1e300, last_arrival = 0, last_finish = 0, output = 0, total = 0, in_system = 0;
   int good = 0;
   for (const auto& r : requests) {
     if (r.finish <= 0) continue;
     ++m.completed;
     first_arrival = std::min(first_arrival, r.request.arrival);
+    last_arrival = std::max(last_arrival, r.request.arrival);
     last_finish = std::max(last_finish, r.finish);
     ttft.push_back(r.ttft());
     // A request of one output token has no inter-token gap: it counts in neither (vLLM's benchmark
@@ -1021,6 +1022,25 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, double kv_
   m.itl.p99 = itl.quantile(0.99);
   m.e2e = stats_of(e2e);
   m.queueing = stats_of(queue);
+  m.sustained_output_throughput = m.output_throughput;
+  m.sustained_total_token_throughput = m.total_token_throughput;
+  const double from = first_arrival + m.e2e.median, to = last_arrival;
+  if (to - from >= 0.5 * (last_arrival - first_arrival) && to > from) {
+    double emitted = 0, prompts = 0;
+    for (const auto& r : requests) {
+      if (r.finish <= 0) continue;
+      if (r.first_token >= from && r.first_token <= to) {
+        emitted += 1;
+        prompts += static_cast<double>(r.request.total_tokens() - r.request.output_tokens);
+      }
+      if (r.request.output_tokens > 1 && r.finish > r.first_token) {
+        const double inside = std::clamp((std::min(r.finish, to) - std::max(r.first_token, from)) / (r.finish - r.first_token), 0.0, 1.0);
+        emitted += (r.request.output_tokens - 1) * inside;
+      }
+    }
+    m.sustained_output_throughput = emitted / (to - from);
+    m.sustained_total_token_throughput = (emitted + prompts) / (to - from);
+  }
   m.mean_concurrency = in_system / d;
   m.mean_kv_use = kv_blocks > 0 && makespan > 0 ? kv_block_seconds / (kv_blocks * d) : 0;
   return m;

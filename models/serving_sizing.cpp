@@ -81,7 +81,9 @@ class Sizer {
       c.metrics = res.metrics;
       c.attainment = res.metrics.request_throughput > 0 ? res.metrics.request_goodput / res.metrics.request_throughput : 0;
       c.feasible = c.attainment >= sc_.sizing->attainment;
-      if (res.metrics.output_throughput > 0) c.cost_per_million_output_tokens = c.cost_per_hour / (res.metrics.output_throughput * 3600.0) * 1e6;
+      // At the steady rate: the fleet is priced for a continuing load, not for this run's drain.
+      const double rate = res.metrics.sustained_output_throughput;
+      if (rate > 0) c.cost_per_million_output_tokens = c.cost_per_hour / (rate * 3600.0) * 1e6;
       if (!c.feasible) c.reason = fmt::format("{:.1f}% of requests meet the SLO", 100 * c.attainment);
     } catch (const std::invalid_argument& e) {
       c.feasible = false;

@@ -136,6 +136,25 @@ TEST_CASE("serving: Little's law holds on a simulated Poisson run") {
   CHECK(m.request_throughput == Approx(20).epsilon(0.1));
 }
 
+TEST_CASE("serving: the steady output rate leaves out the ramp and the drain, so a fleet that keeps up is priced at the offered load") {
+  // 20 req/s of 128 output tokens for 30 s: 2,560 tok/s offered. Over the whole run (vLLM's
+  // definition) the last requests' drain lowers the rate; in steady state the fleet emits what
+  // arrives.
+  const auto hw = h100();
+  const auto requests = poisson(600, 20, 512, 128);
+  const ServingMetrics m = serving_metrics(run_replica(requests, llama8b(), hw));
+  REQUIRE(m.completed == 600);
+  const double offered = 128.0 * (requests.size() - 1) / (requests.back().arrival - requests.front().arrival);
+  CHECK(m.sustained_output_throughput == Approx(offered).epsilon(0.05));
+  CHECK(m.output_throughput < m.sustained_output_throughput);
+  CHECK(m.sustained_total_token_throughput == Approx(offered * (512 + 128) / 128).epsilon(0.05));
+  // All at once (an offline batch) there is no steady window: the whole run's rate.
+  std::vector<ServingRequest> burst = requests;
+  for (auto& r : burst) r.arrival = 0;
+  const ServingMetrics b = serving_metrics(run_replica(burst, llama8b(), hw));
+  CHECK(b.sustained_output_throughput == b.output_throughput);
+}
+
 TEST_CASE("serving: KV blocks never exceed the pool, and preempted requests still complete") {
   // Memory for only ~3 of the 40 long requests at once: the scheduler must preempt by recompute.
   const auto hw = h100();
@@ -590,6 +609,9 @@ TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewe
     const ServingMetrics m = simulate_inference(fewer).metrics;
     CHECK(m.request_goodput / m.request_throughput < 0.9);
   }
+  // Priced at the steady rate, not over the drain of the run's last requests.
+  CHECK(best.cost_per_million_output_tokens == Approx(best.cost_per_hour / (best.metrics.sustained_output_throughput * 3600) * 1e6));
+  CHECK(best.metrics.sustained_output_throughput > best.metrics.output_throughput);
   // The same input gives the same answer.
   const SizingResult again = size_fleet(sc);
   CHECK(again.candidates.front().cost_per_hour == best.cost_per_hour);
