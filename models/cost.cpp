@@ -938,6 +938,14 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   for (const Offering& o : offerings) {
     const Plan plan = plan_of(o);
     CostEstimate e = estimate(plan, o.pricing, o.name);
+    if (o.pricing == Pricing::reserved && o.term_hours > 0 && e.finished > 0 && e.wall_s.p50 < o.term_hours * kHour) {
+      // The row bills the job's share of the term; renting it commits the whole term.
+      const double commitment = run.gpus * (o.price_per_gpu_hour * o.term_hours + o.upfront_per_gpu);
+      const std::string money = commitment >= 1e6 ? fmt::format("${:.3g}M", commitment / 1e6) : fmt::format("${:.0f}", commitment);
+      add_note(e, fmt::format("the job takes {} of a term of {}, which commits {} GPUs to {} (upfront included); the row bills the job's share, "
+                              "taking the rest of the term as used by other work",
+                              duration(e.wall_s.p50), duration(o.term_hours * kHour), run.gpus, money));
+    }
     if (cheapest_on_demand && o.pricing == Pricing::owned) {
       // Where owning costs as much per GPU-hour as the cheapest on-demand offering.
       Offering at = o;

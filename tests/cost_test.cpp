@@ -334,6 +334,25 @@ TEST_CASE("cost: a trial that reaches the end of its work late in a long run fin
   for (double wall : rows[0].walls) CHECK(wall >= work);
 }
 
+TEST_CASE("cost: a reserved row bills the job's share of its term and says what the whole term commits") {
+  Offering reserved = on_demand(2.0);
+  reserved.name = "1yr";
+  reserved.pricing = Pricing::reserved;
+  reserved.term_hours = 8760;
+  reserved.upfront_per_gpu = 8760;  // $1 an hour over the term
+  CHECK(reserved.effective_price_per_gpu_hour() == Approx(3.0));
+  RunSpec run = daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 1e12);
+  CostOptions opt;
+  opt.trials = 10;
+  const CostEstimate e = estimate_costs(run, {on_demand(4.0), reserved}, opt)[1];
+  CHECK(e.cost.mean == Approx(3.0 * run.gpus * e.wall_s.mean / kHour).epsilon(0.01));
+  // 800 GPUs x ($2 x 8,760 h + $8,760) = $21.0M.
+  CHECK_THAT(e.verdict, Catch::Contains("which commits 800 GPUs to $21M (upfront included)"));
+  // A job as long as the term or longer uses it all: no note.
+  run.work_s = 9000 * kHour;
+  CHECK(estimate_costs(run, {on_demand(4.0), reserved}, opt)[1].verdict.find("commits") == std::string::npos);
+}
+
 TEST_CASE("cost: owned hardware prices a GPU-hour from capex, power and utilisation, and mixed meets the deadline") {
   Offering owned;
   owned.name = "owned";
