@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/yaml_reader.hpp"
 #include "clustersim/reports/report.hpp"
 #include "output_dir.hpp"
 
@@ -44,7 +45,18 @@ void check_report_targets(const std::string& report_dir) {
 }
 
 nlohmann::json source_of(const std::string& scenario_file) {
-  return {{"scenario_file", scenario_file}, {"scenario_sha256", reports::sha256_file(scenario_file)}, {"clustersim", CLUSTERSIM_VERSION}};
+  nlohmann::json j = {{"scenario_file", scenario_file}, {"scenario_sha256", reports::sha256_file(scenario_file)}, {"clustersim", CLUSTERSIM_VERSION}};
+  // The parts the scenario named, as read (a shipped part comes from the install or source tree).
+  nlohmann::json parts = nlohmann::json::array();
+  const auto scenario = std::filesystem::path(scenario_file).lexically_normal();
+  for (const auto& f : yaml::Document::files_read()) {
+    if (f == scenario) continue;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(f, ec)) continue;
+    parts.push_back({{"file", f.string()}, {"sha256", reports::sha256_file(f)}});
+  }
+  j["parts"] = parts;
+  return j;
 }
 
 void add_report_command(CLI::App& app) {

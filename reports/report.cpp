@@ -1328,6 +1328,14 @@ class Builder {
         t.rows.push_back({str(from, "scenario_file"), "its scenario, as read", "-", str(from, "scenario_sha256")});
         csv_text("inputs", str(from, "scenario_file"), "sha256", str(from, "scenario_sha256"));
       }
+      // The parts the scenario named (model, topology, node, hardware, cost sheet), as read.
+      if (from.contains("parts") && from["parts"].is_array()) {
+        for (const json& part : from["parts"]) {
+          if (str(part, "file").empty() || !scenarios.insert({str(part, "file"), str(part, "sha256")}).second) continue;
+          t.rows.push_back({str(part, "file"), "a part its scenario names", "-", str(part, "sha256", "-")});
+          csv_text("inputs", str(part, "file"), "sha256", str(part, "sha256", "-"));
+        }
+      }
     }
     table(s, std::move(t));
     // Shell words, single-quoted where they need it.

@@ -13,6 +13,9 @@ for f in summary.json trace.json; do
   cmp "$dir/a/$f" "$dir/b/$f"
 done
 grep -q '"step_time_s"' "$dir/a/summary.json"
+# The parts the scenario names are recorded with their SHA-256, as read.
+grep -Eq '"file": ".*scenarios/models/[a-z0-9.-]+\.yaml"' "$dir/a/summary.json"
+grep -Eq '"sha256": "[0-9a-f]{64}"' "$dir/a/summary.json"
 # A trailing slash is not repeated in the files it names.
 "$cli" run "$scenario" --out "$dir/c/" | grep -qF "wrote $dir/c/summary.json and $dir/c/trace.json"
 grep -q '"ph"' "$dir/a/trace.json"
