@@ -416,6 +416,13 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
   const bool sp = s.sequence_parallel && s.tp > 1;
   const double h = m.hidden;
   const double e = kActivationBytes;
+  // A linear layer's input, kept for its weight-gradient GEMM: under fp8 Transformer Engine keeps
+  // the fp8 cast it ran the forward GEMM on, 1 byte an element (_Linear.forward saves inputmat or
+  // inputmat_t in fp8 where it saves the 16-bit input otherwise; LayerNormLinear and LayerNormMLP
+  // their fp8 ln_out and activation output). The tensors other kernels need (norm inputs, the FFN's
+  // first output for the activation's backward, fused attention's output) stay 16-bit.
+  const bool fp8 = s.dtype == hardware::Dtype::fp8;
+  const double linear_in = fp8 ? 1.0 : e;
   // Tensors that sequence parallelism splits (replicated over TP without it).
   const double split = sp ? 1.0 / t : 1.0;
   if (recompute == Recompute::full) return e * tokens * h * split;  // the layer's input only
@@ -426,7 +433,7 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
   // and gated activations; with a GPT layer it gives sbh(34/t + 5as/(ht)) as their Table 2.
   double bytes = 0;
   bytes += 2 * e * tokens * h * split;                       // both norms' inputs
-  bytes += e * tokens * h * split;                           // QKV input
+  bytes += linear_in * tokens * h * split;                   // QKV input
   if (m.mla) {
     const MlaSpec& a = *m.mla;
     bytes += e * tokens * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim);  // latent projections (replicated)
@@ -446,12 +453,15 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
       bytes += per_score * s.micro_batch * heads * (double(m.seq_len) / s.cp) * m.seq_len;
     }
   }
-  bytes += e * tokens * heads * v_dim;                      // output projection input
+  // The output projection's input: the attention's output, which fused attention also keeps 16-bit
+  // for its own backward (under fp8 both are kept).
+  bytes += (fp8 && s.flash_attention && recompute == Recompute::none ? e + linear_in : linear_in) * tokens * heads * v_dim;
   const double hidden_mask = m.hidden_dropout > 0 ? tokens * h * split : 0.0;  // a hidden dropout's one-byte mask
   bytes += hidden_mask;                                     // after the attention's output projection
-  bytes += e * tokens * h * split;                          // FFN input
+  bytes += linear_in * tokens * h * split;                  // FFN input
   const double up = is_gated(m.activation) ? 2.0 : 1.0;
-  auto ffn = [&](double tok, double width) { return e * tok * width * (up + 1.0); };  // fc1 output, activation output
+  // fc1's output (16-bit, for the activation's backward) and the activation's output (fc2's input).
+  auto ffn = [&](double tok, double width) { return tok * width * (e * up + linear_in); };
   if (!m.is_moe_layer(layer)) {
     bytes += ffn(tokens, m.ffn_hidden / t);
   } else {
@@ -460,7 +470,7 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
     // Tokens the rank's experts see: its share of the routed ones, gathered over its
     // expert-tensor-parallel group, each through 1/etp of the FFN.
     const double expert_tokens = routed * x.top_k * x.capacity_factor * s.etp;
-    bytes += e * expert_tokens * h * 2;  // permuted tokens in, expert outputs back
+    bytes += (linear_in + e) * expert_tokens * h;  // permuted tokens in (the experts' fc1 input), expert outputs back
     bytes += ffn(expert_tokens, x.expert_ffn_hidden / s.etp);
     if (x.shared_experts > 0) bytes += ffn(tokens, double(x.shared_experts) * x.shared_expert_ffn_hidden / t);
   }
@@ -535,9 +545,11 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
   const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
   const double dense_shards = double(p.dp) * p.cp;
   const double expert_shards = expert_data_parallel_size(p);
-  // Transformer Engine keeps an fp8 copy of the transformer layers' weights (not of the embedding
+  // Transformer Engine keeps an fp8 copy of the transformer layers' weights and of their transposes
+  // (the backward's data-gradient GEMM takes the transpose; _Linear.forward's weight_fp8 and
+  // weight_t_fp8, cached from the first micro-batch): 2 bytes per parameter (not of the embedding
   // and the output layer, which run in 16 bits).
-  const double fp8_copy_bytes = job.precision == hardware::Dtype::fp8 ? 1.0 : 0.0;
+  const double fp8_copy_bytes = job.precision == hardware::Dtype::fp8 ? 2.0 : 0.0;
   const double grad_bytes = job.gradient_bytes();
   int communicators = 0;
   for (int size : {p.tp, p.pp, p.dp * p.cp, p.cp, p.ep, p.etp}) communicators += size > 1 ? 1 : 0;

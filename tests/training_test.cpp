@@ -221,6 +221,31 @@ TEST_CASE("activation memory matches Korthikanti et al. 2022 for a GPT layer") {
   CHECK(layer_activation_bytes(m, 0, s, Recompute::full) == Approx(2 * sbh));
 }
 
+TEST_CASE("under fp8 a linear layer keeps its input as the fp8 cast its GEMM ran on") {
+  // Transformer Engine saves the fp8 input of each linear layer for its weight gradient: the QKV and
+  // FFN inputs and the activation's output (fc2's input) at 1 byte instead of 2; fused attention
+  // keeps its 16-bit output beside the output projection's fp8 copy. A GPT layer (4h FFN): 5 sbh
+  // less without recompute, 7 sbh with selective (the attention's output then recomputed).
+  const TransformerSpec m = gpt(1, 4096, 32, 2048);
+  const double sbh = 2048.0 * 4096;
+  Shard s{1, 1, 1, 1, false, hardware::Dtype::bf16, true};
+  const double none16 = layer_activation_bytes(m, 0, s, Recompute::none);
+  const double selective16 = layer_activation_bytes(m, 0, s, Recompute::selective);
+  s.dtype = hardware::Dtype::fp8;
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::none) == Approx(none16 - 5 * sbh));
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::selective) == Approx(selective16 - 7 * sbh));
+  // Full recompute keeps the layer's 16-bit input alone, fp8 or not.
+  CHECK(layer_activation_bytes(m, 0, s, Recompute::full) == Approx(2 * sbh));
+  // The layers' weights gain their fp8 copies and the copies' transposes: 2 bytes a parameter.
+  const hardware::HardwareProfile hw = *h100_nodes(1).gpu;
+  TrainingJob job = job_of(gpt(8, 4096, 32, 2048), 1, 1, 8, 64);
+  const double bf16 = estimate_memory(job, hw).worst().weights.value();
+  job.precision = hardware::Dtype::fp8;
+  const double fp8 = estimate_memory(job, hw).worst().weights.value();
+  const ParameterCount n = count_parameters(job.model);
+  CHECK((fp8 - bf16) / (n.attention + n.dense_ffn) == Approx(2.0).epsilon(0.01));
+}
+
 TEST_CASE("a model trained without dropout keeps no dropout masks and runs no dropout kernel") {
   TransformerSpec m = gpt(1, 12288, 96, 2048);
   const double sbh = 2048.0 * 12288;
