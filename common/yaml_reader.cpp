@@ -60,6 +60,11 @@ std::vector<std::filesystem::path> Document::files_read() {
   return {files.begin(), files.end()};
 }
 
+void Document::note_file_read(const std::filesystem::path& path) {
+  const std::lock_guard lock(files_read_mutex);
+  files_read_set().insert(path.lexically_normal());
+}
+
 std::shared_ptr<const Document> Document::load_file(const std::filesystem::path& path) {
   auto display = std::make_shared<const std::string>(path.string());
   std::error_code ec;
@@ -76,10 +81,7 @@ std::shared_ptr<const Document> Document::load_file(const std::filesystem::path&
   if (!in) throw InputError(SourceLocation{display}, "cannot be opened for reading");
   std::ostringstream text;
   text << in.rdbuf();
-  {
-    const std::lock_guard lock(files_read_mutex);
-    files_read_set().insert(path.lexically_normal());
-  }
+  note_file_read(path);
   return parse(text.str(), path, path.string());
 }
 

@@ -19,6 +19,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/input_file.hpp"
+#include "clustersim/common/yaml_reader.hpp"
 #include "clustersim/common/sampling.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/sim/fluid_network.hpp"
@@ -1024,8 +1025,12 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, double kv_
   m.queueing = stats_of(queue);
   m.sustained_output_throughput = m.output_throughput;
   m.sustained_total_token_throughput = m.total_token_throughput;
-  const double from = first_arrival + m.e2e.median, to = last_arrival;
-  if (to - from >= 0.5 * (last_arrival - first_arrival) && to > from) {
+  // The ramp ends when the first requests have left: after the 90th percentile's time in the system,
+  // but never later than 90% of the arrivals' span (a continuous rule: a threshold with a fallback
+  // to the drain-included rate had moved $/M 1.5x between two equal runs on either side of it).
+  const double span = last_arrival - first_arrival;
+  const double from = first_arrival + std::min(m.e2e.p90, 0.9 * span), to = last_arrival;
+  if (span > 0) {
     double emitted = 0, prompts = 0;
     for (const auto& r : requests) {
       if (r.finish <= 0) continue;
@@ -1240,6 +1245,7 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
 
 std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
   std::ifstream in = open_input_file(file, "a request trace (CSV)");
+  yaml::Document::note_file_read(file);
   const auto where = [&](int line) { return SourceLocation{std::make_shared<const std::string>(file.string()), line, 1}; };
   std::string line;
   int number = 0;

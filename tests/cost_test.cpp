@@ -347,7 +347,10 @@ TEST_CASE("cost: a reserved row bills the job's share of its term and says what 
   const CostEstimate e = estimate_costs(run, {on_demand(4.0), reserved}, opt)[1];
   CHECK(e.cost.mean == Approx(3.0 * run.gpus * e.wall_s.mean / kHour).epsilon(0.01));
   // 800 GPUs x ($2 x 8,760 h + $8,760) = $21.0M.
-  CHECK_THAT(e.verdict, Catch::Contains("which commits 800 GPUs to $21M (upfront included)"));
+  CHECK_THAT(e.verdict, Catch::Contains("which commits 800 GPUs to $21.0M (upfront included)"));
+  // A billion or more in billions ("$1.6e+03M" had been printed).
+  reserved.upfront_per_gpu = 2e6;
+  CHECK_THAT(estimate_costs(run, {on_demand(4.0), reserved}, opt)[1].verdict, Catch::Contains("which commits 800 GPUs to $1.61B (upfront included)"));
   // A job as long as the term or longer uses it all: no note.
   run.work_s = 9000 * kHour;
   CHECK(estimate_costs(run, {on_demand(4.0), reserved}, opt)[1].verdict.find("commits") == std::string::npos);
@@ -761,6 +764,39 @@ TEST_CASE("cost: Weibull holds of shape below 1 shorter on average than the rest
     CHECK(e.wall_s.mean > 20 * run.work_s);
     CHECK(e.expected_wall_s == Approx(e.wall_s.mean).epsilon(0.06));
   }
+}
+
+TEST_CASE("cost: the Weibull closed form at small shapes: integrals over many decades, and holds cut where the job ends") {
+  // Shape 0.1 spreads S over 16 decades: one Gauss-Kronrod over the range missed its mass (the sum
+  // of saved segments 90% low), so adding a failure rate of 1e-9 a second made the job 7 times
+  // faster. Continuity: no failures and failures every 30,000 years give the same closed form (at
+  // shape 0.1 the mean hold is 7 years, so rarer failures than that are needed to change nothing).
+  RunSpec run = daly_run(36 * kHour, 20, 15 * kMinute, 1e12);
+  run.nodes = 1;
+  run.gpus = 8;
+  Offering spot = poisson_spot(5.0, kHour, 0.0);  // a 5 s notice: short of the 20 s write, lossy
+  spot.preemption.kind = PreemptionProcess::Kind::weibull;
+  CostOptions opt;
+  opt.trials = 100;
+  for (const double shape : {0.1, 0.2, 0.3}) {
+    INFO("shape " << shape);
+    spot.preemption.shape = shape;
+    spot.preemption.scale_hours = 1.0 / 60;  // one minute
+    run.reliability.failures_per_1000_node_days = 0;
+    const CostEstimate none = estimate_costs(run, {on_demand(3.0), spot}, opt)[1];
+    run.reliability.failures_per_1000_node_days = 1000.0 * 86400.0 / 1e12;  // one every 1e12 s
+    const CostEstimate rare = estimate_costs(run, {on_demand(3.0), spot}, opt)[1];
+    CHECK(rare.expected_wall_s == Approx(none.expected_wall_s).epsilon(1e-3));
+  }
+  // Holds whose mean exceeds the job (shape 0.2, a minute's scale: 2 hours on average against 36
+  // hours of work, most far shorter, a few far longer): a hold that outlives the job counts only
+  // the job's work. Uncut, the closed form was 37% under the trials; cut, it is within 20%.
+  spot.preemption.shape = 0.2;
+  spot.notice_s = 60;  // saved preemptions
+  run.reliability.failures_per_1000_node_days = 3.79;
+  const CostEstimate e = estimate_costs(run, {on_demand(3.0), spot}, opt)[1];
+  REQUIRE(e.finished == e.trials);
+  CHECK(e.expected_wall_s == Approx(e.wall_s.mean).epsilon(0.2));
 }
 
 TEST_CASE("cost: a maximum lifetime ends each hold at E[min(X, T)] on average, in the closed form as in the trials") {

@@ -22,3 +22,13 @@ begins=$(grep -c '"ph": "b"' "$dir/a/trace.json")
 ends=$(grep -c '"ph": "e"' "$dir/a/trace.json")
 [ "$begins" -eq $((4 * rows)) ] && [ "$ends" -eq "$begins" ] || { echo "trace.json: $begins begins, $ends ends for $rows requests"; exit 1; }
 tail -c 4 "$dir/a/trace.json" | grep -q ']}'
+# A request trace the workload replays is recorded among the parts read, with its SHA-256.
+cat >"$dir/trace.csv" <<'CSV'
+arrival_s,prompt_tokens,output_tokens
+0,100,10
+0.5,200,20
+CSV
+awk -v trace="$dir/trace.csv" '/^  workload:/{print "  workload:"; print "    arrival: {kind: trace, file: " trace "}"; skip=1; next}
+  skip && /^    /{next} {skip=0; print}' "$scenario" >"$dir/replay.yaml"
+"$cli" run "$dir/replay.yaml" --out "$dir/c" >/dev/null
+grep -q "\"file\": \"$dir/trace.csv\"" "$dir/c/summary.json" || { echo "the trace is not among source.parts"; exit 1; }

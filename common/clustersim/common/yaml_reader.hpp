@@ -41,6 +41,8 @@ class Document : public std::enable_shared_from_this<Document> {
   // names (model, topology, node, hardware profile, cost sheet), for an output to record what it
   // was computed from (shipped parts may come from a tree the user did not name).
   static std::vector<std::filesystem::path> files_read();
+  // Adds an input read otherwise (a request or availability trace CSV) to files_read().
+  static void note_file_read(const std::filesystem::path& path);
 
   [[nodiscard]] Node root() const;
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }

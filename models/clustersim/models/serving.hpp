@@ -286,11 +286,11 @@ struct ServingMetrics {
   double request_throughput = 0;   // req/s
   double request_goodput = 0;      // req/s meeting every SLO given
   double output_throughput = 0;    // tok/s: output tokens over the duration (vLLM's benchmark_serving)
-  // tok/s emitted in steady state: from the first arrival plus the median request's time in the
-  // system to the last arrival, without the start's ramp or the last requests' drain (each
-  // request's tokens after its first spread evenly to its finish); the pricing's rate, as the
-  // fleet serves a continuing load. Where that window is under half the arrivals' span (or they
-  // all come at once), output_throughput.
+  // tok/s emitted in steady state: from the first arrival plus the 90th percentile's time in the
+  // system (at most 90% of the arrivals' span) to the last arrival, without the start's ramp or the
+  // last requests' drain (each request's tokens after its first spread evenly to its finish); the
+  // pricing's rate, as the fleet serves a continuing load. Where the requests all arrive at once,
+  // output_throughput.
   double sustained_output_throughput = 0;
   double sustained_total_token_throughput = 0;  // the same window: prompts as their first token comes, and outputs
   double total_token_throughput = 0;
