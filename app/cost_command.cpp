@@ -211,6 +211,7 @@ void inference_cost(const Options& o) {
   const auto& m = r.metrics;
   nlohmann::json j;
   j["scenario"] = sc.name;
+  j["source"] = source_of(o.scenario);
   j["gpus"] = gpus;
   j["output_token_throughput"] = m.output_throughput;
   j["total_token_throughput"] = m.total_token_throughput;

@@ -695,8 +695,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const double start = restart + plan.notice, end = start + d;
       hold = held_between(0, end);
       const double useful = held_between(start, end);
-      if (useful > 0 && std::isfinite(d)) held = d * hold / useful;
-      if (hold > 0) preemptions = held / hold;
+      // The share of holds the cut ends (holds that would outlive the job): the renewal counts a
+      // restart and a preemption for each hold, where the first needs no restart and the one the
+      // job ends in no preemption.
+      const double last = survival(end);
+      if (useful > 0 && std::isfinite(d)) held = std::max(d, d * hold / useful - last * start);
+      if (hold > 0) preemptions = held / hold * (1.0 - last);
     } else {
       const bool one_segment = c.interval >= run.work_s;
       const double tau = one_segment ? run.work_s : c.interval;
@@ -716,7 +720,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       } else {
         segments = integral(saved, restart + step / 2, restart + (count + 0.5) * step) / step;
       }
-      if (segments > 0) held = run.work_s / tau * hold / segments;
+      if (segments > 0) held = std::max(run.work_s, run.work_s / tau * hold / segments - attempt(end) * restart);
       // A hold ends in a preemption unless a failure or the job's end comes first.
       const double by_preemption = 1.0 - attempt(end) - lambda * hold;
       if (hold > 0) preemptions = held / hold * by_preemption;

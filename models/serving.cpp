@@ -1030,18 +1030,26 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, double kv_
   // to the drain-included rate had moved $/M 1.5x between two equal runs on either side of it).
   const double span = last_arrival - first_arrival;
   const double from = first_arrival + std::min(m.e2e.p90, 0.9 * span), to = last_arrival;
-  if (span > 0) {
+  // The share of [a, b] inside the window (all of it at an instant inside).
+  const auto inside = [&](double a, double b) {
+    if (b <= a) return a >= from && a <= to ? 1.0 : 0.0;
+    return std::clamp((std::min(b, to) - std::max(a, from)) / (b - a), 0.0, 1.0);
+  };
+  // Too few arrivals in the window to measure a rate (a handful of requests, or a few far apart):
+  // the whole run's rates.
+  constexpr int kFewestArrivals = 20;
+  const auto arrived = std::count_if(requests.begin(), requests.end(),
+                                     [&](const RequestResult& r) { return r.finish > 0 && r.request.arrival >= from && r.request.arrival <= to; });
+  if (span > 0 && arrived >= kFewestArrivals) {
     double emitted = 0, prompts = 0;
     for (const auto& r : requests) {
       if (r.finish <= 0) continue;
-      if (r.first_token >= from && r.first_token <= to) {
-        emitted += 1;
-        prompts += static_cast<double>(r.request.total_tokens() - r.request.output_tokens);
-      }
-      if (r.request.output_tokens > 1 && r.finish > r.first_token) {
-        const double inside = std::clamp((std::min(r.finish, to) - std::max(r.first_token, from)) / (r.finish - r.first_token), 0.0, 1.0);
-        emitted += (r.request.output_tokens - 1) * inside;
-      }
+      // The first token at its instant, the others spread to the finish; the prompt's tokens over
+      // its prefill, from first scheduling to the first token (counted whole at that instant, a few
+      // prompts in a short window had made the total rate 40 times the output's x 4).
+      emitted += inside(r.first_token, r.first_token);
+      if (r.request.output_tokens > 1) emitted += (r.request.output_tokens - 1) * inside(r.first_token, r.finish);
+      prompts += static_cast<double>(r.request.total_tokens() - r.request.output_tokens) * inside(r.first_scheduled, r.first_token);
     }
     m.sustained_output_throughput = emitted / (to - from);
     m.sustained_total_token_throughput = (emitted + prompts) / (to - from);

@@ -358,6 +358,10 @@ ReportSource read_one(const fs::path& file) {
     s.kind = ReportSource::Kind::sizing;
   } else if (has("cases") && has("summary")) {
     s.kind = ReportSource::Kind::validation;
+  } else if (has("offerings") && has("output_token_throughput")) {
+    throw InputError(fmt::format("{}: the cost of a serving fleet (cost on an inference scenario) is not in reports yet; its $/hour and $ per "
+                                 "million tokens are in this file and in `clustersim cost`'s table",
+                                 file.string()));
   } else {
     throw InputError(fmt::format("{}: not a clustersim result (expected summary.json of run, plans.json of plan, cost.json of cost, sizing.json of plan, "
                                  "or the output of validate --json)",
@@ -668,7 +672,7 @@ class Builder {
     }
     for (const auto* r : of(ReportSource::Kind::sizing)) {
       const json& d = r->data;
-      para(s, fmt::format("{}: the cheapest fleet that serves {} requests/s with {} of requests within the SLO, among {} configurations simulated.",
+      para(s, fmt::format("{}: sizing for the cheapest fleet to serve {} requests/s with {} of requests within the SLO, among {} configurations simulated.",
                           name(d, "scenario"), fmt_num(num(d, "rate_rps"), 3), percent_shown(num(d, "attainment_required")), fmt_num(num(d, "simulations"))));
     }
     for (const auto* r : of(ReportSource::Kind::validation)) {
@@ -728,6 +732,7 @@ class Builder {
       csv("headline", who, "request_goodput", num(d, "request_goodput"), "requests/s");
       csv("headline", who, "output_token_throughput", num(d, "output_token_throughput"), "tokens/s");
     }
+    std::vector<std::string> notes;
     for (const auto* r : of(ReportSource::Kind::cost)) {
       any = true;
       const json& d = r->data;
@@ -746,9 +751,37 @@ class Builder {
         const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));
         csv("headline", subject, "expected_cost", finishes ? num(o, "expected_cost_usd") : std::nan(""), "USD");
         csv("headline", subject, "expected_days", finishes ? num(o, "expected_wall_days") : std::nan(""), "days");
+        // What a row that finishes still says: trials late for the deadline, a term's commitment,
+        // trials that did not finish (the table shows a verdict only for a row that never does).
+        if (finishes && !str(o, "verdict").empty()) {
+          notes.push_back(fmt::format("{}: {}", str(o, "offering"), str(o, "verdict")));
+          csv_text("headline", subject, "note", str(o, "verdict"));
+        }
       }
-      para(s, fmt::format("{}: cost on each offering (expected values from Daly's closed form; the Monte Carlo's distributions below).", who));
+      para(s, fmt::format("{}: cost on each offering (expected values from Daly's closed form, Monte Carlo means for the elastic and mixed rows, "
+                          "whose policies no closed form follows; the Monte Carlo's distributions below).",
+                          who));
       table(s, std::move(t));
+      for (const std::string& n : notes) para(s, "Note: " + n + ".");
+      notes.clear();
+    }
+    for (const auto* r : of(ReportSource::Kind::sizing)) {
+      any = true;
+      const json& d = r->data;
+      if (d.contains("cheapest") && d["cheapest"].is_object()) {
+        const json& c = d["cheapest"];
+        const bool split = num(c, "prefill", 0) > 0;
+        const double replicas = num(c, "replicas");
+        const std::string fleet = split ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
+                                        : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
+        const double pp = num(c, "pp", 1);
+        para(s, fmt::format("{}: the cheapest fleet that meets the SLO is {} on {} at TP {}{}, {}: {} GPUs, ${}/hour, ${} per million output tokens.",
+                            name(d, "scenario"), str(c, "gpu"), str(c, "node"), fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" x PP {}", fmt_num(pp)) : "", fleet,
+                            fmt_num(num(c, "gpus")), fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3)));
+      } else {
+        para(s, fmt::format("{}: none of the configurations meets the SLO within the GPUs allowed (see Fleet sizing for how close each came).",
+                            name(d, "scenario")));
+      }
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
       any = true;
@@ -756,7 +789,7 @@ class Builder {
       const std::string fastest = str(d, "fastest"), cheapest = str(d, "cheapest");
       para(s, fmt::format("{}: fastest plan {}; cheapest plan {} ({}).", str(d, "scenario"), plan_text(d, fastest), plan_text(d, cheapest), str(d, "cost_unit")));
     }
-    if (!any) missing(s, "No run, cost or plan result: headline numbers need one (clustersim run --out, cost --out or plan --out).");
+    if (!any) missing(s, "No run, cost, plan or sizing result: headline numbers need one (clustersim run --out, cost --out or plan --out).");
   }
 
   static std::string plan_text(const json& plans, const std::string& key) {
@@ -957,7 +990,7 @@ class Builder {
         int n = 0;
         for (const json* p : v) {
           t.rows.push_back({std::to_string(++n), str(*p, "plan"), fmt_num(gpus_of(*p), 6), fixed(num(*p, "step_s"), 3), pct(num(*p, "mfu")),
-                            days ? fixed(num(*p, "time_to_train_days"), 1) : "-", fmt_num(num(*p, "cost"), 5), fixed(num(*p, "memory_gib"), 1)});
+                            days ? days_figure(num(*p, "time_to_train_days")) : "-", fmt_num(num(*p, "cost"), 5), fixed(num(*p, "memory_gib"), 1)});
         }
         return t;
       };
@@ -973,7 +1006,8 @@ class Builder {
       std::set<std::string> front;
       for (const auto& k : d.value("pareto_front", json::array())) front.insert(k.get<std::string>());
       json cloud = json::array(), line = json::array();
-      Table ft{{"plan", days ? "days" : "step s", "cost"}, {false, true, true}, {}};
+      // Its data table: the front (every plan is in plans.csv).
+      Table ft{{"plan on the Pareto front", days ? "days" : "step s", "cost"}, {false, true, true}, {}};
       std::vector<const json*> shown = all;
       if (shown.size() > 5000) shown.resize(5000);
       const auto x_of = [&](const json& p) { return days ? num(p, "time_to_train_days") : num(p, "step_s"); };
@@ -987,7 +1021,7 @@ class Builder {
       std::stable_sort(on_front.begin(), on_front.end(), [&](const json* a, const json* b) { return x_of(*a) < x_of(*b); });
       for (const json* p : on_front) {
         line.push_back({x_of(*p), num(*p, "cost") * scale, str(*p, "plan")});
-        ft.rows.push_back({str(*p, "plan"), fixed(x_of(*p), days ? 1 : 3), fmt_num(num(*p, "cost"), 5)});
+        ft.rows.push_back({str(*p, "plan"), days ? days_figure(x_of(*p)) : fixed(x_of(*p), 3), fmt_num(num(*p, "cost"), 5)});
       }
       json spec = {{"type", "scatter"},
                    {"title", fmt::format("{}: time against cost, {} simulated plans", who, all.size())},
@@ -1228,7 +1262,9 @@ class Builder {
           csv("sizing", subject, "meets_slo", c.value("feasible", false) ? 1.0 : 0.0, "1 if it does");
         }
       }
-      para(s, fmt::format("{}: configurations by cost, at {} requests/s.", name(d, "scenario"), fmt_num(num(d, "rate_rps"), 3)));
+      para(s, fmt::format("{}: the configurations that meet the SLO, cheapest per hour first, then those that do not, most requests within it first; at "
+                          "{} requests/s.",
+                          name(d, "scenario"), fmt_num(num(d, "rate_rps"), 3)));
       table(s, std::move(t));
     }
   }

@@ -788,6 +788,27 @@ TEST_CASE("cost: the Weibull closed form at small shapes: integrals over many de
     const CostEstimate rare = estimate_costs(run, {on_demand(3.0), spot}, opt)[1];
     CHECK(rare.expected_wall_s == Approx(none.expected_wall_s).epsilon(1e-3));
   }
+  // Holds far longer than the job (shape 1 and 100, a scale of years against 12 hours): almost no
+  // preemption comes, and the closed form is the failure-free run's, as its trials and the Poisson
+  // form say (a hold cut at the job's end had been charged a restart, a notice and a wait: 2 x a
+  // short run's time).
+  for (const double notice : {30.0, 5.0}) {  // saved, then lossy
+    for (const double shape : {1.0, 100.0}) {
+      INFO("notice " << notice << " shape " << shape);
+      RunSpec brief = daly_run(12 * kHour, 20, 15 * kMinute, 1e12);
+      brief.nodes = 32;
+      brief.gpus = 256;
+      brief.reliability.failures_per_1000_node_days = 0;
+      Offering calm = poisson_spot(notice, kHour, 1.0 / (3650 * 24.0));
+      Offering lasting = calm;
+      lasting.preemption.kind = PreemptionProcess::Kind::weibull;
+      lasting.preemption.shape = shape;
+      lasting.preemption.scale_hours = 3650 * 24.0;
+      const auto rows = estimate_costs(brief, {on_demand(3.0), calm, lasting}, opt);
+      CHECK(rows[2].expected_wall_s == Approx(rows[2].wall_s.mean).epsilon(0.01));
+      if (shape == 1.0) CHECK(rows[2].expected_wall_s == Approx(rows[1].expected_wall_s).epsilon(0.01));
+    }
+  }
   // Holds whose mean exceeds the job (shape 0.2, a minute's scale: 2 hours on average against 36
   // hours of work, most far shorter, a few far longer): a hold that outlives the job counts only
   // the job's work. Uncut, the closed form was 37% under the trials; cut, it is within 20%.

@@ -89,6 +89,8 @@ refused() {  # refused INPUT EXPECTED-MESSAGE WHAT
 }
 echo '{"hello": 1}' >"$dir/other.json"
 refused "$dir/other.json" "not a clustersim result" "a non-result"
+echo '{"scenario": "s", "offerings": [], "output_token_throughput": 1}' >"$dir/fleet-cost.json"
+refused "$dir/fleet-cost.json" "the cost of a serving fleet" "a serving fleet's cost"
 printf '{"plans": [' >"$dir/torn.json"
 refused "$dir/torn.json" "not JSON" "torn JSON"
 echo '{"step_time_s": 1e99999}' >"$dir/overflow.json"
@@ -108,7 +110,7 @@ sed 's|"fits": true|"fits": "yes"|' "$dir/train/summary.json" >"$dir/fits-text/s
 refused "$dir/fits-text" "field 'memory.fits': expected true or false, found 'yes'" "a flag written as text"
 grep -v '"rate_rps"' "$dir/size/sizing.json" >"$dir/no-rate/sizing.json"
 "$cli" report "$dir/no-rate" --out "$dir/no-rate-report" >/dev/null
-grep -q "serves - requests/s" "$dir/no-rate-report/report.md" || { echo "a sizing without its rate does not show '-'"; grep "serves" "$dir/no-rate-report/report.md"; exit 1; }
+grep -q "to serve - requests/s" "$dir/no-rate-report/report.md" || { echo "a sizing without its rate does not show '-'"; grep "to serve" "$dir/no-rate-report/report.md"; exit 1; }
 if grep -qw "nan" "$dir/no-rate-report/report.md"; then echo "report.md shows nan"; exit 1; fi
 # A result nested deeper than any clustersim writes (a probe's 100,000 levels crashed the check).
 mkdir -p "$dir/deep"

@@ -289,8 +289,8 @@ struct ServingMetrics {
   // tok/s emitted in steady state: from the first arrival plus the 90th percentile's time in the
   // system (at most 90% of the arrivals' span) to the last arrival, without the start's ramp or the
   // last requests' drain (each request's tokens after its first spread evenly to its finish); the
-  // pricing's rate, as the fleet serves a continuing load. Where the requests all arrive at once,
-  // output_throughput.
+  // pricing's rate, as the fleet serves a continuing load. Where fewer than 20 requests arrive in
+  // that window (all at once, a handful, or a few far apart), output_throughput.
   double sustained_output_throughput = 0;
   double sustained_total_token_throughput = 0;  // the same window: prompts as their first token comes, and outputs
   double total_token_throughput = 0;
