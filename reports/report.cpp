@@ -1119,9 +1119,15 @@ class Builder {
         check_percentiles_against_trials(d, costs, walls, dist_file, r->path);
         json series = json::array();
         Table ct{{"offering", "P10", "P50", "P90", "finished trials"}, {false, true, true, true, true}, {}};
+        std::vector<std::string> none_finished;
         for (const auto& name : order) {
           auto& v = costs[name];
-          if (v.empty()) continue;
+          if (v.empty()) {
+            // No curve to draw: its row says so (it had been left out without a word).
+            none_finished.push_back(name);
+            ct.rows.push_back({name, "never", "never", "never", fmt::format("0 of {}", trials)});
+            continue;
+          }
           std::sort(v.begin(), v.end());
           json pts = json::array();
           const std::size_t n = v.size();
@@ -1147,6 +1153,9 @@ class Builder {
                      {"y_max", 1},
                      {"series", series}};
         chart(s, std::move(spec), std::move(ct), "no offering finished a trial");
+        if (!none_finished.empty() && none_finished.size() < order.size()) {
+          note(s, fmt::format("Not drawn: {} (no trial finished).", fmt::join(none_finished, ", ")));
+        }
       } else {
         Table ct{{"offering", "P50", "P90"}, {false, true, true}, {}};
         for (std::size_t i = 0; i < names.size(); ++i) ct.rows.push_back({names[i], usd(p50[i] * 1e6), usd((p50[i] + spread[i]) * 1e6)});

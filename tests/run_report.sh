@@ -89,6 +89,12 @@ refused() {  # refused INPUT EXPECTED-MESSAGE WHAT
 }
 echo '{"hello": 1}' >"$dir/other.json"
 refused "$dir/other.json" "not a clustersim result" "a non-result"
+# An offering none of whose trials finishes has no curve in the cost CDF: its row and a note say so.
+printf 'hours,available\n0,0\n1,0\n' >"$dir/never.csv"
+sed -e 's|^    sheet: .*|    sheet: {name: s, offerings: [{name: od, gpu: H100-SXM5-80GB, pricing: on-demand, price_per_gpu_hour: 4, as_of: x, source: x}, {name: dry, gpu: H100-SXM5-80GB, pricing: spot, price_per_gpu_hour: 1, as_of: x, source: x, spot: {preemption: {kind: trace, file: '"$dir"'/never.csv}}}]}|' \
+  -e '/^    offerings:/d' -e '/^    deadline:/d' "$data/cost-small.yaml" >"$dir/dry.yaml"
+"$cli" cost "$dir/dry.yaml" --report "$dir/dry" >/dev/null
+grep -q 'Not drawn: dry (no trial finished)' "$dir/dry/report.md" || { echo "an offering with no finished trial is not named under the cost CDF"; exit 1; }
 echo '{"scenario": "s", "offerings": [], "output_token_throughput": 1}' >"$dir/fleet-cost.json"
 refused "$dir/fleet-cost.json" "the cost of a serving fleet" "a serving fleet's cost"
 printf '{"plans": [' >"$dir/torn.json"
