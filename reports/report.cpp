@@ -886,11 +886,13 @@ class Builder {
       for (const json& st : m["stages"]) {
         categories.push_back(fmt::format("stage {}", st.value("stage", static_cast<int>(i))));
         std::vector<std::string> row{categories.back()};
+        // A part the result does not hold reads "-" (an empty CSV value), not 0; the stacked bar
+        // draws nothing for it.
         for (const auto& [name, key] : parts) {
-          row.push_back(fixed(num(st, key, 0) / kGiB, 2));
-          csv("memory", fmt::format("{} {}", who, categories.back()), name, num(st, key, 0) / kGiB, "GiB");
+          row.push_back(fixed(num(st, key) / kGiB, 2));
+          csv("memory", fmt::format("{} {}", who, categories.back()), name, num(st, key) / kGiB, "GiB");
         }
-        row.push_back(fixed(num(st, "total_bytes", 0) / kGiB, 2));
+        row.push_back(fixed(num(st, "total_bytes") / kGiB, 2));
         t.rows.push_back(std::move(row));
         ++i;
       }

@@ -89,6 +89,11 @@ refused() {  # refused INPUT EXPECTED-MESSAGE WHAT
 }
 echo '{"hello": 1}' >"$dir/other.json"
 refused "$dir/other.json" "not a clustersim result" "a non-result"
+# A memory part the result does not hold reads "-", not 0.
+mkdir -p "$dir/no-weights"
+sed 's|"weights_bytes": [0-9.e+]*|"weights_bytes": null|' "$dir/train/summary.json" >"$dir/no-weights/summary.json"
+"$cli" report "$dir/no-weights" --out "$dir/no-weights-report" >/dev/null
+grep -q '^| stage 0 | - |' "$dir/no-weights-report/report.md" || { echo "a missing memory part is not shown as '-'"; grep '^| stage 0' "$dir/no-weights-report/report.md"; exit 1; }
 # An offering none of whose trials finishes has no curve in the cost CDF: its row and a note say so.
 printf 'hours,available\n0,0\n1,0\n' >"$dir/never.csv"
 sed -e 's|^    sheet: .*|    sheet: {name: s, offerings: [{name: od, gpu: H100-SXM5-80GB, pricing: on-demand, price_per_gpu_hour: 4, as_of: x, source: x}, {name: dry, gpu: H100-SXM5-80GB, pricing: spot, price_per_gpu_hour: 1, as_of: x, source: x, spot: {preemption: {kind: trace, file: '"$dir"'/never.csv}}}]}|' \
