@@ -805,13 +805,18 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     const ClosedForm c = closed_form(plan, preempt_rate);
     const bool capped = !(c.finite && c.wall < cap);
     const double span = capped ? cap : c.wall;
-    const double interruptions = (failure_rate + preempt_rate) * span;
+    // Interruptions and checkpoints come while the capacity is held, not during the waits for it
+    // (counting those had refused a run of 2-ms holds and 1-h waits as 2e9 interruptions, where its
+    // trials see about 1,200 on the way to the cap): the held share of the span.
+    const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
+    const double held_share = !capped && c.wall > 0 ? c.held / c.wall : plan.spot ? 1.0 / (1.0 + preempt_rate * wait) : 1.0;
+    const double interruptions = (failure_rate + preempt_rate) * span * held_share;
     // (In logarithms: M e^((R - delta)/M) (e^((tau + delta)/M) - 1) overflows, or loses the
     // difference, at either end of M.)
     const double m = c.mtbi, x = (c.interval + ck) / m;
     const double per_second =
         std::isfinite(m) ? std::exp(-(std::log(m) + (restart - ck) / m + (x > 30 ? x : std::log(std::expm1(x))))) : 1.0 / (c.interval + ck);
-    const double checkpoints = span * per_second;
+    const double checkpoints = span * held_share * per_second;
     if (interruptions + checkpoints <= kMaxTrialEvents) return;
     std::string would;
     if (interruptions >= 0.5) would = fmt::format("be interrupted about {} times", about(interruptions));

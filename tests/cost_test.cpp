@@ -304,6 +304,20 @@ TEST_CASE("cost: a run past the Monte Carlo's bounds is refused before any trial
   }
 }
 
+TEST_CASE("cost: interruptions are counted over the held time, so holds of milliseconds between hour-long waits are a row that cannot finish, not a refusal") {
+  // Preempted every 3.6 ms while held, an hour's wait after each: a trial on its way to the cap
+  // holds the capacity a few seconds in all and meets about cap / wait interruptions, where counting
+  // them over the whole span (waits included) refused it as 1e11.
+  Offering spot = poisson_spot(0.0, kHour, 1e4);  // x 100 nodes: every 3.6 ms
+  spot.name = "flaky-spot";
+  CostOptions opt;
+  opt.trials = 20;
+  const CostEstimate e = estimate_costs(daly_run(100 * kHour, 5 * kMinute, 10 * kMinute, 24 * kHour), {on_demand(2.0), spot}, opt)[1];
+  CHECK_FALSE(e.can_finish);
+  CHECK(e.finished == 0);
+  CHECK(e.mean_interruptions == Approx(100 * 100.0).epsilon(0.1));  // the cap (100 x 100 h) over 1-h waits
+}
+
 TEST_CASE("cost: a run too long for 100 x its failure-free time on the clock stops at the clock's end") {
   // 10 years of work; 100 x that is past the clock's 146 years, so a trial stops there. MTBF 10 h
   // against a 10-day restart: a restart completes with probability e^-24, so it never finishes; it is
