@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
-#include "clustersim/common/yaml_reader.hpp"
+#include "clustersim/common/input_file.hpp"
 #include "clustersim/reports/report.hpp"
 #include "output_dir.hpp"
 
@@ -49,7 +49,7 @@ nlohmann::json source_of(const std::string& scenario_file) {
   // The parts the scenario named, as read (a shipped part comes from the install or source tree).
   nlohmann::json parts = nlohmann::json::array();
   const auto scenario = std::filesystem::path(scenario_file).lexically_normal();
-  for (const auto& f : yaml::Document::files_read()) {
+  for (const auto& f : InputsRead::all()) {
     if (f == scenario) continue;
     std::error_code ec;
     if (!std::filesystem::is_regular_file(f, ec)) continue;

@@ -2,11 +2,9 @@
 
 #include <charconv>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <cmath>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <vector>
 
@@ -44,27 +42,6 @@ std::string quote_text(std::string_view text) {
 Document::Document(YAML::Node root, std::filesystem::path path, std::string name)
     : root_(std::move(root)), path_(std::move(path)), name_(std::make_shared<const std::string>(std::move(name))) {}
 
-namespace {
-
-std::mutex files_read_mutex;
-std::set<std::filesystem::path>& files_read_set() {
-  static std::set<std::filesystem::path> files;
-  return files;
-}
-
-}  // namespace
-
-std::vector<std::filesystem::path> Document::files_read() {
-  const std::lock_guard lock(files_read_mutex);
-  const auto& files = files_read_set();
-  return {files.begin(), files.end()};
-}
-
-void Document::note_file_read(const std::filesystem::path& path) {
-  const std::lock_guard lock(files_read_mutex);
-  files_read_set().insert(path.lexically_normal());
-}
-
 std::shared_ptr<const Document> Document::load_file(const std::filesystem::path& path) {
   auto display = std::make_shared<const std::string>(path.string());
   std::error_code ec;
@@ -81,7 +58,7 @@ std::shared_ptr<const Document> Document::load_file(const std::filesystem::path&
   if (!in) throw InputError(SourceLocation{display}, "cannot be opened for reading");
   std::ostringstream text;
   text << in.rdbuf();
-  note_file_read(path);
+  InputsRead::note(path);
   return parse(text.str(), path, path.string());
 }
 

@@ -21,6 +21,34 @@ namespace {
 constexpr double kHour = 3600.0;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+// A spot hold under Weibull instance lifetimes: the first of n lifetimes Weibull(k, eta), itself
+// Weibull(k, eta' = eta n^(-1/k)), cut at the maximum lifetime T (infinite without one). The trials
+// draw it, the closed forms integrate it.
+struct WeibullHold {
+  double k = 1, eta = 1, lifetime = kInfinity;
+  WeibullHold(const PreemptionProcess& p, double nodes, double max_lifetime)
+      : k(p.shape), eta(p.scale_hours * kHour * std::pow(nodes, -1.0 / p.shape)),
+        lifetime(max_lifetime > 0 ? max_lifetime : kInfinity) {}
+  // P(hold > t).
+  [[nodiscard]] double survival(double t) const { return t >= lifetime ? 0.0 : std::exp(-std::pow(t / eta, k)); }
+  // An uncut draw from the uniform u in (0, 1].
+  [[nodiscard]] double draw(double u) const { return eta * std::pow(-std::log(u), 1.0 / k); }
+  // The integral of S from a to b: eta' Gamma(1 + 1/k) times the difference of the regularized
+  // incomplete gammas at (t/eta')^k, the lower ones' where both ends are inside the scale (the upper
+  // ones would cancel there), and b - a where S stays 1 to 1e-12 (a steep shape far inside its scale,
+  // where even the lower ones underflow: the mean hold had gone to 0 and the rate to infinity).
+  // held_between(0, inf) is the mean hold.
+  [[nodiscard]] double held_between(double a, double b) const {
+    b = std::min(b, lifetime);
+    if (!(a < b)) return 0.0;
+    const double xa = std::pow(a / eta, k), xb = std::isfinite(b) ? std::pow(b / eta, k) : kInfinity;
+    if (xb < 1e-12) return b - a;
+    const double g = eta * std::tgamma(1.0 + 1.0 / k);
+    if (xb <= 1) return g * (boost::math::gamma_p(1.0 / k, xb) - boost::math::gamma_p(1.0 / k, xa));
+    return g * (boost::math::gamma_q(1.0 / k, xa) - (std::isfinite(xb) ? boost::math::gamma_q(1.0 / k, xb) : 0.0));
+  }
+};
+
 // Adds a note to a row's verdict.
 void add_note(CostEstimate& e, const std::string& note) { e.verdict = e.verdict.empty() ? note : e.verdict + "; " + note; }
 
@@ -78,6 +106,11 @@ struct Plan {
   // (next_down), or the entry count when none is (so that a change is found without scanning a long
   // trace at every event).
   std::vector<std::size_t> next_up, next_down;
+  // The mean wait for capacity after a loss, for the closed forms: a trace's mean outage, else the
+  // offering's.
+  [[nodiscard]] double mean_wait() const {
+    return preemption.kind == PreemptionProcess::Kind::trace ? preemption.trace_mean_unavailable_s() : capacity_wait;
+  }
   void index_trace() {
     const auto& a = preemption.availability;
     next_up.assign(a.size() + 1, a.size());
@@ -225,8 +258,7 @@ class RunTrial final : public sim::EventHandler {
       if (p.kind == PreemptionProcess::Kind::poisson && p.rate_per_node_hour > 0) {
         until = exponential(kHour / (p.rate_per_node_hour * n), rng_);
       } else if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
-        // The first of n instance lifetimes: Weibull(k, eta n^(-1/k)).
-        until = p.scale_hours * kHour * std::pow(n, -1.0 / p.shape) * std::pow(-std::log(uniform01(rng_)), 1.0 / p.shape);
+        until = WeibullHold(p, n, 0.0).draw(uniform01(rng_));
       } else if (trace()) {
         until = time_until(now(), false);
       }
@@ -649,28 +681,11 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   // restart and the last as ending in none moved an exponential S 0.6% from its 20,000 trials, where
   // the form without them is within 0.02%.)
   const auto weibull_closed_form = [&](ClosedForm& c, const Plan& plan, bool noticed, double wait) {
-    const PreemptionProcess& p = plan.preemption;
-    const double k = p.shape;
-    const double eta = p.scale_hours * kHour * std::pow(p.zone ? 1.0 : double(run.nodes), -1.0 / k);
-    const double lifetime = plan.max_lifetime > 0 ? plan.max_lifetime : kInfinity;
+    const WeibullHold L(plan.preemption, plan.preemption.zone ? 1.0 : double(run.nodes), plan.max_lifetime);
     const double lambda = failure_rate;
     // Beyond this S(t) e^(-lambda t) is under 1e-16 (or the lifetime has ended every hold).
-    double horizon = std::min(lifetime, eta * std::pow(36.8, 1.0 / k));
+    double horizon = std::min(L.lifetime, L.eta * std::pow(36.8, 1.0 / L.k));
     if (lambda > 0) horizon = std::min(horizon, 36.8 / lambda);
-    const auto survival = [&](double t) { return t >= lifetime ? 0.0 : std::exp(-std::pow(t / eta, k)); };
-    // Integral of S from a to b: eta' Gamma(1 + 1/k) times the difference of the regularized
-    // incomplete gammas at (t/eta')^k, the lower ones' where both ends are inside the scale (the
-    // upper ones would cancel there), and b - a where S stays 1 to 1e-12 (a steep shape far inside
-    // its scale, where even the lower ones underflow).
-    const auto held_between = [&](double a, double b) {
-      b = std::min(b, lifetime);
-      if (!(a < b)) return 0.0;
-      const double xa = std::pow(a / eta, k), xb = std::isfinite(b) ? std::pow(b / eta, k) : kInfinity;
-      if (xb < 1e-12) return b - a;
-      const double g = eta * std::tgamma(1.0 + 1.0 / k);
-      if (xb <= 1) return g * (boost::math::gamma_p(1.0 / k, xb) - boost::math::gamma_p(1.0 / k, xa));
-      return g * (boost::math::gamma_q(1.0 / k, xa) - (std::isfinite(xb) ? boost::math::gamma_q(1.0 / k, xb) : 0.0));
-    };
     // The integral of f from a to b one decade at a time: a small shape's S falls over 10 to 16
     // decades, and Gauss-Kronrod over the whole range missed where its mass is while reporting a tiny
     // error (90% low at shape 0.1). Below 1e-18 of b, f (at most 1) is taken as f(0).
@@ -693,12 +708,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     if (noticed) {
       const double d = daly_wall_time(run.work_s, c.interval, ck, restart, c.mtbi);
       const double start = restart + plan.notice, end = start + d;
-      hold = held_between(0, end);
-      const double useful = held_between(start, end);
+      hold = L.held_between(0, end);
+      const double useful = L.held_between(start, end);
       // The share of holds the cut ends (holds that would outlive the job): the renewal counts a
       // restart and a preemption for each hold, where the first needs no restart and the one the
       // job ends in no preemption.
-      const double last = survival(end);
+      const double last = L.survival(end);
       if (useful > 0 && std::isfinite(d)) held = std::max(d, d * hold / useful - last * start);
       if (hold > 0) preemptions = held / hold * (1.0 - last);
     } else {
@@ -707,16 +722,16 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const double step = one_segment ? run.work_s : c.interval + ck;
       const double needed = one_segment ? 1.0 : std::ceil(run.work_s / tau - 1e-9);  // the job's segments
       const double end = std::min(horizon, restart + needed * step);
-      const auto attempt = [&](double t) { return survival(t) * std::exp(-lambda * t); };
-      hold = lambda > 0 ? integral(attempt, 0.0, end) : held_between(0, end);
-      const auto saved = [&](double t) { return survival(t + plan.notice) * std::exp(-lambda * t); };  // t: from the hold's start
+      const auto attempt = [&](double t) { return L.survival(t) * std::exp(-lambda * t); };
+      hold = lambda > 0 ? integral(attempt, 0.0, end) : L.held_between(0, end);
+      const auto saved = [&](double t) { return L.survival(t + plan.notice) * std::exp(-lambda * t); };  // t: from the hold's start
       double segments = 0;  // expected segments saved per hold
       const double count = std::min(needed, std::floor((horizon - restart) / step));
       if (count <= 1e6) {
         for (double j = 1; j <= count; ++j) segments += saved(restart + j * step);
       } else if (lambda == 0) {
         // Too many to add one by one: the sum as an integral over its midpoints, exactly.
-        segments = held_between(restart + plan.notice + step / 2, restart + plan.notice + (count + 0.5) * step) / step;
+        segments = L.held_between(restart + plan.notice + step / 2, restart + plan.notice + (count + 0.5) * step) / step;
       } else {
         segments = integral(saved, restart + step / 2, restart + (count + 0.5) * step) / step;
       }
@@ -745,7 +760,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     // (A millionth over it: at exactly the write's time the next snapshot and the write's end fall on
     // one nanosecond, and a rounding could put the snapshot first and lose the checkpoint.)
     if (run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta * (1 + 1e-6));
-    const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
+    const double wait = plan.mean_wait();
     c.noticed_rate = noticed ? preempt_rate : 0.0;
     if (plan.spot && plan.preemption.kind == PreemptionProcess::Kind::weibull && plan.preemption.scale_hours > 0) {
       weibull_closed_form(c, plan, noticed, wait);
@@ -778,17 +793,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     if (!plan.spot) return rate;
     const PreemptionProcess& p = plan.preemption;
     const double n = p.zone ? 1.0 : run.nodes;
-    if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) {
-      const double eta = p.scale_hours * kHour * std::pow(n, -1.0 / p.shape);
-      double mean_hold = eta * std::tgamma(1.0 + 1.0 / p.shape);
-      if (plan.max_lifetime > 0) {
-        // Where (T/eta')^k underflows (a steep shape, a lifetime far inside the scale) no
-        // preemption comes before T: the hold is T (the product had gone to 0, the rate to infinity).
-        const double x = std::pow(plan.max_lifetime / eta, p.shape);
-        mean_hold = x < 1e-12 ? plan.max_lifetime : std::min(plan.max_lifetime, mean_hold * boost::math::gamma_p(1.0 / p.shape, x));
-      }
-      return 1.0 / mean_hold;
-    }
+    if (p.kind == PreemptionProcess::Kind::weibull && p.scale_hours > 0) return 1.0 / WeibullHold(p, n, plan.max_lifetime).held_between(0.0, kInfinity);
     if (p.kind == PreemptionProcess::Kind::poisson) rate = p.rate_per_node_hour * n / kHour;
     if (p.kind == PreemptionProcess::Kind::trace) rate = p.trace_losses_per_available_hour() / kHour;
     return with_lifetime(rate, plan.max_lifetime);
@@ -808,7 +813,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     // Interruptions and checkpoints come while the capacity is held, not during the waits for it
     // (counting those had refused a run of 2-ms holds and 1-h waits as 2e9 interruptions, where its
     // trials see about 1,200 on the way to the cap): the held share of the span.
-    const double wait = plan.preemption.kind == PreemptionProcess::Kind::trace ? plan.preemption.trace_mean_unavailable_s() : plan.capacity_wait;
+    const double wait = plan.mean_wait();
     const double held_share = !capped && c.wall > 0 ? c.held / c.wall : plan.spot ? 1.0 / (1.0 + preempt_rate * wait) : 1.0;
     const double interruptions = (failure_rate + preempt_rate) * span * held_share;
     // (In logarithms: M e^((R - delta)/M) (e^((tau + delta)/M) - 1) overflows, or loses the

@@ -10,7 +10,6 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/input_file.hpp"
-#include "clustersim/common/yaml_reader.hpp"
 #include "clustersim/common/parts.hpp"
 #include "clustersim/common/suggest.hpp"
 #include "clustersim/common/units.hpp"
@@ -27,7 +26,7 @@ constexpr double kLlama3FailuresPer1000NodeDays = 419.0 / (2048.0 * 54.0) * 1000
 // increasing, the first 0) and 1 or 0 (capacity available from then on); the last row marks the end.
 std::vector<std::pair<double, bool>> read_availability_trace(const std::filesystem::path& file) {
   std::ifstream in = open_input_file(file, "an availability trace (CSV)");
-  yaml::Document::note_file_read(file);
+  InputsRead::note(file);
   const auto where = [&](int line) { return SourceLocation{std::make_shared<const std::string>(file.string()), line, 1}; };
   std::vector<std::pair<double, bool>> out;
   std::string line;

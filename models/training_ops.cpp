@@ -146,7 +146,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     exchange.ring = s.cp;
     ops.push_back(exchange);
   }
-  const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
+  const double v_dim = m.v_head_dim();
   if (s.flash_attention) {
     Op att;
     att.name = "attention";
@@ -188,7 +188,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     context.fp8 = false;
     ops.push_back(context);
   }
-  ops.push_back(gemm("out_proj", i64(d.tokens), m.hidden, i64(heads * (m.mla ? m.mla->v_head_dim : m.head_dim))));
+  ops.push_back(gemm("out_proj", i64(d.tokens), m.hidden, i64(heads * m.v_head_dim())));
   leave_tp(ops, d, h, "tp_reduce_attn");
   ops.push_back(memory("residual1", 3.0 * d.sp_tokens * h * kActivationBytes));
   // FFN block.

@@ -428,7 +428,7 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
   if (recompute == Recompute::full) return e * tokens * h * split;  // the layer's input only
   const double heads = m.heads / t;
   const double kv_heads = kv_heads_per_rank(m, s.tp);
-  const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
+  const double v_dim = m.v_head_dim();
   // Korthikanti et al. 2022 (arXiv 2205.05198) section 4.1, generalised to GQA, MLA, any FFN width
   // and gated activations; with a GPT layer it gives sbh(34/t + 5as/(ht)) as their Table 2.
   double bytes = 0;

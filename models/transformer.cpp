@@ -83,8 +83,7 @@ double model_flops_per_token(const TransformerSpec& m) {
   // Attention: the scores (query-key width) and the context (value width) over the whole s x s
   // matrix, forward and backward: 6 L s heads (d_qk + d_v), PaLM's 12 L s H Q where d_qk = d_v
   // (MLA's are 192 and 128).
-  const double v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
-  return 6.0 * active_parameters(m) + 6.0 * m.layers * double(m.heads) * (m.qk_head_dim() + v_dim) * m.seq_len;
+  return 6.0 * active_parameters(m) + 6.0 * m.layers * double(m.heads) * (m.qk_head_dim() + m.v_head_dim()) * m.seq_len;
 }
 
 yaml::Check<int> layers_check() { return yaml::in_range(1, kMaxLayers, fmt::format("from 1 to {} layers", kMaxLayers)); }

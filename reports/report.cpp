@@ -732,10 +732,10 @@ class Builder {
       csv("headline", who, "request_goodput", num(d, "request_goodput"), "requests/s");
       csv("headline", who, "output_token_throughput", num(d, "output_token_throughput"), "tokens/s");
     }
-    std::vector<std::string> notes;
     for (const auto* r : of(ReportSource::Kind::cost)) {
       any = true;
       const json& d = r->data;
+      std::vector<std::string> notes;
       Table t{{"offering", "pricing", "$/GPU-h", "expected cost", "expected days", "finishes"}, {false, false, true, true, true, true}, {}};
       const std::string who = who_of(*r);
       for (const json& o : d["offerings"]) {
@@ -763,20 +763,16 @@ class Builder {
                           who));
       table(s, std::move(t));
       for (const std::string& n : notes) para(s, "Note: " + n + ".");
-      notes.clear();
     }
     for (const auto* r : of(ReportSource::Kind::sizing)) {
       any = true;
       const json& d = r->data;
       if (d.contains("cheapest") && d["cheapest"].is_object()) {
         const json& c = d["cheapest"];
-        const bool split = num(c, "prefill", 0) > 0;
-        const double replicas = num(c, "replicas");
-        const std::string fleet = split ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
-                                        : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
         const double pp = num(c, "pp", 1);
         para(s, fmt::format("{}: the cheapest fleet that meets the SLO is {} on {} at TP {}{}, {}: {} GPUs, ${}/hour, ${} per million output tokens.",
-                            name(d, "scenario"), str(c, "gpu"), str(c, "node"), fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" x PP {}", fmt_num(pp)) : "", fleet,
+                            name(d, "scenario"), str(c, "gpu"), str(c, "node"), fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" x PP {}", fmt_num(pp)) : "",
+                            fleet_text(c),
                             fmt_num(num(c, "gpus")), fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3)));
       } else {
         para(s, fmt::format("{}: none of the configurations meets the SLO within the GPUs allowed (see Fleet sizing for how close each came).",
@@ -790,6 +786,13 @@ class Builder {
       para(s, fmt::format("{}: fastest plan {}; cheapest plan {} ({}).", str(d, "scenario"), plan_text(d, fastest), plan_text(d, cheapest), str(d, "cost_unit")));
     }
     if (!any) missing(s, "No run, cost, plan or sizing result: headline numbers need one (clustersim run --out, cost --out or plan --out).");
+  }
+
+  // A sizing candidate's replicas: "4 replicas", or "3 prefill + 2 decode replicas".
+  static std::string fleet_text(const json& c) {
+    const double replicas = num(c, "replicas");
+    return num(c, "prefill", 0) > 0 ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
+                                    : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
   }
 
   static std::string plan_text(const json& plans, const std::string& key) {
@@ -1263,9 +1266,7 @@ class Builder {
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
                           c.value("feasible", false) ? "meets the SLO" : str(c, "reason", "misses the SLO")});
         if (ran) {
-          const std::string fleet = split ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
-                                          : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
-          const std::string subject = fmt::format("{}: {} TP{}{}, {}", who_of(*r), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet);
+          const std::string subject = fmt::format("{}: {} TP{}{}, {}", who_of(*r), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet_text(c));
           csv("sizing", subject, "gpus", num(c, "gpus"), "GPUs");
           csv("sizing", subject, "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
           csv("sizing", subject, "cost_per_million_output_tokens", num(c, "cost_per_million_output_tokens"), "USD");

@@ -5,8 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -38,6 +41,33 @@ inline void require_regular_file(const std::filesystem::path& file, std::string_
     throw InputError(fmt::format("{}: expected {}, a regular file, found {}", file.string(), what, not_regular_file_kind(file)));
   }
 }
+
+// The input files this process has read (a scenario, the parts it names: model, topology, node,
+// hardware profile, cost sheet, and trace CSVs), for an output to record what it was computed from:
+// a shipped part may come from a tree the user did not name. YAML loads note theirs; a reader of
+// another format notes its file where it decides results (not, say, a search's resume file).
+class InputsRead {
+ public:
+  static void note(const std::filesystem::path& file) {
+    const std::lock_guard lock(mutex());
+    files().insert(file.lexically_normal());
+  }
+  // Sorted, each once.
+  static std::vector<std::filesystem::path> all() {
+    const std::lock_guard lock(mutex());
+    return {files().begin(), files().end()};
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::set<std::filesystem::path>& files() {
+    static std::set<std::filesystem::path> f;
+    return f;
+  }
+};
 
 // A regular file opened for reading, or an InputError naming it.
 inline std::ifstream open_input_file(const std::filesystem::path& file, std::string_view what, std::ios::openmode mode = std::ios::in) {

@@ -37,12 +37,6 @@ class Document : public std::enable_shared_from_this<Document> {
 
   static std::shared_ptr<const Document> load_file(const std::filesystem::path& path);
   static std::shared_ptr<const Document> load_string(std::string_view text, const std::string& name);
-  // Every file load_file has read in this process, sorted, each once: the scenario and the parts it
-  // names (model, topology, node, hardware profile, cost sheet), for an output to record what it
-  // was computed from (shipped parts may come from a tree the user did not name).
-  static std::vector<std::filesystem::path> files_read();
-  // Adds an input read otherwise (a request or availability trace CSV) to files_read().
-  static void note_file_read(const std::filesystem::path& path);
 
   [[nodiscard]] Node root() const;
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }

@@ -292,7 +292,7 @@ struct ServingMetrics {
   // pricing's rate, as the fleet serves a continuing load. Where fewer than 20 requests arrive in
   // that window (all at once, a handful, or a few far apart), output_throughput.
   double sustained_output_throughput = 0;
-  double sustained_total_token_throughput = 0;  // the same window: prompts as their first token comes, and outputs
+  double sustained_total_token_throughput = 0;  // the same window: outputs, and prompts spread over their prefill
   double total_token_throughput = 0;
   LatencyStats ttft, tpot, itl, itl_max, e2e, queueing;  // itl: every gap; itl_max: each request's largest
   double mean_concurrency = 0;     // requests in the system, time-averaged (Little's L)

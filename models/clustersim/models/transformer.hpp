@@ -68,8 +68,9 @@ struct TransformerSpec {
   [[nodiscard]] bool is_moe_layer(int layer) const { return moe && layer >= moe->dense_layers; }
   [[nodiscard]] int moe_layers() const { return moe ? layers - moe->dense_layers : 0; }
   // Width of the attention output (heads x value head dim) and of the query/key head dim.
-  [[nodiscard]] std::int64_t attention_width() const { return std::int64_t{heads} * (mla ? mla->v_head_dim : head_dim); }
+  [[nodiscard]] std::int64_t attention_width() const { return std::int64_t{heads} * v_head_dim(); }
   [[nodiscard]] int qk_head_dim() const { return mla ? mla->qk_nope_head_dim + mla->qk_rope_head_dim : head_dim; }
+  [[nodiscard]] int v_head_dim() const { return mla ? mla->v_head_dim : head_dim; }
 };
 
 // Parameter counts (norms included; biases not modelled).
