@@ -637,9 +637,21 @@ std::string MemoryReport::verdict() const {
     if (p.bytes > largest->bytes) largest = &p;
   }
   const double over = w.total().value() - capacity.value();
-  return fmt::format("OOM: stage {} needs {:.1f} GiB of {:.1f} GiB, {:.1f} GiB over; the largest part is {} at {:.1f} GiB", w.stage,
-                     w.total().value() / (1ull << 30), capacity.value() / (1ull << 30), over / (1ull << 30), largest->name,
-                     largest->bytes / (1ull << 30));
+  std::string text = fmt::format("OOM: stage {} needs {:.1f} GiB of {:.1f} GiB, {:.1f} GiB over; the largest part is {} at {:.1f} GiB", w.stage,
+                                 w.total().value() / (1ull << 30), capacity.value() / (1ull << 30), over / (1ull << 30), largest->name,
+                                 largest->bytes / (1ull << 30));
+  // The fragmentation share of the allowance is an assumption (kFragmentation), not a measurement:
+  // where only it tips the stage over, say so and how little fragmentation the plan would tolerate.
+  const double fragmentation = std::max(0.0, w.allowance.value() - kContextBytes);
+  const double firm = w.total().value() - fragmentation;
+  if (firm <= capacity.value() && fragmentation > 0) {
+    const double tensors = firm - kContextBytes - w.comm_buffers.value();
+    text += fmt::format("; without the {:.0f}% fragmentation allowance ({:.1f} GiB) it takes {:.1f} GiB and fits, so it runs only if the allocator "
+                        "wastes under {:.1f} GiB ({:.1f}% of the tensors): marginal",
+                        100 * kFragmentation, fragmentation / (1ull << 30), firm / (1ull << 30), (capacity.value() - firm) / (1ull << 30),
+                        tensors > 0 ? 100 * (capacity.value() - firm) / tensors : 0.0);
+  }
+  return text;
 }
 
 }  // namespace cs::models

@@ -1104,6 +1104,29 @@ TEST_CASE("an OOM verdict names what overflows and by how much") {
   const MemoryReport m = estimate_memory(job, *h100_nodes(1).gpu);
   CHECK_FALSE(m.fits());
   CHECK_THAT(m.verdict(), Catch::Contains("OOM") && Catch::Contains("GiB over") && Catch::Contains("optimizer states"));
+  // Far over: the tensors alone overflow, so nothing is called marginal.
+  CHECK_THAT(m.verdict(), !Catch::Contains("marginal"));
+}
+
+TEST_CASE("an OOM that only the fragmentation allowance causes is called marginal, with the waste it tolerates") {
+  const auto gib = [](double g) { return Bytes(g * double(1ull << 30)); };
+  MemoryReport m;
+  m.capacity = gib(74.5);
+  StageMemory s;
+  s.weights = gib(28.0);
+  s.gradients = gib(15.0);
+  s.optimizer = gib(11.0);
+  s.activations = gib(18.0);  // tensors 72 GiB
+  s.comm_buffers = gib(0.5);
+  s.allowance = gib(1.0 + 7.2);  // the CUDA context and 10% of the tensors
+  m.stages.push_back(s);
+  REQUIRE_FALSE(m.fits());
+  // 72 + 0.5 + 1 = 73.5 GiB without fragmentation: 1.0 GiB to spare, 1.4% of the tensors.
+  CHECK_THAT(m.verdict(), Catch::Contains("OOM") && Catch::Contains("takes 73.5 GiB and fits") && Catch::Contains("wastes under 1.0 GiB (1.4% of the tensors)") &&
+                              Catch::Contains("marginal"));
+  // One GiB more of activations and even the tensors overflow: a plain OOM.
+  m.stages[0].activations = gib(19.5);
+  CHECK_THAT(m.verdict(), Catch::Contains("OOM") && !Catch::Contains("marginal"));
 }
 
 TEST_CASE("impossible plans in a scenario name the file, the line and the clash") {
