@@ -523,7 +523,27 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
                   after.push_back(mb == micro - 1 ? last_compute[r][static_cast<std::size_t>(s)] : pt.last);
                 }
               }
-              add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, dense, expert, grad_bytes, s, after, nullptr, t);
+              // Not overlapped, a micro-batch's reduction blocks its stage (DeepSpeed's stage 2 without
+              // overlap_comm reduces inside the backward pass and waits): the stage's next pass waits for it.
+              // The last micro-batch's reduction already ends the step before the optimizer.
+              const bool blocks = !p.overlap_grad_reduce && mb < micro - 1;
+              std::vector<std::pair<TaskId, TaskId>> ids;
+              add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, dense, expert, grad_bytes, s, after,
+                     blocks ? &ids : nullptr, t);
+              if (blocks) {
+                const auto& order = orders[static_cast<std::size_t>(s)];
+                const auto at = std::find_if(order.begin(), order.end(), [&](const Pass& q) { return !q.forward && q.micro == mb && q.chunk == b.members.back().chunk; });
+                if (at != order.end() && std::next(at) != order.end()) {
+                  const Pass& next = *std::next(at);
+                  for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
+                    const TaskId f = (next.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(next.chunk)][static_cast<std::size_t>(next.micro)].first;
+                    for (const auto& id : ids) {
+                      graph.depend(id.second, f);
+                      wait_on(r, s, f, {id.first, id.second, WaitKind::data_parallel});
+                    }
+                  }
+                }
+              }
             });
           }
         }
@@ -880,8 +900,15 @@ double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwarePr
   return (local * adam_bytes_per_parameter + gradient_buffer * job.gradient_bytes()) / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 
-// ZeRO-2 and 3 reduce-scatter each micro-batch's 16-bit gradients and add only their shard.
-bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && !job.plan.shards_gradients(); }
+namespace {
+// ZeRO-2 and 3 reduce-scatter each micro-batch's 16-bit gradients and add only their shard, where
+// there is a data-parallel group to shard over: alone (dp x cp = 1 and no expert-data-parallel
+// group) a rank keeps and adds whole gradients, as ZeRO-0 and 1 do. (An MoE plan whose experts alone
+// have such a group counts as sharded.)
+bool gradients_sharded(const ParallelismPlan& p) { return p.shards_gradients() && (p.dp * p.cp > 1 || expert_data_parallel_size(p) > 1); }
+}  // namespace
+
+bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && !gradients_sharded(job.plan); }
 
 double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters) {
   if (!unfused_accumulation(job)) return 0.0;
@@ -891,7 +918,7 @@ double grad_accumulation_seconds(const TrainingJob& job, const hardware::Hardwar
 
 double embedding_gradient_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& table) {
   double bytes_per_parameter = 2.0;  // the zero fill of the 16-bit dense gradient
-  if (!job.plan.shards_gradients() && job.plan.grad_accumulation_fusion) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
+  if (!gradients_sharded(job.plan) && job.plan.grad_accumulation_fusion) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
   return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 

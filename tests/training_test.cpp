@@ -693,6 +693,43 @@ TEST_CASE("ZeRO-2 reduce-scatters every micro-batch's gradients, ZeRO-1 only the
   CHECK(two.memory.worst().gradients.value() == Approx(one.memory.worst().gradients.value() / 2).epsilon(0.01));
 }
 
+TEST_CASE("ZeRO-2 without overlap waits for every micro-batch's reduce-scatter, even where compute could hide it") {
+  // Two hosts on a 100 Gb/s link, micro-batches of 16 sequences: each micro-batch's compute outlasts
+  // a reduce-scatter, so only blocking shows the reductions. Four micro-batches: ZeRO-2 reduces
+  // three more times than ZeRO-1, each R = two thirds of ZeRO-1's data-parallel part (an fp32
+  // reduce-scatter R and a bf16 gather R / 2), all on the step's path.
+  const topology::Topology topo = from_text(
+      "topology:\n  name: t\n  node: single-gpu-host\n  nodes: 2\n"
+      "  fabric: {kind: fat-tree, link_bandwidth: 100Gbps, tiers: [{radix: 2}, {radix: 2}]}\n");
+  TrainingJob job = zero1_without_overlap(128);
+  job.micro_batch = 16;
+  const TrainingResult one = simulate_training(job, topo);
+  REQUIRE(one.micro_batches == 4);
+  const double r = one.breakdown.dp_comm * 2.0 / 3.0;
+  REQUIRE(one.breakdown.compute / 4 > r);  // a micro-batch's compute could hide a reduction
+  job.plan.zero_stage = 2;
+  const TrainingResult blocking = simulate_training(job, topo);
+  CHECK(blocking.step_time.value() - one.step_time.value() == Approx(3 * r).epsilon(0.05));
+  // Overlapped, the next micro-batch's compute hides them.
+  job.plan.overlap_grad_reduce = true;
+  const TrainingResult overlapped = simulate_training(job, topo);
+  CHECK(overlapped.step_time.value() < blocking.step_time.value() - 2 * r);
+}
+
+TEST_CASE("alone on its GPU a rank has nothing to shard: ZeRO-2 and 3 time and hold what ZeRO-1 does") {
+  const topology::Topology topo = from_text("topology:\n  name: t\n  node: single-gpu-host\n  nodes: 1\n  fabric: {kind: none}\n");
+  TrainingJob job = job_of(gpt(4, 2048, 16, 2048), 1, 1, 1, 8);
+  job.plan.zero_stage = 1;
+  const TrainingResult one = simulate_training(job, topo);
+  for (int stage : {2, 3}) {
+    job.plan.zero_stage = stage;
+    const TrainingResult r = simulate_training(job, topo);
+    // The embedding's gradient is still added into the whole fp32 buffer every micro-batch.
+    CHECK(r.step_time.value() == Approx(one.step_time.value()).epsilon(1e-9));
+    CHECK(r.memory.worst().total().value() == Approx(one.memory.worst().total().value()).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("under ZeRO-3 the next layer's gather goes ahead of this layer's reduce-scatter") {
   // Two single-GPU hosts on one slow link, long sequences: each layer's backward takes about as
   // long as its gather and reduce-scatter. Queued behind this layer's reduce-scatter (one
@@ -731,9 +768,13 @@ TEST_CASE("unfused gradient accumulation adds a pass over the main gradients to 
   // Expectation: 8 micro-batches x 10 bytes at the achievable HBM rate for every parameter but the
   // embedding table's, whose gradient is added into the main gradient outside any GEMM either way.
   CHECK(unfused.step_time.value() - fused.step_time.value() == Approx(8 * (params - table) * 10.0 / rate).epsilon(0.002));
-  // FSDP accumulates its 1/dp shard only: nothing to add.
+  // FSDP over data-parallel ranks accumulates its 1/dp shard only: nothing to add.
   job.plan.zero_stage = 3;
+  job.plan.dp = 8;
   CHECK(grad_accumulation_seconds(job, *topo.gpu, {1e9, 0}) == 0.0);
+  // Alone there is nothing to shard: the whole gradients are added as under ZeRO-1.
+  job.plan.dp = 1;
+  CHECK(grad_accumulation_seconds(job, *topo.gpu, {1e9, 0}) == Approx(1e9 * 10.0 / rate));
 }
 
 TEST_CASE("the embedding table's gradient is zero-filled and added into the main gradient every micro-batch") {
@@ -751,7 +792,11 @@ TEST_CASE("the embedding table's gradient is zero-filled and added into the main
   CHECK(embedding_gradient_seconds(job, *topo.gpu, table) == Approx(1e9 * 2.0 / rate));
   job.plan.grad_accumulation_fusion = true;
   job.plan.zero_stage = 3;
+  job.plan.dp = 8;
   CHECK(embedding_gradient_seconds(job, *topo.gpu, table) == Approx(1e9 * 2.0 / rate));
+  // Alone on its GPU there is no reduce-scatter: the add is charged as under ZeRO-1.
+  job.plan.dp = 1;
+  CHECK(embedding_gradient_seconds(job, *topo.gpu, table) == Approx(1e9 * 12.0 / rate));
   // fp16 keeps 16-bit main gradients: 2 + 2 + 2 + 2 bytes.
   job.plan.zero_stage = 1;
   job.precision = hardware::Dtype::fp16;
