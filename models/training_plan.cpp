@@ -637,9 +637,13 @@ std::string MemoryReport::verdict() const {
     if (p.bytes > largest->bytes) largest = &p;
   }
   const double over = w.total().value() - capacity.value();
-  std::string text = fmt::format("OOM: stage {} needs {:.1f} GiB of {:.1f} GiB, {:.1f} GiB over; the largest part is {} at {:.1f} GiB", w.stage,
-                                 w.total().value() / (1ull << 30), capacity.value() / (1ull << 30), over / (1ull << 30), largest->name,
-                                 largest->bytes / (1ull << 30));
+  constexpr double kGiB = double(1ull << 30);
+  // Under 0.05 GiB over, one decimal would read "74.5 of 74.5 GiB, 0.0 GiB over": two decimals and MiB.
+  const bool close = over < 0.05 * kGiB;
+  std::string text = fmt::format("OOM: stage {} needs {:.{}f} GiB of {:.{}f} GiB, {}; the largest part is {} at {:.1f} GiB", w.stage,
+                                 w.total().value() / kGiB, close ? 2 : 1, capacity.value() / kGiB, close ? 2 : 1,
+                                 close ? fmt::format("{:.0f} MiB over", std::ceil(over / double(1ull << 20))) : fmt::format("{:.1f} GiB over", over / kGiB),
+                                 largest->name, largest->bytes / kGiB);
   // The fragmentation share of the allowance is an assumption (kFragmentation), not a measurement:
   // where only it tips the stage over, say so and how little fragmentation the plan would tolerate.
   const double fragmentation = std::max(0.0, w.allowance.value() - kContextBytes);

@@ -1172,6 +1172,11 @@ TEST_CASE("an OOM that only the fragmentation allowance causes is called margina
   // One GiB more of activations and even the tensors overflow: a plain OOM.
   m.stages[0].activations = gib(19.5);
   CHECK_THAT(m.verdict(), Catch::Contains("OOM") && !Catch::Contains("marginal"));
+  // A few MiB over reads as over, not "74.5 GiB of 74.5 GiB, 0.0 GiB over".
+  m.stages[0].allowance = Bytes(0);
+  m.stages[0].comm_buffers = Bytes(0);
+  m.stages[0].activations = Bytes(gib(74.5 - 28.0 - 15.0 - 11.0).value() + 3.0 * (1ull << 20));
+  CHECK_THAT(m.verdict(), Catch::Contains("needs 74.50 GiB of 74.50 GiB, 3 MiB over"));
 }
 
 TEST_CASE("impossible plans in a scenario name the file, the line and the clash") {

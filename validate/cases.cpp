@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace cs::validate {
 
@@ -205,6 +206,17 @@ Case read_case(const Node& node) {
     }
     meas.finish();
     if (c.measured.empty()) meas.node().fail("at least one measured value");
+    // The value a case is compared on must be there: without it the case could only fail.
+    const std::map<std::string, std::vector<std::string>> primary = {{"training", {"step_time_s"}},
+                                                                      {"inference", {"output_tokens_per_s", "ttft_ms_mean", "itl_ms_mean"}},
+                                                                      {"gemm", {"tflops"}},
+                                                                      {"collective", {"busbw_GBps"}}};
+    const auto& wanted = primary.at(c.kind);
+    if (std::none_of(wanted.begin(), wanted.end(), [&](const std::string& k) { return c.measured.count(k) > 0; })) {
+      std::vector<std::string> found;
+      for (const auto& [key, value] : c.measured) found.push_back(key);
+      meas.node().fail(fmt::format("{} for a {} case (the value it is compared on)", fmt::join(wanted, " or "), c.kind), fmt::format("only {}", fmt::join(found, ", ")));
+    }
   }
   m.finish();
   // A section of another kind would be read and then ignored: say so instead.
@@ -227,6 +239,19 @@ Case read_case(const Node& node) {
     m.at("parallelism", "a parallelism map for kind training");
     m.at("batch", "a batch map for kind training");
     if (t.model.seq_len == 0) m.at("model", "").fail("a model with seq_len for kind training", "none");
+    // A published run used its whole cluster, and its batch splits evenly over the replicas.
+    const std::int64_t plan_gpus = std::int64_t{t.tp} * t.pp * t.dp * t.cp;
+    if (plan_gpus != c.cluster.gpus) {
+      m.at("parallelism", "").fail(fmt::format("tp x pp x dp x cp = the cluster's {} GPUs", c.cluster.gpus),
+                                   fmt::format("{} x {} x {} x {} = {}", t.tp, t.pp, t.dp, t.cp, plan_gpus));
+    }
+    const Node batch = m.at("batch", "");
+    const std::int64_t per_step = std::int64_t{t.micro_batch.value_or(1)} * t.dp;
+    if (t.global_batch % per_step != 0) {
+      Map(batch).at("global", "").fail(t.micro_batch ? fmt::format("a multiple of micro x dp = {} x {} = {}", *t.micro_batch, t.dp, per_step)
+                                                     : fmt::format("a multiple of dp ({}), a whole number of sequences per replica", t.dp),
+                                       std::to_string(t.global_batch));
+    }
     c.training = std::move(t);
   }
   if (c.kind == "inference") {
