@@ -174,7 +174,9 @@ void check_validation(const json& d, const fs::path& file) {
 // The headline figures a report shows must be what run wrote: finite numbers, not negative (a step
 // time above zero). A hand-edited or foreign file that breaks that is refused, naming the field,
 // rather than printed as "nan s" or "-1.000 s".
-void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind) {
+// `plan_positions`: where each kept plan stood in the file's plans list (read_one keeps the simulated
+// ones only), so that an error names the plan the file holds at that place.
+void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind, const std::vector<std::size_t>& plan_positions) {
   const auto check = [&](const json& parent, const std::string& where, const char* key, bool positive) {
     const auto found = [&]() -> std::string {
       if (!parent.contains(key)) return "nothing (the key is missing)";
@@ -304,7 +306,10 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind)
           self(self, x, at);
         }
       } else if (v.is_array()) {
-        for (std::size_t i = 0; i < v.size(); ++i) self(self, v[i], fmt::format("{}[{}]", where, i));
+        const bool plans = kind == ReportSource::Kind::plans && where == "plans";
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          self(self, v[i], fmt::format("{}[{}]", where, plans && i < plan_positions.size() ? plan_positions[i] : i));
+        }
       } else if (v.is_number()) {
         const double x = v.get<double>();
         const bool sentinel = kind == ReportSource::Kind::sizing && x == -1 && where.ends_with(".attainment");
@@ -327,13 +332,17 @@ ReportSource read_one(const fs::path& file) {
   // No result nests deeper than a few levels; a file that does (a probe's 100,000 nested lists) is
   // refused before the checks below recurse through it.
   constexpr int kMaxDepth = 64;
+  std::size_t plans_seen = 0;
   const json::parser_callback_t keep = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxDepth) {
       throw InputError(fmt::format("{}: not a result clustersim wrote: it nests more than {} levels deep", file.string(), kMaxDepth));
     }
     if (event == json::parse_event_t::object_end && parsed.is_object() && parsed.contains("key") && parsed.contains("status")) {
       const auto& st = parsed["status"];
-      return st.is_string() && st.get_ref<const std::string&>() == "simulated";
+      const bool simulated = st.is_string() && st.get_ref<const std::string&>() == "simulated";
+      if (simulated) s.plan_positions.push_back(plans_seen);
+      ++plans_seen;
+      return simulated;
     }
     return true;
   };
@@ -363,11 +372,33 @@ ReportSource read_one(const fs::path& file) {
                                  "million tokens are in this file and in `clustersim cost`'s table",
                                  file.string()));
   } else {
+    // A result missing one of the fields that tell its kind (a hand edit): name the field rather than
+    // call the file foreign. The kind is the one with most of its fields there.
+    struct Signature {
+      const char* what;
+      std::vector<const char*> keys;
+    };
+    static const std::vector<Signature> kSignatures = {{"a summary.json of run", {"breakdown_s", "step_time_s", "memory"}},
+                                                       {"a plans.json of plan", {"plans", "enumerated"}},
+                                                       {"a cost.json of cost", {"offerings", "trials"}},
+                                                       {"a sizing.json of plan", {"candidates", "offers"}},
+                                                       {"a validate --json output", {"cases", "summary"}}};
+    const Signature* best = nullptr;
+    std::size_t most = 0;
+    for (const Signature& sig : kSignatures) {
+      const auto n = static_cast<std::size_t>(std::count_if(sig.keys.begin(), sig.keys.end(), [&](const char* k) { return has(k); }));
+      if (n > most) best = &sig, most = n;
+    }
+    if (best) {
+      const auto missing = std::find_if(best->keys.begin(), best->keys.end(), [&](const char* k) { return !has(k); });
+      throw InputError(fmt::format("{}: field '{}': expected it in {} (whose other fields are here), found nothing (the key is missing)", file.string(),
+                                   *missing, best->what));
+    }
     throw InputError(fmt::format("{}: not a clustersim result (expected summary.json of run, plans.json of plan, cost.json of cost, sizing.json of plan, "
                                  "or the output of validate --json)",
                                  file.string()));
   }
-  check_figures(d, file, s.kind);
+  check_figures(d, file, s.kind, s.plan_positions);
   s.sha256 = sha256_file(file);
   return s;
 }

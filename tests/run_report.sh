@@ -147,6 +147,18 @@ sed 's|"gpus": [0-9]*|"gpus": -3|' "$dir/train/summary.json" >"$dir/bad-gpus/sum
 refused "$dir/bad-gpus" "field 'gpus': expected a positive whole number, found -3" "a negative GPU count"
 sed 's|"plan": "[^"]*"|"plan": 5|' "$dir/train/summary.json" >"$dir/bad-plan/summary.json"
 refused "$dir/bad-plan" "field 'plan': expected text, found 5" "a plan that is not text"
+# A bad figure in a plans.json is named by the plan's place in the file's list, though only the
+# simulated plans are kept (a probe was sent to plans[0], a plan rejected by constraints).
+mkdir -p "$dir/bad-plans"
+first=$(grep -n '"plans": \[' "$dir/plan/plans.json" | cut -d: -f1)
+sim=$(grep -n -m1 '"status":"simulated"' "$dir/plan/plans.json" | cut -d: -f1)
+[ "$((sim - first - 1))" -gt 0 ] || { echo "plan-small's first simulated plan is its first: the check below tells nothing"; exit 1; }
+sed "${sim}s|\"step_s\":[0-9.e+-]*|\"step_s\":-1|" "$dir/plan/plans.json" >"$dir/bad-plans/plans.json"
+refused "$dir/bad-plans" "field 'plans\[$((sim - first - 1))\]\.step_s': expected a non-negative number, found -1" "a negative step in a plan"
+# A result missing a field that tells its kind names the field, not "not a clustersim result".
+mkdir -p "$dir/no-step"
+sed 's|"step_time_s": [0-9.e+-]*,||' "$dir/train/summary.json" >"$dir/no-step/summary.json"
+refused "$dir/no-step" "field 'step_time_s': expected it in a summary.json of run" "a run result without its step time"
 # Two results of one scenario (runs at two plans) keep their CSV rows apart: no section, subject and
 # metric twice (a probe found 14 such keys).
 mkdir -p "$dir/train-copy"

@@ -23,6 +23,7 @@ struct ReportSource {
   Kind kind = Kind::training_run;
   std::filesystem::path path;
   nlohmann::json data;       // plans: only the simulated plans are kept in data["plans"]
+  std::vector<std::size_t> plan_positions;  // plans: where each kept plan stands in the file's list
   std::string sha256;
   std::uintmax_t bytes = 0;
 };
