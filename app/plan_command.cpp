@@ -350,8 +350,12 @@ void training_plan(const Options& o) {
       std::string reason = r.reason(x);
       std::replace(reason.begin(), reason.end(), ',', ';');
       std::replace(reason.begin(), reason.end(), '\n', ' ');
-      put(fmt::format("{},{},{:.6f},{:.4f},{:.1f},{:.4f},{:.1f},{:.2f},{:.2f},{}\n", r.key(x), status_of(x), x.step_s, x.mfu, x.tokens_per_s, days(x),
-                      x.gpu_hours, x.cost, x.memory_bytes / double(1ull << 30), reason));
+      // A plan that was not simulated has no timings: empty fields, not zeros that sort it first.
+      const bool simulated = x.status == models::PlanOutcome::Status::simulated;
+      const std::string timings = simulated ? fmt::format("{:.6f},{:.4f},{:.1f},{:.4f},{:.1f},{:.2f}", x.step_s, x.mfu, x.tokens_per_s, days(x), x.gpu_hours, x.cost)
+                                            : std::string(",,,,,");
+      const std::string memory = x.memory_bytes > 0 ? fmt::format("{:.2f}", x.memory_bytes / double(1ull << 30)) : std::string();
+      put(fmt::format("{},{},{},{},{}\n", r.key(x), status_of(x), timings, memory, reason));
     }
   };
   if (!o.out.empty()) {

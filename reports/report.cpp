@@ -1385,8 +1385,11 @@ class Builder {
         const std::string metric = str(c, "primary_metric");
         const json& m = c.value("measured", json::object());
         const json& p = c.value("predicted", json::object());
+        // The error from the full-precision figures (checked against error_pct above): rounding
+        // validate's two decimals again to one showed -16.35 as -16.4 where validate prints -16.3.
+        const double error = 100.0 * (num(p, metric.c_str()) / num(m, metric.c_str()) - 1.0);
         t.rows.push_back({str(c, "id"), metric, fmt_num(num(m, metric.c_str())), fmt_num(num(p, metric.c_str())),
-                          str(c, "status") == "ok" ? fmt::format("{:+.1f}%", num(c, "error_pct")) : str(c, "status")});
+                          str(c, "status") == "ok" ? fmt::format("{:+.1f}%", error) : str(c, "status")});
         csv("accuracy", str(c, "id"), "error", num(c, "error_pct"), "%");
       }
       table(s, std::move(t));

@@ -26,6 +26,9 @@ cmp "$out/a/sizing.csv" "$out/b/sizing.csv"
 "$cli" plan "$data/plan-small.yaml" --threads 1 --out "$out/t1" >"$out/t1.txt"
 "$cli" plan "$data/plan-small.yaml" --threads 2 --out "$out/t2" >/dev/null
 cmp "$out/t1/plans.csv" "$out/t2/plans.csv"
+# A plan that was not simulated has empty timings, not zeros that sort it first (a probe).
+if grep -E ',(constraint|memory|bound),[^,]' "$out/t1/plans.csv" | head -1 | grep -q .; then echo "an unsimulated plan has timings"; exit 1; fi
+grep -q ',constraint,,,,,,,,' "$out/t1/plans.csv" || { echo "no constraint row with empty timings and memory"; exit 1; }
 grep -q '^fastest (top 10 by throughput):' "$out/t1.txt" || { echo "no ranked table"; cat "$out/t1.txt"; exit 1; }
 grep -q '^Pareto front' "$out/t1.txt" || { echo "no Pareto front"; exit 1; }
 grep -q '^rejected' "$out/t1.txt" || { echo "no rejection reasons"; exit 1; }

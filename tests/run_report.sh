@@ -179,6 +179,15 @@ refused "$dir/acc-status.json" "field 'cases\[0\].status': expected ok, unsuppor
 refused "$dir/acc-mape.json" "mape_pct': expected [0-9.]*, as the ok cases' errors give, found 0.01" "a MAPE its cases do not give"
 refused "$dir/acc-count.json" "cases': expected [0-9]*, as the cases listed give, found 99" "a case count the cases do not give"
 refused "$dir/acc-pred.json" "field 'cases\[0\].error_pct': expected [0-9.]*, as its measured and predicted" "an error its values do not give"
+# A case's error is shown from its full-precision figures: validate's -16.349 (written -16.35) is
+# -16.3% as validate prints it, not -16.35 rounded again to -16.4% (a probe).
+cat >"$dir/acc-round.json" <<'EOF'
+{"cases": [{"id": "g", "kind": "gemm", "status": "ok", "primary_metric": "tflops", "predicted": {"tflops": 83.651}, "measured": {"tflops": 100},
+  "error_pct": -16.35, "errors_pct": {"tflops": -16.35}, "defaults_applied": []}],
+ "summary": {"gemm": {"cases": 1, "failed": 0, "mape_pct": 16.35, "max_abs_error_pct": 16.35, "ok": 1, "unsupported": 0}}}
+EOF
+"$cli" report "$dir/acc-round.json" --out "$dir/acc-round" >/dev/null
+grep -q '| g | tflops | 100 | 83.65 | -16.3% |' "$dir/acc-round/report.md" || { echo "report rounds a validation error twice"; exit 1; }
 # An offering that cannot finish shows "never", not a cost of zero.
 mkdir -p "$dir/never"
 sed 's|"can_finish": true|"can_finish": false|' "$dir/cost/cost.json" >"$dir/never/cost.json"
