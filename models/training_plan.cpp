@@ -128,6 +128,12 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
                      "batch or dp)",
                      job.global_batch, job.micro_batch, p.dp, micro, kMaxMicroBatches));
   }
+  if (const std::int64_t tasks = simulated_compute_tasks(job); tasks > kMaxComputeTasks) {
+    fail(p.vpp > 1 ? "parallelism.vpp" : "batch.global",
+         fmt::format("the step's graph would hold about {} compute tasks ({} micro-batches x 2 passes x {} model chunks on each of {} stages{}); at most {} are "
+                     "simulated (raise the micro batch or dp{})",
+                     tasks, micro, p.vpp, p.pp, p.zero_stage >= 2 ? ", split into their layers" : "", kMaxComputeTasks, p.vpp > 1 ? ", or lower vpp" : ""));
+  }
   if (p.schedule == PipelineSchedule::interleaved && micro % p.pp != 0) {
     fail("batch.global", fmt::format("interleaved 1F1B needs the micro-batches per step ({} = {} / ({} x {})) to be a multiple of pp = {}", micro,
                      job.global_batch, job.micro_batch, p.dp, p.pp));
@@ -240,6 +246,16 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
     stride *= size;
   }
   return rank;
+}
+
+std::int64_t simulated_compute_tasks(const TrainingJob& job) {
+  const ParallelismPlan& p = job.plan;
+  const std::int64_t chunks = checked_product({p.pp, p.vpp});
+  const std::int64_t passes = checked_product({2, job.global_batch / std::max(1, job.micro_batch * p.dp), p.vpp});
+  const std::int64_t units = job.model.layers / std::max<std::int64_t>(1, chunks) + 2;  // a chunk's layers, the embedding and the head
+  const bool every_pass_split = p.zero_stage >= 2;  // FSDP, or ZeRO-2 reducing every micro-batch's gradients
+  const std::int64_t per_stage = every_pass_split ? checked_product({passes, units}) : passes + 2 * p.vpp * units;
+  return checked_product({per_stage, p.pp});
 }
 
 int expert_data_parallel_size(const ParallelismPlan& plan) {

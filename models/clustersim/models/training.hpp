@@ -105,6 +105,17 @@ struct TrainingJob {
 // The most micro-batches a step may have per data-parallel replica: the step graph holds tasks per
 // micro-batch, and real runs have at most a few thousand.
 inline constexpr int kMaxMicroBatches = 65536;
+// The most compute tasks one step's graph may hold (folded: one rank per pipeline stage): each takes
+// about 850 bytes with its dependencies and its share of the engine's events (2^21: about 1.8 GB and
+// 5 s on the 2-core development machine); a plan past it is refused, as past it memory and time grew
+// without bound (a probe's 16.8 million passes took 16 GB). The largest shipped or published plan
+// needs under 0.5% of it.
+inline constexpr std::int64_t kMaxComputeTasks = std::int64_t{1} << 21;
+// An upper bound on the compute tasks a step of the job simulates: two passes per micro-batch and
+// model chunk on each stage, each split into its layers where gradients or weights move layer by
+// layer (FSDP; ZeRO-2 overlapping every micro-batch's reduction), and always for the passes that
+// start and end the step.
+std::int64_t simulated_compute_tasks(const TrainingJob& job);
 
 // The product of plan degrees, or the largest int64 when it overflows: each degree may be any
 // positive int, and products of them (tp x pp x dp x cp) pass both int and int64. Only compared,
