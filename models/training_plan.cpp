@@ -215,6 +215,17 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
     }
     std::vector<std::pair<const char*, std::int64_t>> widths{{"hidden", m.hidden}, {"attention width / tp", m.attention_width() / p.tp}};
     if (!m.moe || m.moe->dense_layers > 0) widths.emplace_back("ffn_hidden / tp", m.ffn_hidden / p.tp);
+    if (m.mla) {
+      // MLA's projections (training_ops.cpp): the latent down-projections' outputs, the up-projections'
+      // inputs and outputs on a TP rank.
+      const MlaSpec& a = *m.mla;
+      const std::int64_t heads = m.heads / p.tp;
+      if (a.q_lora_rank > 0) widths.emplace_back("q_lora_rank", a.q_lora_rank);
+      widths.emplace_back("kv_lora_rank + qk_rope_head_dim", std::int64_t{a.kv_lora_rank} + a.qk_rope_head_dim);
+      widths.emplace_back("kv_lora_rank", a.kv_lora_rank);
+      widths.emplace_back("heads / tp x (qk_nope_head_dim + qk_rope_head_dim)", heads * (a.qk_nope_head_dim + a.qk_rope_head_dim));
+      widths.emplace_back("heads / tp x (qk_nope_head_dim + v_head_dim)", heads * (a.qk_nope_head_dim + a.v_head_dim));
+    }
     if (m.moe) {
       widths.emplace_back("expert_ffn_hidden / etp", m.moe->expert_ffn_hidden / p.etp);
       // Megatron-Core runs the shared experts as one MLP of their summed width, split over TP.
