@@ -1140,6 +1140,18 @@ TEST_CASE("an EP group of eight stays on one node's NVLink, and the experts' opt
   CHECK(simulate_training(job, topo, {.fold = false}).step_time.value() == Approx(simulate_training(job, topo).step_time.value()).epsilon(0.01));
 }
 
+TEST_CASE("time to train counts whole steps: a budget under one step takes one") {
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job = job_of(gpt(4, 2048, 16, 2048), 1, 1, 8, 64);
+  job.token_budget = 1000;  // under one step's 64 x 2048 tokens
+  const TrainingResult one = simulate_training(job, topo);
+  CHECK(one.time_to_train.value() == Approx(one.step_time.value()));
+  CHECK(one.gpu_hours == Approx(one.step_time.value() * 8 / 3600));
+  // 2.5 steps' tokens take 3 steps.
+  job.token_budget = 2.5 * 64 * 2048;
+  CHECK(simulate_training(job, topo).time_to_train.value() == Approx(3 * one.step_time.value()));
+}
+
 TEST_CASE("an OOM verdict names what overflows and by how much") {
   TrainingJob job;
   job.model = preset("llama3-70b");
