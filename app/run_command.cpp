@@ -150,18 +150,22 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
   const auto& hw = *sc.topology->gpu;
   out += fmt::format("{}: {} on {} ({} of {} {} GPUs)\n", sc.name, sc.job.model.name, sc.topology->name, r.gpus, sc.topology->gpus().size(), hw.name);
   out += fmt::format("plan: {}\n", plan_summary(sc.job));
-  out += fmt::format("batch: {} sequences of {} tokens per step = {} micro-batch{} of {} per data-parallel rank\n", sc.job.global_batch,
-                     sc.job.model.seq_len, r.micro_batches, r.micro_batches == 1 ? "" : "es", sc.job.micro_batch);
+  out += fmt::format("batch: {} sequence{} of {} tokens per step = {} micro-batch{} of {} per data-parallel rank\n", sc.job.global_batch,
+                     sc.job.global_batch == 1 ? "" : "s", sc.job.model.seq_len, r.micro_batches, r.micro_batches == 1 ? "" : "es", sc.job.micro_batch);
   out += "\n";
-  out += fmt::format("  step time         {:.3f} s\n", r.step_time.value());
+  // Steps under 0.1 s (small models) in milliseconds: three decimals of a second read 0.000 there.
+  const bool in_ms = r.step_time.value() < 0.1;
+  const double unit = in_ms ? 1e3 : 1.0;
+  const char* unit_name = in_ms ? "ms" : "s";
+  out += fmt::format("  step time         {:.3f} {}\n", r.step_time.value() * unit, unit_name);
   out += fmt::format("  throughput        {} tokens/s ({} per GPU)\n", rate_text(r.tokens_per_s, 0), rate_text(r.tokens_per_s / r.gpus, 1));
   out += fmt::format("  MFU / HFU         {:.1f}% / {:.1f}%\n", 100 * r.mfu, 100 * r.hfu);
   out += fmt::format("  model TFLOP/s     {:.1f} per GPU\n", r.tflops_per_gpu);
   out += "\nstep breakdown (mean over pipeline stages)\n";
-  reports::TextTable t({"part", "seconds", "share"}, {reports::TextTable::Align::left, reports::TextTable::Align::right, reports::TextTable::Align::right});
+  reports::TextTable t({"part", in_ms ? "ms" : "seconds", "share"}, {reports::TextTable::Align::left, reports::TextTable::Align::right, reports::TextTable::Align::right});
   const auto& b = r.breakdown;
   const double step = r.step_time.value();
-  auto row = [&](const char* name, double v) { t.add_row({name, fmt::format("{:.3f}", v), fmt::format("{:.1f}%", 100 * v / step)}); };
+  auto row = [&](const char* name, double v) { t.add_row({name, fmt::format("{:.3f}", v * unit), fmt::format("{:.1f}%", 100 * v / step)}); };
   row("compute", b.compute);
   row("exposed TP communication", b.tp_comm);
   row("exposed CP communication", b.cp_comm);
@@ -172,7 +176,8 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
   row("optimizer", b.optimizer);
   out += t.render("  ");
   const auto& w = r.memory.worst();
-  out += fmt::format("\nmemory per GPU (fullest: pipeline stage {}, {:.2f} B parameters)\n", w.stage, w.parameters / 1e9);
+  out += fmt::format("\nmemory per GPU (fullest: pipeline stage {}, {} parameters)\n", w.stage,
+                     w.parameters >= 1e8 ? fmt::format("{:.2f} B", w.parameters / 1e9) : fmt::format("{:.2f} M", w.parameters / 1e6));
   reports::TextTable mt({"part", "GiB"}, {reports::TextTable::Align::left, reports::TextTable::Align::right});
   auto mrow = [&](const char* name, Bytes v) { mt.add_row({name, fmt::format("{:.2f}", gib(v))}); };
   mrow("weights", w.weights);
