@@ -75,7 +75,7 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
   static const std::vector<AlgorithmInfo> registry{
       {Algorithm::ring, "rail-aligned rings, one per NIC rail used (NCCL Ring)", "all_reduce, all_gather, reduce_scatter, broadcast, reduce"},
       {Algorithm::tree, "double binary tree over nodes, chains inside nodes (NCCL Tree)", "all_reduce on 2+ nodes"},
-      {Algorithm::nvls, "NVLink SHARP: the NVSwitch reduces and multicasts (NCCL NVLS)", "all_reduce inside one NVSwitch node, Hopper+"},
+      {Algorithm::nvls, "NVLink SHARP: the NVSwitch reduces and multicasts (NCCL NVLS)", "all_reduce, all_gather and reduce_scatter inside one NVSwitch node, Hopper+"},
       {Algorithm::collnet, "SHARP in the fabric's switches (NCCL CollNetDirect/Chain)", "all_reduce on fabrics with in_network_reduction"},
       {Algorithm::hierarchical, "intra-node reduce-scatter, per-rail all-reduce, intra-node all-gather", "all_reduce on 2+ equal nodes; only when asked"},
       {Algorithm::pairwise, "every pair at once, PXN relaying across rails", "all_to_all (and all-to-allv)"},

@@ -235,13 +235,18 @@ BytesPerSec nccl_algbw(CollectiveOp op, Algorithm a, Protocol p, const CommShape
       break;
     }
     case Algorithm::nvls: {
-      if (op != CollectiveOp::all_reduce || p != Protocol::simple || c.nvls_channels < 2 || kNvlsEfficiency[A] == 0) {
+      // All-reduce, and (inside one node: across nodes NCCL needs a CollNet plugin's iallgather and
+      // ireducescatter) all-gather and reduce-scatter (2.31.2 tuning; docs/nccl-model.md 5.5, 7).
+      const bool gather_or_scatter = op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter;
+      if (!(op == CollectiveOp::all_reduce || (gather_or_scatter && c.nodes == 1)) || p != Protocol::simple || c.nvls_channels < 2 ||
+          kNvlsEfficiency[A] == 0) {
         return BytesPerSec(0);
       }
       const int ch = c.nvls_channels;
-      const double intra = c.nvls_bi * kNvlsEfficiency[A] * (ch - 1.0) / ch * 2.0;
+      const double per_rank = gather_or_scatter ? (c.ppn - 1.0) / c.ppn : 2.0;
+      const double intra = c.nvls_bi * kNvlsEfficiency[A] * (ch - 1.0) / ch * per_rank;
       bus = ch * intra;
-      ratio = static_cast<double>(n) / (2.0 * (n - 1));
+      ratio = gather_or_scatter ? 1.0 : static_cast<double>(n) / (2.0 * (n - 1));
       break;
     }
     case Algorithm::hierarchical:

@@ -359,6 +359,23 @@ TEST_CASE("NVLS busbw exceeds ring busbw on an NVSwitch node", "[collectives][nv
   CHECK(m.plan(all_reduce(m.topology().gpus(), 4096)).protocol == Protocol::ll);
 }
 
+TEST_CASE("NVLS all-gather and reduce-scatter run when asked, and NCCL's model leaves them to the ring on H100", "[collectives][nvls]") {
+  const Topology topo = nodes_of("dgx-h100", 1);
+  const CollectiveModel m(topo);
+  for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter}) {
+    Collective c = collective(op, m.topology().gpus(), 4.0 * (1 << 30));
+    c.algorithm = Algorithm::nvls;
+    const auto nvls = m.simulate(c);
+    // NCCL's model: 8 heads x 40 GB/s x 0.85 x 7/8 x (ppn - 1) / ppn = 208 GB/s, algbw = busbw; the
+    // fuller link's (n-1)/n S at (n-1)/n of it takes S / algbw, as NCCL times it.
+    CHECK(nvls.plan.model.algbw.value() / 1e9 == Approx(8 * 40 * 0.85 * 7.0 / 8 * 7.0 / 8).epsilon(1e-6));
+    CHECK(nvls.time.value() == Approx(nvls.plan.model.time.value()).epsilon(0.01));
+    // Left to NCCL's cost model, the ring: faster at every size here.
+    CHECK(m.plan(collective(op, m.topology().gpus(), 4.0 * (1 << 30))).algorithm == Algorithm::ring);
+    CHECK(m.plan(collective(op, m.topology().gpus(), 16 << 20)).algorithm == Algorithm::ring);
+  }
+}
+
 TEST_CASE("hierarchical all-reduce beats a flat single ring across nodes", "[collectives][hierarchical]") {
   const Topology topo = nodes_of("dgx-h100", 4);
   const CollectiveModel m(topo);
