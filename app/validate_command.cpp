@@ -167,7 +167,7 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
   std::cout << fmt::format("training step time (s) under the other values of the plan settings each case leaves unknown, {}, the others at their defaults\n",
                            pairs ? "one at a time and two together" : "one at a time");
   std::cout << t.render("  ");
-  std::cout << fmt::format("  {} cases, {} with unknown plan settings; the measured step lies inside their range in {}", ran, with_unknowns, inside);
+  std::cout << fmt::format("  {} case{}, {} with unknown plan settings; the measured step lies inside their range in {}", ran, ran == 1 ? "" : "s", with_unknowns, inside);
   if (!outside.empty()) {
     std::string names;
     for (const auto& n : outside) names += (names.empty() ? "" : ", ") + n;
@@ -316,7 +316,7 @@ void run(const Options& o) {
     }
     std::cout << table.render("  ");
     const auto& s = it->second;
-    std::cout << fmt::format("  summary: {} cases, {} ok, {} unsupported, {} failed; {}\n", s.cases, s.ok, s.unsupported, s.failed,
+    std::cout << fmt::format("  summary: {} case{}, {} ok, {} unsupported, {} failed; {}\n", s.cases, s.cases == 1 ? "" : "s", s.ok, s.unsupported, s.failed,
                              s.ok > 0 ? fmt::format("MAPE {:.1f}%, max |error| {:.1f}%", s.mape_pct, s.max_abs_error_pct)
                                       : std::string("no case ran, so no error to report"));
     std::cout << notes.render("  ", 100) << "\n";

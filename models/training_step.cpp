@@ -877,6 +877,14 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     result.time_to_train = Seconds(std::ceil(job.token_budget / result.tokens_per_step) * step);
     result.gpu_hours = result.time_to_train.value() * p.gpus() / 3600.0;
   }
+  if (p.tp == 1 && (p.sequence_parallel || p.tp_overlap)) {
+    // Megatron turns sequence parallelism off without TP (arguments.py warns "Disabling sequence
+    // parallelism"); the overlap has no TP collective to hide.
+    const bool both = p.sequence_parallel && p.tp_overlap;
+    result.notes.push_back(fmt::format("{} {} with tp > 1 only: at tp 1 {} nothing",
+                                       both ? "sequence_parallel and tp_overlap" : p.sequence_parallel ? "sequence_parallel" : "tp_overlap",
+                                       both ? "apply" : "applies", both ? "they change" : "it changes"));
+  }
   if (p.gpus() < static_cast<int>(gpus.size())) {
     result.notes.push_back(fmt::format("the plan uses {} of the topology's {} GPUs (the first ones in topology order)", p.gpus(), gpus.size()));
   }

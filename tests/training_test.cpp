@@ -1140,6 +1140,17 @@ TEST_CASE("an EP group of eight stays on one node's NVLink, and the experts' opt
   CHECK(simulate_training(job, topo, {.fold = false}).step_time.value() == Approx(simulate_training(job, topo).step_time.value()).epsilon(0.01));
 }
 
+TEST_CASE("sequence parallelism or TP overlap asked for at tp 1 changes nothing and says so") {
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job = job_of(gpt(4, 2048, 16, 2048), 1, 1, 8, 16);
+  const TrainingResult plain = simulate_training(job, topo);
+  job.plan.sequence_parallel = true;
+  const TrainingResult sp = simulate_training(job, topo);
+  CHECK(sp.step_time.value() == Approx(plain.step_time.value()).epsilon(1e-12));
+  CHECK(std::any_of(sp.notes.begin(), sp.notes.end(), [](const std::string& n) { return n == "sequence_parallel applies with tp > 1 only: at tp 1 it changes nothing"; }));
+  CHECK(std::none_of(plain.notes.begin(), plain.notes.end(), [](const std::string& n) { return n.find("tp > 1 only") != std::string::npos; }));
+}
+
 TEST_CASE("time to train counts whole steps: a budget under one step takes one") {
   const topology::Topology topo = h100_nodes(1);
   TrainingJob job = job_of(gpt(4, 2048, 16, 2048), 1, 1, 8, 64);
