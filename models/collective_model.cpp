@@ -61,26 +61,28 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const topology::Link& l = topo.link(*e);
     double cap = l.bandwidth.value();
-    if (l.kind == LinkKind::nvlink && nvlink_calibrated) {
-      // A calibrated profile: the bus bandwidth collectives measured over NVLink (hardware_profile.hpp).
-      cap = std::min(cap, nvlink_calibrated->value());
-    } else if (l.kind == LinkKind::nvlink && gpu && gpu->nvlink) {
+    if (l.kind == LinkKind::nvlink && gpu && gpu->nvlink) {
       // NCCL's NVLink bandwidth: links x per-link figure of the architecture (topo.h). A link carries
       // its bandwidth's worth of the GPU's NVLinks (all of them to an NVSwitch; a mesh link to one peer
       // only some: 4 of an A100's 12 at 100 GB/s, 80 GB/s to NCCL, which had run at the datasheet's 100).
       const double per_nvlink = gpu->nvlink->links > 0 ? gpu->nvlink->bandwidth.value() / gpu->nvlink->links : 0.0;
       const double nvlinks = per_nvlink > 0 ? std::min<double>(gpu->nvlink->links, l.bandwidth.value() / per_nvlink) : gpu->nvlink->links;
       cap = std::min(cap, nccl_nvlink_bw_per_link(gpu->architecture).value() * nvlinks);
-    } else if (l.kind == LinkKind::pcie && pcie_calibrated) {
-      cap = std::min(cap, pcie_calibrated->value());
     } else if (l.kind == LinkKind::pcie) {
       cap *= kPcieNcclOverRaw;
     }
-    // NCCL's search sees the NIC's line rate; what collectives across nodes measured (its protocol
-    // and pipelining losses included) binds the flows alone. Searched on the measured figure, the
-    // speed ladder and the protocol losses would be charged a second time (a 2 x 8 A100 all-reduce
-    // fitted at 181 GB/s came out at 160).
+    // NCCL's search sees the links' own rates (NCCL's NVLink and PCIe figures, the NIC's line rate);
+    // what collectives measured (their protocol and pipelining losses included) binds the flows
+    // alone. Searched on the measured figure, the speed ladder and the protocol losses would be
+    // charged a second time (a 2 x 8 A100 all-reduce fitted at 181 GB/s came out at 160; an 8 x H200
+    // all-gather fitted at 360 GB/s at 300, and each step down NCCL's ladder 60 GB/s less).
     search_capacities_[l.id] = cap;
+    if (l.kind == LinkKind::nvlink && nvlink_calibrated) {
+      // A calibrated profile: the bus bandwidth collectives measured over NVLink (hardware_profile.hpp).
+      cap = std::min(l.bandwidth.value(), nvlink_calibrated->value());
+    } else if (l.kind == LinkKind::pcie && pcie_calibrated) {
+      cap = std::min(l.bandwidth.value(), pcie_calibrated->value());
+    }
     if (l.tier == 0 && network_share > 0) {
       // A NIC's link to its leaf: its share of what collectives across nodes measured.
       cap = std::min(cap, network_share);

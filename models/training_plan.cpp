@@ -262,7 +262,7 @@ int rank_of(const ParallelismPlan& plan, const RankCoord& c) {
 std::int64_t simulated_compute_tasks(const TrainingJob& job) {
   const ParallelismPlan& p = job.plan;
   const std::int64_t chunks = checked_product({p.pp, p.vpp});
-  const std::int64_t passes = checked_product({2, job.global_batch / std::max(1, job.micro_batch * p.dp), p.vpp});
+  const std::int64_t passes = checked_product({2, job.global_batch / std::max<std::int64_t>(1, checked_product({job.micro_batch, p.dp})), p.vpp});
   const std::int64_t units = job.model.layers / std::max<std::int64_t>(1, chunks) + 2;  // a chunk's layers, the embedding and the head
   const bool every_pass_split = p.zero_stage >= 2;  // FSDP, or ZeRO-2 reducing every micro-batch's gradients
   const std::int64_t per_stage = every_pass_split ? checked_product({passes, units}) : passes + 2 * p.vpp * units;
