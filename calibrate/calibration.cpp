@@ -161,8 +161,8 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
     const auto samples = std::count_if(m.memory.begin(), m.memory.end(), [&](const MemorySample& s) { return s.kind == kind; });
     const bool fitted = std::any_of(r.copies.begin(), r.copies.end(), [&](const CopyFit& c) { return c.kind == kind; });
     if (samples > 0 && !fitted) {
-      r.notes.push_back(fmt::format("{} copies ({} sample{}) left out of the profile: their time does not grow with their size, so they give no bandwidth "
-                                    "(check the sizes and times)",
+      r.notes.push_back(fmt::format("{} copies ({} sample{}) left out of the profile: their time does not grow with their size (or so little that "
+                                    "even the largest is latency-bound), so they give no bandwidth (check the sizes and times)",
                                     to_string(kind), samples, samples == 1 ? "" : "s"));
     }
   }
@@ -175,6 +175,12 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
         hw.gemm.memory_efficiency = 1.0;
       } else {
         double eff = traffic / base.memory_bandwidth.value();
+        // As for GEMMs past 1.5 x peak: no GPU copies that much faster than its HBM peak.
+        if (eff > 1.5) {
+          throw InputError(fmt::format("calibrate{}: the device-to-device copies move {:.0f} GB/s of HBM traffic, {:.1f} x the {}'s {} peak: the "
+                                       "measurements' sizes or times are wrong",
+                                       from, traffic / 1e9, eff, base.name, to_string(base.memory_bandwidth)));
+        }
         if (eff > 1.0) {
           r.notes.push_back(fmt::format("copies move {:.0f} GB/s of HBM traffic, above the profile's {} peak: memory_efficiency capped at 1",
                                         traffic / 1e9, to_string(base.memory_bandwidth)));

@@ -120,7 +120,10 @@ std::vector<CopyFit> fit_copies(const std::vector<MemorySample>& samples) {
     }
     if (x.empty()) continue;
     const Affine line = fit_affine(x, t);
-    if (!(line.beta > 0)) continue;  // copies whose time does not grow with size: nothing to fit
+    // Copies whose time does not grow with size, or grows so little that even the largest is
+    // latency-bound (a flat sweep fits a slope of rounding noise: 1e19 GB/s), give no bandwidth.
+    const double largest = *std::max_element(x.begin(), x.end());
+    if (!(line.beta > 0) || largest * line.beta < line.alpha) continue;
     CopyFit f;
     f.kind = kind;
     f.transfer.latency = Seconds(line.alpha);

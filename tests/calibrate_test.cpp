@@ -452,6 +452,25 @@ TEST_CASE("calibrate: a fit faster than the GPU's links can carry is refused") {
   for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) copies.memory.push_back({MemoryKind::h2d, bytes, 1e-7 + bytes / 1e15});
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, copies, {}); }),
              Catch::Contains("host-to-device copies fit") && Catch::Contains("more than H100-SXM5-80GB's host link can carry (450 GB/s"));
+  // Device copies past 1.5 x the HBM peak are refused as GEMMs past it are (a probe's 1,074 TB/s d2d
+  // sweep had only capped memory_efficiency with a note).
+  Measurements fast;
+  for (double bytes = 1 << 20; bytes <= 1 << 30; bytes *= 4) fast.memory.push_back({MemoryKind::d2d, bytes, 1e-6 + bytes / 10e12});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, fast, {}); }),
+             Catch::Contains("the device-to-device copies move 20000 GB/s of HBM traffic, 6.0 x the H100-SXM5-80GB's 3.35 TB/s peak"));
+}
+
+TEST_CASE("calibrate: a copy sweep that stays latency-bound gives no bandwidth, not a slope of rounding noise") {
+  // Two h2d copies, 1 and 2 GiB, both 0.51 ms: a slope of rounding noise had fitted 1.98e19 GB/s,
+  // written into a profile that run and validate then refused (above 1 PB/s).
+  Measurements flat;
+  flat.memory.push_back({MemoryKind::h2d, double(1ull << 30), 5.1e-4});
+  flat.memory.push_back({MemoryKind::h2d, double(2ull << 30), 5.1e-4 * (1 + 1e-15)});
+  flat.memory.push_back({MemoryKind::h2d, double(3ull << 30), 5.1e-4 * (1 + 2e-15)});
+  const auto r = calibrate::calibrate(shipped("h100-sxm5-80gb"), flat, {});
+  CHECK(r.copies.empty());
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("h2d copies (3 samples) left out of the profile") != std::string::npos; }));
+  CHECK_FALSE(r.profile.host_to_device.has_value());
 }
 
 TEST_CASE("calibrate: a collective measured at one size only is fitted through the origin, and says so") {
