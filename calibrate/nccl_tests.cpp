@@ -172,7 +172,7 @@ struct Run {
   std::map<int, int> rank_lines;  // rank -> the line listing it (text)
   int listed = 0;                 // ranks the output lists (0: none)
   std::set<std::string> groups;
-  std::set<std::string> hosts;
+  std::map<std::string, long> hosts;  // host -> the ranks listed on it
   std::optional<Columns> columns;
   int rows = 0;
   // Resolved at the first row.
@@ -235,6 +235,13 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
     if (options.ranks && *options.ranks != listed) fail(fmt::format("ranks is {} but the output lists {} ranks", *options.ranks, listed));
     const int hosts = static_cast<int>(run.hosts.size());
     if (options.nodes && *options.nodes != hosts) fail(fmt::format("nodes is {} but the output lists {} hosts", *options.nodes, hosts));
+    // The fit reads a run as nodes x ranks-per-node: a listing whose hosts hold different numbers of
+    // ranks describes no such shape (a probe's 16 ranks over 3 hosts were fitted as 3 x 5).
+    const auto [fewest, most] = std::minmax_element(run.hosts.begin(), run.hosts.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (fewest != run.hosts.end() && fewest->second != most->second) {
+      fail(fmt::format("the ranks are not spread evenly over the hosts ({} has {}, {} has {}): the fit needs the same number of ranks on every node",
+                       fewest->first, fewest->second, most->first, most->second));
+    }
     run.ranks = listed;
     run.nodes = hosts;
   } else {
@@ -384,7 +391,7 @@ class TextReader {
     }
     const auto group = std::find(t.begin(), on, "Group");
     r.groups.insert(group != on && group + 1 != on ? std::string(*(group + 1)) : "0");
-    r.hosts.insert(std::string(*(on + 1)));
+    ++r.hosts[std::string(*(on + 1))];
     // The device name follows "device <d> [<bus>]".
     const auto dev = std::find(on, t.end(), "device");
     if (!m_.meta.contains("device") && dev != t.end() && t.end() - dev > 3) {
@@ -553,7 +560,7 @@ class JsonReader {
       if (!d.is_object()) fail(path, "an object", d.type_name());
       const Json& host = member(d, path, "hostname");
       if (!host.is_string()) fail(path + ".hostname", "a string", host.type_name());
-      run.hosts.insert(host.get<std::string>());
+      run.hosts[host.get<std::string>()] += threads * gpus;
       if (auto g = d.find("group"); g != d.end()) run.groups.insert(g->dump());
       if (auto info = d.find("device_info"); info != d.end() && info->is_string()) m.meta.emplace("device", info->get<std::string>());
     }

@@ -217,6 +217,21 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
     gap.erase(gap.find("#  Rank  3"), gap.find("#  Rank  4") - gap.find("#  Rank  3"));
     CHECK_THAT(error_of(gap + kHeader + good_row, "all_reduce_perf.txt"), Contains("names ranks up to 7 but has no line for rank 3"));
   }
+  SECTION("a device list whose hosts hold different numbers of ranks") {
+    // 16 ranks, 8 on one host and 7 and 1 on two others: no nodes x ranks-per-node shape (a probe's
+    // renamed host was fitted as 3 x 5).
+    std::string uneven = devices(8, "a");
+    std::string second = devices(8, "b");
+    second = second.substr(second.find('\n') + 1);  // its rank lines and closing '#'
+    for (int r = 0; r < 8; ++r) {
+      const std::string from = "#  Rank  " + std::to_string(r) + " ";
+      second.replace(second.find(from), from.size(), "#  Rank  " + std::to_string(r + 8) + " ");
+    }
+    second.replace(second.find("on b device  7"), std::string("on b").size(), "on c");
+    uneven = uneven.substr(0, uneven.rfind("#\n")) + second;
+    CHECK_THAT(error_of(uneven + kHeader + good_row, "all_reduce_perf.txt"),
+               Contains("the ranks are not spread evenly over the hosts (c has 1, a has 8)"));
+  }
   SECTION("a headerless table whose first row is not nccl-tests' width") {
     // Expectation: with no header to give the layout, a first row of 14 tokens is refused, not
     // skipped (the fit lost that size without a word).
