@@ -162,12 +162,19 @@ std::string inputs_difference(const nlohmann::json& file, const nlohmann::json& 
   const nlohmann::json patch = nlohmann::json::diff(file, now);
   std::string out;
   for (std::size_t i = 0; i < patch.size() && i < most; ++i) {
-    const std::string path = patch[i]["path"].get<std::string>();
-    const nlohmann::json::json_pointer at(path);
+    std::string path = patch[i]["path"].get<std::string>();
+    // An element appended to a list is "<list>/-": name it by the index it takes (a probe's added
+    // system ended in the JSON library's "array index '-' out of range").
+    if (path.size() >= 2 && path.ends_with("/-")) {
+      const nlohmann::json::json_pointer list(path.substr(0, path.size() - 2));
+      path = path.substr(0, path.size() - 1) + std::to_string(file.contains(list) && file[list].is_array() ? file[list].size() : 0);
+    }
     std::string field = path.substr(1);
     for (char& c : field) c = c == '/' ? '.' : c;
     const std::string op = patch[i]["op"].get<std::string>();
-    const std::string before = op == "add" ? "absent" : file[at].dump(), after = op == "remove" ? "absent" : now[at].dump();
+    // The patch carries the new value of an add or replace; the old one is read from the file.
+    const std::string before = op == "add" ? "absent" : file[nlohmann::json::json_pointer(path)].dump();
+    const std::string after = op == "remove" ? "absent" : patch[i]["value"].dump();
     out += fmt::format("{}{}: {} in the file, {} now", out.empty() ? "" : "; ", field.empty() ? "inputs" : field, before, after);
   }
   if (patch.size() > most) out += fmt::format("; and {} more", patch.size() - most);

@@ -691,6 +691,14 @@ TEST_CASE("plan search: a results file is read back only for the inputs it was s
     other.results = dir.path() / "other-build.jsonl";
     CHECK_THAT(test::input_error([&] { (void)search_plans(sc.job, *sc.topology, sc.search, other); }),
                Catch::Contains("sources: \"0123456789abcdef\" in the file, \"" + mine + "\" now"));
+    // A system the search has and the file lacks (added to search.topology since) is named by its
+    // index: a probe's ended in the JSON library's "array index '-' (2) is out of range".
+    h["inputs"]["sources"] = mine;
+    h["inputs"]["systems"] = nlohmann::json::array();
+    dir.write("fewer-systems.jsonl", h.dump() + "\n" + rest);
+    other.results = dir.path() / "fewer-systems.jsonl";
+    CHECK_THAT(test::input_error([&] { (void)search_plans(sc.job, *sc.topology, sc.search, other); }),
+               Catch::Contains("systems.0: absent in the file, {\"digest\":"));
   }
   // A file without the header (an earlier clustersim's) is refused, not overwritten.
   dir.write("old.jsonl", "{\"key\": \"gpus=16 tp=2\", \"status\": \"simulated\", \"step_s\": 1}\n");
