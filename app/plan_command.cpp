@@ -376,8 +376,8 @@ void training_plan(const Options& o) {
     write_json([](std::string_view text) { std::cout << text; });
     return;
   }
-  std::cout << fmt::format("{}: {} plans enumerated: {} break a constraint, {} do not fit in memory, {}{} simulated ({} resumed) in {:.2f} s{}\n", sc.name,
-                           r.enumerated, r.constraint, r.memory, o.bound > 0 ? fmt::format("{} cannot reach the top {} (lower bound), ", r.bound, o.bound) : "",
+  std::cout << fmt::format("{}: {} plan{} enumerated: {} break a constraint, {} do not fit in memory, {}{} simulated ({} resumed) in {:.2f} s{}\n", sc.name,
+                           r.enumerated, r.enumerated == 1 ? "" : "s", r.constraint, r.memory, o.bound > 0 ? fmt::format("{} cannot reach the top {} (lower bound), ", r.bound, o.bound) : "",
                            r.simulated, r.resumed, wall,
                            world.size > 1 ? fmt::format(" on {} MPI ranks", world.size) : "");
   using A = reports::TextTable::Align;
@@ -396,15 +396,22 @@ void training_plan(const Options& o) {
     }
     std::cout << t.render("  ");
   };
+  // The branch and bound keeps the best K exact and prunes what cannot reach them: past K a ranked
+  // table would show survivors, not the true next plans (a probe found two cheaper plans pruned).
+  const int exact_rows = o.bound > 0 ? std::min(o.top, o.bound) : o.top;
   if (by_time.empty()) {
     std::cout << "no plan in the space runs: every one breaks a constraint or does not fit in memory (the reasons below)\n";
   } else {
-    table(fmt::format("fastest (top {} by throughput):", o.top).c_str(), by_time, static_cast<std::size_t>(o.top));
+    if (exact_rows < o.top) {
+      std::cout << fmt::format("(--bound {} keeps the top {} exact and prunes the rest: the ranked tables stop there; raise --bound for more)\n", o.bound,
+                               o.bound);
+    }
+    table(fmt::format("fastest (top {} by throughput):", exact_rows).c_str(), by_time, static_cast<std::size_t>(exact_rows));
   }
   std::set<int> counts;
   for (auto i : sim) counts.insert(r.outcomes[i].plan.gpus);
   if (counts.size() > 1 || r.systems.size() > 1) {
-    table(fmt::format("cheapest (top {} by cost, {}):", o.top, price_note).c_str(), by_cost, static_cast<std::size_t>(o.top));
+    table(fmt::format("cheapest (top {} by cost, {}):", exact_rows, price_note).c_str(), by_cost, static_cast<std::size_t>(exact_rows));
     table("Pareto front (time to train against cost):", front, front.size());
   }
   if (r.systems.size() > 1) {

@@ -466,6 +466,23 @@ std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
   return out;
 }
 
+// What places the ranks: the dimensions of more than one rank in each of the two mappings, the
+// attention's (tp, cp, dp, pp; ep has no place there) and the experts' (etp in tp's place, ep, the
+// expert-data-parallel rest in dp's, pp; cp folds into that rest). Orders that agree on both place
+// every rank alike: with etp 1, moving ep past tp changes neither (a probe found such MoE orders
+// simulated twice, 1,184 of 6,008 plans).
+std::pair<std::vector<ParallelDim>, std::vector<ParallelDim>> placement(const ParallelismPlan& p) {
+  std::pair<std::vector<ParallelDim>, std::vector<ParallelDim>> out;
+  const int expert_dp = expert_data_parallel_size(p);
+  for (ParallelDim d : p.order) {
+    const int attention = d == ParallelDim::tp ? p.tp : d == ParallelDim::cp ? p.cp : d == ParallelDim::ep ? 1 : d == ParallelDim::dp ? p.dp : p.pp;
+    const int experts = d == ParallelDim::tp ? p.etp : d == ParallelDim::cp ? 1 : d == ParallelDim::ep ? p.ep : d == ParallelDim::dp ? expert_dp : p.pp;
+    if (attention > 1) out.first.push_back(d);
+    if (experts > 1) out.second.push_back(d);
+  }
+  return out;
+}
+
 std::string order_text(const std::vector<ParallelDim>& order) {
   std::string s;
   for (ParallelDim d : order) {
@@ -480,8 +497,7 @@ std::string order_text(const std::vector<ParallelDim>& order) {
 std::string unusual_order(const ParallelismPlan& p) {
   ParallelismPlan megatron = p;
   megatron.order = ParallelismPlan().order;
-  const auto mine = effective_order(p);
-  return mine == effective_order(megatron) ? std::string() : order_text(mine);
+  return placement(p) == placement(megatron) ? std::string() : order_text(effective_order(p));
 }
 
 }  // namespace
@@ -769,14 +785,14 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     std::vector<bool> sps;
     for (bool sp : space.sequence_parallel) sps.push_back(sp && shape.tp > 1);
     std::vector<std::array<ParallelDim, 5>> placements;  // orders that place ranks differently
-    std::vector<std::vector<ParallelDim>> seen;
+    std::vector<std::pair<std::vector<ParallelDim>, std::vector<ParallelDim>>> seen;
     for (const auto& order : orders) {
       ParallelismPlan p;
       p.tp = shape.tp, p.pp = shape.pp, p.cp = shape.cp, p.ep = shape.ep, p.etp = shape.etp, p.dp = shape.dp;
       p.order.assign(order.begin(), order.end());
-      auto eff = effective_order(p);
-      if (std::find(seen.begin(), seen.end(), eff) != seen.end()) continue;
-      seen.push_back(std::move(eff));
+      auto where = placement(p);
+      if (std::find(seen.begin(), seen.end(), where) != seen.end()) continue;
+      seen.push_back(std::move(where));
       placements.push_back(order);
     }
     PlanChoice c = shape;

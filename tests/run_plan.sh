@@ -26,6 +26,10 @@ cmp "$out/a/sizing.csv" "$out/b/sizing.csv"
 "$cli" plan "$data/plan-small.yaml" --threads 1 --out "$out/t1" >"$out/t1.txt"
 "$cli" plan "$data/plan-small.yaml" --threads 2 --out "$out/t2" >/dev/null
 cmp "$out/t1/plans.csv" "$out/t2/plans.csv"
+# With --bound K under the default --top 10, the ranked tables stop at the K rows the bound keeps
+# exact (past them a probe found pruned plans cheaper than the rows shown).
+"$cli" plan "$data/plan-small.yaml" --bound 3 >"$out/bound3.txt"
+grep -q '^fastest (top 3 by throughput):' "$out/bound3.txt" && grep -q 'keeps the top 3 exact' "$out/bound3.txt" || { echo "--bound 3 tables not cut at 3"; cat "$out/bound3.txt"; exit 1; }
 # A plan that was not simulated has empty timings, not zeros that sort it first (a probe).
 if grep -E ',(constraint|memory|bound),[^,]' "$out/t1/plans.csv" | head -1 | grep -q .; then echo "an unsimulated plan has timings"; exit 1; fi
 grep -q ',constraint,,,,,,,,' "$out/t1/plans.csv" || { echo "no constraint row with empty timings and memory"; exit 1; }
