@@ -65,9 +65,29 @@ int claim_slot(const std::string& path) {
 void release_slot(int slot) {
   if (slot >= 0) slot_used[slot].store(false);
 }
+
+// An output is renamed over its target: that replaces whatever the name held. A regular file (or
+// nothing) is what an output replaces; a device, a FIFO, a socket or a symbolic link is refused
+// (a probe's --trace /dev/null, run as root, replaced the machine's /dev/null with a regular file;
+// a link was replaced, its target left as it was). A directory is refused by its writers.
+void check_replaceable(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st) || fs::is_regular_file(st) || fs::is_directory(st)) return;
+  const char* what = fs::is_symlink(st)          ? "a symbolic link"
+                     : fs::is_character_file(st) ? "a character device"
+                     : fs::is_block_file(st)     ? "a block device"
+                     : fs::is_fifo(st)           ? "a named pipe (FIFO)"
+                     : fs::is_socket(st)         ? "a socket"
+                                                 : "not a regular file";
+  throw InputError(fmt::format("cannot write {}: it is {}, and clustersim writes its outputs as regular files, each to a temporary beside it renamed "
+                               "over it, which would replace it: give the path of a file",
+                               path.string(), what));
+}
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
+  check_replaceable(path_);
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -177,6 +197,7 @@ void check_targets(const fs::path& dir, const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     std::error_code ec;
     if (fs::is_directory(dir / name, ec)) throw InputError(fmt::format("cannot write {}: a directory of that name is in the way", (dir / name).string()));
+    check_replaceable(dir / name);
   }
 }
 

@@ -34,4 +34,26 @@ scenario:
   workload: {arrival: {kind: trace, file: pipe.csv}}
 YAML
 expect_fifo run "$dir/trace.yaml"
+# An output is renamed over its target: a FIFO, a device or a symbolic link in its place is refused
+# and left as it was (a probe's --trace /dev/null, run as root, replaced /dev/null with a file).
+expect_refused() {  # expect_refused TARGET ARGS...: exit status 2 naming TARGET, TARGET unchanged
+  local target=$1 out status before
+  shift
+  before=$(stat -c '%F %N' "$target")
+  out=$(timeout 60 "$cli" "$@" 2>&1 >/dev/null)
+  status=$?
+  if [ $status -ne 2 ] || [[ "$out" != *"cannot write $target: it is"* ]] || [ "$(stat -c '%F %N' "$target")" != "$before" ]; then
+    echo "clustersim $*: expected status 2 refusing $target and leaving it, got $status: $out; now $(stat -c '%F %N' "$target")"
+    fail=1
+  fi
+}
+mkfifo "$dir/out.fifo"
+ln -s "$dir/elsewhere.json" "$dir/link.json"
+expect_refused "$dir/out.fifo" collective l40s-box --size 1MiB --trace "$dir/out.fifo"
+expect_refused "$dir/link.json" collective l40s-box --size 1MiB --trace "$dir/link.json"
+expect_refused "$dir/out.fifo" topo l40s-box --dot "$dir/out.fifo"
+[ ! -e "$dir/elsewhere.json" ] || { echo "the link's target was written"; fail=1; }
+mkdir -p "$dir/outdir"
+ln -s "$dir/elsewhere.json" "$dir/outdir/summary.json"
+expect_refused "$dir/outdir/summary.json" run "$data/plan-small.yaml" --out "$dir/outdir"
 exit $fail
