@@ -203,6 +203,24 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
 
   CollectivePlan plan;
   plan.shape = nccl_graph(in);
+  // NVLS reduces and multicasts in one NVSwitch: every GPU of the group must hang off the same one
+  // (a probe's node of two NVSwitches joined by a thin link had its halves "reduced" in each switch
+  // apart, the link between them never loaded).
+  if (plan.shape.nvls_channels > 0) {
+    std::set<Vertex> common;
+    for (std::size_t i = 0; i < c.ranks.size(); ++i) {
+      std::set<Vertex> mine;
+      for (auto [e, end] = boost::out_edges(c.ranks[i], g); e != end; ++e) {
+        if (topo_.device(boost::target(*e, g)).kind == DeviceKind::nvswitch) mine.insert(boost::target(*e, g));
+      }
+      if (i == 0) {
+        common = std::move(mine);
+      } else {
+        std::erase_if(common, [&](Vertex v) { return !mine.count(v); });
+      }
+    }
+    if (common.empty()) plan.shape.nvls_channels = 0;
+  }
   std::optional<Algorithm> algorithm = c.algorithm;
   if (!algorithm && c.op == CollectiveOp::all_to_all) algorithm = Algorithm::pairwise;
   if (!algorithm && c.op == CollectiveOp::send_recv) algorithm = Algorithm::direct;
@@ -210,7 +228,12 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
     fail("collnet needs a fabric with in_network_reduction (SHARP), GPUs on at least 2 nodes and at most 8 per node");
   }
   if (algorithm == Algorithm::nvls && !(plan.shape.nvls_channels >= 2 && nccl_nvls_efficiency(in.architecture) > 0)) {
-    fail("nvls needs one node whose GPUs meet at an NVSwitch, on Hopper or later");
+    fail("nvls needs one node whose GPUs all meet at one NVSwitch, on Hopper or later");
+  }
+  if (algorithm == Algorithm::hierarchical && c.op != CollectiveOp::all_reduce) {
+    // It is an all-reduce's scheme (a reduce-scatter, an all-reduce across nodes, an all-gather): a
+    // probe's all_gather and all_to_all were timed as the all-reduce.
+    fail("hierarchical is an all_reduce scheme (reduce-scatter in the node, all-reduce across nodes, all-gather in the node)");
   }
   if (algorithm == Algorithm::hierarchical && (nodes < 2 || !group.uniform)) {
     fail("hierarchical needs at least 2 nodes with the same number of GPUs in each");

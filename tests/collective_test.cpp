@@ -537,11 +537,39 @@ TEST_CASE("impossible collectives are refused clearly", "[collectives][errors]")
   CHECK_THROWS_WITH(m.plan(c), Catch::Contains("needs at least 2 GPUs"));
   c = all_reduce(m.topology().gpus(), 1024);
   c.algorithm = Algorithm::nvls;
-  CHECK_THROWS_WITH(m.plan(c), Catch::Contains("nvls needs one node whose GPUs meet at an NVSwitch, on Hopper or later"));
+  CHECK_THROWS_WITH(m.plan(c), Catch::Contains("nvls needs one node whose GPUs all meet at one NVSwitch, on Hopper or later"));
   c.algorithm = Algorithm::collnet;
   CHECK_THROWS_WITH(m.plan(c), Catch::Contains("collnet needs a fabric with in_network_reduction (SHARP)"));
   c = all_reduce({m.topology().gpus()[0], m.topology().gpus()[0]}, 1024);
   CHECK_THROWS_WITH(m.plan(c), Catch::Contains("appears twice"));
+  // The hierarchical scheme is an all-reduce's: an all-gather or all-to-all forced onto it had been
+  // timed as the all-reduce (a probe).
+  const Topology two = nodes_of("dgx-h100", 2);
+  const CollectiveModel m2(two);
+  for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::all_to_all, CollectiveOp::broadcast}) {
+    Collective h = collective(op, m2.topology().gpus(), 1 << 28);
+    h.algorithm = Algorithm::hierarchical;
+    CHECK_THROWS_WITH(m2.plan(h), Catch::Contains("hierarchical is an all_reduce scheme"));
+  }
+  // NVLS needs one switch under every GPU: a node of two NVSwitches joined by a thin link is refused
+  // it when forced and never offered it (its halves had been "reduced" apart, the link unloaded).
+  const Topology split = from_text(R"(topology:
+  name: t
+  node:
+    name: n
+    gpu: h100-sxm5-80gb
+    devices:
+      - {name: gpu, kind: gpu, count: 4}
+      - {name: sw, kind: nvswitch, count: 2}
+    links:
+      - {from: gpu, to: sw, pattern: block, kind: nvlink, bandwidth: 300GB/s}
+      - {from: sw0, to: sw1, kind: nvlink, bandwidth: 10GB/s}
+)");
+  const CollectiveModel ms(split);
+  Collective n = all_reduce(ms.topology().gpus(), 1 << 30);
+  CHECK(ms.plan(n).algorithm != Algorithm::nvls);
+  n.algorithm = Algorithm::nvls;
+  CHECK_THROWS_WITH(ms.plan(n), Catch::Contains("nvls needs one node whose GPUs all meet at one NVSwitch"));
 }
 
 TEST_CASE("the same collective twice gives identical results", "[collectives][determinism]") {
