@@ -44,9 +44,27 @@ Event BinaryHeapQueue::pop() {
   return out;
 }
 
+std::size_t BinaryHeapQueue::discard(const std::function<bool(const Event&)>& drop) {
+  const std::size_t before = heap_.size();
+  std::erase_if(heap_, drop);
+  // Sorted by (time, sequence), the events form a valid heap (each parent before its children).
+  std::sort(heap_.begin(), heap_.end(), earlier);
+  return before - heap_.size();
+}
+
 }  // namespace cs::sim
 
 namespace cs::sim {
+
+std::size_t RadixHeapQueue::discard(const std::function<bool(const Event&)>& drop) {
+  std::vector<Event>& zero = buckets_[0];
+  zero.erase(zero.begin(), zero.begin() + static_cast<std::ptrdiff_t>(std::min(head_, zero.size())));  // already popped
+  head_ = 0;
+  std::size_t removed = 0;
+  for (auto& bucket : buckets_) removed += std::erase_if(bucket, drop);  // each bucket keeps its order
+  size_ -= removed;
+  return removed;
+}
 
 std::size_t RadixHeapQueue::bucket_of(Time t) const {
   const auto x = static_cast<std::uint64_t>(t.count_ns()) ^ static_cast<std::uint64_t>(last_.count_ns());

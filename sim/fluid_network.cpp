@@ -127,6 +127,7 @@ void FluidNetwork::handle(std::uint64_t payload) {
       activate(id);
       break;
     case kComplete:
+      --scheduled_completions_;
       if (flows_[id].state == State::active && (flows_[id].version & 0x3fffffffu) == version) complete(id);
       break;
     case kSolve:
@@ -256,6 +257,15 @@ void FluidNetwork::solve() {
     if (f.rate <= 0) continue;
     const double ns = std::ceil(f.remaining / f.rate * 1e9 - kEps);
     sim_.schedule_at(now + Time::nanoseconds(std::max(0.0, ns)), this, encode(kComplete, fid, f.version));
+    ++scheduled_completions_;
+  }
+  if (scheduled_completions_ > kCompactAt && scheduled_completions_ > 4 * active_) {
+    // The same test as handle(): an event of a flow no longer active, or of an older version.
+    scheduled_completions_ -= sim_.discard([this](const Event& e) {
+      if (e.handler != this || static_cast<Kind>(e.payload >> 62) != kComplete) return false;
+      const Flow& f = flows_[static_cast<FlowId>(e.payload & 0xffffffffu)];
+      return !(f.state == State::active && (f.version & 0x3fffffffu) == static_cast<std::uint32_t>((e.payload >> 32) & 0x3fffffffu));
+    });
   }
   if (observer_) {
     for (LinkId l : comp_links_) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <set>
@@ -116,6 +117,52 @@ TEMPLATE_TEST_CASE("a peek past the clock does not lose an event pushed after it
   std::vector<std::uint64_t> order;
   while (!q.empty()) order.push_back(q.pop().payload);
   CHECK(order == std::vector<std::uint64_t>{3, 1, 4, 2});
+}
+
+TEMPLATE_TEST_CASE("discarding events keeps the others in their order", "[sim][queue]", BinaryHeapQueue, RadixHeapQueue) {
+  TestType q;
+  Counter h;
+  std::mt19937 rng(7);
+  std::vector<std::pair<std::int64_t, std::uint64_t>> expect;  // (time, payload) of the kept events, by (time, push order)
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    const std::int64_t t = static_cast<std::int64_t>(rng() % 500);
+    q.push(Time::nanoseconds(t), &h, i);
+    if (i % 3 != 0) expect.push_back({t, i});
+  }
+  // Pop a few first, as a simulation does before it discards.
+  std::stable_sort(expect.begin(), expect.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::uint64_t> popped;
+  for (int k = 0; k < 50; ++k) popped.push_back(q.pop().payload);
+  const std::size_t removed = q.discard([&](const Event& e) { return e.payload % 3 == 0; });
+  std::size_t kept_popped = 0;
+  for (std::uint64_t p : popped) kept_popped += p % 3 != 0;
+  CHECK(q.size() == expect.size() - kept_popped);
+  CHECK(removed + q.size() + popped.size() == 2000);
+  std::vector<std::uint64_t> rest;
+  while (!q.empty()) rest.push_back(q.pop().payload);
+  std::vector<std::uint64_t> want;
+  for (const auto& [t, p] : expect) {
+    if (std::find(popped.begin(), popped.end(), p) == popped.end()) want.push_back(p);
+  }
+  CHECK(rest == want);
+}
+
+TEST_CASE("superseded completion events are discarded, and the flows end as before", "[sim][flows]") {
+  // 1,600 flows of different sizes on one link: every completion re-solves the rest, leaving their
+  // old completion events behind (about 1.3 million in all, past the discard threshold). Flow k of
+  // (k + 1) MB ends when the k + 1 smallest are done: at (sum over j <= k of (j + 1) MB x the flows
+  // still running while j was the smallest) / 1 GB/s, computed here step by step.
+  constexpr int kFlows = 1600;
+  Net n({1 * GB});
+  std::vector<FluidNetwork::FlowId> ids;
+  for (int k = 0; k < kFlows; ++k) ids.push_back(n.flow({0}, (k + 1) * 1e6));
+  n.sim.run();
+  double t = 0;
+  for (int k = 0; k < kFlows; ++k) {
+    t += 1e6 * (kFlows - k) / GB;  // the next smallest has 1 MB more to move than the last, at 1 GB/s / (flows left)
+    CHECK(n.rec.done[ids[static_cast<std::size_t>(k)]].to_seconds() == Approx(t).epsilon(1e-6));
+  }
+  CHECK(n.sim.pending() == 0);
 }
 
 TEST_CASE("max-min: n flows on one bottleneck share it equally", "[sim][maxmin]") {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -38,6 +39,9 @@ class EventQueue {
   [[nodiscard]] virtual const Event& top() const = 0;
   [[nodiscard]] virtual bool empty() const = 0;
   [[nodiscard]] virtual std::size_t size() const = 0;
+  // Removes every event `drop` selects (events a handler knows to be superseded), keeping the others'
+  // order; returns how many went. O(size).
+  virtual std::size_t discard(const std::function<bool(const Event&)>& drop) = 0;
 };
 
 class BinaryHeapQueue final : public EventQueue {
@@ -47,6 +51,7 @@ class BinaryHeapQueue final : public EventQueue {
   [[nodiscard]] const Event& top() const override { return heap_.front(); }
   [[nodiscard]] bool empty() const override { return heap_.empty(); }
   [[nodiscard]] std::size_t size() const override { return heap_.size(); }
+  std::size_t discard(const std::function<bool(const Event&)>& drop) override;
 
  private:
   static constexpr std::size_t kArity = 4;
@@ -73,6 +78,7 @@ class RadixHeapQueue final : public EventQueue {
   [[nodiscard]] const Event& top() const override;
   [[nodiscard]] bool empty() const override { return size_ == 0; }
   [[nodiscard]] std::size_t size() const override { return size_; }
+  std::size_t discard(const std::function<bool(const Event&)>& drop) override;
 
  private:
   static constexpr int kBuckets = 65;

@@ -39,6 +39,8 @@ class Simulator {
   [[nodiscard]] RunStats& stats() { return stats_; }
   [[nodiscard]] const RunStats& stats() const { return stats_; }
   [[nodiscard]] std::size_t pending() const { return queue_->size(); }
+  // Removes the pending events `drop` selects (superseded ones); returns how many.
+  std::size_t discard(const std::function<bool(const Event&)>& drop) { return queue_->discard(drop); }
 
  private:
   std::unique_ptr<EventQueue> queue_;
