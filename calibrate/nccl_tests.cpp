@@ -394,13 +394,20 @@ class TextReader {
     ++r.hosts[std::string(*(on + 1))];
     // The device name follows "device <d> [<bus>]".
     const auto dev = std::find(on, t.end(), "device");
-    if (!m_.meta.contains("device") && dev != t.end() && t.end() - dev > 3) {
+    if (dev != t.end() && t.end() - dev > 3) {
       std::string name;
       for (auto it = dev + 3; it != t.end(); ++it) {
         if (!name.empty()) name += ' ';
         name += *it;
       }
-      m_.meta.emplace("device", name);
+      // Every rank's GPU, not the first alone: the fit describes one GPU model (a probe's log with
+      // rank 15 on an A100 was fitted onto the H100 profile).
+      if (const auto it = m_.meta.find("device"); it == m_.meta.end()) {
+        m_.meta.emplace("device", name);
+      } else if (it->second != name) {
+        fail(fmt::format("rank {} is on a {}, rank 0 on a {}: the fit describes one GPU model; measure one kind at a time", *rank, name, it->second),
+             *dev);
+      }
     }
   }
 
@@ -562,7 +569,14 @@ class JsonReader {
       if (!host.is_string()) fail(path + ".hostname", "a string", host.type_name());
       run.hosts[host.get<std::string>()] += threads * gpus;
       if (auto g = d.find("group"); g != d.end()) run.groups.insert(g->dump());
-      if (auto info = d.find("device_info"); info != d.end() && info->is_string()) m.meta.emplace("device", info->get<std::string>());
+      if (auto info = d.find("device_info"); info != d.end() && info->is_string()) {
+        // Every process's GPU: the fit describes one model (a probe's list had an A100 among H100s).
+        if (const auto it = m.meta.find("device"); it == m.meta.end()) {
+          m.meta.emplace("device", info->get<std::string>());
+        } else if (it->second != info->get<std::string>()) {
+          fail(path + ".device_info", fmt::format("the GPU of config.devices[0] ({}): the fit describes one GPU model", it->second), info->dump());
+        }
+      }
     }
     const long ranks = static_cast<long>(devices.size()) * threads * gpus;
     if (ranks > (1 << 24)) fail("config.devices", "at most 16M ranks", std::to_string(ranks));

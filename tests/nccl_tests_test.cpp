@@ -232,6 +232,14 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
     CHECK_THAT(error_of(uneven + kHeader + good_row, "all_reduce_perf.txt"),
                Contains("the ranks are not spread evenly over the hosts (c has 1, a has 8)"));
   }
+  SECTION("a device list of two GPU models") {
+    // The fit describes one model: an A100 among H100s is refused (it had been fitted as H100).
+    std::string mixed = devices();
+    const std::string h100 = "NVIDIA H100 80GB HBM3\n#\n";
+    mixed.replace(mixed.rfind(h100), h100.size(), "NVIDIA A100-SXM4-80GB\n#\n");
+    CHECK_THAT(error_of(mixed + kHeader + good_row, "all_reduce_perf.txt"),
+               Contains("rank 7 is on a NVIDIA A100-SXM4-80GB, rank 0 on a NVIDIA H100 80GB HBM3"));
+  }
   SECTION("a headerless table whose first row is not nccl-tests' width") {
     // Expectation: with no header to give the layout, a first row of 14 tokens is refused, not
     // skipped (the fit lost that size without a word).
