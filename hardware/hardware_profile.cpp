@@ -68,6 +68,10 @@ CalibratedCollective read_collective(const yaml::Node& node) {
   out.link = c.choice("link", {"nvlink", "pcie", "network", "process"});
   out.ranks = c.get<int>("ranks", yaml::at_least(2, "at least 2 ranks"));
   out.nodes = c.get<int>("nodes", yaml::in_range(1, out.ranks, fmt::format("from 1 to ranks ({})", out.ranks)));
+  // A fit describes nodes x ranks per node (calibrate reads its runs so and refuses uneven ones).
+  if (out.ranks % out.nodes != 0) {
+    c.at("nodes", "").fail(fmt::format("a divisor of ranks ({}): the same number of ranks on every node", out.ranks), std::to_string(out.nodes));
+  }
   out.algorithm = c.get_or<std::string>("algorithm", "");
   if (!out.algorithm.empty()) {
     static const std::vector<std::string> algorithms{"ring", "tree", "hierarchical", "nvls", "collnet", "pairwise", "direct"};
@@ -222,7 +226,19 @@ HardwareProfile read_hardware_profile(const yaml::Node& node) {
     a.finish();
   }
   if (auto cn = m.find("collectives")) {
-    for (const auto& item : cn->items()) hw.collectives.push_back(read_collective(item));
+    for (const auto& item : cn->items()) {
+      CalibratedCollective c = read_collective(item);
+      // Two fits of one measurement would leave the first to win without a word (a probe's 100 and
+      // 300 GB/s entries gave 60 or 240 GB/s by their order).
+      for (const CalibratedCollective& earlier : hw.collectives) {
+        if (earlier.op == c.op && earlier.link == c.link && earlier.ranks == c.ranks && earlier.nodes == c.nodes && earlier.algorithm == c.algorithm) {
+          item.fail(fmt::format("one entry per op, link, ranks, nodes and algorithm; {} over {} ({} ranks on {} node{}{}) is given twice", c.op, c.link,
+                                c.ranks, c.nodes, c.nodes == 1 ? "" : "s", c.algorithm.empty() ? "" : ", " + c.algorithm),
+                    "a second entry");
+        }
+      }
+      hw.collectives.push_back(std::move(c));
+    }
   }
   if (auto tn = m.find("host_transfers")) {
     yaml::Map t(*tn);

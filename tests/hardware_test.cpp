@@ -102,6 +102,17 @@ TEST_CASE("profile errors name the field", "[hardware]") {
                from_text(minimal_profile() + "  collectives:\n    - {op: all_reduce, link: nvlink, ranks: 8, nodes: 9, latency: 10us, busbw: 300GB/s}\n");
              }),
              Contains("field 'hardware.collectives[0].nodes': expected from 1 to ranks (8)"));
+  // A fit is nodes x ranks per node, and one per measurement (a probe's two entries of one all-gather
+  // at 100 and 300 GB/s had the first win by its place in the list).
+  CHECK_THAT(test::input_error([] {
+               from_text(minimal_profile() + "  collectives:\n    - {op: all_reduce, link: network, ranks: 16, nodes: 3, latency: 10us, busbw: 300GB/s}\n");
+             }),
+             Contains("field 'hardware.collectives[0].nodes': expected a divisor of ranks (16)"));
+  CHECK_THAT(test::input_error([] {
+               from_text(minimal_profile() + "  collectives:\n    - {op: all_gather, link: nvlink, ranks: 8, nodes: 1, latency: 10us, busbw: 100GB/s}\n"
+                                             "    - {op: all_gather, link: nvlink, ranks: 8, nodes: 1, latency: 10us, busbw: 300GB/s}\n");
+             }),
+             Contains("field 'hardware.collectives[1]': expected one entry per op, link, ranks, nodes and algorithm"));
   // A peak or a bandwidth many orders below any device's: a unit typed wrong, refused where it is read.
   const auto with = [](const std::string& from, const std::string& to) {
     std::string t = minimal_profile();
