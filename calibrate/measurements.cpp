@@ -359,6 +359,9 @@ Measurements read_torch_probe(const std::filesystem::path& file) {
     const Json& s = samples[i];
     if (!s.is_object()) r.fail(path, "an object", std::string(json_type(s)));
     if (r.text(s, path, "section") != "attention") continue;
+    // The fields scripts/torch-probe.py writes for an attention kernel: another is a typo or a foreign
+    // file (a probe's "bogus" field had been taken in silence).
+    r.only(s, path, {"section", "name", "backend", "batch", "heads", "kv_heads", "seq", "head_dim", "seconds", "flops", "sm_count"});
     m.attention.push_back(r.attention(s, path, "name"));
     m.attention.back().sm_count = sm_count;
   }

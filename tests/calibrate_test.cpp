@@ -730,6 +730,10 @@ TEST_CASE("calibrate: attention records round-trip through the measurement forma
   CHECK_THAT(test::input_error([&] { (void)read_torch_probe(write("s.json", R"({"format": "clustersim-torch-probe/1", "samples": [
      {"section": "attention", "name": "forward", "backend": "cudnn", "batch": 1, "heads": 8, "seq": 4096, "head_dim": 128, "seconds": -1}]})")); }),
              Catch::Contains("samples[0].seconds") && Catch::Contains("a positive number"));
+  // A field torch-probe.py does not write is a typo or another file's, not taken in silence.
+  CHECK_THAT(test::input_error([&] { (void)read_torch_probe(write("u.json", R"({"format": "clustersim-torch-probe/1", "samples": [
+     {"section": "attention", "name": "forward", "backend": "cudnn", "batch": 1, "heads": 8, "seq": 4096, "head_dim": 128, "seconds": 1e-4, "bogus": 1}]})")); }),
+             Catch::Contains("samples[0].bogus") && Catch::Contains("an unknown field"));
   CHECK_THAT(test::input_error([&] { (void)read_torch_probe(write("j.json", "{not json")); }), Catch::Contains("not valid JSON"));
   // A number too large for a double is bad JSON too, not a crash (found by fuzz_measurements).
   CHECK_THAT(test::input_error([&] { (void)load_measurements(write("o.json", R"({"format": "clustersim-measurements/1", "gemm": [{"seconds": 1e99999}]})")); }),
