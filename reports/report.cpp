@@ -858,7 +858,9 @@ class Builder {
       for (const json* p : fastest_plans(r->data, 10)) add(fmt::format("{}: {}", who_of(*r), str(*p, "plan")), p->value("breakdown_s", json::object()));
     }
     if (categories.empty()) {
-      missing(s, "No training run or plan search: the breakdown needs one (clustersim run --out, or plan --out on a training scenario).");
+      missing(s, of(ReportSource::Kind::plans).empty()
+                     ? "No training run or plan search: the breakdown needs one (clustersim run --out, or plan --out on a training scenario)."
+                     : "The plan search simulated no plan (none in its space runs: see Plans compared), so there is no step to break down.");
       return;
     }
     json spec = {{"type", "bars"}, {"title", "Step time by part (seconds)"}, {"unit", "s"}, {"categories", categories}, {"series", json::array()}};
@@ -1017,6 +1019,13 @@ class Builder {
       const std::string who = who_of(*r);
       const bool days = !d["plans"].empty() && d["plans"].front().contains("time_to_train_days");
       const std::vector<const json*> all = fastest_plans(d, SIZE_MAX);
+      if (all.empty()) {
+        // Nothing to rank: say why rather than print empty tables (a probe's "nothing fits" search).
+        para(s, fmt::format("{}: no plan of the {} in the space runs: {} break a constraint and {} do not fit in memory (each plan's reason is in "
+                            "plans.csv, and `clustersim plan` prints them by kind).",
+                            who, fmt_num(num(d, "enumerated"), 9), fmt_num(num(d, "rejected_constraint"), 9), fmt_num(num(d, "rejected_memory"), 9)));
+        continue;
+      }
       const std::vector<const json*> by_time(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(all.size(), 10)));
       std::vector<const json*> by_cost = all;
       std::stable_sort(by_cost.begin(), by_cost.end(), [](const json* a, const json* b) { return num(*a, "cost") < num(*b, "cost"); });

@@ -188,6 +188,10 @@ cat >"$dir/acc-round.json" <<'EOF'
 EOF
 "$cli" report "$dir/acc-round.json" --out "$dir/acc-round" >/dev/null
 grep -q '| g | tflops | 100 | 83.65 | -16.3% |' "$dir/acc-round/report.md" || { echo "report rounds a validation error twice"; exit 1; }
+# A plan search in which nothing runs: the report says so, with the counts, not empty tables.
+"$cli" plan "$data/plan-nothing-fits.yaml" --report "$dir/nofit" >/dev/null
+grep -q 'no plan of the 49 in the space runs: 19 break a constraint and 30 do not fit in memory' "$dir/nofit/report.md" || { echo "no-plan report lacks its reasons"; exit 1; }
+grep -q 'The plan search simulated no plan' "$dir/nofit/report.md" || { echo "no-plan report claims no search ran"; exit 1; }
 # An offering that cannot finish shows "never", not a cost of zero.
 mkdir -p "$dir/never"
 sed 's|"can_finish": true|"can_finish": false|' "$dir/cost/cost.json" >"$dir/never/cost.json"
