@@ -95,9 +95,9 @@ void check_gemm_samples(const hardware::HardwareProfile& base, const std::vector
     if (!base.supports(s.dtype)) continue;  // the fit says which dtypes it cannot take
     const double rate = s.flops() / s.seconds, peak = base.peak(s.dtype).value();
     if (!(rate <= kGemmPeakMargin * peak)) {
-      throw InputError(fmt::format("calibrate{}: gemm[{}], {} {}x{}x{} in {}, runs at {}, more than {:g} times {}'s {} peak of {}: the sample's size or time is "
+      throw InputError(fmt::format("calibrate{}: {}, {} {}x{}x{} in {}, runs at {}, more than {:g} times {}'s {} peak of {}: the sample's size or time is "
                                    "wrong (seconds, not milliseconds?){}",
-                                   from, i, hardware::to_string(s.dtype), s.m, s.n, s.k, to_string(Seconds(s.seconds)),
+                                   s.origin.empty() ? from : std::string(), s.origin.empty() ? fmt::format("gemm[{}]", i) : s.origin, hardware::to_string(s.dtype), s.m, s.n, s.k, to_string(Seconds(s.seconds)),
                                    std::isfinite(rate) ? to_string(FlopsPerSec(rate)) : std::string("a rate past any number"), kGemmPeakMargin, base.name,
                                    hardware::to_string(s.dtype), to_string(FlopsPerSec(peak)),
                                    s.dtype == hardware::Dtype::fp32 ? ", or it ran on TF32 tensor cores (record it as tf32)" : ""));
@@ -212,9 +212,28 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
 
   if (!m.gemm.empty()) {
     check_gemm_samples(base, m.gemm, from);
+    // One sample per dtype and shape, the fastest, as for collectives' sizes: a shape measured twice
+    // (two files of one run, a repeat) would weigh twice in the fit (a probe's duplicate moved fp32's
+    // k_half from 3040 to 3367).
+    std::vector<GemmSample> gemm;
+    std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t>, std::size_t> at;
+    std::size_t repeats = 0;
+    for (const GemmSample& s : m.gemm) {
+      const auto [it, fresh] = at.emplace(std::make_tuple(static_cast<int>(s.dtype), s.m, s.n, s.k), gemm.size());
+      if (fresh) {
+        gemm.push_back(s);
+      } else {
+        ++repeats;
+        if (s.seconds < gemm[it->second].seconds) gemm[it->second] = s;
+      }
+    }
+    if (repeats > 0) {
+      r.notes.push_back(fmt::format("{} GEMM sample{} repeated a dtype and shape measured before: the fastest of each shape is fitted, once", repeats,
+                                    repeats == 1 ? "" : "s"));
+    }
     GemmFitOptions gopt = options.gemm;
     gopt.fit_memory_efficiency = gopt.fit_memory_efficiency && !memory_measured;
-    r.gemm = fit_gemm(hw, m.gemm, gopt);
+    r.gemm = fit_gemm(hw, gemm, gopt);
     hw.gemm = r.gemm->params;
     hw.kernel_launch_overhead = r.gemm->kernel_launch_overhead;
     for (const auto& n : r.gemm->notes) r.notes.push_back(n);

@@ -288,9 +288,10 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
     const GemmSample& s = samples[i];
     const double predicted = model_seconds(base, s);
     if (s.seconds > kImplausibleFactor * predicted) {
-      throw InputError(fmt::format("calibrate: GEMM sample {} ({} {}x{}x{}) took {:.3g} s, {:.3g} times the {:.3g} s that {} predicts: a time in "
+      throw InputError(fmt::format("calibrate: {} ({} {}x{}x{}) took {:.3g} s, {:.3g} times the {:.3g} s that {} predicts: a time in "
                                    "another unit, or a stalled run? Remove or correct it",
-                                   i, hardware::to_string(s.dtype), s.m, s.n, s.k, s.seconds, s.seconds / predicted, predicted, base.name));
+                                   s.origin.empty() ? fmt::format("GEMM sample {}", i) : s.origin, hardware::to_string(s.dtype), s.m, s.n, s.k,
+                                   s.seconds, s.seconds / predicted, predicted, base.name));
     }
   }
   HardwareProfile hw = base;

@@ -238,6 +238,7 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
       s.n = r.positive_int(g, path, "n", kMaxDimension);
       s.k = r.positive_int(g, path, "k", kMaxDimension);
       s.seconds = r.positive(g, path, "seconds");
+      s.origin = fmt::format("{} {}", file.filename().string(), path);
       m.gemm.push_back(s);
     }
   }

@@ -431,6 +431,30 @@ TEST_CASE("calibrate: an NVLS fit is kept apart and never taken as the link's ba
   CHECK_FALSE(models::calibrated_busbw(r.profile, "network"));
 }
 
+TEST_CASE("calibrate: a GEMM shape measured twice is fitted once, at its fastest; a stalled sample is named by file and record") {
+  // Synthetic bf16 data of known constants, then one shape given again 10% slower: the fit must be
+  // the one without it (a probe's duplicate moved fp32's k_half from 3040 to 3367), with a note.
+  const HardwareProfile h100 = shipped("h100-sxm5-80gb");
+  Measurements once;
+  once.gemm = synthetic_gemms(h100, {Dtype::bf16});
+  Measurements twice = once;
+  GemmSample again = twice.gemm[3];
+  again.seconds *= 1.1;
+  twice.gemm.push_back(again);
+  const auto a = calibrate::calibrate(h100, once, {});
+  const auto b = calibrate::calibrate(h100, twice, {});
+  CHECK(b.profile.gemm.max_efficiency.at(Dtype::bf16) == a.profile.gemm.max_efficiency.at(Dtype::bf16));
+  CHECK(b.profile.gemm.k_half_for(Dtype::bf16) == a.profile.gemm.k_half_for(Dtype::bf16));
+  CHECK(std::any_of(b.notes.begin(), b.notes.end(), [](const std::string& n) { return n.find("1 GEMM sample repeated a dtype and shape") != std::string::npos; }));
+  // A stalled sample read from a file is named by the file and its record, not an index over all files.
+  const test::TempDir dir;
+  std::ofstream(dir.path() / "b.json") << R"({"format": "clustersim-measurements/1", "gemm": [
+    {"dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "seconds": 0.0002},
+    {"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "seconds": 5.0}]})";
+  const Measurements file = load_measurements(dir.path() / "b.json");
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(h100, file, {}); }), Catch::Contains("calibrate: b.json gemm[1] (bf16 8192x8192x8192) took 5 s"));
+}
+
 TEST_CASE("calibrate: a fit faster than the GPU's links can carry is refused") {
   // Expectation: an H100's NVLink carries 450 GB/s per direction, so an NVLink all-reduce may fit up
   // to twice that (NVLS reduces in the switch: 480 GB/s is a real H100 figure) but not 1 TB/s; its
