@@ -431,7 +431,7 @@ TEST_CASE("calibrate: an NVLS fit is kept apart and never taken as the link's ba
   CHECK_FALSE(models::calibrated_busbw(r.profile, "network"));
 }
 
-TEST_CASE("calibrate: a GEMM shape measured twice is fitted once, at its fastest; a stalled sample is named by file and record") {
+TEST_CASE("calibrate: a GEMM shape measured twice is fitted once at its fastest and a stalled sample is named by file and record") {
   // Synthetic bf16 data of known constants, then one shape given again 10% slower: the fit must be
   // the one without it (a probe's duplicate moved fp32's k_half from 3040 to 3367), with a note.
   const HardwareProfile h100 = shipped("h100-sxm5-80gb");
