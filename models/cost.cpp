@@ -1052,8 +1052,13 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const auto late = std::count_if(e.walls.begin(), e.walls.end(), [&](double w) { return w > options.deadline_s; });
       if (late > 0) {
         std::string note = fmt::format("{} of {} trials finished after the {} deadline", late, e.trials, duration(options.deadline_s));
-        // (a deadline tighter than on-demand alone is missed in most trials)
-        if (options.deadline_s < on_demand.wall) note += fmt::format(" (on-demand alone is expected to take {})", duration(on_demand.wall));
+        // (a deadline tighter than on-demand alone is missed in most trials, and so is one that leaves
+        // less than a restart beyond it: the switch to on-demand comes at an interruption and restarts)
+        if (options.deadline_s < on_demand.wall + restart) {
+          note += fmt::format(" (on-demand alone is expected to take {:.4g} h, and the switch to it, at an interruption, costs a restart of {}: a deadline "
+                              "under {:.4g} h is missed in most trials)",
+                              on_demand.wall / 3600.0, duration(restart), (on_demand.wall + restart) / 3600.0);
+        }
         add_note(e, note);
       }
       monte_carlo_only(std::move(e));

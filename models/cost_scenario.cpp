@@ -80,8 +80,10 @@ Offering read_offering(const yaml::Node& node) {
   o.gpus_per_node = m.get_or<int>("gpus_per_node", 8, yaml::positive<int>());
   const std::string pricing = m.choice("pricing", {"on-demand", "spot", "reserved", "owned"});
   o.pricing = pricing == "on-demand" ? Pricing::on_demand : pricing == "spot" ? Pricing::spot : pricing == "reserved" ? Pricing::reserved : Pricing::owned;
-  o.as_of = m.get<std::string>("as_of");
-  o.source = m.get<std::string>("source");
+  // Where a price comes from and when: required, so not empty either.
+  const yaml::Check<std::string> text{"text (not empty)", [](const std::string& v) { return !v.empty(); }};
+  o.as_of = m.get<std::string>("as_of", text);
+  o.source = m.get<std::string>("source", text);
   // Up to a year: a hold shorter than a billionth of the granularity would be billed nothing.
   const yaml::Check<Seconds> granularity{"a granularity above 0 and at most 365d", [](const Seconds& v) { return v.value() > 0 && v.value() <= 365 * 86400.0; }};
   o.billing_granularity_s = m.get_or<Seconds>("billing", Seconds(1), granularity).value();
@@ -125,12 +127,19 @@ Offering read_offering(const yaml::Node& node) {
         const yaml::Node f = pm.at("file", "an availability trace CSV (hours,available)");
         std::filesystem::path path = f.scalar("a path");
         if (path.is_relative()) path = f.directory() / path;
+        // Named where the sheet gives it: the CSV's own errors name the CSV, but a file that is not
+        // there is the sheet's mistake (a probe's message named only the missing path).
+        if (std::error_code ec; !std::filesystem::exists(path, ec)) {
+          f.fail("an availability trace CSV that exists (a relative path is from the sheet's directory)", "'" + path.string() + "', which does not exist");
+        }
         o.preemption.availability = read_availability_trace(path);
       }
       pm.finish();
     }
     o.preemption.zone = sm.get_or<bool>("zone", false);
-    o.notice_s = sm.get_or<Seconds>("notice", Seconds(0), yaml::non_negative<Seconds>()).value();
+    // Clouds give seconds to minutes; a day bounds it far above any, and far below the clock's range
+    // (a probe's 1e300 s ran to a closed form that overflowed and a meaningless break-even).
+    o.notice_s = sm.get_or<Seconds>("notice", Seconds(0), yaml::Check<Seconds>{"a notice from 0 to 1d", [](const Seconds& v) { return v.value() >= 0 && v.value() <= 86400.0; }}).value();
     o.capacity_wait_s = sm.get_or<Seconds>("capacity_wait", Seconds(0), yaml::non_negative<Seconds>()).value();
     o.max_lifetime_s = sm.get_or<Seconds>("max_lifetime", Seconds(0), yaml::positive<Seconds>()).value();  // absent: no limit
     sm.finish();
@@ -140,7 +149,11 @@ Offering read_offering(const yaml::Node& node) {
   if (auto r = only("reserved", Pricing::reserved)) {
     yaml::Map rm(*r);
     // At least an hour: the upfront payment is spread over the term.
-    o.term_hours = rm.get<Seconds>("term", yaml::at_least(Seconds(3600), "a term of at least 1h")).value() / 3600.0;
+    // At most a century: reservations run one to three years (a probe's 1e300 d printed a commitment of
+    // hundreds of digits).
+    o.term_hours = rm.get<Seconds>("term", yaml::Check<Seconds>{"a term from 1h to 100 years (36500d)", [](const Seconds& v) {
+                                     return v.value() >= 3600.0 && v.value() <= 36500.0 * 86400.0;
+                                   }}).value() / 3600.0;
     o.upfront_per_gpu = rm.get_or<double>("upfront_per_gpu", 0.0, yaml::in_range(0.0, kMaxPaymentPerGpu, "a payment from 0 to 1e12 per GPU"));
     rm.finish();
   }
