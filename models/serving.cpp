@@ -415,6 +415,10 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
       if (r.total_tokens() > context) {
         throw std::invalid_argument(fmt::format("request {} has {} tokens, more than max_model_len ({})", r.id, r.total_tokens(), context));
       }
+      if (c.batching == Batching::static_batch && r.prompt_tokens > c.max_num_batched_tokens) {
+        throw std::invalid_argument(fmt::format("request {} has a prompt of {} tokens, more than max_num_batched_tokens ({}), which bounds what a static "
+                                                "batch prefills", r.id, r.prompt_tokens, c.max_num_batched_tokens));
+      }
       if (!c.chunked_prefill && r.total_tokens() > c.max_num_batched_tokens) {
         throw std::invalid_argument(fmt::format("request {} has {} tokens, more than max_num_batched_tokens ({}) without chunked prefill", r.id,
                                                 r.total_tokens(), c.max_num_batched_tokens));

@@ -469,6 +469,14 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
                                q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_model_len,
                                r.max_model_len == r.model.seq_len ? fmt::format("{}'s seq_len", r.model.name) : std::string("given")));
     }
+    if (r.batching == Batching::static_batch && q.prompt_tokens > r.max_num_batched_tokens) {
+      // A static batch prefills its prompts whole, those that fit the budget (docs/serving.md): a longer
+      // one had been prefilled alone past it (a probe's 1,000-token prompts under 512).
+      fail_request(q, yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node),
+                   fmt::format("impossible workload: request {} has a prompt of {} tokens, more than max_num_batched_tokens ({}), which bounds what a "
+                               "static batch prefills (raise it)",
+                               q.id, q.prompt_tokens, r.max_num_batched_tokens));
+    }
     if (!r.chunked_prefill && q.total_tokens() > r.max_num_batched_tokens) {
       fail_request(q, yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node),
                    fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_num_batched_tokens ({}) allows without "
