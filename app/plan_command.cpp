@@ -117,7 +117,9 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   reports::TextTable t(head, align);
   for (const auto& c : r.candidates) {
     const bool ran = c.attainment >= 0;
-    std::vector<std::string> row{c.gpu, pipelined ? fmt::format("{} x {}", c.tp, c.pp) : std::to_string(c.tp), ran ? layout(c) : "-",
+    // The layout tried, run or not: an aggregated and a disaggregated row that both fail (an fp8 model
+    // on A100) had read as two identical rows.
+    std::vector<std::string> row{c.gpu, pipelined ? fmt::format("{} x {}", c.tp, c.pp) : std::to_string(c.tp), layout(c),
                                  ran ? std::to_string(c.gpus) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
                                  ran ? fmt::format("{:.3f}", c.cost_per_million_output_tokens) : "-", ran ? fmt::format("{:.1f}%", 100 * c.attainment) : "-",
                                  ran ? fmt::format("{:.0f}", c.metrics.ttft.p90 * 1e3) : "-", ran ? fmt::format("{:.1f}", c.metrics.tpot.p90 * 1e3) : "-",
@@ -128,8 +130,9 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   out += t.render("  ");
   if (!r.candidates.empty() && r.candidates.front().feasible) {
     const auto& c = r.candidates.front();
-    out += fmt::format("cheapest: {} x {} at TP {}{} ({}), {} GPUs, ${:.2f}/hour, ${:.3f} per million output tokens\n", c.gpu, c.node, c.tp,
-                       c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout(c), c.gpus, c.cost_per_hour, c.cost_per_million_output_tokens);
+    out += fmt::format("cheapest: {} x {} at TP {}{} ({}), {} GPU{}, ${:.2f}/hour, ${:.3f} per million output tokens\n", c.gpu, c.node, c.tp,
+                       c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout(c), c.gpus, c.gpus == 1 ? "" : "s", c.cost_per_hour,
+                       c.cost_per_million_output_tokens);
   } else {
     out += "cheapest: none of the configurations meets the SLO (raise max_gpus, relax the SLO, or offer other GPUs)\n";
   }
@@ -137,7 +140,7 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   for (const auto& o : sc.sizing->offers) {
     out += fmt::format("  {} ({}): ${:.3f} per GPU-hour, as of {}, {}\n", o.node.gpu.name, o.node.name, o.price_per_gpu_hour, o.as_of, o.source);
   }
-  out += fmt::format("simulated: {} configurations\n", r.simulations);
+  out += fmt::format("simulated: {} configuration{}\n", r.simulations, r.simulations == 1 ? "" : "s");
   return out;
 }
 
