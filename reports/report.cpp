@@ -1280,7 +1280,11 @@ class Builder {
                                  {{"name", "TTFT P90"}, {"points", ttft}, {"axis", 1}}}}};
         chart(s, std::move(spec), std::move(t));
       } else {
-        missing(s, fmt::format("{}: no rate sweep: `clustersim run SCENARIO --report DIR` simulates the workload at other request rates (generated workloads only).", who));
+        // `run --report` sweeps a generated open-loop workload only: an offline batch, a closed loop and a
+        // trace have no request rate to vary (the message had told an offline run's user to run what they ran).
+        missing(s, fmt::format("{}: no rate sweep: `clustersim run SCENARIO --report DIR` replays a generated workload of Poisson or gamma arrivals at "
+                               "other request rates; an offline batch, a closed loop or a trace has no rate to vary.",
+                               who));
       }
     }
   }
