@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <tuple>
 
 #include "catch.hpp"
@@ -61,6 +62,22 @@ hardware::CalibratedCollective fitted(const std::string& op, const std::string& 
   c.latency = Seconds(10e-6);
   c.busbw = BytesPerSec(busbw);
   return c;
+}
+
+// The bus bandwidth of a collective over every GPU of the topology whose GPU profile carries `fit`.
+double busbw_with_fit(const std::string& topology, const hardware::CalibratedCollective& fit, models::CollectiveOp op, double bytes,
+                      std::optional<models::Algorithm> algorithm) {
+  auto topo = test::topology_from_text(topology);
+  HardwareProfile hw = *topo.gpu;
+  hw.collectives.push_back(fit);
+  topo.gpu = std::make_shared<const HardwareProfile>(hw);
+  const models::CollectiveModel model(topo);
+  models::Collective c;
+  c.op = op;
+  c.ranks = topo.gpus();
+  c.bytes = Bytes(bytes);
+  c.algorithm = algorithm;
+  return model.simulate(c).busbw.value();
 }
 
 }  // namespace
@@ -551,18 +568,10 @@ TEST_CASE("calibrate: a fabric fit makes the simulated collective run at the bus
   // and only the flows are held to the measured share (searched on 21 GB/s NICs, the speed ladder
   // and the protocol's losses were charged again: 12% below on 2 x 8 A100 at 181 GB/s).
   for (const double measured : {181e9, 140e9}) {
-    auto topo = test::topology_from_text(
-        "topology:\n  name: t\n  node: dgx-a100\n  nodes: 2\n  fabric: {kind: fat-tree, tiers: [{radix: 64}, {radix: 64}]}\n");
-    HardwareProfile hw = *topo.gpu;
-    hw.collectives.push_back(fitted("all_reduce", "network", 16, 2, measured));
-    topo.gpu = std::make_shared<const HardwareProfile>(hw);
-    const models::CollectiveModel model(topo);
-    models::Collective c;
-    c.op = models::CollectiveOp::all_reduce;
-    c.ranks = topo.gpus();
-    c.bytes = Bytes(10e9);
     INFO("fitted at " << measured / 1e9 << " GB/s");
-    CHECK(model.simulate(c).busbw.value() == Approx(measured).epsilon(0.03));
+    const double busbw = busbw_with_fit("topology:\n  name: t\n  node: dgx-a100\n  nodes: 2\n  fabric: {kind: fat-tree, tiers: [{radix: 64}, {radix: 64}]}\n",
+                                        fitted("all_reduce", "network", 16, 2, measured), models::CollectiveOp::all_reduce, 10e9, std::nullopt);
+    CHECK(busbw == Approx(measured).epsilon(0.03));
   }
 }
 
@@ -572,18 +581,10 @@ TEST_CASE("calibrate: an NVLink fit makes the simulated collective run at the bu
   // 360 GB/s came out at 300 (the speed ladder and the protocol's losses charged again), and each
   // step down the ladder cost 60 GB/s.
   for (const double measured : {360e9, 300e9, 200e9}) {
-    auto topo = test::topology_from_text("topology:\n  name: t\n  node: hgx-h200\n  nodes: 1\n  fabric: {kind: none}\n");
-    HardwareProfile hw = *topo.gpu;
-    hw.collectives.push_back(fitted("all_gather", "nvlink", 8, 1, measured));
-    topo.gpu = std::make_shared<const HardwareProfile>(hw);
-    const models::CollectiveModel model(topo);
-    models::Collective c;
-    c.op = models::CollectiveOp::all_gather;
-    c.ranks = topo.gpus();
-    c.bytes = Bytes(16e9);
-    c.algorithm = models::Algorithm::ring;
     INFO("fitted at " << measured / 1e9 << " GB/s");
-    CHECK(model.simulate(c).busbw.value() == Approx(measured).epsilon(0.03));
+    const double busbw = busbw_with_fit("topology:\n  name: t\n  node: hgx-h200\n  nodes: 1\n  fabric: {kind: none}\n",
+                                        fitted("all_gather", "nvlink", 8, 1, measured), models::CollectiveOp::all_gather, 16e9, models::Algorithm::ring);
+    CHECK(busbw == Approx(measured).epsilon(0.03));
   }
 }
 

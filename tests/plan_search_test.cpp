@@ -465,15 +465,24 @@ TEST_CASE("plan search: degrees whose product overflows 32 bits are constraints 
   CHECK_THROWS_WITH(search_plans(sc.job, *sc.topology, sc.search, opt), Catch::Contains("at least 1"));
 }
 
+namespace {
+// A small MoE model's training scenario on one DGX H100 (8 experts, top 2), with the parallelism
+// given (sequence parallelism on) and `search` after "search:".
+std::string small_moe_scenario(const std::string& name, const std::string& parallelism, const std::string& search) {
+  return "scenario:\n  name: " + name + "\n  kind: training\n"
+         "  model: {name: small-moe, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, head_dim: 128, ffn_hidden: 16384,\n"
+         "          activation: swiglu, vocab: 32000, seq_len: 4096, moe: {experts: 8, top_k: 2, expert_ffn_hidden: 2048}}\n"
+         "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
+         "  parallelism: {" + parallelism + ", sequence_parallel: true}\n  batch: {micro: 1, global: 16}\n  recompute: none\n"
+         "  search:" + search;
+}
+}  // namespace
+
 TEST_CASE("plan search: expert TP is searched for MoE models (whole experts and each plan's TP by default), and not for dense ones") {
   test::TempDir dir;
   const auto moe = [&](const std::string& search) {
-    return dir.write("moe.yaml", "scenario:\n  name: moe-etp\n  kind: training\n"
-                                 "  model: {name: small-moe, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, head_dim: 128, ffn_hidden: 16384,\n"
-                                 "          activation: swiglu, vocab: 32000, seq_len: 4096, moe: {experts: 8, top_k: 2, expert_ffn_hidden: 2048}}\n"
-                                 "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
-                                 "  parallelism: {tp: 2, dp: 4, ep: 2, sequence_parallel: true}\n  batch: {micro: 1, global: 16}\n  recompute: none\n"
-                                 "  search:\n    tp: [1, 2, 4]\n    pp: [1]\n    vpp: [1]\n    ep: [1, 2]\n    micro: [1]\n    recompute: [none]\n" + search);
+    return dir.write("moe.yaml", small_moe_scenario("moe-etp", "tp: 2, dp: 4, ep: 2",
+                                                    "\n    tp: [1, 2, 4]\n    pp: [1]\n    vpp: [1]\n    ep: [1, 2]\n    micro: [1]\n    recompute: [none]\n" + search));
   };
   const auto etps_by_tp = [](const SearchResult& r) {
     std::map<int, std::set<int>> out;  // tp -> etp values enumerated (at ep 2)
@@ -596,12 +605,9 @@ TEST_CASE("plan search: MoE rank orders that place every rank alike in both mapp
   // 6,008 plans of a Mixtral search duplicated this way). With etp 2 the experts' mapping differs.
   test::TempDir dir;
   const auto moe = [&](const std::string& etp) {
-    return dir.write("moe.yaml", "scenario:\n  name: moe-orders\n  kind: training\n"
-                                 "  model: {name: small-moe, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, head_dim: 128, ffn_hidden: 16384,\n"
-                                 "          activation: swiglu, vocab: 32000, seq_len: 4096, moe: {experts: 8, top_k: 2, expert_ffn_hidden: 2048}}\n"
-                                 "  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"
-                                 "  parallelism: {tp: 2, dp: 4, ep: 4, etp: " + etp + ", sequence_parallel: true}\n  batch: {micro: 1, global: 16}\n  recompute: none\n"
-                                 "  search: {tp: [2], pp: [1], vpp: [1], ep: [4], etp: [" + etp + "], micro: [1], recompute: [none], order: [tp-cp-ep-dp-pp, ep-tp-cp-dp-pp]}\n");
+    return dir.write("moe.yaml", small_moe_scenario("moe-orders", "tp: 2, dp: 4, ep: 4, etp: " + etp,
+                                                    " {tp: [2], pp: [1], vpp: [1], ep: [4], etp: [" + etp +
+                                                        "], micro: [1], recompute: [none], order: [tp-cp-ep-dp-pp, ep-tp-cp-dp-pp]}\n"));
   };
   SearchOptions one;
   one.threads = 1;
