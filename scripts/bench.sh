@@ -34,7 +34,7 @@ done
 echo
 echo "== plan search: default spaces of Llama 3 70B on 256 H100 and GPT-3 175B on 1,024 A100 =="
 for s in llama3-70b-256-h100 gpt3-175b-1024-a100; do
-  time "$root/build/release/bin/clustersim" plan "$root/scenarios/training/$s.yaml" 2>/dev/null | head -n 1
+  time "$root/build/release/bin/clustersim" plan "$root/scenarios/training/$s.yaml" 2>/dev/null | sed -n 1p  # sed reads to the end: head would close the pipe early and, under pipefail, stop the script
 done
 echo
 echo "== plan search: the Calculon-size GPT-3 175B space (branch and bound, top 10 exact; peak memory) =="
@@ -46,7 +46,7 @@ else
 fi
 echo
 echo "== plan search: Llama 3 70B on A100, H100, H200 or B200 at 128 to 512 GPUs (branch and bound, top 10 of each) =="
-time "$root/build/release/bin/clustersim" plan "$root/scenarios/training/llama3-70b-gpu-types.yaml" --bound 10 2>/dev/null | head -n 1
+time "$root/build/release/bin/clustersim" plan "$root/scenarios/training/llama3-70b-gpu-types.yaml" --bound 10 2>/dev/null | sed -n 1p  # sed reads to the end: head would close the pipe early and, under pipefail, stop the script
 echo
 echo "== cost: Monte Carlo of the Llama 3 70B 1T-token run on every offering =="
 time "$root/build/release/bin/clustersim" cost "$root/scenarios/training/llama3-70b-256-h100-cost.yaml" | grep "Monte Carlo"
