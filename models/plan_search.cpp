@@ -470,15 +470,16 @@ std::vector<ParallelDim> effective_order(const ParallelismPlan& p) {
 // attention's (tp, cp, dp, pp; ep has no place there) and the experts' (etp in tp's place, ep, the
 // expert-data-parallel rest in dp's, pp; cp folds into that rest). Orders that agree on both place
 // every rank alike: with etp 1, moving ep past tp changes neither (a probe found such MoE orders
-// simulated twice, 1,184 of 6,008 plans).
-std::pair<std::vector<ParallelDim>, std::vector<ParallelDim>> placement(const ParallelismPlan& p) {
+// simulated twice, 1,184 of 6,008 plans). A dense model has no experts' mapping.
+std::pair<std::vector<ParallelDim>, std::vector<ParallelDim>> placement(const ParallelismPlan& p, bool experts) {
   std::pair<std::vector<ParallelDim>, std::vector<ParallelDim>> out;
-  const int expert_dp = expert_data_parallel_size(p);
+  const int expert_dp = experts ? expert_data_parallel_size(p) : 1;
   for (ParallelDim d : p.order) {
     const int attention = d == ParallelDim::tp ? p.tp : d == ParallelDim::cp ? p.cp : d == ParallelDim::ep ? 1 : d == ParallelDim::dp ? p.dp : p.pp;
-    const int experts = d == ParallelDim::tp ? p.etp : d == ParallelDim::cp ? 1 : d == ParallelDim::ep ? p.ep : d == ParallelDim::dp ? expert_dp : p.pp;
     if (attention > 1) out.first.push_back(d);
-    if (experts > 1) out.second.push_back(d);
+    if (!experts) continue;
+    const int expert = d == ParallelDim::tp ? p.etp : d == ParallelDim::cp ? 1 : d == ParallelDim::ep ? p.ep : d == ParallelDim::dp ? expert_dp : p.pp;
+    if (expert > 1) out.second.push_back(d);
   }
   return out;
 }
@@ -494,10 +495,10 @@ std::string order_text(const std::vector<ParallelDim>& order) {
 
 // The settings a key and a plan text show only when they differ from the usual (so that the keys of
 // plans without them stay as they were).
-std::string unusual_order(const ParallelismPlan& p) {
+std::string unusual_order(const ParallelismPlan& p, bool experts) {
   ParallelismPlan megatron = p;
   megatron.order = ParallelismPlan().order;
-  return placement(p) == placement(megatron) ? std::string() : order_text(effective_order(p));
+  return placement(p, experts) == placement(megatron, experts) ? std::string() : order_text(effective_order(p));
 }
 
 }  // namespace
@@ -509,7 +510,7 @@ std::string plan_key(const TrainingJob& j) {
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " tp_overlap=1";
   if (p.dp_overlap_applies() && !p.overlap_grad_reduce) s += " grad_overlap=0";
   if (p.dp_overlap_applies() && !p.overlap_param_gather) s += " param_overlap=0";
-  if (const std::string o = unusual_order(p); !o.empty()) s += " order=" + o;
+  if (const std::string o = unusual_order(p, j.model.moe.has_value()); !o.empty()) s += " order=" + o;
   if (!p.flash_attention) s += " attention=unfused";
   if (p.overlap_p2p) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);
   if (!p.grad_accumulation_fusion) s += " grad_fusion=0";
@@ -529,7 +530,7 @@ std::string plan_text(const TrainingJob& j) {
   s += fmt::format(" DP{} mb{} Z{} {}{}", p.dp, j.micro_batch, p.zero_stage, to_string(j.recompute), p.sequence_parallel && p.tp > 1 ? " SP" : "");
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " TP-overlap";
   if (p.dp_overlap_applies() && (!p.overlap_grad_reduce || !p.overlap_param_gather)) s += " no-DP-overlap";
-  if (const std::string o = unusual_order(p); !o.empty()) s += " order " + o;
+  if (const std::string o = unusual_order(p, j.model.moe.has_value()); !o.empty()) s += " order " + o;
   if (!p.flash_attention) s += " unfused-attention";
   if (p.pp > 1 && !p.p2p_overlapped()) s += " blocking-sends";
   if (unfused_accumulation(j)) s += " unfused-accumulation";
@@ -790,7 +791,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       ParallelismPlan p;
       p.tp = shape.tp, p.pp = shape.pp, p.cp = shape.cp, p.ep = shape.ep, p.etp = shape.etp, p.dp = shape.dp;
       p.order.assign(order.begin(), order.end());
-      auto where = placement(p);
+      auto where = placement(p, base.model.moe.has_value());
       if (std::find(seen.begin(), seen.end(), where) != seen.end()) continue;
       seen.push_back(std::move(where));
       placements.push_back(order);
