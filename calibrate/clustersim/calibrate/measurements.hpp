@@ -40,7 +40,7 @@ struct GemmSample {
   hardware::Dtype dtype = hardware::Dtype::bf16;
   std::int64_t m = 0, n = 0, k = 0;
   double seconds = 0;
-  std::string origin;  // the file and record it was read from ("m.json gemm[3]"), for messages; empty if built in code
+  std::string origin{};  // the file and record it was read from ("m.json gemm[3]"), for messages; empty if built in code
   [[nodiscard]] double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
 };
 
