@@ -88,6 +88,12 @@ bool gemms_surely_in_range(const TrainingJob& job) {
 
 }  // namespace
 
+namespace {
+// Whether every pass of the step is split into its layers (training_step.cpp): FSDP, or ZeRO-2
+// overlapping each micro-batch's reduction with its backward.
+bool splits_every_pass(const ParallelismPlan& p) { return p.zero_stage == 3 || (p.zero_stage == 2 && p.overlap_grad_reduce); }
+}  // namespace
+
 void check_job(const TrainingJob& job, int cluster_gpus, const hardware::HardwareProfile* gpu) {
   const ParallelismPlan& p = job.plan;
   const TransformerSpec& m = job.model;
@@ -132,7 +138,7 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
     fail(p.vpp > 1 ? "parallelism.vpp" : "batch.global",
          fmt::format("the step's graph would hold about {} compute tasks ({} micro-batches x 2 passes x {} model chunks on each of {} stages{}); at most {} are "
                      "simulated (raise the micro batch or dp{})",
-                     tasks, micro, p.vpp, p.pp, p.zero_stage >= 2 ? ", split into their layers" : "", kMaxComputeTasks, p.vpp > 1 ? ", or lower vpp" : ""));
+                     tasks, micro, p.vpp, p.pp, splits_every_pass(p) ? ", split into their layers" : "", kMaxComputeTasks, p.vpp > 1 ? ", or lower vpp" : ""));
   }
   if (p.schedule == PipelineSchedule::interleaved && micro % p.pp != 0) {
     fail("batch.global", fmt::format("interleaved 1F1B needs the micro-batches per step ({} = {} / ({} x {})) to be a multiple of pp = {}", micro,
@@ -264,7 +270,7 @@ std::int64_t simulated_compute_tasks(const TrainingJob& job) {
   const std::int64_t chunks = checked_product({p.pp, p.vpp});
   const std::int64_t passes = checked_product({2, job.global_batch / std::max<std::int64_t>(1, checked_product({job.micro_batch, p.dp})), p.vpp});
   const std::int64_t units = job.model.layers / std::max<std::int64_t>(1, chunks) + 2;  // a chunk's layers, the embedding and the head
-  const bool every_pass_split = p.zero_stage >= 2;  // FSDP, or ZeRO-2 reducing every micro-batch's gradients
+  const bool every_pass_split = splits_every_pass(p);
   const std::int64_t per_stage = every_pass_split ? checked_product({passes, units}) : passes + 2 * p.vpp * units;
   return checked_product({per_stage, p.pp});
 }
@@ -663,8 +669,8 @@ std::string MemoryReport::verdict() const {
   for (const Part& p : parts) {
     if (p.bytes > largest->bytes) largest = &p;
   }
-  const double over = w.total().value() - capacity.value();
   constexpr double kGiB = double(1ull << 30);
+  const double over = w.total().value() - capacity.value();
   // Under 0.05 GiB over, one decimal would read "74.5 of 74.5 GiB, 0.0 GiB over": two decimals and MiB.
   const bool close = over < 0.05 * kGiB;
   std::string text = fmt::format("OOM: stage {} needs {:.{}f} GiB of {:.{}f} GiB, {}; the largest part is {} at {:.1f} GiB", w.stage,
@@ -679,7 +685,7 @@ std::string MemoryReport::verdict() const {
     const double tensors = firm - kContextBytes - w.comm_buffers.value();
     text += fmt::format("; without the {:.0f}% fragmentation allowance ({:.1f} GiB) it takes {:.1f} GiB and fits, so it runs only if the allocator "
                         "wastes under {:.1f} GiB ({:.1f}% of the tensors): marginal",
-                        100 * kFragmentation, fragmentation / (1ull << 30), firm / (1ull << 30), (capacity.value() - firm) / (1ull << 30),
+                        100 * kFragmentation, fragmentation / kGiB, firm / kGiB, (capacity.value() - firm) / kGiB,
                         tensors > 0 ? 100 * (capacity.value() - firm) / tensors : 0.0);
   }
   return text;

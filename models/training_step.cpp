@@ -508,6 +508,16 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
         // them (DeepSpeed stage 2; FSDP's SHARD_GRAD_OP outside no_sync); stages 0 and 1 accumulate
         // whole gradients and reduce the last micro-batch's. A micro-batch's units finish in the same
         // order (chunk by chunk, last layer first) whichever micro-batch it is.
+        // Not overlapped, each micro-batch's reduction blocks its stage (below): the pass the stage
+        // runs next after a micro-batch's last backward (one bucket then, so one chunk), found once.
+        std::vector<const Pass*> after_backward(static_cast<std::size_t>(micro), nullptr);
+        if (zero2 && !p.overlap_grad_reduce && !buckets.empty()) {
+          const auto& order = orders[static_cast<std::size_t>(s)];
+          const int chunk = buckets.back().members.back().chunk;
+          for (std::size_t i = 0; i + 1 < order.size(); ++i) {
+            if (!order[i].forward && order[i].chunk == chunk) after_backward[static_cast<std::size_t>(order[i].micro)] = &order[i + 1];
+          }
+        }
         for (int mb = zero2 ? 0 : micro - 1; mb < micro; ++mb) {
           for (const Bucket& b : buckets) {
             in_issue_order(b.dense, b.expert, [&](double dense, double expert, int t) {
@@ -530,17 +540,12 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
               std::vector<std::pair<TaskId, TaskId>> ids;
               add_dp(p.reduce_scatters_gradients() ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, dense, expert, grad_bytes, s, after,
                      blocks ? &ids : nullptr, t);
-              if (blocks) {
-                const auto& order = orders[static_cast<std::size_t>(s)];
-                const auto at = std::find_if(order.begin(), order.end(), [&](const Pass& q) { return !q.forward && q.micro == mb && q.chunk == b.members.back().chunk; });
-                if (at != order.end() && std::next(at) != order.end()) {
-                  const Pass& next = *std::next(at);
-                  for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
-                    const TaskId f = (next.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(next.chunk)][static_cast<std::size_t>(next.micro)].first;
-                    for (const auto& id : ids) {
-                      graph.depend(id.second, f);
-                      wait_on(r, s, f, {id.first, id.second, WaitKind::data_parallel});
-                    }
+              if (const Pass* next = blocks ? after_backward[static_cast<std::size_t>(mb)] : nullptr) {
+                for (std::size_t r : replicas_of_tp[static_cast<std::size_t>(t)]) {
+                  const TaskId f = (next->forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(next->chunk)][static_cast<std::size_t>(next->micro)].first;
+                  for (const auto& id : ids) {
+                    graph.depend(id.second, f);
+                    wait_on(r, s, f, {id.first, id.second, WaitKind::data_parallel});
                   }
                 }
               }
