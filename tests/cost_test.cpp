@@ -629,6 +629,38 @@ TEST_CASE("cost: Daly's interval for an async checkpoint is never under the writ
   CHECK(rows[0].wall_s.mean == Approx(rows[0].expected_wall_s).epsilon(0.05));
 }
 
+TEST_CASE("cost: an async checkpoint counts only once written, and the closed form charges the write's durability as its trials do") {
+  // A 0.1 s snapshot of a 45-minute write, a failure every 1.25 hours (one per node-day on ~19
+  // nodes, a 1 GB/s write of a 70B checkpoint): a failure during a write loses the segment before as
+  // well. Daly's form with the snapshot as the cost was 45% under the trials here; the write's
+  // durability is e^(write/M) per segment.
+  const double write = 45 * kMinute, m = 1.25 * kHour;
+  RunSpec run = daly_run(100 * kHour, write, 30 * kMinute, m);
+  run.checkpoint.async = true;
+  run.checkpoint.snapshot_s = 0.1;
+  const double tau = 2 * kHour, restart = 30 * kMinute, solve = 100 * kHour;
+  CHECK(daly_wall_time(solve, tau, 0.1, restart, m, write) == Approx(std::exp(write / m) * daly_wall_time(solve, tau, 0.1, restart, m)).epsilon(1e-12));
+  // One segment ends in the finish, not a checkpoint: nothing to wait for.
+  CHECK(daly_wall_time(solve, solve, 0.1, restart, m, write) == daly_wall_time(solve, solve, 0.1, restart, m));
+  CostOptions opt;
+  opt.trials = 400;
+  const auto rows = estimate_costs(run, {on_demand(3.0)}, opt);
+  REQUIRE(rows.size() == 1);
+  REQUIRE(rows[0].finished == 400);
+  CHECK(rows[0].wall_s.mean == Approx(rows[0].expected_wall_s).epsilon(0.04));
+  // Spot preempted faster than its notice covers the write (lossy preemptions): the Weibull form
+  // counts a segment saved once durable, as the Poisson one does.
+  Offering spot = poisson_spot(10, 0, 0.002);
+  spot.preemption.kind = PreemptionProcess::Kind::weibull;
+  spot.preemption.shape = 1.0;
+  spot.preemption.scale_hours = 1.0 / (0.002 * run.nodes);
+  spot.preemption.zone = true;
+  const auto weibull = estimate_costs(run, {on_demand(3.0), spot}, opt);
+  REQUIRE(weibull.size() == 2);
+  REQUIRE(weibull[1].finished == 400);
+  CHECK(weibull[1].wall_s.mean == Approx(weibull[1].expected_wall_s).epsilon(0.05));
+}
+
 TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the percentiles past them infinite, and mixed falls back from a market that never has capacity") {
   RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;

@@ -101,7 +101,10 @@ struct RunSpec {
 // time, tau: compute between checkpoints; seconds).
 double young_interval(double delta, double mtbf);
 double daly_interval(double delta, double mtbf);
-double daly_wall_time(double solve, double tau, double delta, double restart, double mtbf);
+// write: for an async checkpoint, the write's time after its snapshot (delta then the snapshot);
+// 0 for a blocking one. A checkpoint counts only once written, so each segment is reached at
+// e^(write/M) over Daly's cost (see daly_wall_time).
+double daly_wall_time(double solve, double tau, double delta, double restart, double mtbf, double write = 0);
 
 struct CostOptions {
   int trials = 1000;
