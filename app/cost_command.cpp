@@ -9,6 +9,8 @@
 #include <optional>
 #include <set>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -91,9 +93,18 @@ void training_cost(const Options& o) {
     run.checkpoint.snapshot_s = run.checkpoint.bytes / run.gpus / host;
   }
   std::vector<models::CostEstimate> rows;
+  // Many trials take minutes (a million a row: about a minute each on 2 cores): say where they are.
+  const bool terminal = !o.json && ::isatty(2);
   try {
+    if (terminal) {
+      cost.options.progress = [](const std::string& row, int done, int trials) {
+        std::cerr << fmt::format("\r{:<60.60} {:>3}% of {} trials", row, static_cast<long long>(done) * 100 / trials, trials) << std::flush;
+      };
+    }
     rows = models::estimate_costs(run, cost.offerings, cost.options);
+    if (terminal) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
   } catch (const models::CostInputError& e) {
+    if (terminal) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
     cost.refuse(e);
   }
 

@@ -902,7 +902,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     std::vector<double> walls, costs;
     std::vector<int> numbers;
     double interruptions = 0, lost = 0, on_demand = 0, gpu_hours = 0;
+    const int report_every = std::max(1, options.trials / 100);
     for (int t = 0; t < options.trials; ++t) {
+      if (options.progress && t % report_every == 0) options.progress(name, t, options.trials);
       std::uint64_t s = options.seed ^ (0x632be59bd9b4e019ull * static_cast<std::uint64_t>(t + 1));
       const std::uint64_t seed = splitmix64(s);
       RunTrial trial(run, plan, e.interval_s, delta, ck, restart, cap, seed);
@@ -917,6 +919,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       on_demand += r.on_demand_gpu_hours;
       gpu_hours += r.gpu_hours;
     }
+    if (options.progress) options.progress(name, options.trials, options.trials);
     e.trials = options.trials;
     e.wall_s = distribution_of(walls, e.trials - e.finished);
     e.cost = distribution_of(costs, e.trials - e.finished);

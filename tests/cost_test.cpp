@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "catch.hpp"
 
@@ -659,6 +660,29 @@ TEST_CASE("cost: an async checkpoint counts only once written, and the closed fo
   REQUIRE(weibull.size() == 2);
   REQUIRE(weibull[1].finished == 400);
   CHECK(weibull[1].wall_s.mean == Approx(weibull[1].expected_wall_s).epsilon(0.05));
+}
+
+TEST_CASE("cost: the Monte Carlo reports its progress row by row, every hundredth of the trials and at the end") {
+  RunSpec run = daly_run(20 * kHour, 1 * kMinute, 5 * kMinute, 50 * kHour);
+  CostOptions opt;
+  opt.trials = 250;
+  std::vector<std::tuple<std::string, int, int>> calls;
+  opt.progress = [&](const std::string& row, int done, int trials) { calls.emplace_back(row, done, trials); };
+  const auto rows = estimate_costs(run, {on_demand(3.0), poisson_spot(120, 600, 0.001)}, opt);
+  REQUIRE(rows.size() == 2);
+  // Every other trial (250 / 100 rounds down to 2): 125 calls and the end, for each row.
+  REQUIRE(calls.size() == 2 * 126);
+  CHECK(calls.front() == std::tuple<std::string, int, int>{"od", 0, 250});
+  CHECK(calls[125] == std::tuple<std::string, int, int>{"od", 250, 250});
+  CHECK(std::get<0>(calls[126]) == rows[1].offering);
+  CHECK(calls.back() == std::tuple<std::string, int, int>{rows[1].offering, 250, 250});
+  for (std::size_t i = 1; i < calls.size(); ++i) {
+    if (std::get<0>(calls[i]) == std::get<0>(calls[i - 1])) CHECK(std::get<1>(calls[i]) > std::get<1>(calls[i - 1]));
+  }
+  // Reporting changes nothing.
+  opt.progress = nullptr;
+  const auto quiet = estimate_costs(run, {on_demand(3.0), poisson_spot(120, 600, 0.001)}, opt);
+  CHECK(quiet[1].wall_s.mean == rows[1].wall_s.mean);
 }
 
 TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the percentiles past them infinite, and mixed falls back from a market that never has capacity") {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -112,6 +113,8 @@ struct CostOptions {
   double deadline_s = 0;       // mixed: finish by this wall time (0: no mixed row)
   double cap_factor = 100;     // a trial that needs more than this x work_s does not finish
   bool elastic = false;        // add an elastic row for each per-node spot offering (dp_replicas > 1)
+  // Called as a row's trials run (every hundredth of them and at the end): its name, trials done, trials.
+  std::function<void(const std::string&, int, int)> progress;
 };
 
 struct Distribution {
