@@ -986,16 +986,18 @@ class Builder {
   void scaling_chart(Section& s, const std::string& who, const std::string& title, const json& points, const char* label_key) {
     json mfu = json::array(), days = json::array();
     Table t{{"GPUs", "step s", "MFU", "days to train", label_key}, {true, true, true, true, false}, {}};
-    bool have_days = true;
-    for (const json& p : points) have_days = have_days && std::isfinite(num(p, "days")) && num(p, "days") > 0;
+    // Days to train where the results have them (a token budget); a point without its days (a
+    // hand-edited null) shows "-" and leaves the line, rather than blanking the whole column.
+    const auto day_of = [](const json& p) { return std::isfinite(num(p, "days")) && num(p, "days") > 0 ? num(p, "days") : std::nan(""); };
+    const bool have_days = std::any_of(points.begin(), points.end(), [&](const json& p) { return std::isfinite(day_of(p)); });
     for (const json& p : points) {
       const double g = num(p, "gpus");
+      const double y = have_days ? day_of(p) : num(p, "step_s");
       mfu.push_back({g, 100 * num(p, "mfu")});
-      days.push_back({g, have_days ? num(p, "days") : num(p, "step_s")});
-      t.rows.push_back({fmt_num(g, 6), fixed(num(p, "step_s"), 3), pct(num(p, "mfu")), have_days ? days_figure(num(p, "days")) : "-", str(p, label_key)});
+      if (std::isfinite(y)) days.push_back({g, y});
+      t.rows.push_back({fmt_num(g, 6), fixed(num(p, "step_s"), 3), pct(num(p, "mfu")), have_days && std::isfinite(y) ? days_figure(y) : "-", str(p, label_key)});
       csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), "mfu", num(p, "mfu"), "fraction");
-      csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), have_days ? "time_to_train" : "step_time", have_days ? num(p, "days") : num(p, "step_s"),
-          have_days ? "days" : "s");
+      if (std::isfinite(y)) csv("scaling", fmt::format("{}: {} GPUs", who, fmt_num(g, 6)), have_days ? "time_to_train" : "step_time", y, have_days ? "days" : "s");
     }
     json spec = {{"type", "lines"},
                  {"title", title},

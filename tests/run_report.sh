@@ -123,6 +123,14 @@ grep -v '"rate_rps"' "$dir/size/sizing.json" >"$dir/no-rate/sizing.json"
 "$cli" report "$dir/no-rate" --out "$dir/no-rate-report" >/dev/null
 grep -q "to serve - requests/s" "$dir/no-rate-report/report.md" || { echo "a sizing without its rate does not show '-'"; grep "to serve" "$dir/no-rate-report/report.md"; exit 1; }
 if grep -qw "nan" "$dir/no-rate-report/report.md"; then echo "report.md shows nan"; exit 1; fi
+# One scaling point without its days (a hand-edited null) shows "-" there; the others keep theirs
+# (the whole column had gone blank).
+mkdir -p "$dir/null-day"
+sed '0,/"days": [0-9.e+]*/s//"days": null/' "$dir/train/summary.json" >"$dir/null-day/summary.json"
+"$cli" report "$dir/null-day" --out "$dir/null-day-report" >/dev/null
+scaling_rows=$(sed -n '/^| GPUs | step s | MFU | days to train/,/^$/p' "$dir/null-day-report/report.md")
+echo "$scaling_rows" | grep -Eq '^\| [0-9,]+ \| [0-9.]+ \| [0-9.]+% \| - \|' || { echo "a scaling point without days does not show '-'"; echo "$scaling_rows"; exit 1; }
+echo "$scaling_rows" | grep -Eq '^\| [0-9,]+ \| [0-9.]+ \| [0-9.]+% \| [0-9.]+ \|' || { echo "one scaling point without days blanked the others' days"; echo "$scaling_rows"; exit 1; }
 # A result nested deeper than any clustersim writes (a probe's 100,000 levels crashed the check).
 mkdir -p "$dir/deep"
 { printf '{"breakdown_s": {}, "step_time_s": 1, "memory": {}, "x": '; head -c 100000 /dev/zero | tr '\0' '['; head -c 100000 /dev/zero | tr '\0' ']'; printf '}'; } >"$dir/deep/summary.json"
