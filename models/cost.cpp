@@ -171,7 +171,7 @@ class RunTrial final : public sim::EventHandler {
       if (generation == epoch_) replica_back();  // else the whole job has since lost its capacity
       return;
     }
-    if (kind == Event::failure || kind == Event::notice) {
+    if (kind == Event::failure || kind == Event::notice || kind == Event::save || kind == Event::capacity_gone) {
       if (generation != interrupt_generation_) return;  // capacity since released
     } else if (generation != generation_) {
       return;  // superseded by an interruption
@@ -185,7 +185,26 @@ class RunTrial final : public sim::EventHandler {
       case Event::restart_done: start_running(); break;
       case Event::failure: failure(); break;
       case Event::notice: notice(); break;
-      case Event::released: capacity_lost(); break;
+      case Event::save:
+        // The last write before the capacity goes: the job idles after it. (A job restarting then
+        // has nothing new to save.)
+        if (mode_ == Mode::running || mode_ == Mode::checkpointing) {
+          progress_ = progress();
+          saved_ = progress_;
+          next_checkpoint_ = saved_ + tau_;
+          result_.lost += delta_;
+          ++generation_;
+          mode_ = Mode::waiting;
+        }
+        break;
+      case Event::capacity_gone:
+        // The end of a notice too short to save in, which the job worked through: what it did since
+        // its last durable checkpoint goes with the capacity.
+        lose_work();
+        ++generation_;
+        mode_ = Mode::waiting;
+        capacity_lost();
+        break;
       case Event::capacity_back:
         acquire(!first_wait_);
         first_wait_ = false;
@@ -195,7 +214,7 @@ class RunTrial final : public sim::EventHandler {
   }
 
  private:
-  enum class Event : std::uint8_t { reached, checkpoint_done, durable, restart_done, failure, notice, released, capacity_back, replica_back };
+  enum class Event : std::uint8_t { reached, checkpoint_done, durable, restart_done, failure, notice, save, capacity_gone, capacity_back, replica_back };
   enum class Mode { running, checkpointing, restarting, waiting, done };
 
   double now() const { return sim_.now().to_seconds(); }
@@ -270,7 +289,9 @@ class RunTrial final : public sim::EventHandler {
         lifetime_notice_ = lifetime_left <= until;
         until = std::min(until, lifetime_left);
       }
-      // The notice arrives that long before the capacity goes.
+      // The notice arrives that long before the capacity goes (at once, for a hold shorter than the
+      // notice: the capacity still goes when the hold ends, not a whole notice later).
+      capacity_goes_at_ = now() + until;
       if (std::isfinite(until)) at(now() + std::max(0.0, until - plan_.notice), Event::notice, interrupt_generation_);
     }
   }
@@ -373,8 +394,33 @@ class RunTrial final : public sim::EventHandler {
   void notice() {
     ++result_.interruptions;
     const bool restarting = mode_ == Mode::restarting;
-    if (!restarting && plan_.notice >= delta_) {
-      // An emergency checkpoint within the notice: nothing is lost but its write.
+    const double left = std::max(0.0, capacity_goes_at_ - now());  // the notice, or the rest of a shorter hold
+    // Elastic: at a lifetime's notice the replicas whose nodes reach it go together; at a
+    // preemption's, one node, of a replica drawn uniformly (which one matters through its lifetime
+    // and its billing stretch).
+    std::vector<std::size_t> going;
+    if (plan_.elastic) {
+      for (std::size_t i = 0; lifetime_notice_ && i < replica_since_.size(); ++i) {
+        if (replica_since_[i] + plan_.max_lifetime <= now() + left + 1e-6) going.push_back(i);
+      }
+      if (going.empty()) going.push_back(std::min(replica_since_.size() - 1, static_cast<std::size_t>(uniform01(rng_) * replica_since_.size())));
+    }
+    if (!plan_.elastic || going.size() == replica_since_.size()) {
+      // The whole job's capacity goes. It works on through the notice and saves a write's time
+      // before the end, if the notice covers a write and it is not restarting then; what is not
+      // saved (or durable: an async write in flight may still end in time) goes with the capacity.
+      // (Until 2026-12-06 it saved at the notice and idled the rest, and a notice too short to save
+      // in stopped it and dropped the write in flight: a notice a second short of the write took 28%
+      // longer than none.)
+      if (left >= delta_) at(capacity_goes_at_ - delta_, Event::save, interrupt_generation_);
+      at(capacity_goes_at_, Event::capacity_gone, interrupt_generation_);
+      return;
+    }
+    // Some replicas leave: the others save within the notice (or lose what is unsaved), restart
+    // without them and go on. A job already restarting goes on with that restart, without them (a
+    // restart begun afresh at every change had never ended where changes come faster than a
+    // restart takes).
+    if (!restarting && left >= delta_) {
       progress_ = progress();
       saved_ = progress_;
       next_checkpoint_ = saved_ + tau_;
@@ -382,36 +428,17 @@ class RunTrial final : public sim::EventHandler {
     } else {
       lose_work();  // takes the progress from the clock itself (taking it here first counted the segment twice)
     }
-    if (plan_.elastic) {
-      // At a lifetime's notice the replicas whose nodes reach it go together; at a preemption's, one
-      // node, of a replica drawn uniformly (which one matters through its lifetime and its billing
-      // stretch).
-      std::vector<std::size_t> going;
-      for (std::size_t i = 0; lifetime_notice_ && i < replica_since_.size(); ++i) {
-        if (replica_since_[i] + plan_.max_lifetime <= now() + plan_.notice + 1e-6) going.push_back(i);
-      }
-      if (going.empty()) going.push_back(std::min(replica_since_.size() - 1, static_cast<std::size_t>(uniform01(rng_) * replica_since_.size())));
-      if (going.size() < replica_since_.size()) {
-        // Their data-parallel replicas leave; the others restart without them and go on. A job
-        // already restarting goes on with that restart, without them (a restart begun afresh at
-        // every change had never ended where changes come faster than a restart takes).
-        for (auto i = going.rbegin(); i != going.rend(); ++i) {
-          drop_replica(*i, now() + plan_.notice);
-          at(now() + plan_.notice + exponential(plan_.capacity_wait, rng_), Event::replica_back, epoch_);
-        }
-        if (!restarting) {
-          ++generation_;
-          mode_ = Mode::restarting;
-          result_.lost += restart_;
-          after(restart_, Event::restart_done);
-        }
-        schedule_interrupts();
-        return;
-      }
+    for (auto i = going.rbegin(); i != going.rend(); ++i) {
+      drop_replica(*i, now() + left);
+      at(now() + left + exponential(plan_.capacity_wait, rng_), Event::replica_back, epoch_);
     }
-    ++generation_;
-    mode_ = Mode::waiting;
-    at(now() + plan_.notice, Event::released, generation_);
+    if (!restarting) {
+      ++generation_;
+      mode_ = Mode::restarting;
+      result_.lost += restart_;
+      after(restart_, Event::restart_done);
+    }
+    schedule_interrupts();
   }
 
   // Elastic: a node is back; the job checkpoints and restarts with its replica again (or, when it is
@@ -492,6 +519,7 @@ class RunTrial final : public sim::EventHandler {
   double offset_ = 0;
   std::vector<double> replica_since_;  // elastic: when each replica up was last acquired
   bool lifetime_notice_ = false;       // the notice scheduled is a maximum lifetime's, not a preemption's
+  double capacity_goes_at_ = kInfinity;  // when the capacity now held goes (its notice comes before)
   std::uint64_t epoch_ = 0;
   std::uint64_t generation_ = 0, interrupt_generation_ = 0;
   Trial result_;
@@ -701,6 +729,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     // error (90% low at shape 0.1). Below 1e-18 of b, f (at most 1) is taken as f(0).
     using Quadrature = boost::math::quadrature::gauss_kronrod<double, 61>;
     const auto integral = [&](auto f, double a, double b) {
+      // Every integrand holds S, which drops to 0 at the lifetime: a jump the adaptive rule would
+      // chase to its full depth (seconds an integral).
+      b = std::min(b, L.lifetime);
       if (!(a < b)) return 0.0;
       double sum = 0, lo = a;
       if (lo < b * 1e-18) {
@@ -709,7 +740,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       }
       while (lo < b) {
         const double hi = std::min(b, lo * 10);
-        sum += Quadrature::integrate(f, lo, hi, 15, 1e-10);
+        sum += Quadrature::integrate(f, lo, hi, 8, 1e-9);
         lo = hi;
       }
       return sum;
@@ -717,7 +748,8 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     double held = kInfinity, hold = 0, preemptions = 0;
     if (noticed) {
       const double d = daly_wall_time(run.work_s, c.interval, ck, restart, c.mtbi, write);
-      const double start = restart + plan.notice, end = start + d;
+      // The job works from its restart to the save it makes a write's time before the hold ends.
+      const double start = restart + delta, end = start + d;
       hold = L.held_between(0, end);
       const double useful = L.held_between(start, end);
       // The share of holds the cut ends (holds that would outlive the job): the renewal counts a
@@ -734,7 +766,8 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const double end = std::min(horizon, restart + needed * step);
       const auto attempt = [&](double t) { return L.survival(t) * std::exp(-lambda * t); };
       hold = lambda > 0 ? integral(attempt, 0.0, end) : L.held_between(0, end);
-      const auto saved = [&](double t) { return L.survival(t + plan.notice) * std::exp(-lambda * t); };  // t: from the hold's start
+      // (A notice too short to save in is no use: the job works on until the capacity goes.)
+      const auto saved = [&](double t) { return L.survival(t) * std::exp(-lambda * t); };  // t: from the hold's start
       // Segment j is saved once its checkpoint is durable: at R + j s, or an async write later.
       const double first = restart + (one_segment ? 0.0 : write);
       double segments = 0;  // expected segments saved per hold
@@ -743,7 +776,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         for (double j = 1; j <= count; ++j) segments += saved(first + j * step);
       } else if (lambda == 0) {
         // Too many to add one by one: the sum as an integral over its midpoints, exactly.
-        segments = L.held_between(first + plan.notice + step / 2, first + plan.notice + (count + 0.5) * step) / step;
+        segments = L.held_between(first + step / 2, first + (count + 0.5) * step) / step;
       } else {
         segments = integral(saved, first + step / 2, first + (count + 0.5) * step) / step;
       }
@@ -759,7 +792,10 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       c.finite = std::isfinite(c.wall);
     }
   };
-  const auto closed_form = [&](const Plan& plan, double preempt_rate) {
+  // search_interval: for holds that are not memoryless, search the interval that minimises the form
+  // (else Daly's; the break-even's bisection takes Daly's at each rate, as a search at each of its
+  // hundred rates would take minutes).
+  const auto closed_form = [&](const Plan& plan, double preempt_rate, bool search_interval = true) {
     ClosedForm c;
     const bool noticed = plan.notice >= delta;
     const double lossy_rate = failure_rate + (noticed ? 0.0 : preempt_rate);
@@ -774,12 +810,61 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     if (run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta * (1 + 1e-6));
     const double wait = plan.mean_wait();
     c.noticed_rate = noticed ? preempt_rate : 0.0;
-    if (plan.spot && plan.preemption.kind == PreemptionProcess::Kind::weibull && plan.preemption.scale_hours > 0) {
-      weibull_closed_form(c, plan, noticed, wait);
+    const bool weibull = plan.spot && plan.preemption.kind == PreemptionProcess::Kind::weibull && plan.preemption.scale_hours > 0;
+    const bool cut_poisson = plan.spot && plan.preemption.kind == PreemptionProcess::Kind::poisson && plan.max_lifetime > 0;
+    if (weibull || cut_poisson) {
+      Plan holds = plan;
+      if (cut_poisson) {
+        // A lifetime cuts the exponential holds: they are no longer memoryless, and taking them as
+        // exponential at one over the mean hold was up to 35% under the trials (3 h lifetimes, holds
+        // of 31 h on average: nearly every hold ends at its lifetime). The renewal form follows the
+        // cut holds, as a Weibull of shape 1 (the same holds, draw for draw; at rate 0 every hold
+        // lasts the lifetime). `preempt_rate` is then the plan's own.
+        holds.preemption.kind = PreemptionProcess::Kind::weibull;
+        holds.preemption.shape = 1.0;
+        holds.preemption.scale_hours = plan.preemption.rate_per_node_hour > 0 ? 1.0 / plan.preemption.rate_per_node_hour : kInfinity;
+      }
+      weibull_closed_form(c, holds, noticed, wait);
+      if (!search_interval || run.checkpoint.interval_s > 0 || !std::isfinite(c.mtbi) || noticed) return c;
+      // Daly's optimum assumes memoryless interruptions; holds that are not (a lifetime, a Weibull
+      // shape) can lose the last segment of nearly every hold at it (3 h lifetimes: the third segment
+      // of each hold 5 s short, 31% slower than a slightly shorter interval). So the interval that
+      // minimises this form's wall time: a scan over a factor of 16 either side of Daly's, then a
+      // golden-section refinement around the best.
+      const double lo = std::max(c.interval / 16, run.checkpoint.async ? delta * (1 + 1e-6) : 1e-3);
+      const double hi = std::max(lo, std::min(c.interval * 16, run.work_s));
+      const auto wall_at = [&](double tau) {
+        ClosedForm t = c;
+        t.interval = tau;
+        weibull_closed_form(t, holds, noticed, wait);
+        return t.finite ? t.wall : kInfinity;
+      };
+      constexpr int kScan = 48;
+      double best = c.finite ? c.wall : kInfinity, best_tau = c.interval;
+      std::vector<double> taus(kScan + 1);
+      for (int i = 0; i <= kScan; ++i) {
+        taus[static_cast<std::size_t>(i)] = lo * std::pow(hi / lo, double(i) / kScan);
+        const double w = wall_at(taus[static_cast<std::size_t>(i)]);
+        if (w < best) best = w, best_tau = taus[static_cast<std::size_t>(i)];
+      }
+      const auto at = std::lower_bound(taus.begin(), taus.end(), best_tau);
+      double a = at == taus.begin() ? lo : *std::prev(at), b = at == taus.end() || std::next(at) == taus.end() ? hi : *std::next(at);
+      const double phi = (std::sqrt(5.0) - 1) / 2;
+      for (int i = 0; i < 24 && b > a * (1 + 1e-9); ++i) {
+        const double x1 = b - phi * (b - a), x2 = a + phi * (b - a);
+        const double w1 = wall_at(x1), w2 = wall_at(x2);
+        if (w1 < best) best = w1, best_tau = x1;
+        if (w2 < best) best = w2, best_tau = x2;
+        (w1 < w2 ? b : a) = w1 < w2 ? x2 : x1;
+      }
+      if (best_tau != c.interval) {
+        c.interval = best_tau;
+        weibull_closed_form(c, holds, noticed, wait);
+      }
       return c;
     }
     const double d = daly_wall_time(run.work_s, c.interval, ck, restart, c.mtbi, write);
-    const double stretch = std::exp(c.noticed_rate * (restart + plan.notice));
+    const double stretch = std::exp(c.noticed_rate * (restart + delta));
     c.finite = std::isfinite(d) && std::isfinite(stretch);
     if (c.finite) {
       c.held = d * stretch;
@@ -889,8 +974,8 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         e.verdict = plan.preemption.kind == PreemptionProcess::Kind::trace ? fmt::format("{}: its availability trace never has capacity", what)
                                                                            : fmt::format("{}: its capacity is preempted as soon as it is held", what);
       } else if (c.noticed_rate > 0 && 1.0 / c.noticed_rate < e.mtbi_s) {
-        e.verdict = fmt::format("{} within {}: {}, with noticed preemptions every {:.3g} h on average and a restart and the notice taking {:.3g} h",
-                                what, within, expected, 1.0 / c.noticed_rate / kHour, (restart + plan.notice) / kHour);
+        e.verdict = fmt::format("{} within {}: {}, with noticed preemptions every {:.3g} h on average and a restart and the save taking {:.3g} h",
+                                what, within, expected, 1.0 / c.noticed_rate / kHour, (restart + delta) / kHour);
       } else {
         e.verdict = fmt::format("{} within {}: {}, with interruptions every {:.3g} h on average and a checkpoint and restart taking {:.3g} h",
                                 what, within, expected, e.mtbi_s / kHour, (ck + restart) / kHour);
@@ -1016,7 +1101,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const double nodes = o.preemption.zone ? 1.0 : run.nodes;
       const auto cost_at = [&](double per_node_hour) {
         const double rate = with_lifetime(per_node_hour * nodes / kHour, plan.max_lifetime);
-        const ClosedForm c = closed_form(plan, rate);
+        Plan at = plan;
+        at.preemption.rate_per_node_hour = per_node_hour;
+        const ClosedForm c = closed_form(at, rate, false);
         return c.finite ? expected_billed_s(c.held, rate, plan.granularity) / kHour * run.gpus * plan.price : kInfinity;
       };
       const double od_cost =
@@ -1034,9 +1121,11 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       } else {
         // Dearer than on-demand even without preemptions: for its price alone, or for the
         // preemptions its maximum lifetime forces.
-        // (The closed form takes the rate it is given: at 0 it is the offering without its lifetime.)
         e.break_even_preemptions_per_node_hour = 0.0;
-        const ClosedForm calm = closed_form(plan, 0.0);
+        Plan unpreempted = plan;
+        unpreempted.preemption.rate_per_node_hour = 0;
+        unpreempted.max_lifetime = 0;
+        const ClosedForm calm = closed_form(unpreempted, 0.0);
         const bool lifetime_to_blame = plan.max_lifetime > 0 && calm.finite &&
                                        expected_billed_s(calm.held, 0.0, plan.granularity) / kHour * run.gpus * plan.price < od_cost;
         e.break_even_none = lifetime_to_blame ? "dearer than on-demand at its lifetime's preemptions alone" : "no cheaper than on-demand unpreempted";
