@@ -140,8 +140,9 @@ void training_cost(const Options& o) {
                         {"gpu_hours_lost_per_event", e.gpu_hours_lost_per_event},
                         {"cost_per_million_tokens", e.finished == e.trials ? nlohmann::json(e.cost_per_million_tokens) : nlohmann::json(nullptr)}};
     if (e.pricing == models::Pricing::mixed) k["fallback_price_per_gpu_hour"] = e.fallback_price_per_gpu_hour;
-    if (std::isfinite(e.expected_wall_s)) k["expected_wall_days"] = e.expected_wall_s / kDay;
-    if (std::isfinite(e.expected_cost)) k["expected_cost_usd"] = e.expected_cost;
+    // null where the closed form cannot finish (the key stays, so every row has the same fields).
+    k["expected_wall_days"] = std::isfinite(e.expected_wall_s) ? nlohmann::json(e.expected_wall_s / kDay) : nlohmann::json(nullptr);
+    k["expected_cost_usd"] = std::isfinite(e.expected_cost) ? nlohmann::json(e.expected_cost) : nlohmann::json(nullptr);
     if (!e.verdict.empty()) k["verdict"] = e.verdict;
     if (e.pricing == models::Pricing::mixed) k["on_demand_fraction"] = e.on_demand_fraction;
     if (e.break_even_preemptions_per_node_hour) k["break_even_preemptions_per_node_hour"] = *e.break_even_preemptions_per_node_hour;
