@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,14 +26,41 @@ SourceLocation location_of(const std::shared_ptr<const std::string>& file, const
   return {file, mark.line + 1, mark.column + 1};
 }
 
-std::string child_field(const std::string& parent, std::string_view key) {
-  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+// Text from a file as a message shows it: control characters (an escaped NUL, a terminal's escape
+// sequence) as \xNN, and at most `shown` bytes (a 5 MB key had made a 5 MB message).
+std::string printable(std::string_view text, std::size_t shown) {
+  std::string out;
+  for (const char ch : text.substr(0, shown)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  if (text.size() > shown) out += "...";
+  return out;
 }
 
-std::string quote_text(std::string_view text) {
-  constexpr std::size_t kMaxShown = 60;
-  if (text.size() > kMaxShown) return fmt::format("'{}...'", text.substr(0, kMaxShown));
-  return fmt::format("'{}'", text);
+std::string child_field(const std::string& parent, std::string_view key) {
+  const std::string shown = printable(key, 60);
+  return parent.empty() ? shown : parent + "." + shown;
+}
+
+std::string quote_text(std::string_view text) { return fmt::format("'{}'", printable(text, 60)); }
+
+// The line and column of a byte offset, counting UTF-8 characters.
+std::pair<int, int> line_column(std::string_view text, std::size_t offset) {
+  int line = 1, column = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++column;
+    }
+  }
+  return {line, column};
 }
 
 }  // namespace
@@ -140,19 +168,19 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
   if (const auto bad = first_invalid_utf8(text)) {
     // Text read from the file goes into JSON output, which must be UTF-8 (a byte 0xff in a name had
     // ended `--json` in the JSON library's error, status 1).
-    int line = 1, column = 1;
-    for (std::size_t i = 0; i < *bad; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
-        ++column;
-      }
-    }
+    const auto [line, column] = line_column(text, *bad);
     throw InputError(SourceLocation{display, line, column},
                      fmt::format("malformed YAML: expected UTF-8 text, found the byte 0x{:02x}, which does not start a UTF-8 character there (is "
                                  "the file in another encoding?)",
                                  static_cast<unsigned char>(text[*bad])));
+  }
+  // A carriage return not followed by a line feed is no line break to the parser: the next line
+  // would join a comment before it and be ignored (a probe's `# note\r  precision: fp8` ran bf16).
+  for (std::size_t cr = text.find('\r'); cr != std::string_view::npos; cr = text.find('\r', cr + 1)) {
+    if (cr + 1 < text.size() && text[cr + 1] == '\n') continue;
+    const auto [line, column] = line_column(text, cr);
+    throw InputError(SourceLocation{display, line, column},
+                     "malformed YAML: a carriage return without a line feed after it (classic Mac line endings?): write lines ending in LF or CRLF");
   }
   YAML::Node root;
   try {
@@ -164,9 +192,21 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
     if (text.find("---") != std::string_view::npos || text.find("...") != std::string_view::npos) {
       std::istringstream in(source);
       YAML::Parser parser(in);
-      ContentProbe first, second;
-      if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second) && second.content) {
-        throw InputError(location_of(display, second.where), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
+      // Every document after the first, up to one per marker in the text (each takes one): an empty
+      // second document had hidden a third, even a malformed one.
+      std::size_t markers = 0;
+      for (const std::string_view marker : {std::string_view("---"), std::string_view("...")}) {
+        for (std::size_t at = text.find(marker); at != std::string_view::npos; at = text.find(marker, at + 1)) ++markers;
+      }
+      ContentProbe first;
+      if (parser.HandleNextDocument(first)) {
+        for (std::size_t k = 0; k <= markers; ++k) {
+          ContentProbe next;
+          if (!parser.HandleNextDocument(next)) break;
+          if (next.content) {
+            throw InputError(location_of(display, next.where), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
+          }
+        }
       }
     }
   } catch (const YAML::DeepRecursion& e) {
@@ -204,7 +244,16 @@ std::filesystem::path Node::directory() const {
 
 std::string Node::scalar(std::string_view what) const {
   if (!node_.IsScalar()) fail(what);
-  return node_.Scalar();
+  const std::string& text = node_.Scalar();
+  // An escaped control character ("\u0000", "\e") would cut a path short at the NUL or reach a
+  // terminal and the reports raw; tabs and line breaks are text.
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      fail(what, fmt::format("{} (it holds the control character \\x{:02x})", quote_text(text), c));
+    }
+  }
+  return text;
 }
 
 std::string Node::describe() const {
@@ -250,21 +299,18 @@ Map::Map(const Node& node) : node_(node) {
       throw InputError(key_where, child_field(node.field(), "?"), "a plain key", "a complex key");
     }
     const std::string k = key.Scalar();
-    for (const auto& e : entries_) {
-      if (e.key == k) {
-        throw InputError(key_where, fmt::format("field '{}': duplicate key (first given at line {})",
-                                                child_field(node.field(), k), e.key_where.line));
-      }
+    if (const auto seen = index_.find(k); seen != index_.end()) {
+      throw InputError(key_where, fmt::format("field '{}': duplicate key (first given at line {})",
+                                              child_field(node.field(), k), entries_[seen->second].key_where.line));
     }
+    index_.emplace(k, entries_.size());
     entries_.push_back({k, key_where, it->second});
   }
 }
 
 const Map::Entry* Map::entry(std::string_view key) const {
-  for (const auto& e : entries_) {
-    if (e.key == key) return &e;
-  }
-  return nullptr;
+  const auto it = index_.find(std::string(key));
+  return it == index_.end() ? nullptr : &entries_[it->second];
 }
 
 Node Map::child(const Entry& e) const {

@@ -105,6 +105,40 @@ TEST_CASE("aliases that expand exponentially hit the visit limit", "[yaml]") {
   CHECK_THAT(test::input_error([&] { walk(root); }), Contains("expands to more than"));
 }
 
+TEST_CASE("a map of many keys reads in linear time, and a huge unknown key is named briefly", "[yaml]") {
+  // 200,000 keys: each compared with every earlier one had taken minutes.
+  std::string text;
+  for (int i = 0; i < 200000; ++i) text += fmt::format("k{:07}: 1\n", i);
+  yaml::Map m(test::parse(text));
+  CHECK(m.keys().size() == 200000);
+  CHECK(m.get<int>("k0199999") == 1);
+  // A key of a megabyte: the message shows its start, and no distance table is built for it.
+  const std::string huge(1 << 20, 'k');
+  yaml::Map one(test::parse("? " + huge + "\n: 1\n"));  // an explicit key: a plain one stops at 1,024 characters
+  one.find("known");
+  const std::string msg = test::input_error([&] { one.finish(); });
+  CHECK(msg.size() < 400);
+  CHECK_THAT(msg, Contains("unknown key 'kkkk") && Contains("...'"));
+}
+
+TEST_CASE("control characters, bare carriage returns and documents after an empty one are refused", "[yaml]") {
+  // An escaped NUL had cut a path short ("./model.yaml\0../other" loaded ./model.yaml), and an
+  // escape sequence reached the terminal and the reports raw.
+  yaml::Map nul(test::parse("model: \"./model.yaml\\u0000../other\"\n"));
+  CHECK(test::input_error([&] { nul.get<std::string>("model"); }) ==
+        "test.yaml:1:8: field 'model': expected a string, found './model.yaml\\x00../other' (it holds the control character \\x00)");
+  yaml::Map esc(test::parse("\"a\\eb\": 1\n"));
+  CHECK_THAT(test::input_error([&] { esc.finish(); }), Contains("field 'a\\x1bb'") && !Contains("\x1b"));
+  // A carriage return alone is no line break to the parser: the line after a comment was ignored.
+  CHECK_THAT(test::input_error([] { test::parse("a: 1  # note\r  b: 2\n", "cr.yaml"); }),
+             Catch::StartsWith("cr.yaml:1:13:") && Contains("carriage return without a line feed"));
+  CHECK_NOTHROW(test::parse("a: 1  # note\r\nb: 2\r\n", "crlf.yaml"));
+  // A third document after an empty second one (even a malformed one) had been ignored.
+  CHECK_THAT(test::input_error([] { test::parse("a: 1\n---\n---\nb: 2\n", "three.yaml"); }),
+             Catch::StartsWith("three.yaml:4:1:") && Contains("a second YAML document"));
+  CHECK_THAT(test::input_error([] { test::parse("a: 1\n---\n---\nb: [1\n", "torn.yaml"); }), Contains("malformed YAML"));
+}
+
 TEST_CASE("did-you-mean picks plausible typos only", "[yaml][suggest]") {
   CHECK(edit_distance("kitten", "sitting") == 3);
   CHECK(closest_match("radx", {"radix", "planes"}) == "radix");

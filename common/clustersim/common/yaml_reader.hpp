@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -235,6 +236,7 @@ class Map {
 
   Node node_;
   std::vector<Entry> entries_;
+  std::unordered_map<std::string, std::size_t> index_;  // key -> its entry (a map of 200,000 keys took minutes searched in a list)
   std::vector<std::string> known_;
 };
 
