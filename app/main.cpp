@@ -1,5 +1,7 @@
 // clustersim: one binary, one subcommand per capability. A subcommand exists only once it works.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 
@@ -39,6 +41,17 @@ void keep_freed_memory() {
 #endif
 }
 
+// The status, once standard output is known to be written: an error writing it (a full disk, a
+// closed pipe's EPIPE ignored) is a failure, not exit 0 with the output cut short.
+int with_output_written(int status) {
+  std::cout.flush();
+  errno = 0;
+  if (std::cout && std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
+  const int error = errno;
+  std::cerr << "clustersim: error: could not write the standard output" << (error ? std::string(": ") + std::strerror(error) : std::string()) << "\n";
+  return status == 0 ? 1 : status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,6 +69,7 @@ int main(int argc, char** argv) {
   cs::app::add_cost_command(app);
   cs::app::add_calibrate_command(app);
   cs::app::add_report_command(app);
+  const int status = [&]() -> int {
   try {
     app.parse(argc, argv);
     if (list_models) {
@@ -83,4 +97,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+  }();
+  return with_output_written(status);
 }

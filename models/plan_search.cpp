@@ -1,8 +1,10 @@
 #include "clustersim/models/plan_search.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <limits>
@@ -1034,6 +1036,17 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       if (results.is_open()) {
         results << to_line(o, keys[round[n]]).dump() << "\n";
         results.flush();
+        if (!results && !error) {
+          // A full disk: stop rather than go on for hours with results that are not kept (the
+          // search had exited 0 with 30 of 92 plans written and the last line cut short). The lines
+          // written so far resume the search.
+          const int code = errno;
+          error = std::make_exception_ptr(std::runtime_error(
+              fmt::format("cannot append to the results file {}{} (the lines written before resume the search: rerun with the same --results)",
+                          options.results.string(), code ? std::string(": ") + std::strerror(code) : std::string())));
+          next = round.size();
+          return;
+        }
       }
       const std::size_t f = ++finished;
       if (options.progress) options.progress(f, pending.size());

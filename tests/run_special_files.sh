@@ -56,4 +56,17 @@ expect_refused "$dir/out.fifo" topo l40s-box --dot "$dir/out.fifo"
 mkdir -p "$dir/outdir"
 ln -s "$dir/elsewhere.json" "$dir/outdir/summary.json"
 expect_refused "$dir/outdir/summary.json" run "$data/plan-small.yaml" --out "$dir/outdir"
+# Standard output that cannot be written (a full disk: /dev/full) is a failure, not exit 0 with the
+# output cut short.
+if [ -c /dev/full ]; then
+  for args in "topo l40s-box" "run $data/plan-small.yaml --json" "--list-models"; do
+    # shellcheck disable=SC2086
+    out=$("$cli" $args 2>&1 >/dev/full)
+    status=$?
+    if [ $status -ne 1 ] || [[ "$out" != *"could not write the standard output"* ]]; then
+      echo "clustersim $args >/dev/full: expected status 1 and a message, got $status: $out"
+      fail=1
+    fi
+  done
+fi
 exit $fail
