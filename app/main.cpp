@@ -14,6 +14,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/models/collective.hpp"
+#include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/sim/time.hpp"
 #include "calibrate_command.hpp"
 #include "collective_command.hpp"
@@ -98,5 +99,7 @@ int main(int argc, char** argv) {
   }
   return 0;
   }();
-  return with_output_written(status);
+  const int written = with_output_written(status);
+  cs::reports::release_interrupts();  // an interrupt held while outputs were renamed ends the process now
+  return written;
 }

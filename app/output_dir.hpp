@@ -39,7 +39,10 @@ inline CLI::Validator output_file() {
         const std::filesystem::path p(path);
         if (std::filesystem::is_directory(p, ec)) return fmt::format("expected a file to write, found a directory: {}", path);
         const std::filesystem::path parent = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-        if (!std::filesystem::is_directory(parent, ec)) return fmt::format("expected a file in an existing directory, but directory {} does not exist", parent.string());
+        if (!std::filesystem::is_directory(parent, ec)) {
+          return std::filesystem::exists(parent, ec) ? fmt::format("expected a file in an existing directory, but {} is not a directory", parent.string())
+                                                     : fmt::format("expected a file in an existing directory, but directory {} does not exist", parent.string());
+        }
         return "";
       },
       "FILE");

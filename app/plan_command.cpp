@@ -226,7 +226,9 @@ void check_results_path(const std::string& results) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("--results: expected a file (JSON lines), found the directory {}", results));
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  if (!std::filesystem::is_directory(dir, ec)) throw InputError(fmt::format("--results {}: its directory {} does not exist", results, dir.string()));
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw InputError(fmt::format("--results {}: {} {}", results, dir.string(), std::filesystem::exists(dir, ec) ? "is not a directory" : "(its directory) does not exist"));
+  }
 }
 
 void training_plan(const Options& o) {

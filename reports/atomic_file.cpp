@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,7 +92,7 @@ AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    throw std::runtime_error(fmt::format("cannot write {}: directory {} does not exist", path_.string(), dir.string()));
+    throw std::runtime_error(fmt::format("cannot write {}: {} {}", path_.string(), dir.string(), fs::exists(dir, ec) ? "is not a directory" : "(its directory) does not exist"));
   }
   temporary_ = (dir / fmt::format(".{}.tmp.XXXXXX", path_.filename().string())).string();
   fd_ = ::mkstemp(temporary_.data());
@@ -210,7 +211,31 @@ void write_files_atomically(const fs::path& dir, const std::vector<std::string>&
     fill(i, *writers.back());
     writers.back()->sync();
   }
+  // From the first rename on, an interrupt (Ctrl-C, SIGTERM, SIGHUP) waits until the command has
+  // written the rest of its outputs: one stopping between two renames, or between a command's
+  // results and its report, had left new files beside old ones (a probe's new summary.json beside
+  // the last run's trace.json and report). main() lets it through at the end.
+  hold_interrupts();
   for (auto& w : writers) w->commit();
+}
+
+namespace {
+sigset_t interrupts() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  return set;
+}
+}  // namespace
+
+void hold_interrupts() {
+  const sigset_t set = interrupts();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void release_interrupts() {
+  const sigset_t set = interrupts();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
 void write_files_atomically(const fs::path& dir, const std::vector<OutputFile>& files) {

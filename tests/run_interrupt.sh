@@ -31,6 +31,28 @@ for delay in 0.3 0.9 1.5 2.1 2.7; do
     done
   done
 done
+# Interrupted as soon as its first output replaces an older run's: the rest of its outputs and its
+# report are still written (the interrupt waits for them), so the directory holds one run's files,
+# not a new summary.json beside the older run's trace and report.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+"$cli" run "$here/data/plan-small.yaml" --report "$dir/older" >/dev/null
+for attempt in 1; do
+  rm -rf "$dir/mixed"
+  cp -a "$dir/older" "$dir/mixed"
+  inode=$(stat -c %i "$dir/mixed/summary.json")
+  env --default-signal=INT "$cli" run "$scenario" --report "$dir/mixed" >/dev/null 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ "$(stat -c %i "$dir/mixed/summary.json" 2>/dev/null)" = "$inode" ]; do :; done
+  kill -s INT "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  name=$(grep -m1 -o '"scenario": "[^"]*"' "$dir/mixed/summary.json" | cut -d'"' -f4)
+  for f in report.md report.html; do
+    grep -q "$name" "$dir/mixed/$f" || { echo "interrupted after its summary.json ($name), the run left an older $f"; exit 1; }
+  done
+  for f in requests.csv trace.json; do
+    [ "$dir/mixed/$f" -nt "$dir/older/summary.json" ] || { echo "interrupted after its summary.json, the run left an older or no $f"; ls -la "$dir/mixed"; exit 1; }
+  done
+done
 # The check means something only if some runs were cut short.
 [ "$interrupted" -gt 0 ] || { echo "no run was interrupted: the scenario runs too fast for this test"; exit 1; }
 echo "$interrupted of 10 runs interrupted; no partial or temporary file left"

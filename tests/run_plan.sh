@@ -90,7 +90,13 @@ grep -q -- "--results: expected a file (JSON lines), found the directory $out/di
 [ -z "$(ls -A "$out/dir")" ] && [ "$(ls -A "$out" | grep -vx dir.err)" = "$(printf '%s\n' "$before" | grep -vx dir.err)" ] || { echo "--results DIR left files"; ls -la "$out"; exit 1; }
 status=0
 "$cli" plan "$data/plan-small.yaml" --results "$out/missing/r.jsonl" >/dev/null 2>"$out/missing.err" || status=$?
-[ "$status" -eq 2 ] && grep -q "its directory $out/missing does not exist" "$out/missing.err" || { echo "--results in a missing directory: status $status"; cat "$out/missing.err"; exit 1; }
+[ "$status" -eq 2 ] && grep -qF "$out/missing (its directory) does not exist" "$out/missing.err" || { echo "--results in a missing directory: status $status"; cat "$out/missing.err"; exit 1; }
+# A file where its directory should be: named as that, not as a missing directory.
+: >"$out/plain"
+status=0
+"$cli" plan "$data/plan-small.yaml" --results "$out/plain/r.jsonl" >/dev/null 2>"$out/plain.err" || status=$?
+[ "$status" -eq 2 ] && grep -qF "$out/plain is not a directory" "$out/plain.err" || { echo "--results under a file: status $status"; cat "$out/plain.err"; exit 1; }
+rm -f "$out/plain" "$out/plain.err"
 # Training options on an inference scenario: refused (status 2, naming them), not ignored.
 status=0
 # A system where no plan runs is named under "cheapest on each topology" (a probe found it left out);

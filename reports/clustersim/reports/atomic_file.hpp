@@ -27,6 +27,11 @@ struct OutputFile {
   std::string content;
 };
 void write_files_atomically(const std::filesystem::path& dir, const std::vector<OutputFile>& files);
+// Interrupts (SIGINT, SIGTERM, SIGHUP) wait from the first rename of a set of outputs until
+// release_interrupts(), which main() calls once the command is done: its outputs are then all of
+// one run. A held interrupt then ends the process as it would have (status 130 for Ctrl-C).
+void hold_interrupts();
+void release_interrupts();
 // Throws std::runtime_error as write_files_atomically would if a directory is in the way of one of
 // `names`: for a command that writes two sets of files, checked for the second before the first.
 void check_targets(const std::filesystem::path& dir, const std::vector<std::string>& names);
