@@ -245,6 +245,11 @@ std::filesystem::path Node::directory() const {
 std::string Node::scalar(std::string_view what) const {
   if (!node_.IsScalar()) fail(what);
   const std::string& text = node_.Scalar();
+  // An explicit tag (!!null 2, !!str 8, !custom x) asks for a reading the reader does not give: it
+  // would take `!!null 2` as 2. Plain and quoted values carry "?" and "!".
+  if (const std::string& tag = node_.Tag(); !tag.empty() && tag != "?" && tag != "!") {
+    fail(what, fmt::format("{} tagged {} (YAML tags are not read: write the value alone)", quote_text(text), printable(tag, 60)));
+  }
   // An escaped control character ("\u0000", "\e") would cut a path short at the NUL or reach a
   // terminal and the reports raw; tabs and line breaks are text.
   for (const char ch : text) {
@@ -432,7 +437,11 @@ double parse_quantity(const Node& n, const char* what, const UnitSpelling* units
   const std::string s = n.scalar(expected);
   double v = 0.0;
   if (parse_quantity_text(s, units, count, v)) return v;
-  if (std::isinf(v)) n.fail(fmt::format("{} that a double can hold", expected), quote_text(s) + " (overflows to infinity)");
+  if (std::isinf(v)) {
+    // Out of a double's range: too large, or (a negative exponent) too small.
+    const bool tiny = s.find("e-") != std::string::npos || s.find("E-") != std::string::npos;
+    n.fail(fmt::format("{} that a double can hold", expected), quote_text(s) + (tiny ? " (underflows to zero)" : " (overflows to infinity)"));
+  }
   double bare = 0.0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), bare);
   if (ec == std::errc() && ptr == s.data() + s.size()) n.fail(expected, quote_text(s) + " (a bare number: the unit is required)");
