@@ -42,11 +42,10 @@ void keep_freed_memory() {
 #endif
 }
 
-// The status, once standard output is known to be written: an error writing it (a full disk, a
-// closed pipe's EPIPE ignored) is a failure, not exit 0 with the output cut short.
+// The status, once standard output is known to be written: an error writing it (a full disk; a
+// closed pipe where SIGPIPE is ignored) is a failure, not exit 0 with the output cut short.
 int with_output_written(int status) {
   std::cout.flush();
-  errno = 0;
   if (std::cout && std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
   const int error = errno;
   std::cerr << "clustersim: error: could not write the standard output" << (error ? std::string(": ") + std::strerror(error) : std::string()) << "\n";

@@ -187,8 +187,8 @@ class RunTrial final : public sim::EventHandler {
       case Event::notice: notice(); break;
       case Event::save:
         // The last write before the capacity goes: the job idles after it. (A job restarting then
-        // has nothing new to save.)
-        if (mode_ == Mode::running || mode_ == Mode::checkpointing) {
+        // has nothing new to save; one that finishes before the capacity goes does not stop to.)
+        if ((mode_ == Mode::running || mode_ == Mode::checkpointing) && run_.work_s - progress() > (capacity_goes_at_ - now()) * rate()) {
           progress_ = progress();
           saved_ = progress_;
           next_checkpoint_ = saved_ + tau_;
@@ -253,6 +253,7 @@ class RunTrial final : public sim::EventHandler {
 
   void acquire(bool restart) {
     holding_ = true;
+    capacity_going_ = false;
     hold_start_ = now();
     if (plan_.elastic) replica_since_.assign(static_cast<std::size_t>(run_.dp_replicas), now());
     schedule_interrupts();
@@ -298,6 +299,7 @@ class RunTrial final : public sim::EventHandler {
 
   void release() {
     if (!holding_) return;
+    capacity_going_ = false;
     if (plan_.elastic) {
       while (!replica_since_.empty()) drop_replica(replica_since_.size() - 1, now());
       holding_ = false;
@@ -414,6 +416,7 @@ class RunTrial final : public sim::EventHandler {
       // longer than none.)
       if (left >= delta_) at(capacity_goes_at_ - delta_, Event::save, interrupt_generation_);
       at(capacity_goes_at_, Event::capacity_gone, interrupt_generation_);
+      capacity_going_ = true;  // no replica joins capacity that is going
       return;
     }
     // Some replicas leave: the others save within the notice (or lose what is unsaved), restart
@@ -444,7 +447,7 @@ class RunTrial final : public sim::EventHandler {
   // Elastic: a node is back; the job checkpoints and restarts with its replica again (or, when it is
   // restarting already, takes the replica into that restart).
   void replica_back() {
-    if (mode_ == Mode::done || mode_ == Mode::waiting || !holding_) return;
+    if (mode_ == Mode::done || mode_ == Mode::waiting || !holding_ || capacity_going_) return;
     if (mode_ == Mode::restarting) {
       add_replica();
       schedule_interrupts();
@@ -520,6 +523,7 @@ class RunTrial final : public sim::EventHandler {
   std::vector<double> replica_since_;  // elastic: when each replica up was last acquired
   bool lifetime_notice_ = false;       // the notice scheduled is a maximum lifetime's, not a preemption's
   double capacity_goes_at_ = kInfinity;  // when the capacity now held goes (its notice comes before)
+  bool capacity_going_ = false;          // the whole job's capacity has had its notice
   std::uint64_t epoch_ = 0;
   std::uint64_t generation_ = 0, interrupt_generation_ = 0;
   Trial result_;
@@ -682,9 +686,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   // The closed form for a plan whose spot capacity is preempted at `preempt_rate` per second while
   // held: Daly for the work-losing interruptions (failures, and preemptions whose notice cannot cover
   // a checkpoint), then the noticed preemptions. A hold of the capacity lasts L ~ Exp(rate); the job
-  // works in it from the end of its restart R to the notice n before L (saving within the notice),
-  // so E[max(0, L - R - n)] = e^(-rate (R + n)) / rate of work per E[L] = 1 / rate held: the held
-  // time H = D e^(rate (R + n)) (a preemption during a restart ends the restart early, which the
+  // works in it from the end of its restart R to its save a write's time delta before L, so
+  // E[max(0, L - R - delta)] = e^(-rate (R + delta)) / rate of work per E[L] = 1 / rate held: the held
+  // time H = D e^(rate (R + delta)) (a preemption during a restart ends the restart early, which the
   // first-order D / (1 - rate (delta + R)) missed: it diverged where the Monte Carlo finished).
   // Each hold ends in a wait for capacity, which is not billed: wall = H (1 + rate wait). A
   // preemption whose notice is too short loses work (one of Daly's interruptions) and waits too; the
@@ -701,16 +705,17 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   // restart said "cannot finish" where every trial did). So by renewal-reward over holds: a hold
   // lasts L, the first of n Weibull(k, eta) lifetimes, P(L > t) = S(t) = e^(-(t/eta')^k) with
   // eta' = eta n^(-1/k), cut at the maximum lifetime T (the trials draw it so, at each acquire).
-  //  - Noticed preemptions (the notice covers a checkpoint): the job works from its restart R to the
-  //    notice n before L, E[(L - R - n)+] = integral of S from R + n out of E[L] = integral of S held:
-  //    Daly's time D with failures alone, stretched by their ratio (for an exponential S the
-  //    e^(r (R + n)) above).
-  //  - Lossy ones: a failure (Poisson, lambda) or a notice ends an attempt; taking each as the start
-  //    of a new hold (pessimistic for k < 1: a hold that survived a failure is older, and the older
-  //    the safer), an interval begins with R and checkpoints every s = tau + delta, and segment j is
-  //    saved if neither comes by R + j s (the notice by R + n + j s): E[work] = tau sum_j
-  //    S(R + n + j s) e^(-lambda (R + j s)) per E[L_eff] = integral of S(t) e^(-lambda t) held (with
-  //    an exponential S, Daly's form again).
+  //  - Noticed preemptions (the notice covers a checkpoint): the job works from its restart R to its
+  //    save delta before L, E[(L - R - delta)+] = integral of S from R + delta out of E[L] = integral
+  //    of S held: Daly's time D with failures alone, stretched by their ratio (for an exponential S
+  //    the e^(r (R + delta)) above).
+  //  - Lossy ones: a failure (Poisson, lambda) or the hold's end ends an attempt; taking each as the
+  //    start of a new hold (pessimistic for k < 1: a hold that survived a failure is older, and the
+  //    older the safer), an interval begins with R and checkpoints every s = tau + delta, and segment
+  //    j is saved if neither comes by R + j s (+ W, the async write, for it to be durable): E[work] =
+  //    tau sum_j S(R + W + j s) e^(-lambda (R + W + j s)) per E[L_eff] = integral of S(t) e^(-lambda t)
+  //    held (with an exponential S, Daly's form again; the last segment, which ends in the finish, is
+  //    charged its W too).
   // Both cut each hold where the job would end in it (after D, or after its last segment): a hold
   // that outlives the job is released then, so a heavy tail's long holds count only the work there is
   // (uncut, a shape of 0.1 whose mean hold exceeds the job came out 6 times under its trials; cut,
@@ -792,22 +797,25 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       c.finite = std::isfinite(c.wall);
     }
   };
-  // search_interval: for holds that are not memoryless, search the interval that minimises the form
-  // (else Daly's; the break-even's bisection takes Daly's at each rate, as a search at each of its
-  // hundred rates would take minutes).
-  const auto closed_form = [&](const Plan& plan, double preempt_rate, bool search_interval = true) {
+  // fixed_interval: the interval to take (the break-even's bisection takes its row's, as a search at
+  // each of its hundred rates would take minutes); else the given one, Daly's, or for holds that are
+  // not memoryless the one that minimises the form.
+  const auto closed_form = [&](const Plan& plan, double preempt_rate, std::optional<double> fixed_interval = std::nullopt) {
     ClosedForm c;
     const bool noticed = plan.notice >= delta;
     const double lossy_rate = failure_rate + (noticed ? 0.0 : preempt_rate);
     c.mtbi = lossy_rate > 0 ? 1.0 / lossy_rate : kInfinity;
-    c.interval = run.checkpoint.interval_s > 0 ? run.checkpoint.interval_s : std::isfinite(c.mtbi) ? daly_interval(ck, c.mtbi) : run.work_s;
+    c.interval = fixed_interval               ? *fixed_interval
+                 : run.checkpoint.interval_s > 0 ? run.checkpoint.interval_s
+                 : std::isfinite(c.mtbi)         ? daly_interval(ck, c.mtbi)
+                                                 : run.work_s;
     // Daly's optimum for an async checkpoint comes from its snapshot, but the next snapshot may not
     // come before the write in flight is durable: it would replace it, and none would ever be (the
     // trials ran 90 times longer than the closed form said). So never under the write's time, as a
     // given interval must not be.
     // (A millionth over it: at exactly the write's time the next snapshot and the write's end fall on
     // one nanosecond, and a rounding could put the snapshot first and lose the checkpoint.)
-    if (run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta * (1 + 1e-6));
+    if (!fixed_interval && run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta * (1 + 1e-6));
     const double wait = plan.mean_wait();
     c.noticed_rate = noticed ? preempt_rate : 0.0;
     const bool weibull = plan.spot && plan.preemption.kind == PreemptionProcess::Kind::weibull && plan.preemption.scale_hours > 0;
@@ -825,7 +833,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         holds.preemption.scale_hours = plan.preemption.rate_per_node_hour > 0 ? 1.0 / plan.preemption.rate_per_node_hour : kInfinity;
       }
       weibull_closed_form(c, holds, noticed, wait);
-      if (!search_interval || run.checkpoint.interval_s > 0 || !std::isfinite(c.mtbi) || noticed) return c;
+      if (fixed_interval || run.checkpoint.interval_s > 0 || !std::isfinite(c.mtbi) || noticed) return c;
       // Daly's optimum assumes memoryless interruptions; holds that are not (a lifetime, a Weibull
       // shape) can lose the last segment of nearly every hold at it (3 h lifetimes: the third segment
       // of each hold 5 s short, 31% slower than a slightly shorter interval). So the interval that
@@ -1103,7 +1111,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         const double rate = with_lifetime(per_node_hour * nodes / kHour, plan.max_lifetime);
         Plan at = plan;
         at.preemption.rate_per_node_hour = per_node_hour;
-        const ClosedForm c = closed_form(at, rate, false);
+        // A lifetime's holds are priced at the row's own (searched) interval, as its trials run;
+        // memoryless ones at Daly's for each rate.
+        const ClosedForm c = closed_form(at, rate, plan.max_lifetime > 0 ? std::optional<double>(e.interval_s) : std::nullopt);
         return c.finite ? expected_billed_s(c.held, rate, plan.granularity) / kHour * run.gpus * plan.price : kInfinity;
       };
       const double od_cost =

@@ -44,7 +44,9 @@ for attempt in 1; do
   pid=$!
   while kill -0 "$pid" 2>/dev/null && [ "$(stat -c %i "$dir/mixed/summary.json" 2>/dev/null)" = "$inode" ]; do :; done
   kill -s INT "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null && status=0 || status=$?
+  # 130: the interrupt was taken, after the outputs (0 would mean it came too late to test anything).
+  [ "$status" -eq 130 ] || { echo "the run interrupted after its summary.json ended with status $status, not 130"; exit 1; }
   name=$(grep -m1 -o '"scenario": "[^"]*"' "$dir/mixed/summary.json" | cut -d'"' -f4)
   for f in report.md report.html; do
     grep -q "$name" "$dir/mixed/$f" || { echo "interrupted after its summary.json ($name), the run left an older $f"; exit 1; }
