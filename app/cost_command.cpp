@@ -95,6 +95,9 @@ void training_cost(const Options& o) {
   std::vector<models::CostEstimate> rows;
   // Many trials take minutes (a million a row: about a minute each on 2 cores): say where they are.
   const bool terminal = !o.json && ::isatty(2);
+  const auto clear_progress = [&] {
+    if (terminal) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
+  };
   try {
     if (terminal) {
       cost.options.progress = [](const std::string& row, int done, int trials) {
@@ -102,9 +105,9 @@ void training_cost(const Options& o) {
       };
     }
     rows = models::estimate_costs(run, cost.offerings, cost.options);
-    if (terminal) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
+    clear_progress();
   } catch (const models::CostInputError& e) {
-    if (terminal) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
+    clear_progress();
     cost.refuse(e);
   }
 

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -32,8 +31,9 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// The seconds of each of `repeats` runs of fn, after `warmup` untimed ones.
 template <class Fn>
-double time_median(int warmup, int repeats, Fn&& fn) {
+std::vector<double> run_times(int warmup, int repeats, Fn&& fn) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) {
@@ -41,7 +41,12 @@ double time_median(int warmup, int repeats, Fn&& fn) {
     fn();
     t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  return median(t);
+  return t;
+}
+
+template <class Fn>
+double time_median(int warmup, int repeats, Fn&& fn) {
+  return median(run_times(warmup, repeats, fn));
 }
 
 // The fastest of `repeats` runs: for a round trip between two processes, which a loaded machine
@@ -49,14 +54,8 @@ double time_median(int warmup, int repeats, Fn&& fn) {
 // at 128 B, and the sweep was refused as impossible); delays only add, so the fastest is the cost.
 template <class Fn>
 double time_fastest(int warmup, int repeats, Fn&& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = Clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return best;
+  const std::vector<double> t = run_times(warmup, repeats, fn);
+  return *std::min_element(t.begin(), t.end());
 }
 
 // FLOP per cycle of one core with the vector instructions this translation unit was compiled for, as an

@@ -189,10 +189,7 @@ class RunTrial final : public sim::EventHandler {
         // The last write before the capacity goes: the job idles after it. (A job restarting then
         // has nothing new to save; one that finishes before the capacity goes does not stop to.)
         if ((mode_ == Mode::running || mode_ == Mode::checkpointing) && run_.work_s - progress() > (capacity_goes_at_ - now()) * rate()) {
-          progress_ = progress();
-          saved_ = progress_;
-          next_checkpoint_ = saved_ + tau_;
-          result_.lost += delta_;
+          save_now();
           ++generation_;
           mode_ = Mode::waiting;
         }
@@ -367,6 +364,14 @@ class RunTrial final : public sim::EventHandler {
     start_running();
   }
 
+  // An emergency checkpoint within a notice: what the job has done is saved; the write costs delta.
+  void save_now() {
+    progress_ = progress();
+    saved_ = progress_;
+    next_checkpoint_ = saved_ + tau_;
+    result_.lost += delta_;
+  }
+
   void lose_work() {
     progress_ = progress();
     result_.lost += progress_ - saved_;
@@ -424,10 +429,7 @@ class RunTrial final : public sim::EventHandler {
     // restart begun afresh at every change had never ended where changes come faster than a
     // restart takes).
     if (!restarting && left >= delta_) {
-      progress_ = progress();
-      saved_ = progress_;
-      next_checkpoint_ = saved_ + tau_;
-      result_.lost += delta_;
+      save_now();
     } else {
       lose_work();  // takes the progress from the clock itself (taking it here first counted the segment twice)
     }

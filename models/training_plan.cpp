@@ -86,12 +86,10 @@ bool gemms_surely_in_range(const TrainingJob& job) {
   return widest <= 0x1p30 && tokens * m.heads * m.seq_len <= 0x1p61 && batch * widest * widest <= 0x1p61;
 }
 
-}  // namespace
-
-namespace {
 // Whether every pass of the step is split into its layers (training_step.cpp): FSDP, or ZeRO-2
 // overlapping each micro-batch's reduction with its backward.
 bool splits_every_pass(const ParallelismPlan& p) { return p.zero_stage == 3 || (p.zero_stage == 2 && p.overlap_grad_reduce); }
+
 }  // namespace
 
 void check_job(const TrainingJob& job, int cluster_gpus, const hardware::HardwareProfile* gpu) {
