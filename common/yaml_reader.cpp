@@ -261,6 +261,13 @@ std::string Node::scalar(std::string_view what) const {
   return text;
 }
 
+std::string Node::plain_scalar(std::string_view what) const {
+  std::string text = scalar(what);
+  // yaml-cpp tags a quoted scalar "!" and a plain one "?".
+  if (node_.Tag() == "!") fail(what, fmt::format("{} in quotes (a quoted value is text: write it without the quotes)", quote_text(text)));
+  return text;
+}
+
 std::string Node::describe() const {
   if (!node_.IsDefined() || node_.IsNull()) return "nothing";
   if (node_.IsScalar()) return quote_text(node_.Scalar());
@@ -382,14 +389,18 @@ void Map::finish() const {
 // ---------------------------------------------------------------- scalars
 
 bool Parse<bool>::from(const Node& n) {
-  const std::string s = n.scalar(expected());
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (const auto b = boolean_spelling(n.plain_scalar(expected()))) return *b;
   n.fail(expected());
 }
 
+std::optional<bool> boolean_spelling(std::string_view s) {
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  return std::nullopt;
+}
+
 double Parse<double>::from(const Node& n) {
-  const std::string s = n.scalar(expected());
+  const std::string s = n.plain_scalar(expected());
   double v = 0.0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size()) n.fail("a number");
@@ -398,7 +409,7 @@ double Parse<double>::from(const Node& n) {
 }
 
 std::uint64_t parse_unsigned64(const Node& n) {
-  const std::string s = n.scalar("an integer");
+  const std::string s = n.plain_scalar("an integer");
   std::uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   const std::string range = fmt::format("an integer from 0 to {}", std::numeric_limits<std::uint64_t>::max());
@@ -408,7 +419,7 @@ std::uint64_t parse_unsigned64(const Node& n) {
 }
 
 int Node::integer_past(std::int64_t low, std::int64_t high) const {
-  if (!is_scalar()) return 0;
+  if (!is_scalar() || node_.Tag() == "!") return 0;  // not a plain integer: the parse names it
   const std::string s = node_.Scalar();
   std::int64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -419,7 +430,7 @@ int Node::integer_past(std::int64_t low, std::int64_t high) const {
 }
 
 std::int64_t parse_integer(const Node& n, std::int64_t low, std::int64_t high) {
-  const std::string s = n.scalar("an integer");
+  const std::string s = n.plain_scalar("an integer");
   std::int64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec == std::errc::result_out_of_range) n.fail(fmt::format("an integer from {} to {}", low, high));

@@ -118,6 +118,32 @@ TEST_CASE("the plan search finds a plan at least as fast as the published one fo
   CHECK(compared == 2);
 }
 
+TEST_CASE("a validation file reads booleans and numbers as the scenarios do", "[validate]") {
+  test::TempDir dir;
+  const auto with = [&](const std::string& name, const std::string& zero, const std::string& sp) {
+    return dir.write(name, "format: clustersim-validation/1\ncases:\n- id: x\n  kind: training\n  source: s\n"
+                           "  model: {layers: 2, hidden: 256, ffn_hidden: 1024, heads: 4, kv_heads: 4, vocab: 1000, seq_len: 128, activation: gelu}\n"
+                           "  cluster: {gpu: A100-SXM4-80GB, gpus: 8, gpus_per_node: 8, scale_up: {kind: nvlink3, domain_gpus: 8}}\n"
+                           "  parallelism: {tp: 2, pp: 1, dp: 4, zero_stage: " + zero + ", sequence_parallel: " + sp + "}\n"
+                           "  batch: {micro: 1, global: 8}\n  recompute: none\n  precision: bf16\n  measured: {step_time_s: 1}\n");
+  };
+  // YAML's capitalised booleans, as scenarios take them; the words implied and unknown.
+  CHECK(validate::read_cases(with("a.yaml", "1", "False")).front().training->sequence_parallel == "false");
+  CHECK(validate::read_cases(with("b.yaml", "unknown", "TRUE")).front().training->sequence_parallel == "true");
+  const auto implied = validate::read_cases(with("c.yaml", "unknown", "implied")).front();
+  CHECK(implied.training->sequence_parallel == "implied");
+  CHECK_FALSE(implied.training->zero_stage.has_value());
+  CHECK(validate::read_cases(with("d.yaml", "3", "false")).front().training->zero_stage == 3);
+  // Quoted values are text, as in scenarios; a stage past 3 names the choices.
+  CHECK_THAT(test::input_error([&] { validate::read_cases(with("e.yaml", "1", "\"true\"")); }),
+             Contains("field 'cases[0].parallelism.sequence_parallel': expected true, false, implied or unknown, found 'true' in quotes"));
+  CHECK_THAT(test::input_error([&] { validate::read_cases(with("f.yaml", "\"1\"", "false")); }), Contains("found '1' in quotes"));
+  CHECK_THAT(test::input_error([&] { validate::read_cases(with("g.yaml", "4", "false")); }),
+             Contains("field 'cases[0].parallelism.zero_stage': expected 0, 1, 2, 3 or unknown, found '4'"));
+  CHECK_THAT(test::input_error([&] { validate::read_cases(with("h.yaml", "1", "maybe")); }),
+             Contains("expected true, false, implied or unknown, found 'maybe'"));
+}
+
 TEST_CASE("the software a published run used is read from its source's date", "[validate]") {
   CHECK(validate::earliest_year("Narayanan et al., SC21 (arXiv 2104.04473), 2021 | Table 1") == 2021);
   CHECK(validate::earliest_year("arXiv 2205.05198 (2022), MLSys 2023") == 2022);

@@ -45,6 +45,20 @@ TEST_CASE("a wrong type names the field, the expected and the found", "[yaml]") 
         "test.yaml:1:4: field 'x': expected an integer, found a list of 2 items");
 }
 
+TEST_CASE("a quoted number or boolean is text, refused where a number or boolean is expected", "[yaml]") {
+  yaml::Map m(test::parse("tp: \"8\"\nrate: '0.5'\nsp: \"true\"\nbig: \"99999999999\"\nname: \"8\"\n"));
+  CHECK(test::input_error([&] { m.get<int>("tp"); }) ==
+        "test.yaml:1:5: field 'tp': expected an integer, found '8' in quotes (a quoted value is text: write it without the quotes)");
+  CHECK_THAT(test::input_error([&] { m.get<double>("rate"); }), Contains("found '0.5' in quotes"));
+  CHECK_THAT(test::input_error([&] { m.get<bool>("sp"); }), Contains("expected true or false, found 'true' in quotes"));
+  // Out of range and quoted: the quotes are named, not the range.
+  CHECK_THAT(test::input_error([&] { m.get<int>("big", yaml::positive<int>()); }), Contains("'99999999999' in quotes"));
+  CHECK(m.get<std::string>("name") == "8");  // text fields take quoted digits as they are
+  yaml::Map plain(test::parse("tp: 8\nsp: FALSE\n"));
+  CHECK(plain.get<int>("tp") == 8);
+  CHECK_FALSE(plain.get<bool>("sp"));
+}
+
 TEST_CASE("a missing required key points at the map that lacks it", "[yaml]") {
   yaml::Node root = test::parse("memory:\n  bandwidth: 3TB/s\n");
   yaml::Map top(root);

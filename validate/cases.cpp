@@ -109,10 +109,20 @@ void read_parallelism(const Node& node, TrainingSpec& t) {
   t.ep = m.get_or<int>("ep", 1, kPositive);
   t.vpp = int_or_unknown(m, "vpp");
   if (auto z = m.find("zero_stage")) {
-    const std::string v = yaml::parse_choice(*z, {"0", "1", "2", "3", "unknown"});
-    if (v != "unknown") t.zero_stage = std::stoi(v);
+    if (!(z->is_scalar() && z->scalar() == "unknown")) t.zero_stage = z->as<int>(yaml::in_range(0, 3, "0, 1, 2, 3 or unknown"));
   }
-  if (auto s = m.find("sequence_parallel")) t.sequence_parallel = yaml::parse_choice(*s, {"true", "false", "implied", "unknown"});
+  if (auto s = m.find("sequence_parallel")) {
+    // Read as the scenarios read a boolean (True and FALSE too, never a quoted "true"), or a word.
+    const char* expected = "true, false, implied or unknown";
+    const std::string v = s->scalar(expected);
+    if (v == "implied" || v == "unknown") {
+      t.sequence_parallel = v;
+    } else if (const auto b = yaml::boolean_spelling(s->plain_scalar(expected))) {
+      t.sequence_parallel = *b ? "true" : "false";
+    } else {
+      s->fail(expected);
+    }
+  }
   m.finish();
 }
 

@@ -128,6 +128,9 @@ class Node {
 
   // The scalar's text; fails with "expected <what>" when the node is not a scalar.
   [[nodiscard]] std::string scalar(std::string_view what = "a single value") const;
+  // The same for a number or a boolean, which must be written plain: a quoted "8" is text in YAML,
+  // so it fails rather than being read as a number.
+  [[nodiscard]] std::string plain_scalar(std::string_view what) const;
   // "'400Gbps'", "a map", "a list of 3 items", "nothing".
   [[nodiscard]] std::string describe() const;
   // The items of a list (fails unless this is a list).
@@ -248,6 +251,9 @@ struct Parse<std::string> {
   static std::string from(const Node& n) { return n.scalar("a string"); }
   static std::string expected() { return "a string"; }
 };
+
+// YAML 1.2's boolean spellings (true, True, TRUE and the same for false); nullopt for any other text.
+std::optional<bool> boolean_spelling(std::string_view text);
 
 template <>
 struct Parse<bool> {
