@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -22,6 +23,7 @@
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
+#include "clustersim/sim/time.hpp"
 #include "output_dir.hpp"
 #include "report_command.hpp"
 
@@ -231,13 +233,35 @@ void check_results_path(const std::string& results) {
   }
 }
 
+// A rank that fails stops them all: the others would wait in the gather for ever (and this rank
+// in MPI_Finalize for them). The message names the rank; mpirun exits with the status.
+[[noreturn]] void abort_world(const World& w, const std::exception& e) {
+  const bool input = dynamic_cast<const InputError*>(&e) != nullptr || dynamic_cast<const sim::TimeRangeError*>(&e) != nullptr;
+  std::cerr << fmt::format("clustersim: error: (MPI rank {} of {}) {}\n", w.rank, w.size, e.what()) << std::flush;
+#ifdef CLUSTERSIM_MPI
+  MPI_Abort(MPI_COMM_WORLD, input ? 2 : 1);
+#endif
+  std::_Exit(input ? 2 : 1);
+}
+
+void search_training_plans(const Options& o, const World& world);
+
 void training_plan(const Options& o) {
   check_results_path(o.results);
   const World world = join_world();
-  struct Leave {
-    const World& w;
-    ~Leave() { leave_world(w); }
-  } leave{world};
+  if (!world.mpi) {
+    search_training_plans(o, world);
+    return;
+  }
+  try {
+    search_training_plans(o, world);
+  } catch (const std::exception& e) {
+    abort_world(world, e);
+  }
+  leave_world(world);
+}
+
+void search_training_plans(const Options& o, const World& world) {
   const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
   models::SearchOptions opt;
   opt.threads = o.threads;

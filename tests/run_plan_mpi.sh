@@ -21,6 +21,12 @@ cmp "$out/one/plans.csv" "$out/two/plans.csv"
 mpirun -n 2 --oversubscribe "$cli" plan "$data/plan-small.yaml" --threads 1 --results "$out/r.jsonl" --out "$out/again" >"$out/again.txt"
 grep -q '92 simulated (92 resumed)' "$out/again.txt" || { echo "rerun did not resume"; cat "$out/again.txt"; exit 1; }
 cmp "$out/one/plans.csv" "$out/again/plans.csv"
+# One rank that fails stops every rank, naming itself; the others had waited in the gather for ever.
+mkdir "$out/d.jsonl.rank1-of-2"
+status=0
+timeout 120 mpirun -n 2 --oversubscribe "$cli" plan "$data/plan-small.yaml" --threads 1 --results "$out/d.jsonl" >"$out/fail.txt" 2>&1 || status=$?
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { echo "a failing rank: status $status (124: the job hung)"; cat "$out/fail.txt"; exit 1; }
+grep -q '(MPI rank 1 of 2) --results: expected a file' "$out/fail.txt" || { echo "a failing rank: no message naming it"; cat "$out/fail.txt"; exit 1; }
 # Inference sizing is not sharded: under mpirun it is refused (each rank had printed the whole fleet).
 if mpirun -n 2 --oversubscribe "$cli" plan "$data/sizing-small.yaml" >"$out/sizing.txt" 2>&1; then
   echo "sizing under mpirun was not refused"; cat "$out/sizing.txt"; exit 1
