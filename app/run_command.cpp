@@ -190,7 +190,7 @@ std::string summary_text(const TrainingScenario& sc, const TrainingResult& r) {
   out += mt.render("  ");
   out += fmt::format("  {}\n", r.memory.verdict());
   if (sc.job.token_budget > 0) {
-    out += fmt::format("\ntime to train {:.4g} tokens: {}, {:.0f} GPU-hours\n", sc.job.token_budget, days_text(r.time_to_train), r.gpu_hours);
+    out += fmt::format("\ntime to train {:.4g} tokens: {}, {}\n", sc.job.token_budget, days_text(r.time_to_train), gpu_hours_text(r.gpu_hours));
   }
   for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
   out += fmt::format("simulated: {} tasks, {} events, {} flows{}\n", r.tasks, r.stats.events, r.stats.flows, r.folded ? "" : " (--no-fold: every rank)");

@@ -150,6 +150,10 @@ std::string days_text(Seconds v) {
   const double days = v.value() / 86400.0;
   return days >= 1.0 || !std::isfinite(days) ? fmt::format("{:.1f} days", days) : fmt::format("{:.3g} hours", v.value() / 3600.0);
 }
+std::string gpu_hours_text(double hours) {
+  const std::string figure = hours >= 100 || !std::isfinite(hours) ? fmt::format("{:.0f}", hours) : fmt::format("{:.3g}", hours);
+  return figure + (figure == "1" ? " GPU-hour" : " GPU-hours");
+}
 std::string days_figure(double days) {
   if (!std::isfinite(days)) return "-";
   return days >= 10 ? fmt::format("{:.1f}", days) : fmt::format("{:.3g}", days);

@@ -84,6 +84,11 @@ TEST_CASE("a run's length reads in days from one day on, in hours below (not 0.0
   CHECK(days_text(Seconds(86400)) == "1.0 days");
   CHECK(days_text(Seconds(0.0392 * 86400)) == "0.941 hours");
   CHECK(days_text(Seconds(0)) == "0 hours");
+  // GPU-hours: whole from 100 on, three significant digits below (a short budget read "0 GPU-hours").
+  CHECK(gpu_hours_text(2880672.4) == "2880672 GPU-hours");
+  CHECK(gpu_hours_text(123.4) == "123 GPU-hours");
+  CHECK(gpu_hours_text(0.030479) == "0.0305 GPU-hours");
+  CHECK(gpu_hours_text(1.0) == "1 GPU-hour");
   // In table cells (plan's days column, the report's scaling and cost tables): three significant
   // digits under 10 days.
   CHECK(days_figure(20.44) == "20.4");

@@ -108,6 +108,9 @@ std::string to_string(FlopsPerSec v);
 std::string to_string(Seconds v);
 // A long run's length: "20.4 days", or under a day "0.935 hours" (a fixed "0.0 days" said nothing).
 std::string days_text(Seconds v);
+// GPU-hours: whole ones from 100 on ("2880672 GPU-hours"), three significant digits below ("0.0305
+// GPU-hours": a fixed "0" said nothing of a short budget), "1 GPU-hour".
+std::string gpu_hours_text(double hours);
 // Days in a table cell: one decimal from 10 on, three significant digits below ("0.0392").
 std::string days_figure(double days);
 std::string to_string(Watts v);
