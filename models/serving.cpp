@@ -236,7 +236,11 @@ IterationCost iteration_cost(const std::vector<BatchEntry>& batch, const Replica
       const double fs = static_cast<double>(e.shared_experts) * e.shared_expert_ffn_hidden / tp;
       shared = weight_gemm(T, up * fs, h) + weight_gemm(T, h, fs);
     }
-    cost.moe_layer = common + gemm16(T, E, h) + experts + shared + elementwise(k * fe + (e.shared_experts > 0 ? e.shared_experts * e.shared_expert_ffn_hidden / tp : 0.0));
+    // The gated activation over the routed rows: all tokens x k at fe / tp without EP; with EP only
+    // the tokens x k / ep routed to this GPU's experts, at full width: the same bytes, as ep = tp
+    // (every token x k at full width had made EP prefill 2.7x slower on a wide-expert model).
+    const double routed_width = k * fe / (c.ep > 1 ? c.ep : 1);
+    cost.moe_layer = common + gemm16(T, E, h) + experts + shared + elementwise(routed_width + (e.shared_experts > 0 ? e.shared_experts * e.shared_expert_ffn_hidden / tp : 0.0));
   }
   // The LM head for each sampled sequence, then sampling: the fp32 logits are read by the softmax and
   // the top-k/top-p pass after the LM head writes them (3 passes of 4 bytes over the vocabulary slice;
