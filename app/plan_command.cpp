@@ -381,7 +381,11 @@ void search_training_plans(const Options& o, const World& world) {
       std::replace(reason.begin(), reason.end(), '\n', ' ');
       // A plan that was not simulated has no timings: empty fields, not zeros that sort it first.
       const bool simulated = x.status == models::PlanOutcome::Status::simulated;
-      const std::string timings = simulated ? fmt::format("{:.6f},{:.4f},{:.1f},{:.4f},{:.1f},{:.2f}", x.step_s, x.mfu, x.tokens_per_s, days(x), x.gpu_hours, x.cost)
+      // Without a token budget there is no time to train (empty), and GPU-hours and cost are one
+      // step's: small figures that a fixed one or two decimals had printed as 0.0 and 0.01 for every plan.
+      const auto figure = [](double v, const char* fixed) { return std::abs(v) >= 1 ? fmt::format(fmt::runtime(fixed), v) : fmt::format("{:.4g}", v); };
+      const std::string timings = simulated ? fmt::format("{:.6f},{:.4f},{:.1f},{},{},{}", x.step_s, x.mfu, x.tokens_per_s, budget ? fmt::format("{:.4f}", days(x)) : std::string(),
+                                                          figure(x.gpu_hours, "{:.1f}"), figure(x.cost, "{:.2f}"))
                                             : std::string(",,,,,");
       const std::string memory = x.memory_bytes > 0 ? fmt::format("{:.2f}", x.memory_bytes / double(1ull << 30)) : std::string();
       put(fmt::format("{},{},{},{},{}\n", r.key(x), status_of(x), timings, memory, reason));

@@ -33,6 +33,12 @@ grep -q '^fastest (top 3 by throughput):' "$out/bound3.txt" && grep -q 'keeps th
 # A plan that was not simulated has empty timings, not zeros that sort it first (a probe).
 if grep -E ',(constraint|memory|bound),[^,]' "$out/t1/plans.csv" | head -1 | grep -q .; then echo "an unsimulated plan has timings"; exit 1; fi
 grep -q ',constraint,,,,,,,,' "$out/t1/plans.csv" || { echo "no constraint row with empty timings and memory"; exit 1; }
+# Without train_tokens: no time to train (empty), and one step's GPU-hours and cost in significant
+# digits (every plan's had read 0.0 and 0.01, a probe found).
+grep -v 'train_tokens' "$data/plan-small.yaml" >"$out/no-budget.yaml"
+"$cli" plan "$out/no-budget.yaml" --threads 1 --out "$out/nb" >/dev/null
+row=$(grep -m 1 ',simulated,' "$out/nb/plans.csv")
+echo "$row" | grep -Eq ',simulated,[0-9.]+,[0-9.]+,[0-9.]+,,0\.00[1-9][0-9]*,0\.00[1-9][0-9]*,' || { echo "no-budget CSV row: $row"; exit 1; }
 grep -q '^fastest (top 10 by throughput):' "$out/t1.txt" || { echo "no ranked table"; cat "$out/t1.txt"; exit 1; }
 grep -q '^Pareto front' "$out/t1.txt" || { echo "no Pareto front"; exit 1; }
 grep -q '^rejected' "$out/t1.txt" || { echo "no rejection reasons"; exit 1; }
