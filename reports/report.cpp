@@ -260,6 +260,22 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
     }
   }
   if (kind == ReportSource::Kind::validation) check_validation(d, file);
+  if (kind == ReportSource::Kind::plans && d.contains("plans") && d["plans"].is_array()) {
+    // A simulated plan (the only ones kept) has its key and text, and a step time above zero: a
+    // hand-edited 0 s had ranked first, a missing one had taken a GPU count's scaling point, and a
+    // numeric key had shown the plan on 0 GPUs.
+    const json& plans = d["plans"];
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      const std::string at = fmt::format("plans[{}].", i < plan_positions.size() ? plan_positions[i] : i);
+      const json& p = plans[i];
+      for (const char* k : {"key", "plan"}) {
+        if (!p.contains(k) || !p[k].is_string()) {
+          throw InputError(fmt::format("{}: field '{}{}': expected text, found {}", file.string(), at, k, p.contains(k) ? shown(p[k]) : "nothing (the key is missing)"));
+        }
+      }
+      check(p, at, "step_s", true);
+    }
+  }
   if (kind == ReportSource::Kind::training_run) {
     check(d, "", "step_time_s", true);
     for (const char* k : {"mfu", "hfu", "tokens_per_s", "tflops_per_gpu"}) check(d, "", k, false);

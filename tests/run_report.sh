@@ -162,7 +162,16 @@ first=$(grep -n '"plans": \[' "$dir/plan/plans.json" | cut -d: -f1)
 sim=$(grep -n -m1 '"status":"simulated"' "$dir/plan/plans.json" | cut -d: -f1)
 [ "$((sim - first - 1))" -gt 0 ] || { echo "plan-small's first simulated plan is its first: the check below tells nothing"; exit 1; }
 sed "${sim}s|\"step_s\":[0-9.e+-]*|\"step_s\":-1|" "$dir/plan/plans.json" >"$dir/bad-plans/plans.json"
-refused "$dir/bad-plans" "field 'plans\[$((sim - first - 1))\]\.step_s': expected a non-negative number, found -1" "a negative step in a plan"
+refused "$dir/bad-plans" "field 'plans\[$((sim - first - 1))\]\.step_s': expected a positive number, found -1" "a negative step in a plan"
+# A zero or missing step time, or a key that is not text, is refused too (a probe's 0 s plan had
+# ranked first, one without a step had taken its GPU count's scaling point, a numeric key showed 0 GPUs).
+mkdir -p "$dir/zero-plan" "$dir/stepless-plan" "$dir/key-plan"
+sed "${sim}s|\"step_s\":[0-9.e+-]*|\"step_s\":0|" "$dir/plan/plans.json" >"$dir/zero-plan/plans.json"
+refused "$dir/zero-plan" "step_s': expected a positive number, found 0" "a zero step in a plan"
+sed "${sim}s|\"step_s\":[0-9.e+-]*,||" "$dir/plan/plans.json" >"$dir/stepless-plan/plans.json"
+refused "$dir/stepless-plan" "step_s': expected a positive number, found nothing (the key is missing)" "a plan without its step"
+sed "${sim}s|\"key\":\"[^\"]*\"|\"key\":5|" "$dir/plan/plans.json" >"$dir/key-plan/plans.json"
+refused "$dir/key-plan" "key': expected text, found 5" "a plan key that is not text"
 # A result missing a field that tells its kind names the field, not "not a clustersim result".
 mkdir -p "$dir/no-step"
 sed 's|"step_time_s": [0-9.e+-]*,||' "$dir/train/summary.json" >"$dir/no-step/summary.json"
