@@ -673,7 +673,7 @@ class Builder {
   // same kind has that name too (two runs of one scenario at other plans), so that no two rows share
   // a section, subject and metric.
   std::string who_of(const ReportSource& r) const {
-    const std::string name = str(r.data, "scenario");
+    const std::string name = str(r.data, "scenario", "-");
     const auto same = std::count_if(sources_.begin(), sources_.end(), [&](const ReportSource& o) { return o.kind == r.kind && str(o.data, "scenario") == name; });
     return same > 1 ? fmt::format("{} ({})", name, r.path.string()) : name;
   }
@@ -695,11 +695,11 @@ class Builder {
                                      name(d, "model"), fmt_num(num(d, "gpus")), name(d, "gpu"), name(d, "topology"), name(d, "plan"),
                                      count(num(d, "tokens_per_step")), fmt_num(num(d, "micro_batches")));
       if (d.contains("train")) text += fmt::format(" The budget is {} tokens.", count(num(d["train"], "tokens")));
-      para(s, fmt::format("{}: {}", name(d, "scenario"), text));
+      para(s, fmt::format("{}: {}", who_of(*r), text));
     }
     for (const auto* r : of(ReportSource::Kind::inference_run)) {
       const json& d = r->data;
-      para(s, fmt::format("{}: serving {} on {} replica{} of TP{} PP{} on {} GPUs; {} batching, {} router; workload: {}.", name(d, "scenario"), name(d, "model"),
+      para(s, fmt::format("{}: serving {} on {} replica{} of TP{} PP{} on {} GPUs; {} batching, {} router; workload: {}.", who_of(*r), name(d, "model"),
                           fmt_num(num(d, "replicas")), num(d, "replicas") == 1 ? "" : "s", fmt_num(num(d, "tp")), fmt_num(num(d, "pp")), name(d, "gpu"),
                           name(d, "batching"), name(d, "router"), name(d, "workload")));
     }
@@ -707,20 +707,20 @@ class Builder {
       const json& d = r->data;
       para(s, fmt::format("{}: a plan search over {} plans: {} break a constraint, {} do not fit in memory, {} cannot reach the top plans (lower bound), {} simulated. "
                           "Cost unit: {}.",
-                          name(d, "scenario"), fmt_num(num(d, "enumerated"), 9), fmt_num(num(d, "rejected_constraint"), 9), fmt_num(num(d, "rejected_memory"), 9),
+                          who_of(*r), fmt_num(num(d, "enumerated"), 9), fmt_num(num(d, "rejected_constraint"), 9), fmt_num(num(d, "rejected_memory"), 9),
                           fmt_num(num(d, "pruned_by_bound", 0), 9), fmt_num(num(d, "simulated"), 9), name(d, "cost_unit")));
     }
     for (const auto* r : of(ReportSource::Kind::cost)) {
       const json& d = r->data;
       para(s, fmt::format("{}: the cost of training {} tokens on {} GPUs ({} nodes) at {} s per step ({} without failures), on each offering of cost sheet "
                           "{}, by a Monte Carlo of {} trials (seed {}).",
-                          name(d, "scenario"), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), fixed(num(d, "step_time_s"), 3),
+                          who_of(*r), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), fixed(num(d, "step_time_s"), 3),
                           days_shown(num(d, "failure_free_days")), name(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
     }
     for (const auto* r : of(ReportSource::Kind::sizing)) {
       const json& d = r->data;
       para(s, fmt::format("{}: sizing for the cheapest fleet to serve {} requests/s with {} of requests within the SLO, among {} configurations simulated.",
-                          name(d, "scenario"), fmt_num(num(d, "rate_rps"), 3), percent_shown(num(d, "attainment_required")), fmt_num(num(d, "simulations"))));
+                          who_of(*r), fmt_num(num(d, "rate_rps"), 3), percent_shown(num(d, "attainment_required")), fmt_num(num(d, "simulations"))));
     }
     for (const auto* r : of(ReportSource::Kind::validation)) {
       para(s, fmt::format("{}: the model against {} published measurements.", r->path.filename().string(), r->data["cases"].size()));
@@ -818,19 +818,26 @@ class Builder {
         const json& c = d["cheapest"];
         const double pp = num(c, "pp", 1);
         para(s, fmt::format("{}: the cheapest fleet that meets the SLO is {} on {} at TP {}{}, {}: {} GPUs, ${}/hour, ${} per million output tokens.",
-                            name(d, "scenario"), str(c, "gpu"), str(c, "node"), fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" x PP {}", fmt_num(pp)) : "",
+                            who_of(*r), str(c, "gpu"), str(c, "node"), fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" x PP {}", fmt_num(pp)) : "",
                             fleet_text(c),
                             fmt_num(num(c, "gpus")), fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3)));
       } else {
         para(s, fmt::format("{}: none of the configurations meets the SLO within the GPUs allowed (see Fleet sizing for how close each came).",
-                            name(d, "scenario")));
+                            who_of(*r)));
       }
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
       any = true;
       const json& d = r->data;
-      const std::string fastest = str(d, "fastest"), cheapest = str(d, "cheapest");
-      para(s, fmt::format("{}: fastest plan {}; cheapest plan {} ({}).", str(d, "scenario"), plan_text(d, fastest), plan_text(d, cheapest), str(d, "cost_unit")));
+      const std::string who = who_of(*r), fastest = str(d, "fastest"), cheapest = str(d, "cheapest");
+      para(s, fmt::format("{}: fastest plan {}; cheapest plan {} ({}).", who, plan_text(d, fastest), plan_text(d, cheapest), str(d, "cost_unit")));
+      // The same in the CSV, each with its step time and cost.
+      for (const auto& [role, key] : {std::pair{"fastest", fastest}, std::pair{"cheapest", cheapest}}) {
+        if (const json* p = plan_of(d, key)) {
+          csv("headline", fmt::format("{}: {} {}", who, role, key), "step_time", num(*p, "step_s"), "s");
+          csv("headline", fmt::format("{}: {} {}", who, role, key), "cost", num(*p, "cost"), str(d, "cost_unit"));
+        }
+      }
     }
     if (!any) missing(s, "No run, cost, plan or sizing result: headline numbers need one (clustersim run --out, cost --out or plan --out).");
   }
@@ -842,10 +849,15 @@ class Builder {
                                     : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
   }
 
-  static std::string plan_text(const json& plans, const std::string& key) {
+  // The simulated plan of a search with this key, or null.
+  static const json* plan_of(const json& plans, const std::string& key) {
     for (const json& p : plans["plans"]) {
-      if (str(p, "key") == key) return str(p, "plan");
+      if (str(p, "key") == key) return &p;
     }
+    return nullptr;
+  }
+  static std::string plan_text(const json& plans, const std::string& key) {
+    if (const json* p = plan_of(plans, key)) return str(*p, "plan");
     return key.empty() ? "none" : key;
   }
 
@@ -1065,6 +1077,10 @@ class Builder {
       }
       para(s, fmt::format("{}: the cheapest plans.", who));
       table(s, plan_table(by_cost));
+      for (const json* p : by_cost) {
+        csv("cheapest_plans", fmt::format("{}: {}", who, str(*p, "key")), "step_time", num(*p, "step_s"), "s");
+        csv("cheapest_plans", fmt::format("{}: {}", who, str(*p, "key")), "cost", num(*p, "cost"), str(d, "cost_unit"));
+      }
       // Time against cost: every simulated plan (the fastest 5,000 when more), the front as a line.
       std::set<std::string> front;
       for (const auto& k : d.value("pareto_front", json::array())) front.insert(k.get<std::string>());
@@ -1085,6 +1101,8 @@ class Builder {
       for (const json* p : on_front) {
         line.push_back({x_of(*p), num(*p, "cost") * scale, str(*p, "plan")});
         ft.rows.push_back({str(*p, "plan"), days ? days_figure(x_of(*p)) : fixed(x_of(*p), 3), fmt_num(num(*p, "cost"), 5)});
+        csv("pareto_front", fmt::format("{}: {}", who, str(*p, "key")), days ? "time_to_train" : "step_time", x_of(*p), days ? "days" : "s");
+        csv("pareto_front", fmt::format("{}: {}", who, str(*p, "key")), "cost", num(*p, "cost"), str(d, "cost_unit"));
       }
       json spec = {{"type", "scatter"},
                    {"title", fmt::format("{}: time against cost, {} simulated plans", who, all.size())},
@@ -1338,7 +1356,7 @@ class Builder {
       }
       para(s, fmt::format("{}: the configurations that meet the SLO, cheapest per hour first, then those that do not, most requests within it first; at "
                           "{} requests/s.",
-                          name(d, "scenario"), fmt_num(num(d, "rate_rps"), 3)));
+                          who_of(*r), fmt_num(num(d, "rate_rps"), 3)));
       table(s, std::move(t));
     }
   }
@@ -1348,13 +1366,13 @@ class Builder {
     bool any = false;
     for (const auto* r : of(ReportSource::Kind::training_run)) {
       for (const auto& n : r->data.value("notes", json::array())) {
-        para(s, fmt::format("{}: {}", str(r->data, "scenario"), n.get<std::string>()));
+        para(s, fmt::format("{}: {}", who_of(*r), n.get<std::string>()));
         any = true;
       }
     }
     for (const auto* r : of(ReportSource::Kind::inference_run)) {
       const json& d = r->data;
-      para(s, fmt::format("{}: preemption by {}, prefix caching {}, {} batching.", str(d, "scenario"), str(d, "preemption"), d.value("prefix_caching", false) ? "on" : "off",
+      para(s, fmt::format("{}: preemption by {}, prefix caching {}, {} batching.", who_of(*r), str(d, "preemption"), d.value("prefix_caching", false) ? "on" : "off",
                           str(d, "batching")));
       any = true;
     }
@@ -1363,12 +1381,12 @@ class Builder {
       const json& rel = d.value("reliability", json::object());
       const json& cp = d.value("checkpoint", json::object());
       para(s, fmt::format("{}: {} failures per 1,000 node-days, {} s to detect and {} s to restart; a checkpoint of {} GB takes {} s to write ({}).",
-                          name(d, "scenario"), fmt_num(num(rel, "failures_per_1000_node_days")), fixed(num(rel, "detect_s"), 0), fixed(num(rel, "restart_s"), 0),
+                          who_of(*r), fmt_num(num(rel, "failures_per_1000_node_days")), fixed(num(rel, "detect_s"), 0), fixed(num(rel, "restart_s"), 0),
                           fixed(num(cp, "bytes") / 1e9, 1), fixed(num(cp, "write_s"), 1), flag(cp, "async", false) ? "asynchronous" : "the job waits"));
       any = true;
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
-      para(s, fmt::format("{}: cost unit {}.", str(r->data, "scenario"), str(r->data, "cost_unit")));
+      para(s, fmt::format("{}: cost unit {}.", who_of(*r), str(r->data, "cost_unit")));
       any = true;
     }
     std::map<std::string, int> defaults;

@@ -52,6 +52,11 @@ done
 grep -q "trace.json" "$dir/all/report.html" || { echo "report.html does not link the Perfetto trace"; exit 1; }
 head -1 "$dir/all/report.csv" | grep -q '^section,subject,metric,value,unit$'
 grep -q '^headline,cost-small,step_time,' "$dir/all/report.csv" || { echo "report.csv has no step time"; exit 1; }
+# A plan search's headline (fastest and cheapest plans), its cheapest plans and its Pareto front are
+# in the CSV as in the page (a probe found only the fastest ten there).
+for row in '^headline,small: fastest gpus=[^,]*,step_time,' '^headline,small: cheapest gpus=[^,]*,cost,' '^cheapest_plans,small: gpus=' '^pareto_front,small: gpus='; do
+  grep -q "$row" "$dir/all/report.csv" || { echo "report.csv has no row matching $row"; exit 1; }
+done
 # Self-contained: no script or stylesheet fetched from anywhere.
 if grep -Eq '<script[^>]+src=|<link[^>]+stylesheet' "$dir/all/report.html"; then
   echo "report.html loads an external script or stylesheet"
@@ -183,6 +188,10 @@ cp "$dir/train/summary.json" "$dir/train-copy/summary.json"
 "$cli" report "$dir/train" "$dir/train-copy" --out "$dir/twice" >/dev/null
 dups=$(tail -n +2 "$dir/twice/report.csv" | awk -F, '{print $1 FS $2 FS $3}' | sort | uniq -d | head -3)
 [ -z "$dups" ] || { echo "report.csv repeats keys: $dups"; exit 1; }
+# ... and the page tells them apart in every section, the scenario and headline ones too.
+name=$(sed -n 's/^  "scenario": "\([^"]*\)",$/\1/p' "$dir/train/summary.json" | head -1)
+[ -n "$name" ] || { echo "no scenario name in summary.json"; exit 1; }
+if grep -q "^$name: " "$dir/twice/report.md"; then echo "report.md has a paragraph of '$name' without its file:"; grep "^$name: " "$dir/twice/report.md"; exit 1; fi
 # A validate --json result is checked against itself (a probe's tampered files printed "+nan%", a
 # status "weird", and a MAPE or case count the cases did not give).
 acc="$dir/accuracy.json"
