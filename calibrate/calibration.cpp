@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -160,7 +161,15 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   for (MemoryKind kind : {MemoryKind::d2d, MemoryKind::h2d, MemoryKind::d2h, MemoryKind::host}) {
     const auto samples = std::count_if(m.memory.begin(), m.memory.end(), [&](const MemorySample& s) { return s.kind == kind; });
     const bool fitted = std::any_of(r.copies.begin(), r.copies.end(), [&](const CopyFit& c) { return c.kind == kind; });
-    if (samples > 0 && !fitted) {
+    std::set<double> sizes;
+    for (const MemorySample& s : m.memory) {
+      if (s.kind == kind) sizes.insert(s.bytes);
+    }
+    if (samples > 0 && sizes.size() < 2) {
+      r.notes.push_back(fmt::format("{} copies ({} sample{}) left out of the profile: measured at one size only ({}), which cannot separate "
+                                    "a latency from a bandwidth (measure a sweep of sizes)",
+                                    to_string(kind), samples, samples == 1 ? "" : "s", to_string(Bytes(*sizes.begin()))));
+    } else if (samples > 0 && !fitted) {
       r.notes.push_back(fmt::format("{} copies ({} sample{}) left out of the profile: their time does not grow with their size (or so little that "
                                     "even the largest is latency-bound), so they give no bandwidth (check the sizes and times)",
                                     to_string(kind), samples, samples == 1 ? "" : "s"));

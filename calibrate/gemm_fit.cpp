@@ -42,6 +42,9 @@ struct Layout {
   // Per dtype: its tile ridge and k_half held at the base's when its samples are too few to tell
   // them apart from its ceiling (their Jacobian columns stay zero, so no step moves them).
   std::vector<bool> shape_fixed;
+  // Per dtype: its ceiling held at the base's too, when none of its GEMMs computes long enough
+  // beside a launch to show it.
+  std::vector<bool> ceiling_fixed;
   bool memory = true;
   bool fit_overhead = true;
   [[nodiscard]] int per_dtype() const { return 3 * static_cast<int>(dtypes.size()); }
@@ -51,7 +54,11 @@ struct Layout {
   [[nodiscard]] static int k_half(int i) { return 3 * i + 2; }
   [[nodiscard]] int overhead() const { return per_dtype(); }
   [[nodiscard]] int memory_index() const { return per_dtype() + (fit_overhead ? 1 : 0); }
-  [[nodiscard]] bool fixed(int j) const { return j < per_dtype() && j % 3 != 0 && shape_fixed[static_cast<std::size_t>(j / 3)]; }
+  [[nodiscard]] bool fixed(int j) const {
+    if (j >= per_dtype()) return false;
+    const auto i = static_cast<std::size_t>(j / 3);
+    return j % 3 == 0 ? ceiling_fixed[i] : shape_fixed[i];
+  }
 };
 
 Eigen::VectorXd pack(const Layout& l, const HardwareProfile& hw) {
@@ -271,13 +278,33 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
   // Three unknowns per dtype (ceiling, tile ridge, k_half): with fewer than three shapes of it the
   // data cannot tell them apart, and the fit would move the shape terms anywhere (one 256^3 sample
   // set k_half to 1,111). Such a dtype fits its ceiling alone, its shape terms kept from the base.
+  // A ceiling shows only in a GEMM whose arithmetic, at the base's rate, lasts several launch
+  // overheads; in shorter ones the fit trades it against the launch (one 256^3 bf16 GEMM of 3.3 us
+  // had set bf16's ceiling to 1 and made a training step 12% faster). Such a dtype keeps its ceiling
+  // and shape terms from the base.
+  const double launch = std::max(base.kernel_launch_overhead.value(), 1e-6);
   for (Dtype d : layout.dtypes) {
+    const GemmSample* longest = nullptr;
+    double compute = 0;
+    for (const auto& s : samples) {
+      const double c = s.flops() / (base.peak(d).value() * base.gemm.max_efficiency.at(d));
+      if (s.dtype == d && c > compute) compute = c, longest = &s;
+    }
+    layout.ceiling_fixed.push_back(compute < kOverheadWindow * launch);
+    if (!layout.ceiling_fixed.back()) continue;
+    fit.notes.push_back(fmt::format("{}: no GEMM measured computes long enough to show its ceiling (the longest, {}x{}x{}, {} of arithmetic at "
+                                    "{}'s rate beside a {} launch): max_efficiency and the shape terms kept from it (measure larger GEMMs)",
+                                    hardware::to_string(d), longest->m, longest->n, longest->k, to_string(Seconds(compute)), base.name,
+                                    to_string(Seconds(launch))));
+  }
+  for (std::size_t i = 0; i < layout.dtypes.size(); ++i) {
+    const Dtype d = layout.dtypes[i];
     std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
     for (const auto& s : samples) {
       if (s.dtype == d) shapes.insert({s.m, s.n, s.k});
     }
-    layout.shape_fixed.push_back(shapes.size() < 3);
-    if (!layout.shape_fixed.back()) continue;
+    layout.shape_fixed.push_back(shapes.size() < 3 || layout.ceiling_fixed[i]);
+    if (shapes.size() >= 3 || layout.ceiling_fixed[i]) continue;
     fit.notes.push_back(fmt::format("{}: {} shape{} measured, fewer than the 3 that separate its ceiling from its tile ridge and k_half: only "
                                     "max_efficiency is fitted, the shape terms kept from {}",
                                     hardware::to_string(d), shapes.size(), shapes.size() == 1 ? "" : "s", base.name));

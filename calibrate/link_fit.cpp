@@ -112,13 +112,21 @@ std::vector<LinkFit> fit_collectives(const std::vector<CollectiveSample>& sample
 std::vector<CopyFit> fit_copies(const std::vector<MemorySample>& samples) {
   std::vector<CopyFit> fits;
   for (MemoryKind kind : {MemoryKind::d2d, MemoryKind::h2d, MemoryKind::d2h, MemoryKind::host}) {
-    std::vector<double> x, t;
+    // One sample per size, the fastest, as for collectives; and two sizes at least: one size cannot
+    // separate a latency from a bandwidth, and a copy's is the profile's memory efficiency (one 1 MiB
+    // copy, latency-bound, had set it to 0.23; the same size twice, to 0.04).
+    std::map<double, double> best;
     for (const auto& s : samples) {
       if (s.kind != kind) continue;
-      x.push_back(s.bytes);
-      t.push_back(s.seconds);
+      auto [it, fresh] = best.emplace(s.bytes, s.seconds);
+      if (!fresh) it->second = std::min(it->second, s.seconds);
     }
-    if (x.empty()) continue;
+    if (best.size() < 2) continue;
+    std::vector<double> x, t;
+    for (const auto& [bytes, seconds] : best) {
+      x.push_back(bytes);
+      t.push_back(seconds);
+    }
     const Affine line = fit_affine(x, t);
     // Copies whose time does not grow with size, or grows so little that even the largest is
     // latency-bound (a flat sweep fits a slope of rounding noise: 1e19 GB/s), give no bandwidth.

@@ -514,6 +514,49 @@ TEST_CASE("calibrate: a copy sweep that stays latency-bound gives no bandwidth, 
   CHECK_FALSE(r.profile.host_to_device.has_value());
 }
 
+TEST_CASE("calibrate: copies at one size give no memory efficiency; a size measured twice is fitted once, at its fastest") {
+  // A probe's lone 1 MiB d2d copy (latency-bound) had set memory_efficiency to 0.23, the same size
+  // twice to 0.04, and a training step +152%.
+  const HardwareProfile h200 = shipped("h200-sxm-141gb");
+  Measurements one;
+  one.memory.push_back({MemoryKind::d2d, double(1 << 20), 1.0e-5});
+  one.memory.push_back({MemoryKind::d2d, double(1 << 20), 1.1e-5});
+  const auto r = calibrate::calibrate(h200, one, {});
+  CHECK(r.copies.empty());
+  CHECK(r.profile.gemm.memory_efficiency == h200.gemm.memory_efficiency);
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("d2d copies (2 samples) left out of the profile: measured at one size only") != std::string::npos; }));
+  // A sweep fits; a size repeated slower does not move it.
+  Measurements sweep;
+  for (double mib : {64.0, 256.0, 1024.0}) sweep.memory.push_back({MemoryKind::d2d, mib * (1 << 20), 5e-6 + 2 * mib * (1 << 20) / 3.9e12});
+  const auto fitted = calibrate::calibrate(h200, sweep, {});
+  sweep.memory.push_back({MemoryKind::d2d, 64.0 * (1 << 20), 1e-3});
+  const auto repeated = calibrate::calibrate(h200, sweep, {});
+  REQUIRE(fitted.copies.size() == 1);
+  CHECK(fitted.profile.gemm.memory_efficiency == Approx(3.9e12 / h200.memory_bandwidth.value()).epsilon(1e-6));
+  CHECK(repeated.profile.gemm.memory_efficiency == fitted.profile.gemm.memory_efficiency);
+}
+
+TEST_CASE("calibrate: a dtype whose GEMMs are all launch-bound keeps its ceiling") {
+  // A probe's lone 256^3 bf16 GEMM (3.3 us, 42 ns of arithmetic) had set bf16's ceiling to 1 and
+  // made a training step 12% faster; cut to its 256^3 sample inside the full sweep, fp8 had too.
+  const HardwareProfile h200 = shipped("h200-sxm-141gb");
+  Measurements m;
+  m.meta = {{"device", "NVIDIA H200"}, {"sm_count", "132"}};
+  m.gemm.push_back({Dtype::bf16, 256, 256, 256, 3.34e-6});
+  m.gemm.push_back({Dtype::fp8, 256, 256, 256, 3.40e-6});
+  const auto r = calibrate::calibrate(h200, m, {});
+  for (Dtype d : {Dtype::bf16, Dtype::fp8}) {
+    CHECK(r.profile.gemm.max_efficiency.at(d) == Approx(h200.gemm.max_efficiency.at(d)).epsilon(1e-9));
+    CHECK(r.profile.gemm.k_half_for(d) == Approx(h200.gemm.k_half_for(d)).epsilon(1e-9));
+  }
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("bf16: no GEMM measured computes long enough to show its ceiling") != std::string::npos; }));
+  // With one GEMM long enough (4096^3: 0.17 ms of arithmetic), bf16's ceiling is fitted again.
+  m.gemm.push_back({Dtype::bf16, 4096, 4096, 4096, 2.0e-4});
+  const auto long_enough = calibrate::calibrate(h200, m, {});
+  CHECK(long_enough.profile.gemm.max_efficiency.at(Dtype::bf16) != Approx(h200.gemm.max_efficiency.at(Dtype::bf16)).epsilon(1e-3));
+  CHECK(long_enough.profile.gemm.max_efficiency.at(Dtype::fp8) == Approx(h200.gemm.max_efficiency.at(Dtype::fp8)).epsilon(1e-9));
+}
+
 TEST_CASE("calibrate: a collective measured at one size only is fitted through the origin, and says so") {
   // Expectation: one 1 GiB all-reduce in 5 ms; latency 0 and the bus bandwidth of that one size,
   // with a note that a sweep is needed to fit both.
