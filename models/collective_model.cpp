@@ -93,6 +93,11 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
 
 namespace {
 constexpr double kMaxAllToAllFlows = 2048.0 * 2047.0;
+// Where flows are hashed over equal-cost paths (Ethernet ECMP), the pairs' rates differ and they end
+// at many different times; each end re-solves every pair's rate, so the cost grows as the cube of
+// the GPU count: on the 2-core reference machine 256 GPUs take 1.9 s, 512 39 s, 1,024 7.6 min, and
+// 2,048 would take hours (a probe found it accepted). Destination routing ends them in a few batches.
+constexpr std::size_t kMaxHashedAllToAllGpus = 1024;
 }  // namespace
 
 CollectivePlan CollectiveModel::plan(const Collective& c) const {
@@ -108,6 +113,13 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
     // GPUs on this project's 2-core reference machine); 16,384 GPUs would need 268 M of them.
     fail(fmt::format("all_to_all among {} GPUs is {} x {} = {:.3g} flows, one per pair; at most {} (2,048 GPUs) are simulated", c.ranks.size(),
                      c.ranks.size(), c.ranks.size() - 1, pairs, kMaxAllToAllFlows));
+  }
+  if (c.op == CollectiveOp::all_to_all && c.ranks.size() > kMaxHashedAllToAllGpus && !router_.routes_by_destination()) {
+    fail(fmt::format("all_to_all among {} GPUs on a fabric that hashes flows over its paths ({} ECMP): at most {} GPUs are simulated there "
+                     "(the solver's cost grows as the cube of the GPU count: 1,024 take minutes, 2,048 hours; fabrics routed by destination, "
+                     "as InfiniBand is, take up to 2,048)",
+                     c.ranks.size(), topo_.technology == "roce" ? "RoCE" : topo_.technology == "ethernet" || topo_.technology.empty() ? "Ethernet" : topo_.technology,
+                     kMaxHashedAllToAllGpus));
   }
   std::set<Vertex> seen;
   for (Vertex v : c.ranks) {

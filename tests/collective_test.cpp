@@ -581,6 +581,26 @@ TEST_CASE("the same collective twice gives identical results", "[collectives][de
   CHECK(a.stats.events == b.stats.events);
 }
 
+TEST_CASE("an all-to-all past 1,024 GPUs on a hashed fabric is refused, and on one routed by destination is not", "[collectives]") {
+  // A probe's 2,048-GPU all-to-all on the RoCE Clos was accepted and would have run for hours (1,024:
+  // 7.6 min, the solver's cost growing as the cube of the GPU count where flows end at many times).
+  const auto fabric = [](const char* technology) {
+    return from_text(fmt::format("topology: {{name: t, node: dgx-h100, nodes: 129, fabric: {{kind: fat-tree, technology: {}, tiers: [{{radix: 64}}, "
+                                 "{{radix: 64}}, {{radix: 64}}]}}}}\n",
+                                 technology));
+  };
+  const Topology roce = fabric("roce"), ib = fabric("infiniband");
+  std::vector<Vertex> ranks = roce.gpus();
+  ranks.resize(1025);
+  CHECK_THROWS_WITH(CollectiveModel(roce).plan(collective(CollectiveOp::all_to_all, ranks, 1e9)),
+                    Catch::Contains("all_to_all among 1025 GPUs on a fabric that hashes flows over its paths (RoCE ECMP): at most 1024"));
+  ranks.resize(1024);
+  CHECK_NOTHROW(CollectiveModel(roce).plan(collective(CollectiveOp::all_to_all, ranks, 1e9)));
+  std::vector<Vertex> all = ib.gpus();
+  all.resize(1025);
+  CHECK_NOTHROW(CollectiveModel(ib).plan(collective(CollectiveOp::all_to_all, all, 1e9)));
+}
+
 TEST_CASE("an all-to-all past 2,048 GPUs is refused by its flow count, before any flow is built", "[collectives]") {
   // 257 DGX H100 nodes: 2,056 GPUs, 4.2 M pairs. At 16,384 GPUs the 268 M flows had run the
   // machine out of memory (std::bad_alloc after minutes, exit 1).
