@@ -514,7 +514,7 @@ TEST_CASE("calibrate: a copy sweep that stays latency-bound gives no bandwidth, 
   CHECK_FALSE(r.profile.host_to_device.has_value());
 }
 
-TEST_CASE("calibrate: copies at one size give no memory efficiency; a size measured twice is fitted once, at its fastest") {
+TEST_CASE("calibrate: copies at one size give no memory efficiency, and a size measured twice is fitted once, at its fastest") {
   // A probe's lone 1 MiB d2d copy (latency-bound) had set memory_efficiency to 0.23, the same size
   // twice to 0.04, and a training step +152%.
   const HardwareProfile h200 = shipped("h200-sxm-141gb");

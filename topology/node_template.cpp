@@ -165,6 +165,12 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
                                         (from_kind == DeviceKind::cpu && to_kind == DeviceKind::gpu))) {
         item.fail("a c2c (NVLink-C2C) link between a GPU and a CPU", fmt::format("a c2c link from a {} to a {}", to_string(from_kind), to_string(to_kind)));
       }
+      // NVLink joins GPUs, NVSwitches and (IBM POWER9's) CPUs; a NIC or PCIe switch on it had been
+      // counted as the GPU's scale-up bandwidth.
+      const auto nvlink_end = [](DeviceKind k) { return k == DeviceKind::gpu || k == DeviceKind::nvswitch || k == DeviceKind::cpu; };
+      if (lg.kind == LinkKind::nvlink && !(nvlink_end(from_kind) && nvlink_end(to_kind))) {
+        item.fail("an NVLink link between GPUs, NVSwitches or CPUs", fmt::format("an nvlink link from a {} to a {}", to_string(from_kind), to_string(to_kind)));
+      }
       if (lg.from.group == lg.to.group && !(lg.from.index && lg.to.index && *lg.from.index != *lg.to.index)) {
         item.fail("a link between two different devices (two groups, or two single devices such as cpu0 and cpu1)",
                   "a link from a group to itself");
@@ -194,6 +200,26 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
                                   it->second->where.where().line));
       }
     });
+  }
+  // Every NIC is joined to something in its node: one that is not had carried no GPU's traffic, yet
+  // its fabric port counted in the bisection (a probe's node doubled it).
+  for (std::size_t gi = 0; gi < t.groups.size(); ++gi) {
+    if (t.groups[gi].kind != DeviceKind::nic) continue;
+    std::vector<bool> linked(static_cast<std::size_t>(t.groups[gi].count), false);
+    for (const LinkGroup& lg : t.links) {
+      for_each_pair(lg, t.groups, [&](int i, int j) {
+        if (lg.from.group == gi) linked[static_cast<std::size_t>(i)] = true;
+        if (lg.to.group == gi) linked[static_cast<std::size_t>(j)] = true;
+      });
+    }
+    for (std::size_t i = 0; i < linked.size(); ++i) {
+      if (!linked[i]) {
+        const std::string expected = "every NIC linked to a device of its node (a GPU, PCIe switch or CPU), so that traffic can reach it";
+        const std::string found = fmt::format("no link to {}{}", t.groups[gi].name, i);
+        if (const auto links = m.find("links")) links->fail(expected, found);
+        throw InputError(m.node().where(), m.node().field().empty() ? "links" : m.node().field() + ".links", expected, found + " (no links at all)");
+      }
+    }
   }
   // A GPU's NVLinks together carry at most what its profile says (per direction): a mesh of 400 GB/s
   // links on an A100 (300 GB/s) had been simulated at 711 GB/s of bus bandwidth.
