@@ -239,6 +239,9 @@ std::vector<Op> embedding_forward_ops(const TransformerSpec& m, const Shard& s) 
   // Vocabulary-parallel embedding: each TP rank looks up its slice of the vocabulary, then the
   // partial rows are summed.
   leave_tp(ops, d, m.hidden, "tp_reduce_embedding");
+  // Without sequence parallelism the all-reduce's backward is the identity: the embedding's
+  // gradient is the whole output gradient every rank holds already.
+  if (d.tp_comm && !d.sp) ops.back().passes = Op::Passes::forward;
   for (Op& op : ops) op.in_layer = false;
   return ops;
 }
@@ -248,6 +251,13 @@ std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s) {
   std::vector<Op> ops;
   ops.push_back(memory("final_norm", 2.0 * d.sp_tokens * m.hidden * kActivationBytes));
   enter_tp(ops, d, m.hidden, "tp_allgather_head");
+  if (d.tp_comm && !d.sp) {
+    // Without sequence parallelism the output layer's input enters the TP region as is (identity
+    // forward) and its gradient is all-reduced backward (copy_to_tensor_model_parallel_region).
+    Op grad = comm("tp_reduce_head_input_grad", CommGroup::tp, CollectiveOp::all_reduce, d.tokens * m.hidden * kActivationBytes);
+    grad.passes = Op::Passes::backward;
+    ops.push_back(grad);
+  }
   const double vocab = double(m.vocab) / s.tp;
   Op logits_gemm = gemm("logits", i64(d.tokens), i64(vocab), m.hidden);
   logits_gemm.fp8 = false;
@@ -262,7 +272,13 @@ std::vector<Op> head_forward_ops(const TransformerSpec& m, const Shard& s) {
   Op loss = memory("cross_entropy", logits * (kActivationBytes + 4.0 + 4.0 + 8.0 + 8.0 + 4.0 + 8.0));
   loss.backward_bytes = logits * (8.0 + 4.0 + kActivationBytes);
   ops.push_back(loss);
-  if (d.tp_comm) ops.push_back(comm("tp_reduce_loss", CommGroup::tp, CollectiveOp::all_reduce, d.tokens * 4.0 * 3.0));
+  if (d.tp_comm) {
+    // The row max, the sum of exponentials and the target logits, reduced forward; the backward
+    // scales the saved softmax locally.
+    Op reduce = comm("tp_reduce_loss", CommGroup::tp, CollectiveOp::all_reduce, d.tokens * 4.0 * 3.0);
+    reduce.passes = Op::Passes::forward;
+    ops.push_back(reduce);
+  }
   for (Op& op : ops) op.in_layer = false;
   return ops;
 }
@@ -401,6 +417,14 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     double b = comm_time(op.group, back, op.bytes).value();
     if (op.group == CommGroup::cp) b += f;
     double fe = f, be = b;
+    // Entering the TP region under sequence parallelism: the backward re-gathers the saved
+    // sequence-split input for the weight gradient (the forward's all-gather again) besides
+    // reduce-scattering the input gradient (Megatron's LinearWithGradAccumulationAndAsyncCommunication,
+    // Transformer Engine's Linear). Without tp_overlap both are exposed (docs/training.md,
+    // Limitations); the re-gather had been left out, so turning the overlap on could slow a step.
+    if (op.group == CommGroup::tp && op.comm_op == CollectiveOp::all_gather) be = b + f;
+    if (op.passes == Op::Passes::forward) be = 0;
+    if (op.passes == Op::Passes::backward) fe = 0;
     // The embedding's reduce-scatter has no GEMM beside it, and the loss's all-reduce is a few bytes.
     const bool overlapped = op.comm_op == CollectiveOp::all_gather || (op.comm_op == CollectiveOp::reduce_scatter && op.in_layer);
     if (op.group == CommGroup::tp && tp_overlap && overlapped) {

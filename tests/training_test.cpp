@@ -471,9 +471,12 @@ TEST_CASE("TP overlap hides each collective behind its own linear layer's GEMMs,
   };
   const double c = 20e-6;  // every TP collective takes 20 us: far less than any GEMM below
   const OpsTime plain = tp_of(false, c);
-  // Without overlap: two all-gathers and two reduce-scatters forward, their mirrors backward.
+  // Without overlap: two all-gathers and two reduce-scatters forward; backward their mirrors, and
+  // each column-parallel layer's re-gather of its saved sequence-split input for the weight
+  // gradient (a probe found it left out, so that the overlap could make a step slower).
   CHECK(plain.forward.tp == Approx(4 * c));
-  CHECK(plain.backward.tp == Approx(4 * c));
+  CHECK(plain.backward.tp == Approx(6 * c));
+  CHECK(tp_of(true, c).backward.tp < plain.backward.tp);
   // Transformer Engine's defaults (initialize_ub): the all-gathers before qkv and fc1 are ring
   // exchanges that start on the chunk already held (nothing shows); the reduce-scatters after the
   // output projection and fc2 are pipelined in 4 chunks, the last of which shows, and the first
@@ -536,6 +539,40 @@ TEST_CASE("TP overlap hides each collective behind its own linear layer's GEMMs,
   }
   CHECK(seen_head);
   CHECK(seen_embedding);
+}
+
+TEST_CASE("without sequence parallelism the embedding all-reduces forward, the output layer's input gradient backward, the loss forward only") {
+  // Megatron-Core: the vocab-parallel embedding ends in reduce_from_tensor_model_parallel_region
+  // (all-reduce forward, identity backward); the output layer's input passes
+  // copy_to_tensor_model_parallel_region (identity forward, all-reduce backward); the vocab-parallel
+  // cross-entropy reduces forward only. A probe found the embedding's all-reduce charged backward
+  // and the output layer's missing, which moved one all-reduce a micro-batch to the first stage.
+  const topology::Topology topo = h100_nodes(1);
+  Shard shard;
+  shard.tp = 8;
+  const TransformerSpec m = gpt(4, 8192, 64, 4096);
+  const double c = 20e-6;
+  const CommTime fixed = [c](CommGroup, CollectiveOp, double) { return Seconds(c); };
+  const OpsTime embedding = time_ops(embedding_forward_ops(m, shard), *topo.gpu, hardware::Dtype::bf16, fixed, Recompute::none, false, shard.tp);
+  const OpsTime head = time_ops(head_forward_ops(m, shard), *topo.gpu, hardware::Dtype::bf16, fixed, Recompute::none, false, shard.tp);
+  CHECK(embedding.forward.tp == Approx(c));
+  CHECK(embedding.backward.tp == 0.0);
+  CHECK(head.forward.tp == Approx(c));   // the loss's reductions
+  CHECK(head.backward.tp == Approx(c));  // the output layer's input gradient
+  int seen = 0;
+  for (const auto& op : head.ops) {
+    if (op.name == "tp_reduce_head_input_grad") {
+      CHECK(op.forward == 0.0);
+      CHECK(op.backward == Approx(c));
+      CHECK(op.bytes == Approx(double(m.seq_len) * m.hidden * 2));
+      ++seen;
+    }
+    if (op.name == "tp_reduce_loss") {
+      CHECK(op.backward == 0.0);
+      ++seen;
+    }
+  }
+  CHECK(seen == 2);
 }
 
 TEST_CASE("full recompute re-runs the transformer layers, never the output head or the embedding") {

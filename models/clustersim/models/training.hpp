@@ -153,6 +153,12 @@ struct Op {
   double row_flops = 0;        // attention: forward FLOPs of one 128-query block over the whole sequence
   CollectiveOp comm_op = CollectiveOp::all_reduce;
   CommGroup group = CommGroup::tp;
+  // comm: the passes it runs in. Most run forward and, as their inverse, backward; Megatron's
+  // vocab-parallel embedding all-reduces forward only (reduce_from_tensor_model_parallel_region,
+  // identity backward), its output layer's input backward only (copy_to_tensor_model_parallel_region),
+  // and its cross-entropy's reductions forward only.
+  enum class Passes { both, forward, backward };
+  Passes passes = Passes::both;
   bool attention_core = false;  // recomputed by selective recompute
   // Inside a transformer layer, so full recompute re-runs it. Megatron checkpoints the transformer
   // layers only (--recompute-granularity full): the embedding, the output head and the loss run once.
