@@ -124,13 +124,14 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
   TextTable t({"id", "measured", "default", "lowest", "lowest at", "highest", "highest at", "measured inside"},
               {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::left,
                TextTable::Align::right, TextTable::Align::left, TextTable::Align::left});
-  int ran = 0, with_unknowns = 0, inside = 0;
+  int ran = 0, with_unknowns = 0, inside = 0, not_run = 0;
   std::vector<std::string> outside;
   for (const auto& c : cases) {
     if (c.kind != "training") continue;
     const validate::Sensitivity s = validate::sensitivity(c, run_options, pairs);
     nlohmann::json k{{"id", s.id}, {"status", s.status}};
     if (s.status != "ok") {
+      ++not_run;  // counted in the summary (a failed case had been left out of it)
       k["reason"] = s.reason;
       t.add_row({s.id, s.status, "-", "-", "-", "-", "-", s.reason});
       list.push_back(k);
@@ -160,14 +161,15 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
                seconds_and_error(s.high_s, s.measured_s), s.high_at, !s.has_unknowns() ? (s.alternatives.empty() ? "(no unknown setting)" : "(no alternative fits)") : s.measured_inside() ? "yes" : "no"});
   }
   if (json) {
-    std::cout << nlohmann::json{{"unknowns", list}, {"pairs", pairs}, {"cases", ran}, {"cases_with_unknowns", with_unknowns}, {"measured_inside", inside}}.dump(2)
+    std::cout << nlohmann::json{{"unknowns", list}, {"pairs", pairs}, {"cases", ran}, {"cases_not_run", not_run}, {"cases_with_unknowns", with_unknowns}, {"measured_inside", inside}}.dump(2)
               << "\n";
     return;
   }
   std::cout << fmt::format("training step time (s) under the other values of the plan settings each case leaves unknown, {}, the others at their defaults\n",
                            pairs ? "one at a time and two together" : "one at a time");
   std::cout << t.render("  ");
-  std::cout << fmt::format("  {} case{}, {} with unknown plan settings; the measured step lies inside their range in {}", ran, ran == 1 ? "" : "s", with_unknowns, inside);
+  std::cout << fmt::format("  {} case{}{}, {} with unknown plan settings; the measured step lies inside their range in {}", ran, ran == 1 ? "" : "s",
+                           not_run > 0 ? fmt::format(" run ({} more failed or unsupported, listed)", not_run) : "", with_unknowns, inside);
   if (!outside.empty()) {
     std::string names;
     for (const auto& n : outside) names += (names.empty() ? "" : ", ") + n;

@@ -149,6 +149,9 @@ TEST_CASE("the software a published run used is read from its source's date", "[
   CHECK(validate::earliest_year("arXiv 2205.05198 (2022), MLSys 2023") == 2022);
   CHECK(validate::earliest_year("NVIDIA DGX Cloud Benchmarking recipe 'Grok 1 314B'") == 0);
   CHECK(validate::earliest_year("20245 tokens, 1989, 2100") == 0);
+  // An arXiv id of 2020 (yymm.nnnnn) is no year: a probe's "arXiv 2010.04473, 2024" was dated 2010.
+  CHECK(validate::earliest_year("Example et al., arXiv 2010.04473, 2024") == 2024);
+  CHECK(validate::earliest_year("v1.2019 of a tool, 2023") == 2023);
   validate::Case c;
   c.source = "a paper, 2021";
   const validate::RunOptions defaults;
@@ -366,6 +369,25 @@ TEST_CASE("a case whose NVLink is not its node template's is unsupported, saying
   const auto d = validate::run_case(other_domain);
   CHECK(d.status == "unsupported");
   CHECK_THAT(d.reason, Contains("domain_gpus is 72, but the node template joins 8 GPUs over NVLink"));
+}
+
+TEST_CASE("a training case in a precision its GPU has no peak for is unsupported, as GEMM and serving cases are", "[validate]") {
+  // A probe found fp8 on A100 counted as failed for training, unsupported for the other kinds.
+  auto c = validate::read_cases(kShared / "validation/training.yaml").front();
+  REQUIRE(c.cluster.gpu.rfind("A100", 0) == 0);
+  c.training->precision = "fp8";
+  const auto r = validate::run_case(c);
+  CHECK(r.status == "unsupported");
+  CHECK_THAT(r.reason, Contains("has no fp8 peak"));
+}
+
+TEST_CASE("a stated 3-tier Clos is built with three tiers and named", "[validate]") {
+  auto c = validate::read_cases(kShared / "validation/training.yaml").front();
+  REQUIRE(c.cluster.gpus > c.cluster.gpus_per_node);
+  c.cluster.fabric_topology = "clos-3tier";
+  const auto r = validate::run_case(c);
+  REQUIRE(r.status == "ok");
+  CHECK(std::any_of(r.defaults_applied.begin(), r.defaults_applied.end(), [](const std::string& d) { return d.find("3-tier Clos (as stated)") != std::string::npos; }));
 }
 
 TEST_CASE("a case in mxfp8 on a GPU before Blackwell is unsupported, not timed as fp8", "[validate]") {

@@ -163,17 +163,25 @@ Case read_case(const Node& node) {
   Map m(node);
   Case c;
   // An id names the case in every table and in --plans: empty, it printed a blank row.
-  c.id = m.get<std::string>("id", yaml::Check<std::string>{"a case id (not empty)", [](const std::string& s) { return !s.empty(); }});
+  // ... and blank or broken over lines it did the same, or split the row.
+  c.id = m.get<std::string>("id", yaml::Check<std::string>{"a case id (not empty, not only spaces, on one line)", [](const std::string& s) {
+                                return s.find_first_not_of(" \t") != std::string::npos && s.find_first_of("\n\r\t") == std::string::npos;
+                              }});
   c.kind = m.choice("kind", {"training", "inference", "gemm", "collective"});
   c.source = m.get<std::string>("source");
   c.confidence = m.choice_or("confidence", "exact", {"exact", "derived-from-tflops", "derived-from-tokens-per-s", "secondary"});
   TrainingSpec t;
   if (auto model = m.find("model")) t.model = read_model(*model, c.id);
   c.cluster = read_cluster(m.at("cluster", "a cluster map"));
-  if (auto p = m.find("parallelism")) read_parallelism(*p, t);
-  if (auto b = m.find("batch")) read_batch(*b, t);
-  if (auto r = m.find("recompute")) t.recompute = yaml::parse_choice(*r, {"none", "selective", "full", "unknown"});
-  if (auto p = m.find("precision")) t.precision = yaml::parse_choice(*p, {"fp16", "bf16", "fp8", "mxfp8"});
+  // A training case states its plan, batch, recompute and precision (or `unknown` where the format
+  // allows it): a missing one had been taken silently as its default (bf16 for a case in fp16).
+  const bool training = c.kind == "training";
+  if (auto p = training ? std::optional<Node>(m.at("parallelism", "a parallelism map")) : m.find("parallelism")) read_parallelism(*p, t);
+  if (auto b = training ? std::optional<Node>(m.at("batch", "a batch map")) : m.find("batch")) read_batch(*b, t);
+  if (training) t.recompute = m.choice("recompute", {"none", "selective", "full", "unknown"});
+  else if (auto r = m.find("recompute")) t.recompute = yaml::parse_choice(*r, {"none", "selective", "full", "unknown"});
+  if (training) t.precision = m.choice("precision", {"fp16", "bf16", "fp8", "mxfp8"});
+  else if (auto p = m.find("precision")) t.precision = yaml::parse_choice(*p, {"fp16", "bf16", "fp8", "mxfp8"});
   InferenceSpec inf;
   const bool has_serving = m.find("serving").has_value(), has_workload = m.find("workload").has_value();
   if (auto s = m.find("serving")) read_serving(*s, inf);
@@ -210,9 +218,20 @@ Case read_case(const Node& node) {
     // had given an infinite error and MAPE).
     const yaml::Check<double> fraction{"a fraction from 1e-9 to 1", [](double x) { return x >= 1e-9 && x <= 1; }};
     const yaml::Check<double> positive{"a positive number from 1e-9 to 1e12", [](double x) { return x >= 1e-9 && x <= 1e12; }};
-    for (const char* key : {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "output_tokens_per_s", "ttft_ms_mean",
-                                   "itl_ms_mean", "tflops", "busbw_GBps"}) {
-      if (auto v = meas.find(key)) c.measured[key] = v->as<double>(std::string_view(key) == "mfu" ? fraction : positive);
+    // Each kind's metrics (the format's `measured` lines); another kind's would be read and never
+    // compared, so they are refused as another kind's sections are.
+    const std::map<std::string, std::vector<std::string>> metrics = {{"training", {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu"}},
+                                                                      {"inference", {"output_tokens_per_s", "ttft_ms_mean", "itl_ms_mean"}},
+                                                                      {"gemm", {"tflops"}},
+                                                                      {"collective", {"busbw_GBps"}}};
+    for (const auto& [kind, keys] : metrics) {
+      for (const std::string& key : keys) {
+        auto v = meas.find(key);
+        if (!v) continue;
+        const double value = v->as<double>(key == "mfu" ? fraction : positive);
+        if (kind != c.kind) v->fail_message(fmt::format("a {} case is not compared on {}, a {} case's metric (it would be ignored)", c.kind, key, kind));
+        c.measured[key] = value;
+      }
     }
     meas.finish();
     if (c.measured.empty()) meas.node().fail("at least one measured value");

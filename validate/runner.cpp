@@ -127,6 +127,21 @@ void check_scale_up(const ClusterSpec& cl, const topology::Topology& topo) {
                                     hw.nvlink ? fmt::format("NVLink {} with {} links", generation, links) : std::string("no NVLink"), kind->name, hw.name));
     }
   }
+  // A profile given with --hardware replaces the node template's own: its NVLink per GPU must carry
+  // what the template's links do (the topology loader refuses the same; a 150 GB/s profile had run
+  // on the template's 300 GB/s links without a word).
+  if (hw.nvlink && hw.nvlink->bandwidth.value() > 0 && !topo.gpus().empty()) {
+    double sum = 0;
+    const auto& g = topo.graph();
+    for (auto [e, end] = boost::out_edges(topo.gpus().front(), g); e != end; ++e) {
+      if (topo.link(*e).kind == topology::LinkKind::nvlink) sum += topo.link(*e).bandwidth.value();
+    }
+    if (sum > hw.nvlink->bandwidth.value() * (1 + 1e-9)) {
+      throw Unsupported(fmt::format("{}'s profile gives a GPU {} of NVLink per direction, but the node template's links carry {}: give a node "
+                                    "template whose links fit the profile, or a profile with the template's NVLink",
+                                    hw.name, to_string(hw.nvlink->bandwidth), to_string(BytesPerSec(sum))));
+    }
+  }
   if (cl.domain_gpus > 0) {
     const int domain = nvlink_domain_gpus(topo);
     if (domain != cl.domain_gpus) {
@@ -162,10 +177,13 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
     spec.fabric.technology = cl.fabric == "roce" || cl.fabric == "efa" ? topology::Technology::roce : topology::Technology::infiniband;
     spec.fabric.technology_given = true;  // the case's own fabric, reported among its defaults as such
     const int leaves = (nodes * ports + 31) / 32;
-    spec.fabric.tiers = leaves <= 64 ? std::vector<topology::TierSpec>{{64, 1.0}, {64, 1.0}}
-                                     : std::vector<topology::TierSpec>{{64, 1.0}, {64, 1.0}, {64, 1.0}};
-    r.defaults_applied.push_back(fmt::format("scale-out: non-blocking {}-tier fat tree of 64-port {} switches, {} Gb/s per GPU",
-                                             spec.fabric.tiers.size(), cl.fabric, cl.gbps_per_gpu));
+    // A stated 3-tier Clos gets its third tier whatever the size (it had been read and dropped: a
+    // 64-GPU case ran on 2 tiers either way); a fat tree takes the tiers its size needs.
+    const bool three = leaves > 64 || cl.fabric_topology == "clos-3tier";
+    spec.fabric.tiers = three ? std::vector<topology::TierSpec>{{64, 1.0}, {64, 1.0}, {64, 1.0}} : std::vector<topology::TierSpec>{{64, 1.0}, {64, 1.0}};
+    r.defaults_applied.push_back(fmt::format("scale-out: non-blocking {}-tier {} of 64-port {} switches, {} Gb/s per GPU",
+                                             spec.fabric.tiers.size(), cl.fabric_topology == "clos-3tier" ? "Clos (as stated)" : "fat tree", cl.fabric,
+                                             cl.gbps_per_gpu));
     if (cl.fabric_assumed) r.defaults_applied.push_back("fabric assumed by the case (the source does not name it)");
   }
   spec.node = std::move(node);
@@ -273,7 +291,11 @@ int earliest_year(const std::string& text) {
     }
     std::size_t j = i;
     while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
-    if (j - i == 4) {
+    // A group with a decimal part on either side is no year: an arXiv id (2010.04473 is October
+    // 2020's, not 2010) or a version number.
+    const auto digit_at = [&](std::size_t k) { return k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])); };
+    const bool decimal = (j < text.size() && text[j] == '.' && digit_at(j + 1)) || (i >= 2 && text[i - 1] == '.' && digit_at(i - 2));
+    if (j - i == 4 && !decimal) {
       const int y = std::stoi(text.substr(i, 4));
       if (y >= 1990 && y <= 2099 && (best == 0 || y < best)) best = y;
     }
@@ -396,6 +418,11 @@ PreparedTraining prepare_training(const Case& c, CaseResult& r, const RunOptions
   // there, and a case that names it on an earlier GPU is a mistake in the case.
   if (q.precision == "mxfp8" && p.topo.gpu && p.topo.gpu->architecture != "blackwell") {
     throw Unsupported(fmt::format("precision mxfp8 needs Blackwell tensor cores; {} is {}", p.topo.gpu->name, p.topo.gpu->architecture));
+  }
+  // A precision the GPU has no peak for is unsupported, as for GEMM and serving cases (it had
+  // counted as failed for training cases only).
+  if (p.topo.gpu && !p.topo.gpu->supports(p.job.precision)) {
+    throw Unsupported(fmt::format("precision {}: the {} profile has no {} peak", q.precision, p.topo.gpu->name, hardware::to_string(p.job.precision)));
   }
   software_defaults(c, p.job, r, options);
   try {
