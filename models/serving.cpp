@@ -1018,6 +1018,7 @@ ServingMetrics metrics_of(const std::vector<RequestResult>& requests, double kv_
   m.duration = last_finish - first_arrival;
   const double d = m.duration > 0 ? m.duration : 1e-300;
   m.request_throughput = m.completed / d;
+  m.met_slo = static_cast<int>(good);
   m.request_goodput = good / d;
   m.output_throughput = output / d;
   m.total_token_throughput = total / d;

@@ -423,8 +423,6 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     // Transformer Engine's Linear). Without tp_overlap both are exposed (docs/training.md,
     // Limitations); the re-gather had been left out, so turning the overlap on could slow a step.
     if (op.group == CommGroup::tp && op.comm_op == CollectiveOp::all_gather) be = b + f;
-    if (op.passes == Op::Passes::forward) be = 0;
-    if (op.passes == Op::Passes::backward) fe = 0;
     // The embedding's reduce-scatter has no GEMM beside it, and the loss's all-reduce is a few bytes.
     const bool overlapped = op.comm_op == CollectiveOp::all_gather || (op.comm_op == CollectiveOp::reduce_scatter && op.in_layer);
     if (op.group == CommGroup::tp && tp_overlap && overlapped) {
@@ -466,6 +464,10 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
       fe = std::max(0.0, f - attention_time(fwd) * cp_share);
       be = std::max(0.0, b - attention_time(bwd) * cp_share);
     }
+    // A collective of one pass only (the embedding's and the loss's reductions, the output layer's
+    // input gradient), whatever the overlaps above made of the other.
+    if (op.passes == Op::Passes::forward) be = 0;
+    if (op.passes == Op::Passes::backward) fe = 0;
     fwd[i] = fe;
     bwd[i] = be;
   }

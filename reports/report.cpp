@@ -674,7 +674,7 @@ class Builder {
   // a section, subject and metric.
   std::string who_of(const ReportSource& r) const {
     const std::string name = str(r.data, "scenario", "-");
-    const auto same = std::count_if(sources_.begin(), sources_.end(), [&](const ReportSource& o) { return o.kind == r.kind && str(o.data, "scenario") == name; });
+    const auto same = std::count_if(sources_.begin(), sources_.end(), [&](const ReportSource& o) { return o.kind == r.kind && str(o.data, "scenario", "-") == name; });
     return same > 1 ? fmt::format("{} ({})", name, r.path.string()) : name;
   }
 

@@ -188,6 +188,13 @@ cp "$dir/train/summary.json" "$dir/train-copy/summary.json"
 "$cli" report "$dir/train" "$dir/train-copy" --out "$dir/twice" >/dev/null
 dups=$(tail -n +2 "$dir/twice/report.csv" | awk -F, '{print $1 FS $2 FS $3}' | sort | uniq -d | head -3)
 [ -z "$dups" ] || { echo "report.csv repeats keys: $dups"; exit 1; }
+# Two results without a scenario name are told apart by their files too (a review found both as "-").
+mkdir -p "$dir/nameless-a" "$dir/nameless-b"
+grep -v '^  "scenario": ' "$dir/train/summary.json" >"$dir/nameless-a/summary.json"
+cp "$dir/nameless-a/summary.json" "$dir/nameless-b/summary.json"
+"$cli" report "$dir/nameless-a" "$dir/nameless-b" --out "$dir/nameless" >/dev/null
+dups=$(tail -n +2 "$dir/nameless/report.csv" | awk -F, '{print $1 FS $2 FS $3}' | sort | uniq -d | head -3)
+[ -z "$dups" ] || { echo "report.csv of two nameless results repeats keys: $dups"; exit 1; }
 # ... and the page tells them apart in every section, the scenario and headline ones too.
 name=$(sed -n 's/^  "scenario": "\([^"]*\)",$/\1/p' "$dir/train/summary.json" | head -1)
 [ -n "$name" ] || { echo "no scenario name in summary.json"; exit 1; }

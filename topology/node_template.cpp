@@ -206,10 +206,12 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
   for (std::size_t gi = 0; gi < t.groups.size(); ++gi) {
     if (t.groups[gi].kind != DeviceKind::nic) continue;
     std::vector<bool> linked(static_cast<std::size_t>(t.groups[gi].count), false);
+    // Linked to a device that carries traffic to it (another NIC does not).
     for (const LinkGroup& lg : t.links) {
+      const bool from_nic = t.groups[lg.from.group].kind == DeviceKind::nic, to_nic = t.groups[lg.to.group].kind == DeviceKind::nic;
       for_each_pair(lg, t.groups, [&](int i, int j) {
-        if (lg.from.group == gi) linked[static_cast<std::size_t>(i)] = true;
-        if (lg.to.group == gi) linked[static_cast<std::size_t>(j)] = true;
+        if (lg.from.group == gi && !to_nic) linked[static_cast<std::size_t>(i)] = true;
+        if (lg.to.group == gi && !from_nic) linked[static_cast<std::size_t>(j)] = true;
       });
     }
     for (std::size_t i = 0; i < linked.size(); ++i) {

@@ -282,6 +282,7 @@ struct Slo {
 };
 struct ServingMetrics {
   int completed = 0;
+  int met_slo = 0;                 // requests meeting every SLO given (the goodput's count)
   double duration = 0;             // s: first arrival to last finish
   double request_throughput = 0;   // req/s
   double request_goodput = 0;      // req/s meeting every SLO given
