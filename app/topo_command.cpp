@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -224,8 +225,20 @@ void run_topo(const TopoOptions& o) {
       std::cout << render_summary(s);
     }
   }
-  if (!o.dot.empty()) reports::write_file_atomically(o.dot, to_dot(topo));
-  if (!o.graphml.empty()) reports::write_file_atomically(o.graphml, to_graphml(topo));
+  // Both exports or neither: each target is checked, then both are written and synced, then renamed
+  // (a symbolic link in the GraphML's place had failed the command after the DOT file was replaced).
+  std::vector<std::pair<std::filesystem::path, std::string>> exports;
+  if (!o.dot.empty()) exports.emplace_back(o.dot, to_dot(topo));
+  if (!o.graphml.empty()) exports.emplace_back(o.graphml, to_graphml(topo));
+  for (const auto& [path, text] : exports) reports::check_targets(path.parent_path(), {path.filename().string()});
+  std::vector<std::unique_ptr<reports::AtomicFileWriter>> writers;
+  for (const auto& [path, text] : exports) {
+    writers.push_back(std::make_unique<reports::AtomicFileWriter>(path));
+    writers.back()->write(text);
+    writers.back()->sync();
+  }
+  if (!writers.empty()) reports::hold_interrupts();
+  for (auto& w : writers) w->commit();
   if (o.timing) {
     const auto t2 = std::chrono::steady_clock::now();
     std::cerr << fmt::format("timing: load and build {:.3f} s, analysis {:.3f} s, {} devices, {} directed links\n",

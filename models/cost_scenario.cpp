@@ -156,6 +156,9 @@ Offering read_offering(const yaml::Node& node) {
                                    }}).value() / 3600.0;
     o.upfront_per_gpu = rm.get_or<double>("upfront_per_gpu", 0.0, yaml::in_range(0.0, kMaxPaymentPerGpu, "a payment from 0 to 1e12 per GPU"));
     rm.finish();
+  } else if (o.pricing == Pricing::reserved) {
+    // The term is what a reservation commits (it had been priced as a plain list price without it).
+    m.at("reserved", "a reserved map with its term (and upfront_per_gpu)");
   }
   if (auto w = only("owned", Pricing::owned)) {
     yaml::Map om(*w);

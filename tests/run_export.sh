@@ -29,4 +29,15 @@ status=0
 grep -q 'directory .* does not exist' "$dir/err"
 rm -f "$dir/out"
 rm -f "$dir/err"
+# Both exports or neither: a symbolic link in the GraphML's place fails the command before the DOT
+# file is replaced (a probe found it replaced).
+echo OLD >"$dir/old.dot"
+echo target >"$dir/target.txt"
+ln -s target.txt "$dir/link.graphml"
+status=0
+"$cli" topo l40s-box --dot "$dir/old.dot" --graphml "$dir/link.graphml" >/dev/null 2>"$dir/err" || status=$?
+[ "$status" -eq 2 ] || { echo "a symlink target: status $status"; exit 1; }
+[ "$(cat "$dir/old.dot")" = OLD ] || { echo "the DOT file was replaced though the GraphML could not be written"; exit 1; }
+grep -q 'is a symbolic link' "$dir/err"
+[ -z "$(find "$dir" -name '*.tmp*')" ] || { echo "a temporary file was left"; exit 1; }
 echo ok

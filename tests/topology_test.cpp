@@ -188,6 +188,26 @@ TEST_CASE("D-mod-k numbers the ports leaf by leaf: one node's ports spread over 
   for (const auto& [spine, flows] : per_spine) CHECK(flows <= 3);
 }
 
+TEST_CASE("a fabric extended over a base is checked as merged, and a changed kind drops what it does not use", "[topology]") {
+  // A probe: SHARP from the base and RoCE from the child had been simulated as CollNet on Ethernet;
+  // a child's kind fat-tree had kept the base's scalable unit, and kind none its tiers, unused.
+  test::TempDir dir;
+  const std::string pod = (scenario_library_dir() / "topologies/dgx-h100-superpod.yaml").string();
+  const auto base = dir.write("sharp.yaml", fmt::format("topology:\n  name: sharp\n  extends: {}\n  fabric: {{in_network_reduction: true}}\n", pod));
+  CHECK(load_topology(base.string()).in_network_reduction);
+  const auto roce = dir.write("roce.yaml", fmt::format("topology:\n  name: roce\n  extends: {}\n  fabric: {{technology: roce}}\n", base.string()));
+  CHECK_THAT(test::input_error([&] { (void)load_topology(roce.string()); }),
+             Catch::Contains("roce.yaml:4:24: field 'topology.fabric.technology': technology roce with in-network reduction (SHARP) from the base topology"));
+  const auto off = dir.write("off.yaml", fmt::format("topology:\n  name: off\n  extends: {}\n  fabric: {{technology: roce, in_network_reduction: false}}\n", base.string()));
+  CHECK_FALSE(load_topology(off.string()).in_network_reduction);
+  const auto fat = dir.write("fat.yaml", fmt::format("topology:\n  name: fat\n  extends: {}\n  fabric: {{kind: fat-tree}}\n", pod));
+  CHECK(load_topology(fat.string()).fabric_kind == "fat-tree");
+  const auto none = dir.write("none.yaml", fmt::format("topology:\n  name: none\n  extends: {}\n  nodes: 1\n  fabric: {{kind: none}}\n", base.string()));
+  const Topology one = load_topology(none.string());
+  CHECK(one.fabric_tiers == 0);
+  CHECK_FALSE(one.in_network_reduction);
+}
+
 TEST_CASE("Ethernet ECMP spreads flows over all spines and keeps each flow on one path", "[topology][routing]") {
   const Topology t = from_text(fmt::format("topology:\n  name: roce\n  extends: {}\n  fabric: {{technology: roce}}\n",
                                            (scenario_library_dir() / "topologies/dgx-h100-superpod.yaml").string()));

@@ -40,11 +40,23 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
   spec.where = node;
   if (auto k = m.find("kind")) {
     const std::string kind = yaml::parse_choice(*k, {"none", "fat-tree", "rail-optimized", "rail-only"});
+    const FabricKind before = spec.kind;
     spec.kind = kind == "none"             ? FabricKind::none
                 : kind == "fat-tree"       ? FabricKind::fat_tree
                 : kind == "rail-optimized" ? FabricKind::rail_optimized
                                            : FabricKind::rail_only;
     spec.kind_where = *k;
+    // A kind changed over an `extends:` base drops what the base set that the new kind does not
+    // use (a map cannot unset a key, and such keys had been carried along unused): kind none keeps
+    // nothing, a fat tree no scalable unit.
+    if (spec.kind != before && spec.kind == FabricKind::none) {
+      FabricSpec fresh;
+      fresh.kind = spec.kind;
+      fresh.where = spec.where;
+      fresh.kind_where = spec.kind_where;
+      spec = fresh;
+    }
+    if (spec.kind != before && spec.kind == FabricKind::fat_tree) spec.scalable_unit = 0;
   }
   // Keys that describe what the kind does not have are refused rather than ignored.
   if (spec.kind == FabricKind::none) {
@@ -69,6 +81,13 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
     if (spec.in_network_reduction && spec.technology != Technology::infiniband) {
       sharp->fail("false: in-network reduction (SHARP) needs an InfiniBand fabric", "true");
     }
+  }
+  // The same of the merged fabric, where an `extends:` base set one and this map the other (SHARP
+  // from the base with RoCE here had been simulated as CollNet on Ethernet).
+  if (spec.in_network_reduction && spec.technology != Technology::infiniband) {
+    const auto technology = m.find("technology");
+    (technology ? *technology : node)
+        .fail_message("technology roce with in-network reduction (SHARP) from the base topology, which needs InfiniBand: add in_network_reduction: false");
   }
   if (auto tiers = m.find("tiers")) {
     spec.tiers.clear();
