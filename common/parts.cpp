@@ -58,7 +58,9 @@ bool resolve(std::string_view reference, std::string_view kind, const fs::path& 
     }
     expected = "a path to an existing YAML file";
     const std::string what = not_regular_file_kind(p);
-    found = fmt::format("'{}' ({}: {})", reference, what, p.lexically_normal().string());
+    // The path as tried: a tidied one (sub/../a.yaml as a.yaml) can name a file that exists where
+    // the one tried, through a missing directory, does not.
+    found = fmt::format("'{}' ({}: {})", reference, what, p.string());
     return false;
   }
   const fs::path shipped = scenario_library_dir() / kind / (std::string(reference) + ".yaml");
@@ -68,8 +70,12 @@ bool resolve(std::string_view reference, std::string_view kind, const fs::path& 
     return true;
   }
   const auto names = shipped_part_names(kind);
+  // Where no part was found, the directory looked in, and why it is that one.
+  const char* env = std::getenv("CLUSTERSIM_SCENARIOS");
+  const std::string chosen = env && *env ? fmt::format(" (set by CLUSTERSIM_SCENARIOS={}{})", env, fs::is_directory(scenario_library_dir(), ec) ? "" : ", which is not a directory")
+                                         : std::string();
   expected = fmt::format("a file path or the name of a shipped {} part ({})", kind,
-                         names.empty() ? std::string("none found in ") + scenario_library_dir().string()
+                         names.empty() ? fmt::format("none found in {}{}", (scenario_library_dir() / kind).string(), chosen)
                                        : join_alternatives(names));
   found = fmt::format("'{}'{}", reference, did_you_mean(reference, names));
   return false;

@@ -176,6 +176,20 @@ TEST_CASE("a missing file is reported with the path it was resolved to", "[parts
                       Contains("missing/node.yaml)"));
 }
 
+TEST_CASE("a part that cannot be found names the path tried, and the library directory and why it is that one", "[parts]") {
+  // A probe: sub/../a.yaml through a missing sub/ was reported as "no such file: .../a.yaml", a
+  // file that exists; a CLUSTERSIM_SCENARIOS that is no directory was not named as the cause.
+  test::TempDir dir;
+  dir.write("a.yaml", "topology: {name: a, node: dgx-h100, nodes: 1}\n");
+  const auto c = dir.write("c.yaml", "topology:\n  extends: ./sub/../a.yaml\n");
+  CHECK_THAT(test::input_error([&] { (void)topology::load_topology(c.string()); }), Contains("/sub/../a.yaml)"));
+  const std::string saved = std::getenv("CLUSTERSIM_SCENARIOS") ? std::getenv("CLUSTERSIM_SCENARIOS") : "";
+  ::setenv("CLUSTERSIM_SCENARIOS", (dir.path() / "nowhere").c_str(), 1);
+  const std::string msg = test::input_error([&] { (void)resolve_part(std::string_view("dgx-h100-superpod"), "topologies"); });
+  if (saved.empty()) ::unsetenv("CLUSTERSIM_SCENARIOS"); else ::setenv("CLUSTERSIM_SCENARIOS", saved.c_str(), 1);
+  CHECK_THAT(msg, Contains("nowhere/topologies (set by CLUSTERSIM_SCENARIOS=") && Contains("which is not a directory"));
+}
+
 TEST_CASE("include cycles are detected and reported with the chain", "[parts]") {
   test::TempDir dir;
   dir.write("a.yaml", "topology:\n  extends: b.yaml\n");
