@@ -149,6 +149,13 @@ void run(const Options& o) {
   }
   // Only measurement files carry attention kernels (the probes measure none): say so before probing.
   if (o.from.empty() && o.torch_probe.empty()) check_attention_options(false);
+  // The nccl-tests reader's options do nothing without its files (they had been ignored, exit 0),
+  // and a --compare profile is loaded before the probes run, not after them (a probe's mistyped
+  // name failed only once the probe had run and its files were written).
+  if (o.nccl_tests.empty() && (!o.op.empty() || !o.link.empty() || !o.algorithm.empty() || o.ranks > 0 || o.nodes > 0)) {
+    throw InputError("calibrate: --op, --link, --algorithm, --ranks and --nodes describe the runs of --from-nccl-tests files, and none is given");
+  }
+  if (!o.compare.empty()) (void)load_profile(o.compare);
 
   hardware::HardwareProfile fitted;
   if (has_data) {

@@ -1414,6 +1414,9 @@ class Builder {
     }
     for (const auto* r : sources) {
       const json& d = r->data;
+      // A subject led by the result's file where several accuracy results are given (two runs of one
+      // file, at --tp-overlap on and off, had given every row twice under the same key).
+      const std::string lead = sources.size() > 1 ? r->path.string() + ": " : std::string();
       Table sum{{"kind", "cases", "ok", "unsupported", "failed", "MAPE", "worst |error|"}, {false, true, true, true, true, true, true}, {}};
       for (const auto& item : d["summary"].items()) {
         const std::string kind = item.key();
@@ -1423,8 +1426,8 @@ class Builder {
         sum.rows.push_back({kind, fmt_num(num(v, "cases")), fmt_num(num(v, "ok")), fmt_num(num(v, "unsupported", 0)), fmt_num(num(v, "failed", 0)),
                             pct("mape_pct"), pct("max_abs_error_pct")});
         if (v["mape_pct"].is_number()) {
-          csv("accuracy", kind, "mape", num(v, "mape_pct"), "%");
-          csv("accuracy", kind, "worst_abs_error", num(v, "max_abs_error_pct"), "%");
+          csv("accuracy", lead + kind, "mape", num(v, "mape_pct"), "%");
+          csv("accuracy", lead + kind, "worst_abs_error", num(v, "max_abs_error_pct"), "%");
         }
       }
       para(s, fmt::format("{}: error of the prediction against the published measurement, per case.", r->path.filename().string()));
@@ -1439,7 +1442,7 @@ class Builder {
         const double error = 100.0 * (num(p, metric.c_str()) / num(m, metric.c_str()) - 1.0);
         t.rows.push_back({str(c, "id"), metric, fmt_num(num(m, metric.c_str())), fmt_num(num(p, metric.c_str())),
                           str(c, "status") == "ok" ? fmt::format("{:+.1f}%", error) : str(c, "status")});
-        csv("accuracy", str(c, "id"), "error", num(c, "error_pct"), "%");
+        csv("accuracy", lead + str(c, "id"), "error", num(c, "error_pct"), "%");
       }
       table(s, std::move(t));
     }

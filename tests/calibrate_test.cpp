@@ -258,6 +258,11 @@ TEST_CASE("calibrate: the CPU probe measures this machine and its fit makes a pr
   for (const auto& g : m.gemm) CHECK(g.seconds > 0);
   const HardwareProfile base = cpu_base_profile(m);
   CHECK(base.peak(Dtype::fp32).value() >= cpu_base_profile().peak(Dtype::fp32).value());
+  // The peak rises to the fastest GEMM measured and no further (a probe's had risen 6x past it,
+  // measured against the GPU-shaped model's rate at a ceiling of 1).
+  double fastest = 0;
+  for (const auto& g : m.gemm) fastest = std::max(fastest, g.flops() / g.seconds);
+  CHECK(base.peak(Dtype::fp32).value() == Approx(std::max(fastest, cpu_base_profile().peak(Dtype::fp32).value())).epsilon(1e-9));
   const CalibrationResult r = calibrate::calibrate(base, m, {});
   REQUIRE(r.gemm);
   // A GEMM can never beat the vector peak the profile starts from.

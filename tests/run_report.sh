@@ -188,6 +188,12 @@ cp "$dir/train/summary.json" "$dir/train-copy/summary.json"
 "$cli" report "$dir/train" "$dir/train-copy" --out "$dir/twice" >/dev/null
 dups=$(tail -n +2 "$dir/twice/report.csv" | awk -F, '{print $1 FS $2 FS $3}' | sort | uniq -d | head -3)
 [ -z "$dups" ] || { echo "report.csv repeats keys: $dups"; exit 1; }
+# Two accuracy results (one file validated twice, say at --tp-overlap on and off) keep their CSV rows
+# apart too (a probe found every accuracy key twice).
+cp "$dir/accuracy.json" "$dir/accuracy-copy.json"
+"$cli" report "$dir/accuracy.json" "$dir/accuracy-copy.json" --out "$dir/two-acc" >/dev/null
+dups=$(tail -n +2 "$dir/two-acc/report.csv" | awk -F, '{print $1 FS $2 FS $3}' | sort | uniq -d | head -3)
+[ -z "$dups" ] || { echo "report.csv of two accuracy results repeats keys: $dups"; exit 1; }
 # Two results without a scenario name are told apart by their files too (a review found both as "-").
 mkdir -p "$dir/nameless-a" "$dir/nameless-b"
 grep -v '^  "scenario": ' "$dir/train/summary.json" >"$dir/nameless-a/summary.json"
