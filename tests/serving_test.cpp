@@ -583,9 +583,8 @@ TEST_CASE("serving: disaggregated prefill and decode copy the KV cache over the 
              Catch::Contains("impossible plan"));
 }
 
-TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewer does not") {
-  test::TempDir dir;
-  const auto file = dir.write("s.yaml", R"(scenario:
+// Llama 3 8B on one DGX H100: a chat workload at 100 requests/s and a sizing section over H100 and A100.
+constexpr const char* kSizingScenario = R"(scenario:
   name: sizing
   kind: inference
   model: llama3-8b
@@ -605,7 +604,22 @@ TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewe
     gpus:
       - {node: dgx-h100, price_per_gpu_hour: 6.88, as_of: "2026-11", source: "test"}
       - {node: dgx-a100, price_per_gpu_hour: 3.431, as_of: "2026-11", source: "test"}
-)");
+)";
+
+// kSizingScenario with each (from, to) replaced once; a `from` not in it fails the test.
+std::string sizing_scenario(const std::vector<std::pair<std::string, std::string>>& edits) {
+  std::string text = kSizingScenario;
+  for (const auto& [from, to] : edits) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewer does not") {
+  test::TempDir dir;
+  const auto file = dir.write("s.yaml", kSizingScenario);
   const InferenceScenario sc = load_inference_scenario(file);
   const SizingResult r = size_fleet(sc);
   CHECK(r.rate == 100);
@@ -651,27 +665,15 @@ TEST_CASE("sizing: a target met exactly counts as met (attainment from the reque
   // two rates), short of a 0.9 target; the sizing then bought up to 3x the GPUs. The SLO here sits
   // between the 9th and the 10th request's latency of the one-replica run, whatever the model's times.
   test::TempDir dir;
+  // Ten requests at 5 a second on one H100, an E2E SLO, no GPU beyond the one.
   const auto text = [](const std::string& slo) {
-    return R"(scenario:
-  name: exact
-  kind: inference
-  model: llama3-8b
-  topology: {name: one, node: dgx-h100, nodes: 1}
-  serving: {tp: 1, replicas: 1}
-  workload:
-    requests: 10
-    arrival: {kind: poisson, rate: 5}
-    prompt_tokens: {kind: lognormal, median: 800, sigma: 0.8}
-    output_tokens: {kind: lognormal, median: 150, sigma: 0.5}
-    seed: 6
-  slo: {e2e: )" + slo + R"(}
-  sizing:
-    attainment: 0.9
-    max_gpus: 1
-    tp: [1]
-    gpus:
-      - {node: dgx-h100, price_per_gpu_hour: 6.88, as_of: "2026-11", source: "test"}
-)";
+    return sizing_scenario({{"    duration: 20s\n", "    requests: 10\n"},
+                            {"rate: 100}", "rate: 5}"},
+                            {"prompt_tokens: {kind: lognormal, median: 800, sigma: 0.5}", "prompt_tokens: {kind: lognormal, median: 800, sigma: 0.8}"},
+                            {"seed: 4", "seed: 6"},
+                            {"slo: {ttft: 500ms, tpot: 30ms}", "slo: {e2e: " + slo + "}"},
+                            {"max_gpus: 16\n    tp: [1, 2]", "max_gpus: 1\n    tp: [1]"},
+                            {"      - {node: dgx-a100, price_per_gpu_hour: 3.431, as_of: \"2026-11\", source: \"test\"}\n", ""}});
   };
   const InferenceResult one = simulate_inference(load_inference_scenario(dir.write("probe.yaml", text("100s"))));
   std::vector<double> e2e;
@@ -691,26 +693,14 @@ TEST_CASE("sizing: a fleet too large for the sizer's fabric ends the search at t
   // A probe: max_gpus 4096 on 8-GPU nodes doubled past the 2,048 GPUs the sizer's 2-tier fabric
   // holds, and reported the fabric's refusal alone, as if the GPU could not run at all.
   test::TempDir dir;
-  const SizingResult r = size_fleet(load_inference_scenario(dir.write("s.yaml", R"(scenario:
-  name: big
-  kind: inference
-  model: llama3-8b
-  topology: {name: one, node: dgx-h100, nodes: 1}
-  serving: {tp: 1, replicas: 1}
-  workload:
-    duration: 10s
-    arrival: {kind: poisson, rate: 20}
-    prompt_tokens: {kind: lognormal, median: 800, sigma: 0.5}
-    output_tokens: {kind: lognormal, median: 150, sigma: 0.5}
-    seed: 4
-  slo: {ttft: 1ms}
-  sizing:
-    max_gpus: 4096
-    disaggregation: false
-    tp: [8]
-    gpus:
-      - {node: dgx-h100, price_per_gpu_hour: 6.88, as_of: "2026-11", source: "test"}
-)")));
+  // The chat workload of the test above at a fifth of its rate, an SLO no fleet meets, and TP 8 up
+  // to 4,096 GPUs.
+  const std::string text = sizing_scenario({{"duration: 20s", "duration: 10s"},
+                                             {"rate: 100}", "rate: 20}"},
+                                             {"slo: {ttft: 500ms, tpot: 30ms}", "slo: {ttft: 1ms}"},
+                                             {"    attainment: 0.9\n    max_gpus: 16\n    tp: [1, 2]\n", "    max_gpus: 4096\n    disaggregation: false\n    tp: [8]\n"},
+                                             {"      - {node: dgx-a100, price_per_gpu_hour: 3.431, as_of: \"2026-11\", source: \"test\"}\n", ""}});
+  const SizingResult r = size_fleet(load_inference_scenario(dir.write("s.yaml", text)));
   REQUIRE(r.candidates.size() == 1);
   const SizingCandidate& c = r.candidates.front();
   CHECK_FALSE(c.feasible);
