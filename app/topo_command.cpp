@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
-#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -225,20 +224,12 @@ void run_topo(const TopoOptions& o) {
       std::cout << render_summary(s);
     }
   }
-  // Both exports or neither: each target is checked, then both are written and synced, then renamed
-  // (a symbolic link in the GraphML's place had failed the command after the DOT file was replaced).
-  std::vector<std::pair<std::filesystem::path, std::string>> exports;
-  if (!o.dot.empty()) exports.emplace_back(o.dot, to_dot(topo));
-  if (!o.graphml.empty()) exports.emplace_back(o.graphml, to_graphml(topo));
-  for (const auto& [path, text] : exports) reports::check_targets(path.parent_path(), {path.filename().string()});
-  std::vector<std::unique_ptr<reports::AtomicFileWriter>> writers;
-  for (const auto& [path, text] : exports) {
-    writers.push_back(std::make_unique<reports::AtomicFileWriter>(path));
-    writers.back()->write(text);
-    writers.back()->sync();
-  }
-  if (!writers.empty()) reports::hold_interrupts();
-  for (auto& w : writers) w->commit();
+  // Both exports or neither (a symbolic link in the GraphML's place had failed the command after the
+  // DOT file was replaced): one set of outputs, each named by its whole path.
+  std::vector<reports::OutputFile> exports;
+  if (!o.dot.empty()) exports.push_back({o.dot, to_dot(topo)});
+  if (!o.graphml.empty()) exports.push_back({o.graphml, to_graphml(topo)});
+  if (!exports.empty()) reports::write_files_atomically("", exports);
   if (o.timing) {
     const auto t2 = std::chrono::steady_clock::now();
     std::cerr << fmt::format("timing: load and build {:.3f} s, analysis {:.3f} s, {} devices, {} directed links\n",

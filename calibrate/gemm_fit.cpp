@@ -286,25 +286,24 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
   for (Dtype d : layout.dtypes) {
     const GemmSample* longest = nullptr;
     double compute = 0;
-    for (const auto& s : samples) {
-      const double c = s.flops() / (base.peak(d).value() * base.gemm.max_efficiency.at(d));
-      if (s.dtype == d && c > compute) compute = c, longest = &s;
-    }
-    layout.ceiling_fixed.push_back(compute < kOverheadWindow * launch);
-    if (!layout.ceiling_fixed.back()) continue;
-    fit.notes.push_back(fmt::format("{}: no GEMM measured computes long enough to show its ceiling (the longest, {}x{}x{}, {} of arithmetic at "
-                                    "{}'s rate beside a {} launch): max_efficiency and the shape terms kept from it (measure larger GEMMs)",
-                                    hardware::to_string(d), longest->m, longest->n, longest->k, to_string(Seconds(compute)), base.name,
-                                    to_string(Seconds(launch))));
-  }
-  for (std::size_t i = 0; i < layout.dtypes.size(); ++i) {
-    const Dtype d = layout.dtypes[i];
     std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
     for (const auto& s : samples) {
-      if (s.dtype == d) shapes.insert({s.m, s.n, s.k});
+      if (s.dtype != d) continue;
+      shapes.insert({s.m, s.n, s.k});
+      const double c = s.flops() / (base.peak(d).value() * base.gemm.max_efficiency.at(d));
+      if (c > compute) compute = c, longest = &s;
     }
-    layout.shape_fixed.push_back(shapes.size() < 3 || layout.ceiling_fixed[i]);
-    if (shapes.size() >= 3 || layout.ceiling_fixed[i]) continue;
+    const bool ceiling_fixed = compute < kOverheadWindow * launch;
+    layout.ceiling_fixed.push_back(ceiling_fixed);
+    layout.shape_fixed.push_back(ceiling_fixed || shapes.size() < 3);
+    if (ceiling_fixed) {
+      fit.notes.push_back(fmt::format("{}: no GEMM measured computes long enough to show its ceiling (the longest, {}x{}x{}, {} of arithmetic at "
+                                      "{}'s rate beside a {} launch): max_efficiency and the shape terms kept from it (measure larger GEMMs)",
+                                      hardware::to_string(d), longest->m, longest->n, longest->k, to_string(Seconds(compute)), base.name,
+                                      to_string(Seconds(launch))));
+      continue;
+    }
+    if (shapes.size() >= 3) continue;
     fit.notes.push_back(fmt::format("{}: {} shape{} measured, fewer than the 3 that separate its ceiling from its tile ridge and k_half: only "
                                     "max_efficiency is fitted, the shape terms kept from {}",
                                     hardware::to_string(d), shapes.size(), shapes.size() == 1 ? "" : "s", base.name));

@@ -33,6 +33,19 @@ Affine fit_affine(const std::vector<double>& x, const std::vector<double>& t) {
 
 namespace {
 
+// The fastest time of each size among the samples `keep` selects: repeats differ only by noise, and
+// a size measured twice would weigh twice in a fit.
+template <class Sample, class Keep>
+std::map<double, double> fastest_per_size(const std::vector<Sample>& samples, Keep keep) {
+  std::map<double, double> best;
+  for (const auto& s : samples) {
+    if (!keep(s)) continue;
+    auto [it, fresh] = best.emplace(s.bytes, s.seconds);
+    if (!fresh) it->second = std::min(it->second, s.seconds);
+  }
+  return best;
+}
+
 double interpolate_efficiency(const std::vector<std::pair<double, double>>& table, double bytes) {
   if (table.empty()) return 1.0;
   if (bytes <= table.front().first) return table.front().second;
@@ -58,11 +71,7 @@ std::vector<LinkFit> fit_collectives(const std::vector<CollectiveSample>& sample
   std::vector<LinkFit> fits;
   for (auto& [key, list] : groups) {
     // One sample per size: the fastest, as repeated runs of nccl-tests differ only by noise.
-    std::map<double, double> best;
-    for (const auto& s : list) {
-      auto [it, fresh] = best.emplace(s.bytes, s.seconds);
-      if (!fresh) it->second = std::min(it->second, s.seconds);
-    }
+    const std::map<double, double> best = fastest_per_size(list, [](const CollectiveSample&) { return true; });
     const auto& first = list.front();
     std::vector<double> x, t;
     for (const auto& [bytes, seconds] : best) {
@@ -115,12 +124,7 @@ std::vector<CopyFit> fit_copies(const std::vector<MemorySample>& samples) {
     // One sample per size, the fastest, as for collectives; and two sizes at least: one size cannot
     // separate a latency from a bandwidth, and a copy's is the profile's memory efficiency (one 1 MiB
     // copy, latency-bound, had set it to 0.23; the same size twice, to 0.04).
-    std::map<double, double> best;
-    for (const auto& s : samples) {
-      if (s.kind != kind) continue;
-      auto [it, fresh] = best.emplace(s.bytes, s.seconds);
-      if (!fresh) it->second = std::min(it->second, s.seconds);
-    }
+    const std::map<double, double> best = fastest_per_size(samples, [&](const MemorySample& s) { return s.kind == kind; });
     if (best.size() < 2) continue;
     std::vector<double> x, t;
     for (const auto& [bytes, seconds] : best) {

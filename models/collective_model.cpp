@@ -118,8 +118,7 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
     fail(fmt::format("all_to_all among {} GPUs on a fabric that hashes flows over its paths ({} ECMP): at most {} GPUs are simulated there "
                      "(the solver's cost grows as the cube of the GPU count: 1,024 take minutes, 2,048 hours; fabrics routed by destination, "
                      "as InfiniBand is, take up to 2,048)",
-                     c.ranks.size(), topo_.technology == "roce" ? "RoCE" : topo_.technology == "ethernet" || topo_.technology.empty() ? "Ethernet" : topo_.technology,
-                     kMaxHashedAllToAllGpus));
+                     c.ranks.size(), topo_.technology == "roce" ? "RoCE" : "Ethernet", kMaxHashedAllToAllGpus));
   }
   std::set<Vertex> seen;
   for (Vertex v : c.ranks) {

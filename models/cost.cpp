@@ -144,7 +144,7 @@ class RunTrial final : public sim::EventHandler {
         mode_ = Mode::waiting;
         first_wait_ = true;
         double wait = time_until(0, true) + 1e-3;
-        if (plan_.deadline > 0 && wait + on_demand_time() + reserve() > plan_.deadline) {
+        if (past_deadline_after(wait)) {
           // Mixed: the capacity comes back too late (or never) to finish by the deadline on on-demand
           // after it: start on on-demand at once, as capacity_lost() switches later on.
           switch_to_on_demand();
@@ -386,7 +386,7 @@ class RunTrial final : public sim::EventHandler {
     ++generation_;
     mode_ = Mode::restarting;
     result_.lost += restart_;
-    if (plan_.deadline > 0 && on_spot() && now() + restart_ + on_demand_time() + reserve() > plan_.deadline) {
+    if (on_spot() && past_deadline_after(restart_)) {
       // Mixed: the failure ate the slack; restart on on-demand capacity instead.
       release();
       switch_to_on_demand();
@@ -473,7 +473,7 @@ class RunTrial final : public sim::EventHandler {
     // before: read the trace 1 ms on, and come back 1 ms past its next change (else the job took
     // the capacity straight back, held and billed it through the outage, and was interrupted again).
     double wait = trace() ? 2e-3 + time_until(now() + 1e-3, true) : exponential(plan_.capacity_wait, rng_);
-    if (plan_.deadline > 0 && !switched_ && now() + wait + on_demand_time() + reserve() > plan_.deadline) {
+    if (!switched_ && past_deadline_after(wait)) {
       // Mixed: waiting for spot would leave too little time to finish on on-demand: switch now.
       switch_to_on_demand();
       wait = 0;
@@ -512,6 +512,11 @@ class RunTrial final : public sim::EventHandler {
   // run switched only once the slack was gone, and the interruption after finished it late (a
   // probe's mixed rows were late on average, 75% of trials by 0.8-1 h).
   double reserve() const { return (tau_ + ck_) / 2.0 + restart_ + plan_.mean_wait(); }
+  // Mixed: whether staying on spot through `delay` (a restart, a wait for capacity) would leave less
+  // than on-demand's time for the rest and that reserve before the deadline.
+  bool past_deadline_after(double delay) const {
+    return plan_.deadline > 0 && now() + delay + on_demand_time() + reserve() > plan_.deadline;
+  }
 
   double on_demand_time() const {
     const double rest = std::max(0.0, run_.work_s - saved_);

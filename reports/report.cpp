@@ -681,6 +681,11 @@ class Builder {
   void csv(const std::string& section, const std::string& subject, const std::string& metric, double value, const std::string& unit) {
     doc_.csv.push_back({section, subject, metric, std::isfinite(value) ? fmt::format("{:.9g}", value) : "", unit});
   }
+  // A simulated plan's step time and cost.
+  void plan_csv(const std::string& section, const std::string& subject, const json& plan, const std::string& cost_unit) {
+    csv(section, subject, "step_time", num(plan, "step_s"), "s");
+    csv(section, subject, "cost", num(plan, "cost"), cost_unit);
+  }
   void csv_text(const std::string& section, const std::string& subject, const std::string& metric, const std::string& value) {
     doc_.csv.push_back({section, subject, metric, value, ""});
   }
@@ -834,8 +839,7 @@ class Builder {
       // The same in the CSV, each with its step time and cost.
       for (const auto& [role, key] : {std::pair{"fastest", fastest}, std::pair{"cheapest", cheapest}}) {
         if (const json* p = plan_of(d, key)) {
-          csv("headline", fmt::format("{}: {} {}", who, role, key), "step_time", num(*p, "step_s"), "s");
-          csv("headline", fmt::format("{}: {} {}", who, role, key), "cost", num(*p, "cost"), str(d, "cost_unit"));
+          plan_csv("headline", fmt::format("{}: {} {}", who, role, key), *p, str(d, "cost_unit"));
         }
       }
     }
@@ -1072,14 +1076,12 @@ class Builder {
       para(s, fmt::format("{}: the fastest plans (cost in {}).", who, str(d, "cost_unit")));
       table(s, plan_table(by_time));
       for (const json* p : by_time) {
-        csv("plans", fmt::format("{}: {}", who, str(*p, "key")), "step_time", num(*p, "step_s"), "s");
-        csv("plans", fmt::format("{}: {}", who, str(*p, "key")), "cost", num(*p, "cost"), str(d, "cost_unit"));
+        plan_csv("plans", fmt::format("{}: {}", who, str(*p, "key")), *p, str(d, "cost_unit"));
       }
       para(s, fmt::format("{}: the cheapest plans.", who));
       table(s, plan_table(by_cost));
       for (const json* p : by_cost) {
-        csv("cheapest_plans", fmt::format("{}: {}", who, str(*p, "key")), "step_time", num(*p, "step_s"), "s");
-        csv("cheapest_plans", fmt::format("{}: {}", who, str(*p, "key")), "cost", num(*p, "cost"), str(d, "cost_unit"));
+        plan_csv("cheapest_plans", fmt::format("{}: {}", who, str(*p, "key")), *p, str(d, "cost_unit"));
       }
       // Time against cost: every simulated plan (the fastest 5,000 when more), the front as a line.
       std::set<std::string> front;

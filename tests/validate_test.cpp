@@ -381,6 +381,20 @@ TEST_CASE("a training case in a precision its GPU has no peak for is unsupported
   CHECK_THAT(r.reason, Contains("has no fp8 peak"));
 }
 
+TEST_CASE("a --hardware profile whose NVLink is less than the node template's links carry is unsupported", "[validate]") {
+  // A probe: an A100 profile at 150 GB/s of NVLink ran on the template's 300 GB/s links without a word.
+  const auto c = validate::read_cases(kShared / "validation/training.yaml").front();
+  REQUIRE(c.cluster.gpu == "A100-SXM4-80GB");
+  validate::RunOptions options;
+  options.hardware.push_back(test::shipped("a100-sxm4-80gb"));
+  REQUIRE(options.hardware.back().nvlink);
+  CHECK(validate::run_case(c, options).status == "ok");  // the shipped profile itself fits
+  options.hardware.back().nvlink->bandwidth = BytesPerSec(150e9);
+  const auto r = validate::run_case(c, options);
+  CHECK(r.status == "unsupported");
+  CHECK_THAT(r.reason, Contains("gives a GPU 150 GB/s of NVLink per direction, but the node template's links carry at least"));
+}
+
 TEST_CASE("a stated 3-tier Clos is built with three tiers and named", "[validate]") {
   auto c = validate::read_cases(kShared / "validation/training.yaml").front();
   REQUIRE(c.cluster.gpus > c.cluster.gpus_per_node);

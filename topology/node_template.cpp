@@ -225,27 +225,32 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
   }
   // A GPU's NVLinks together carry at most what its profile says (per direction): a mesh of 400 GB/s
   // links on an A100 (300 GB/s) had been simulated at 711 GB/s of bus bandwidth.
-  if (t.gpu.nvlink && t.gpu.nvlink->bandwidth.value() > 0) {
-    const double limit = t.gpu.nvlink->bandwidth.value();
-    std::map<std::pair<std::size_t, int>, double> per_gpu;
-    for (const LinkGroup& lg : t.links) {
-      if (lg.kind != LinkKind::nvlink) continue;
-      for_each_pair(lg, t.groups, [&](int i, int j) {
-        for (const auto& [group, index] : {std::make_pair(lg.from.group, i), std::make_pair(lg.to.group, j)}) {
-          if (t.groups[group].kind != DeviceKind::gpu) continue;
-          double& sum = per_gpu[{group, index}];
-          sum += lg.bandwidth.value();
-          if (sum > limit * (1 + 1e-9)) {
-            lg.where.fail(fmt::format("NVLink links of a GPU that add up to at most its profile's {} per direction ({}: {} links)", to_string(t.gpu.nvlink->bandwidth),
-                                      t.gpu.name, t.gpu.nvlink->links),
-                          fmt::format("{} for {}{}", to_string(BytesPerSec(sum)), t.groups[group].name, index));
-          }
-        }
-      });
-    }
+  if (const auto over = nvlink_excess(t, t.gpu)) {
+    over->at->where.fail(fmt::format("NVLink links of a GPU that add up to at most its profile's {} per direction ({}: {} links)", to_string(t.gpu.nvlink->bandwidth),
+                                     t.gpu.name, t.gpu.nvlink->links),
+                         fmt::format("{} for {}", to_string(BytesPerSec(over->bytes_per_s)), over->device));
   }
   m.finish();
   return t;
+}
+
+std::optional<NvlinkExcess> nvlink_excess(const NodeTemplate& t, const hardware::HardwareProfile& gpu) {
+  if (!gpu.nvlink || gpu.nvlink->bandwidth.value() <= 0) return std::nullopt;
+  const double limit = gpu.nvlink->bandwidth.value();
+  std::map<std::pair<std::size_t, int>, double> per_gpu;
+  std::optional<NvlinkExcess> over;
+  for (const LinkGroup& lg : t.links) {
+    if (lg.kind != LinkKind::nvlink || over) continue;
+    for_each_pair(lg, t.groups, [&](int i, int j) {
+      for (const auto& [group, index] : {std::make_pair(lg.from.group, i), std::make_pair(lg.to.group, j)}) {
+        if (t.groups[group].kind != DeviceKind::gpu || over) continue;
+        double& sum = per_gpu[{group, index}];
+        sum += lg.bandwidth.value();
+        if (sum > limit * (1 + 1e-9)) over = NvlinkExcess{&lg, fmt::format("{}{}", t.groups[group].name, index), sum};
+      }
+    });
+  }
+  return over;
 }
 
 NodeTemplate load_node_file(const std::filesystem::path& file, IncludeStack& includes, const SourceLocation& from) {

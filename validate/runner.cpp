@@ -63,6 +63,14 @@ topology::NodeTemplate node_for(const ClusterSpec& c, const RunOptions& options)
     if (t.gpu.name == c.gpu && t.gpus() == c.gpus_per_node) {
       topology::NodeTemplate node = t;
       node.gpu = profile_for(c.gpu, options);
+      // A profile given with --hardware replaces the template's own: its NVLink must carry the
+      // template's links, as the template's loader requires (a 150 GB/s profile had run on 300 GB/s
+      // links without a word).
+      if (const auto over = topology::nvlink_excess(node, node.gpu)) {
+        throw Unsupported(fmt::format("{}'s profile gives a GPU {} of NVLink per direction, but the node template's links carry at least {} to {}: give a "
+                                      "node template whose links fit the profile, or a profile with the template's NVLink",
+                                      node.gpu.name, to_string(node.gpu.nvlink->bandwidth), to_string(BytesPerSec(over->bytes_per_s)), over->device));
+      }
       return node;
     }
   }
@@ -125,21 +133,6 @@ void check_scale_up(const ClusterSpec& cl, const topology::Topology& topo) {
       throw Unsupported(fmt::format("scale_up.kind {} is NVLink {} with {} links per GPU, but {}'s profile has {}: no shipped node template has {} on {}",
                                     kind->name, kind->generation, kind->links, hw.name,
                                     hw.nvlink ? fmt::format("NVLink {} with {} links", generation, links) : std::string("no NVLink"), kind->name, hw.name));
-    }
-  }
-  // A profile given with --hardware replaces the node template's own: its NVLink per GPU must carry
-  // what the template's links do (the topology loader refuses the same; a 150 GB/s profile had run
-  // on the template's 300 GB/s links without a word).
-  if (hw.nvlink && hw.nvlink->bandwidth.value() > 0 && !topo.gpus().empty()) {
-    double sum = 0;
-    const auto& g = topo.graph();
-    for (auto [e, end] = boost::out_edges(topo.gpus().front(), g); e != end; ++e) {
-      if (topo.link(*e).kind == topology::LinkKind::nvlink) sum += topo.link(*e).bandwidth.value();
-    }
-    if (sum > hw.nvlink->bandwidth.value() * (1 + 1e-9)) {
-      throw Unsupported(fmt::format("{}'s profile gives a GPU {} of NVLink per direction, but the node template's links carry {}: give a node "
-                                    "template whose links fit the profile, or a profile with the template's NVLink",
-                                    hw.name, to_string(hw.nvlink->bandwidth), to_string(BytesPerSec(sum))));
     }
   }
   if (cl.domain_gpus > 0) {

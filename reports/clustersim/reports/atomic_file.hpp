@@ -19,7 +19,7 @@ void make_output_directory(const std::filesystem::path& dir, std::string_view wh
 // Throws std::runtime_error naming the path and the system's reason on failure.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);
 
-// One output's files in `dir`, all or none: each is written to its temporary first, and they are
+// One output's files in `dir` (empty: each name a path of its own), all or none: each is written to its temporary first, and they are
 // renamed into place only when every one is written and no target is a directory, so a failure
 // leaves none of this run's files beside older ones. Throws std::runtime_error as above.
 struct OutputFile {

@@ -53,6 +53,16 @@ struct NodeTemplate {
   [[nodiscard]] int nic_ports() const;
 };
 
+// The first GPU whose NVLink links add up to more than `gpu`'s NVLink per direction, the link group
+// that tips it over and the sum, or nothing: checked when a template is read, and again when
+// another profile replaces its own (validate --hardware).
+struct NvlinkExcess {
+  const LinkGroup* at = nullptr;
+  std::string device;  // "gpu3"
+  double bytes_per_s = 0;
+};
+std::optional<NvlinkExcess> nvlink_excess(const NodeTemplate& t, const hardware::HardwareProfile& gpu);
+
 // A node template given inline (a map) or by reference (path or shipped name under nodes/).
 NodeTemplate load_node_reference(const yaml::Node& node, IncludeStack& includes);
 NodeTemplate load_node_file(const std::filesystem::path& file, IncludeStack& includes, const SourceLocation& from = {});
