@@ -111,26 +111,44 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
   std::vector<Op> ops;
   // Attention block.
   ops.push_back(memory("norm1", 2.0 * d.sp_tokens * h * kActivationBytes));
-  enter_tp(ops, d, h, "tp_allgather_attn");
   const double heads = m.heads / tp;
   // Grouped KV heads fewer than the TP degree are replicated, one per rank.
   const double kv_heads = kv_heads_per_rank(m, s.tp);
   double kv_width = 0;  // keys and values this rank exchanges with its CP peers, per token
   if (m.mla) {
+    // Megatron-Core builds MLA's down-projections duplicated (TELinear, parallel_mode "duplicated":
+    // whole on every TP rank, as attention_parameters_per_rank counts them). With sequence
+    // parallelism each rank runs them on its own sequence shard, and what crosses TP is the latents:
+    // the column-parallel up-projections all-gather their (normed) inputs, and the rope key is
+    // gathered on its own (MLASelfAttention.get_query_key_value_tensors). Transformer Engine's
+    // userbuffers serve the qkv, proj, fc1 and fc2 GEMMs only, so under tp_overlap these gathers,
+    // and the hidden states' gather before a column-parallel q_proj (no query compression), stay
+    // exposed.
     const MlaSpec& a = *m.mla;
     const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    auto gather = [&](double width, const char* name) {
+      enter_tp(ops, d, width, name);
+      if (d.sp) ops.back().userbuffers = false;
+    };
     if (a.q_lora_rank > 0) {
-      ops.push_back(gemm("q_down", i64(d.tokens), a.q_lora_rank, m.hidden));
-      ops.push_back(memory("q_norm", 2.0 * d.tokens * a.q_lora_rank * kActivationBytes));
+      ops.push_back(gemm("q_down", i64(d.sp_tokens), a.q_lora_rank, m.hidden));
+      ops.push_back(memory("q_norm", 2.0 * d.sp_tokens * a.q_lora_rank * kActivationBytes));
+    }
+    ops.push_back(gemm("kv_down", i64(d.sp_tokens), a.kv_lora_rank + a.qk_rope_head_dim, m.hidden));
+    gather(a.qk_rope_head_dim, "tp_allgather_rope_key");
+    ops.push_back(memory("kv_norm", 2.0 * d.sp_tokens * a.kv_lora_rank * kActivationBytes));
+    if (a.q_lora_rank > 0) {
+      gather(a.q_lora_rank, "tp_allgather_q_latent");
       ops.push_back(gemm("q_up", i64(d.tokens), i64(heads * qk), a.q_lora_rank));
     } else {
+      gather(h, "tp_allgather_attn");
       ops.push_back(gemm("q_proj", i64(d.tokens), i64(heads * qk), m.hidden));
     }
-    ops.push_back(gemm("kv_down", i64(d.tokens), a.kv_lora_rank + a.qk_rope_head_dim, m.hidden));
-    ops.push_back(memory("kv_norm", 2.0 * d.tokens * a.kv_lora_rank * kActivationBytes));
+    gather(a.kv_lora_rank, "tp_allgather_kv_latent");
     ops.push_back(gemm("kv_up", i64(d.tokens), i64(heads * (a.qk_nope_head_dim + a.v_head_dim)), a.kv_lora_rank));
     kv_width = heads * (qk + a.v_head_dim);
   } else {
+    enter_tp(ops, d, h, "tp_allgather_attn");
     ops.push_back(gemm("qkv", i64(d.tokens), i64((heads + 2.0 * kv_heads) * m.head_dim), m.hidden));
     kv_width = 2.0 * kv_heads * m.head_dim;
   }
@@ -425,7 +443,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     if (op.group == CommGroup::tp && op.comm_op == CollectiveOp::all_gather) be = b + f;
     // The embedding's reduce-scatter has no GEMM beside it, and the loss's all-reduce is a few bytes.
     const bool overlapped = op.comm_op == CollectiveOp::all_gather || (op.comm_op == CollectiveOp::reduce_scatter && op.in_layer);
-    if (op.group == CommGroup::tp && tp_overlap && overlapped) {
+    if (op.group == CommGroup::tp && tp_overlap && overlapped && op.userbuffers) {
       // Each collective hides behind the GEMM of its own linear layer, in both passes. Entering the
       // TP region (an all-gather before a column-parallel GEMM): forward, a ring exchange; backward,
       // bulk overlaps of the re-gather of the saved sequence-split input (the forward's all-gather

@@ -467,7 +467,11 @@ double layer_activation_bytes(const TransformerSpec& m, int layer, const Shard& 
   bytes += linear_in * tokens * h * split;                   // QKV input
   if (m.mla) {
     const MlaSpec& a = *m.mla;
-    bytes += e * tokens * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim);  // latent projections (replicated)
+    // The down-projections' outputs (the latent norms' inputs, and the rope key) and the norms'
+    // outputs, kept by the up-projections for their weight gradients: on this rank's sequence shard
+    // under sequence parallelism (the down-projections run on it; Transformer Engine keeps the
+    // gathered input's local part and gathers it again backward).
+    bytes += tokens * split * (e * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) + linear_in * (a.q_lora_rank + a.kv_lora_rank));
     bytes += e * tokens * heads * (m.qk_head_dim() * 2 + v_dim);
   } else {
     bytes += e * tokens * (heads + 2 * kv_heads) * m.head_dim;  // Q, K, V
@@ -607,18 +611,23 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     const double layers_whole = in_layers.dense + in_layers.expert;
     sm.weights = Bytes(2.0 * (p.zero_stage >= 3 ? sharded : whole) + fp8_copy_bytes * (p.zero_stage >= 3 ? layers_sharded : layers_whole));
     if (p.zero_stage >= 3) {
-      // FSDP gathers one layer at a time and prefetches the next: two of the stage's largest
-      // layers in 16-bit, of the parts it shards (a group of one shards nothing, gathers nothing).
+      // FSDP gathers one unit at a time and prefetches the next: two of the stage's largest units
+      // in 16-bit, of the parts it shards (a group of one shards nothing, gathers nothing). The
+      // units are the step's (training_step.cpp): a layer each, the embedding with the first
+      // stage's first layer and the output layer with the last stage's last, whose vocabulary
+      // slice can outweigh a layer.
       const double dense_gathered = dense_shards > 1 ? 1.0 : 0.0, expert_gathered = expert_shards > 1 ? 1.0 : 0.0;
-      double layer = 0;
+      double unit = 0;
       for (int v = 0; v < p.vpp; ++v) {
         const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
         for (int l = r.first; l < r.first + r.count; ++l) {
-          const StageParameters lp = layer_parameters(m, p, l);
-          layer = std::max(layer, dense_gathered * lp.dense + expert_gathered * lp.expert);
+          StageParameters lp = layer_parameters(m, p, l);
+          if (s == 0 && v == 0 && l == r.first) lp += embedding_parameters(m, p);
+          if (s == p.pp - 1 && v == p.vpp - 1 && l == r.first + r.count - 1) lp += head_parameters(m, p);
+          unit = std::max(unit, dense_gathered * lp.dense + expert_gathered * lp.expert);
         }
       }
-      sm.weights += Bytes(2.0 * 2.0 * layer);
+      sm.weights += Bytes(2.0 * 2.0 * unit);
     }
     sm.gradients = Bytes(grad_bytes * (p.shards_gradients() ? sharded : whole));
     sm.optimizer = Bytes(kOptimizerBytes * (p.zero_stage >= 1 ? sharded : whole));

@@ -193,9 +193,11 @@ TEST_CASE("memory follows the ZeRO paper: 16 bytes per parameter and its stage 1
   CHECK(z2[1] + z2[2] == Approx(14.0 / 8));
   const auto z3 = states(3);
   CHECK(z3[1] + z3[2] == Approx(14.0 / 8));
-  // Stage 3 also shards the weights, keeping only the layer in use and the one prefetched whole.
-  const double layer = (attention_parameters(job.model) + dense_ffn_parameters(job.model) + 2.0 * job.model.hidden);
-  CHECK(z3[0] * n == Approx(2.0 * n / 8 + 4.0 * layer).epsilon(0.05));
+  // Stage 3 also shards the weights, keeping only the unit in use and the one prefetched whole,
+  // two of the largest: here the first, the embedding (51,200 x 2,048) with layer 0, twice a layer.
+  const double layer = attention_parameters(job.model) + dense_ffn_parameters(job.model) + 2.0 * job.model.hidden;
+  const double embedding = 51200.0 * 2048;
+  CHECK(z3[0] * n == Approx(2.0 * n / 8 + 4.0 * (layer + embedding)).epsilon(0.01));
   // With one data-parallel rank, stage 3 has nothing to shard and gathers nothing: stage 2's memory.
   job.plan.dp = 1;
   job.global_batch = 1;
@@ -1388,6 +1390,50 @@ TEST_CASE("the attention op's causal-tail FLOPs: one 128-query block over the wh
   CHECK(split.flops == Approx(whole.flops / 2));
   CHECK(split.row_flops == Approx(whole.row_flops));
   CHECK(whole.row_flops == Approx(2.0 * 128 * 8192 * 256));
+}
+
+TEST_CASE("MLA under sequence parallelism: duplicated down-projections on the shard, latents gathered over TP") {
+  // Expectation (Megatron-Core's MLASelfAttention with TELinear down-projections, parallel_mode
+  // "duplicated"): at TP 8 with sequence parallelism each rank runs q_down and kv_down on its T/8
+  // tokens, and the TP all-gathers carry the rope key (64), the query latent (1536) and the
+  // key/value latent (512) of all T tokens, not the 7168-wide hidden states. They are not
+  // userbuffers GEMMs, so tp_overlap leaves them exposed. Without sequence parallelism the
+  // down-projections run on all T tokens of every rank and nothing is gathered.
+  const TransformerSpec ds = preset("deepseek-v3");
+  Shard shard;
+  shard.tp = 8;
+  shard.sequence_parallel = true;
+  const double tokens = ds.seq_len;
+  auto find = [](const std::vector<Op>& ops, const std::string& name) -> const Op* {
+    for (const auto& op : ops) {
+      if (op.name == name) return &op;
+    }
+    return nullptr;
+  };
+  const std::vector<Op> sp = layer_forward_ops(ds, 0, shard);
+  REQUIRE(find(sp, "q_down"));
+  CHECK(find(sp, "q_down")->shape.m == tokens / 8);
+  CHECK(find(sp, "kv_down")->shape.m == tokens / 8);
+  CHECK(find(sp, "q_up")->shape.m == tokens);
+  CHECK(find(sp, "tp_allgather_attn") == nullptr);
+  double gathered = 0;
+  for (const auto& op : sp) {
+    if (op.kind == OpKind::comm && op.comm_op == CollectiveOp::all_gather && op.name.find("ffn") == std::string::npos) {
+      CHECK_FALSE(op.userbuffers);
+      gathered += op.bytes;
+    }
+  }
+  CHECK(gathered == Approx(tokens * (64 + 1536 + 512) * 2.0));
+  shard.sequence_parallel = false;
+  const std::vector<Op> whole = layer_forward_ops(ds, 0, shard);
+  CHECK(find(whole, "q_down")->shape.m == tokens);
+  for (const auto& op : whole) CHECK_FALSE((op.kind == OpKind::comm && op.comm_op == CollectiveOp::all_gather));
+  // The latents kept for the up-projections' weight gradients split with the sequence.
+  shard.sequence_parallel = true;
+  const double with_sp = layer_activation_bytes(ds, 0, shard, Recompute::selective);
+  shard.sequence_parallel = false;
+  const double without = layer_activation_bytes(ds, 0, shard, Recompute::selective);
+  CHECK(with_sp < without);
 }
 
 TEST_CASE("the per-operation tables account for every second of compute and TP communication") {

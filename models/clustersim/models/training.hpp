@@ -167,6 +167,9 @@ struct Op {
   // gemm: runs in fp8 when the job trains in fp8. Transformer Engine's fp8 covers the linear layers
   // inside transformer layers; Megatron's output layer is a plain ColumnParallelLinear, in 16 bits.
   bool fp8 = true;
+  // comm (TP): under tp_overlap Transformer Engine's userbuffers can hide it. They serve the qkv,
+  // proj, fc1 and fc2 GEMMs; a TP collective of another layer (MLA's latent gathers) stays exposed.
+  bool userbuffers = true;
 };
 
 // The shard of work one rank does for one micro-batch.
