@@ -57,13 +57,13 @@ TEST_CASE("serving: a lone request's TTFT is its prefill iteration from the roof
   CHECK(run.requests[0].e2e() == Approx(prefill + decode).margin(2e-8));
   // A 2,000-token prefill of an 8B model is compute-bound: more than 2 x 7.5e9 x 2000 FLOPs at the
   // ceiling; a single decode step is bound by reading the 16 GB of bf16 weights (plus the fixed cost
-  // of its 129 GEMM and attention kernels, 97 elementwise and sampling kernels, and the iteration
-  // overhead).
+  // of its 129 GEMM kernels, 64 attention and KV-cache write kernels, 129 elementwise and sampling
+  // kernels, and the iteration overhead).
   CHECK(prefill > 2.0 * 7.5e9 * 2000 / (hw.peak(Dtype::bf16).value() * hw.gemm.max_efficiency.at(Dtype::bf16)));
   const double weights_read = active_parameters(c.model) * 2 / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
   const double decode_step = iteration_seconds({{1, 2000}}, c, hw);
   CHECK(decode_step > weights_read + 200e-6);
-  CHECK(decode_step < 1.05 * weights_read + 200e-6 + (129 + 97) * hw.kernel_launch_overhead.value());
+  CHECK(decode_step < 1.05 * weights_read + 200e-6 + (129 + 64 + 129) * hw.kernel_launch_overhead.value());
 }
 
 TEST_CASE("serving: a layer's experts run as one fused kernel per projection, so launches do not grow with the experts touched") {
@@ -115,8 +115,11 @@ TEST_CASE("serving: int4 weights speed up the weight reads of decoding, not comp
     const std::vector<BatchEntry> batch(static_cast<std::size_t>(sequences), BatchEntry{tokens, 0});
     return iteration_cost(batch, c, hw).dense_layer;
   };
-  // Decoding one sequence reads a layer's 16-bit weights (0.44 GB): a quarter of those bytes.
-  CHECK(time(int4, 1, 1) < 0.4 * time(bf16, 1, 1));
+  // Decoding one sequence reads a layer's 16-bit weights (0.44 GB): int4 reads a quarter of those
+  // bytes, saving over 70% of their read time (the kernels' launches stay).
+  const double layer_read = (attention_parameters(bf16.model) + dense_ffn_parameters(bf16.model)) * 2.0 / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
+  CHECK(time(bf16, 1, 1) - time(int4, 1, 1) > 0.7 * layer_read);
+  CHECK(time(bf16, 1, 1) - time(int4, 1, 1) < 0.75 * layer_read);
   // An 8,192-token prefill is compute-bound: the same 16-bit arithmetic (the saved reads had been
   // subtracted from it: 3.5 ms faster).
   CHECK(time(int4, 8192, 1) == Approx(time(bf16, 8192, 1)).epsilon(0.005));
@@ -748,6 +751,20 @@ TEST_CASE("sizing: expert parallelism follows each TP tried, whatever the scenar
   CHECK(simulate_inference(at4).metrics.tpot.p90 == Approx(four.metrics.tpot.p90).epsilon(1e-9));
 }
 
+TEST_CASE("serving: a TP all-reduce between two cached sizes is timed between them, not at the larger") {
+  // Found by a probe: sizes were rounded up to a power of two, so one token past 1,024 in a Llama 3
+  // 70B prefill at TP 4 paid for twice the bytes in every all-reduce (TTFT 79.7 -> 99.7 ms). Expectation:
+  // continuous in the size, exact at the powers of two, and linear between them.
+  const auto topo = std::make_shared<const topology::Topology>(test::topology_from_text("topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}\n"));
+  const auto all_reduce = tp_all_reduce_seconds(topo, 4);
+  const double mib = 1024.0 * 1024.0;
+  const double at16 = all_reduce(16 * mib), at32 = all_reduce(32 * mib);
+  CHECK(at32 > at16);
+  CHECK(all_reduce(16 * mib + 8192 * 2) == Approx(at16).epsilon(0.002));
+  CHECK(all_reduce(24 * mib) == Approx((at16 + at32) / 2).epsilon(1e-12));
+  CHECK(all_reduce(0.5) == all_reduce(1.0));
+}
+
 TEST_CASE("serving: each pipeline boundary's send is timed where its GPUs are") {
   // TP 4 x PP 4 on two DGX H100: boundary 1 (GPUs 4-7 to 8-11) crosses the fabric, 0 and 2 stay on
   // NVLink. Every boundary had been timed as replica 0's first, so the crossing cost an NVLink send.
@@ -1021,10 +1038,16 @@ TEST_CASE("serving: an MoE decode step reads the experts its tokens touch, and e
   CHECK(decode(1) < 0.6 * all_weights);
   CHECK(decode(1) > 0.3 * all_weights);
   CHECK(decode(256) > 0.95 * all_weights);
-  // Whole experts over the 2 TP ranks read the same bytes per GPU as 1/2-slices of all 8.
+  // Whole experts over the 2 TP ranks read on average the same bytes per GPU as 1/2-slices of all 8,
+  // but the step waits for the busier GPU. One token's 2 experts sit on one GPU 12 times in 28 (that
+  // GPU reads 2 experts, else each reads 1): 1.43 experts expected on the busier, against one
+  // expert's bytes a GPU sliced (the model's independent-touch estimate: 1.46). Every layer pays the
+  // difference; with 256 tokens every expert is touched either way.
   const double sliced1 = decode(1), sliced256 = decode(256);
   c.ep = 2;
-  CHECK(decode(1) == Approx(sliced1).epsilon(0.2));
+  const double expert_read = 3.0 * 4096 * 14336 * 2 / rate;
+  CHECK(decode(1) - sliced1 > 0.40 * expert_read * 32);
+  CHECK(decode(1) - sliced1 < 0.50 * expert_read * 32);
   CHECK(decode(256) == Approx(sliced256).epsilon(0.2));
   CHECK(kv_block_capacity(c, hw) > 0);
   c.ep = 3;
