@@ -69,10 +69,12 @@ void training_cost(const Options& o) {
   const models::TrainingResult r = models::simulate_training(sc.job, *sc.topology);
   models::RunSpec run;
   run.work_s = r.time_to_train.value();
-  run.gpus = r.gpus;
   std::set<int> nodes;
   for (int g = 0; g < r.gpus; ++g) nodes.insert(sc.topology->device(sc.topology->gpus()[static_cast<std::size_t>(g)]).node);
   run.nodes = static_cast<int>(nodes.size());
+  // Offerings rent whole nodes: the job pays for every GPU of the nodes it runs on.
+  run.gpus = 0;
+  for (const auto v : sc.topology->gpus()) run.gpus += nodes.count(sc.topology->device(v).node) > 0 ? 1 : 0;
   run.tokens = sc.job.token_budget;
   run.dp_replicas = sc.job.plan.dp;
   if (cost.options.elastic && (sc.job.plan.dp < 2 || run.nodes % sc.job.plan.dp != 0)) {
@@ -90,7 +92,7 @@ void training_cost(const Options& o) {
     // The pause of an asynchronous checkpoint: each GPU copies its shard to host memory.
     const double host = models::host_link_bandwidth(*sc.topology);
     if (!(host > 0)) throw InputError(fmt::format("{}: async checkpoints need a GPU-to-CPU path in the topology", o.scenario));
-    run.checkpoint.snapshot_s = run.checkpoint.bytes / run.gpus / host;
+    run.checkpoint.snapshot_s = run.checkpoint.bytes / r.gpus / host;
   }
   std::vector<models::CostEstimate> rows;
   // Many trials take minutes (a million a row: about a minute each on 2 cores): say where they are.
@@ -114,7 +116,8 @@ void training_cost(const Options& o) {
   nlohmann::json j;
   j["source"] = source_of(o.scenario);
   j["scenario"] = sc.name;
-  j["gpus"] = run.gpus;
+  j["gpus"] = r.gpus;
+  j["gpus_billed"] = run.gpus;
   j["nodes"] = run.nodes;
   j["step_time_s"] = r.step_time.value();
   j["train_tokens"] = run.tokens;
@@ -171,8 +174,8 @@ void training_cost(const Options& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{}: {:.4g} tokens on {} GPUs ({} nodes), step {:.3f} s: {:.2f} days failure-free\n", sc.name, run.tokens, run.gpus, run.nodes,
-                           r.step_time.value(), run.work_s / kDay);
+  std::cout << fmt::format("{}: {:.4g} tokens on {} GPUs ({} nodes{}), step {:.3f} s: {:.2f} days failure-free\n", sc.name, run.tokens, r.gpus, run.nodes,
+                           run.gpus != r.gpus ? fmt::format(", billed for their {} GPUs", run.gpus) : std::string(), r.step_time.value(), run.work_s / kDay);
   std::cout << fmt::format("checkpoint {:.0f} GB, written in {:.0f} s{}; failures {:.2f} per 1,000 node-days (MTBF {} for the job), restart {:.0f} s\n",
                            run.checkpoint.bytes / 1e9, run.checkpoint.bytes / run.checkpoint.write_bandwidth,
                            run.checkpoint.async ? fmt::format(" in the background after a {:.1f} s snapshot", run.checkpoint.snapshot_s) : "",

@@ -157,6 +157,10 @@ class RunTrial final : public sim::EventHandler {
         return result_;
       }
     }
+    // Mixed: a deadline that leaves less slack than one interruption on spot is expected to cost
+    // starts on on-demand, as an interruption later on would switch (every trial of a deadline just
+    // past on-demand's time had started on spot, switched at its first interruption and ended late).
+    if (plan_.spot && past_deadline_after(0)) switch_to_on_demand();
     acquire(false);
     sim_.run(sim::Time::seconds(cap_));
     if (!result_.finished) release();
@@ -1068,9 +1072,19 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     out.push_back(std::move(e));
   };
   for (const Offering& o : offerings) check_load(plan_of(o), o.name);  // (elastic and mixed rows see the same interruptions)
+  // The on-demand offering that runs this job for least, by its expected bill: the hours held rounded
+  // to its billing granularity, not its list price alone (a day-billed offering a little cheaper per
+  // hour had been taken over a second-billed one that cost a quarter less for a 37-hour job).
   const Offering* cheapest_on_demand = nullptr;
+  double cheapest_bill = kInfinity;
   for (const Offering& o : offerings) {
-    if (o.pricing == Pricing::on_demand && (!cheapest_on_demand || o.price_per_gpu_hour < cheapest_on_demand->price_per_gpu_hour)) cheapest_on_demand = &o;
+    if (o.pricing != Pricing::on_demand) continue;
+    const ClosedForm f = closed_form(plan_of(o), 0.0);
+    const double bill = f.finite ? expected_billed_s(f.held, 0.0, o.billing_granularity_s) / kHour * run.gpus * o.effective_price_per_gpu_hour() : kInfinity;
+    if (!cheapest_on_demand || bill < cheapest_bill) {
+      cheapest_on_demand = &o;
+      cheapest_bill = bill;
+    }
   }
   // A spot offering dearer per GPU-hour than the fallback gets no mixed row: falling back would only
   // make it cheaper and never slower, so the row would cost less the more it failed.

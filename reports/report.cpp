@@ -294,7 +294,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
   static const std::set<std::string> kNumbers = {
       "attainment", "attainment_required", "bytes", "capacity_bytes", "cost", "cost_per_hour", "cost_per_million_output_tokens", "days", "decode",
       "detect_s", "failure_free_days", "failures_per_1000_node_days", "fallback_price_per_gpu_hour",
-      "gpu_hours", "gpus", "hfu", "kv_cache_use", "mean_ms", "median_ms", "memory_gib", "mfu", "nodes",
+      "gpu_hours", "gpus", "gpus_billed", "hfu", "kv_cache_use", "mean_ms", "median_ms", "memory_gib", "mfu", "nodes",
       "output_token_throughput", "p90_ms", "p99_ms", "pp", "preemptions", "prefill", "rate_rps",
       "replicas", "request_goodput", "request_throughput", "restart_s", "seed", "step_s", "step_time_s", "tflops_per_gpu", "time_to_train_days",
       "tokens", "tokens_per_s", "total_bytes", "total_token_throughput", "tp", "tpot_p90_ms", "train_tokens", "trials", "ttft_p90_ms", "write_s",

@@ -431,6 +431,50 @@ TEST_CASE("cost: a mixed row meets a tight deadline on average, keeping the slac
   }
 }
 
+TEST_CASE("cost: a deadline with less slack than one interruption costs starts the mixed row on on-demand") {
+  // A probe: on-demand alone 36.95 h against a 37 h deadline. The mixed row started on spot, switched
+  // at its first interruption, paid a restart and finished late in every trial. Expectation: it
+  // starts on on-demand, so it finishes as on-demand alone does and costs the same.
+  RunSpec run = daly_run(36 * kHour, 560, 911, 1e12);
+  run.nodes = 1;
+  run.gpus = 8;
+  run.reliability.failures_per_1000_node_days = 3.79;
+  CostOptions opt;
+  opt.trials = 200;
+  const auto alone = estimate_costs(run, {on_demand(4.0)}, opt);
+  opt.deadline_s = alone[0].expected_wall_s + 0.05 * kHour;
+  const auto rows = estimate_costs(run, {on_demand(4.0), poisson_spot(0, kHour, 0.1)}, opt);
+  REQUIRE(rows.size() == 3);
+  const CostEstimate& m = rows[2];
+  REQUIRE(m.pricing == Pricing::mixed);
+  const auto late = std::count_if(m.walls.begin(), m.walls.end(), [&](double w) { return w > opt.deadline_s; });
+  CHECK(late < m.trials / 5);
+  CHECK(m.cost.mean == Approx(rows[0].cost.mean).epsilon(0.01));
+}
+
+TEST_CASE("cost: the on-demand fallback is the offering with the smallest bill, billing granularity included") {
+  // A probe: a day-billed offering at $3.90 an hour had been taken over a second-billed one at $4.00
+  // for a 37-hour job (48 h billed: $1,498 against $1,182 for 8 GPUs). Expectation: the mixed row
+  // falls back on the second-billed one.
+  RunSpec run = daly_run(36 * kHour, 560, 911, 1e12);
+  run.nodes = 1;
+  run.gpus = 8;
+  run.reliability.failures_per_1000_node_days = 3.79;
+  Offering daily = on_demand(3.9), by_second = on_demand(4.0);
+  daily.name = "od-daily";
+  daily.billing_granularity_s = 24 * kHour;
+  by_second.name = "od-second";
+  Offering spot = poisson_spot(30, 0.1 * kHour, 0.05);
+  spot.price_per_gpu_hour = 3.85;
+  CostOptions opt;
+  opt.trials = 50;
+  opt.deadline_s = 60 * kHour;
+  const auto rows = estimate_costs(run, {daily, by_second, spot}, opt);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0].expected_cost > rows[1].expected_cost);
+  CHECK(rows[3].offering == "spot + od-second");
+}
+
 TEST_CASE("cost: a Weibull lifetime of shape 1 is the Poisson process, and a replayed availability trace drives losses and waits") {
   RunSpec run = daly_run(100 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
   run.reliability.failures_per_1000_node_days = 0;

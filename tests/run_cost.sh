@@ -76,3 +76,8 @@ sed -e 's/name: near, gpu: H100-SXM5-80G,/name: quad, gpu: H100-SXM5-80GB, gpus_
 grep -q "^note: offering 'quad' rents nodes of 4 GPUs, but the scenario's nodes hold 8: .*: left out" "$out/shape.txt" || { echo "no note for another node size"; cat "$out/shape.txt"; exit 1; }
 if grep -q "^  quad " "$out/shape.txt"; then echo "an offering of another node size was priced"; cat "$out/shape.txt"; exit 1; fi
 grep -q "^  od " "$out/shape.txt" || { echo "the matching offering is missing"; cat "$out/shape.txt"; exit 1; }
+# Offerings rent whole nodes: a plan of 4 GPUs on an 8-GPU node pays for all 8 (it had paid for 4).
+sed -e 's/parallelism: {tp: 8}/parallelism: {tp: 4}/' -e 's/global: 8}/global: 4}/' "$out/near.yaml" >"$out/half.yaml"
+"$cli" cost "$out/half.yaml" --trials 5 --json >"$out/half.json"
+grep -q '^  "gpus": 4,$' "$out/half.json" && grep -q '^  "gpus_billed": 8,$' "$out/half.json" || { echo "expected 4 GPUs used, 8 billed"; cat "$out/half.json"; exit 1; }
+"$cli" cost "$out/half.yaml" --trials 5 | grep -q "on 4 GPUs (1 nodes, billed for their 8 GPUs)" || { echo "the billed GPUs are not said"; exit 1; }

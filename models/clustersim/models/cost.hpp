@@ -91,6 +91,8 @@ struct Checkpointing {
 struct RunSpec {
   double work_s = 0;           // failure-free training time (step time x steps)
   int nodes = 1;
+  // GPUs held and billed: every GPU of the nodes the job runs on, as offerings rent whole nodes (a
+  // plan of 12 GPUs on 8-GPU nodes pays for 16).
   int gpus = 1;
   double tokens = 0;           // for cost per million tokens
   int dp_replicas = 1;         // data-parallel replicas (elastic shrink drops one per preempted node)
