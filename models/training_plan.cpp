@@ -607,9 +607,11 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
       const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
       for (int l = r.first; l < r.first + r.count; ++l) in_layers += layer_parameters(m, p, l);
     }
-    const double layers_sharded = in_layers.dense / dense_shards + in_layers.expert / expert_shards;
     const double layers_whole = in_layers.dense + in_layers.expert;
-    sm.weights = Bytes(2.0 * (p.zero_stage >= 3 ? sharded : whole) + fp8_copy_bytes * (p.zero_stage >= 3 ? layers_sharded : layers_whole));
+    // Under ZeRO-3 over more than one rank every pass gathers and casts afresh (fp8_weight_cast_share):
+    // the fp8 copies are of the two gathered layers only (below), none kept for the shard.
+    const bool recast = p.zero_stage >= 3 && p.dp * p.cp > 1;
+    sm.weights = Bytes(2.0 * (p.zero_stage >= 3 ? sharded : whole) + (recast ? 0.0 : fp8_copy_bytes * layers_whole));
     if (p.zero_stage >= 3) {
       // FSDP gathers one unit at a time and prefetches the next: two of the stage's largest units
       // in 16-bit, of the parts it shards (a group of one shards nothing, gathers nothing). The
@@ -617,17 +619,18 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
       // stage's first layer and the output layer with the last stage's last, whose vocabulary
       // slice can outweigh a layer.
       const double dense_gathered = dense_shards > 1 ? 1.0 : 0.0, expert_gathered = expert_shards > 1 ? 1.0 : 0.0;
-      double unit = 0;
+      double unit = 0, layer = 0;
       for (int v = 0; v < p.vpp; ++v) {
         const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
         for (int l = r.first; l < r.first + r.count; ++l) {
           StageParameters lp = layer_parameters(m, p, l);
+          layer = std::max(layer, lp.dense + lp.expert);
           if (s == 0 && v == 0 && l == r.first) lp += embedding_parameters(m, p);
           if (s == p.pp - 1 && v == p.vpp - 1 && l == r.first + r.count - 1) lp += head_parameters(m, p);
           unit = std::max(unit, dense_gathered * lp.dense + expert_gathered * lp.expert);
         }
       }
-      sm.weights += Bytes(2.0 * 2.0 * unit);
+      sm.weights += Bytes(2.0 * 2.0 * unit + (recast ? fp8_copy_bytes * 2.0 * layer : 0.0));
     }
     sm.gradients = Bytes(grad_bytes * (p.shards_gradients() ? sharded : whole));
     sm.optimizer = Bytes(kOptimizerBytes * (p.zero_stage >= 1 ? sharded : whole));

@@ -246,6 +246,13 @@ TEST_CASE("under fp8 a linear layer keeps its input as the fp8 cast its GEMM ran
   const double fp8 = estimate_memory(job, hw).worst().weights.value();
   const ParameterCount n = count_parameters(job.model);
   CHECK((fp8 - bf16) / (n.attention + n.dense_ffn) == Approx(2.0).epsilon(0.01));
+  // Under ZeRO-3 over 8 ranks every pass gathers and casts afresh: the copies of the two gathered
+  // layers only, not of all 8 (a probe found them kept for the whole shard).
+  job.plan.zero_stage = 3;
+  const double z3_fp8 = estimate_memory(job, hw).worst().weights.value();
+  job.precision = hardware::Dtype::bf16;
+  const double z3_bf16 = estimate_memory(job, hw).worst().weights.value();
+  CHECK((z3_fp8 - z3_bf16) / ((n.attention + n.dense_ffn) / 8) == Approx(2.0 * 2.0).epsilon(0.01));
 }
 
 TEST_CASE("a model trained without dropout keeps no dropout masks and runs no dropout kernel") {
