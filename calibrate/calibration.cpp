@@ -275,8 +275,20 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
                                    from, l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(l.result.busbw), to_string(BytesPerSec(ceiling)),
                                    base.name));
     }
+    // One size cannot separate a latency from a bandwidth. At 1 GiB or more the line through the
+    // origin is kept: a latency of tens of microseconds (NCCL's model) is a few percent of such a
+    // transfer at a terabyte a second. A smaller one is left out, as copies are (link_fit.cpp): a
+    // latency-bound 1 MiB all-reduce's rate had become the link's capacity, and a probe's TP traffic
+    // 3.6 times slower.
+    constexpr double kOneSizeBytes = 1024.0 * 1024.0 * 1024.0;
+    const bool one_small_size = l.samples == 1 && l.largest_bytes < kOneSizeBytes;
+    if (one_small_size) {
+      r.notes.push_back(fmt::format("{} over {} ({} ranks) left out of the profile: measured at one size only ({}, under 1 GiB), which cannot "
+                                    "separate its latency from its bandwidth (measure a sweep of sizes)",
+                                    l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(Bytes(l.largest_bytes))));
+      continue;
+    }
     if (l.samples == 1) {
-      // One size cannot separate a latency from a bandwidth: the line goes through the origin.
       r.notes.push_back(fmt::format("{} over {} ({} ranks) was measured at one size only ({}): its latency is taken as 0 and its bus bandwidth "
                                     "as that size's (measure a sweep of sizes to fit both)",
                                     l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(Bytes(l.largest_bytes))));
@@ -312,7 +324,8 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
                                        r.attention->head_dim, 100 * r.attention->worst, 100 * r.attention->mean);
   }
   for (const LinkFit& l : r.links) {
-    cal[fmt::format("fit_{}{}_{}_{}x{}", l.result.op, l.result.algorithm.empty() ? "" : "_" + l.result.algorithm, l.result.link, l.result.nodes, l.result.ranks)] =
+    cal[fmt::format("fit_{}{}_{}_{}x{}", l.result.op, l.result.algorithm.empty() ? "" : "_" + l.result.algorithm, l.result.link, l.result.nodes,
+                    l.result.ranks / std::max(1, l.result.nodes))] =
         fmt::format("{} sizes, line worst {:.1f}%, mean {:.1f}%", l.samples, 100 * l.line_worst_relative, 100 * l.line_mean_relative);
   }
   return r;

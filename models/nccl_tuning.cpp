@@ -150,9 +150,11 @@ CommShape nccl_graph(const GraphInputs& in) {
     c.be /= 2;
   }
   if (in.nodes == 1 && in.nvswitch && cc >= 90 && in.ranks >= 2) {
-    // One NVLS channel per GPU as head; each GPU's link carries ppn + 1 channel loads.
+    // One NVLS channel per head GPU, at most 32; each GPU's link carries a load per channel, and a
+    // head one more: channels + 1 (ppn + 1 up to 32 GPUs; 33 on an NVL72 rack, where ppn + 1 had
+    // asked for under 11 GB/s, below the ladder, and its lowest step had been taken regardless).
     c.nvls_channels = std::min(32, in.ppn);
-    c.nvls_bi = first_at_most(ladder(in.architecture, false), in.gpu_total / (in.ppn + 1));
+    c.nvls_bi = first_at_most(ladder(in.architecture, false), in.gpu_total / (c.nvls_channels + 1));
   }
   return c;
 }

@@ -562,7 +562,7 @@ TEST_CASE("calibrate: a dtype whose GEMMs are all launch-bound keeps its ceiling
   CHECK(long_enough.profile.gemm.max_efficiency.at(Dtype::fp8) == Approx(h200.gemm.max_efficiency.at(Dtype::fp8)).epsilon(1e-9));
 }
 
-TEST_CASE("calibrate: a collective measured at one size only is fitted through the origin, and says so") {
+TEST_CASE("calibrate: a collective measured at one size only, 1 GiB or more, is fitted through the origin and says so, and a smaller one is left out") {
   // Expectation: one 1 GiB all-reduce in 5 ms; latency 0 and the bus bandwidth of that one size,
   // with a note that a sweep is needed to fit both.
   Measurements m;
@@ -571,6 +571,14 @@ TEST_CASE("calibrate: a collective measured at one size only is fitted through t
   REQUIRE(r.links.size() == 1);
   CHECK(r.links[0].result.latency.value() == 0);
   CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("measured at one size only") != std::string::npos; }));
+  CHECK(r.profile.collectives.size() == 1);
+  // A probe: one latency-bound 1 MiB all-reduce had become the link's capacity (92 GB/s for NVLink)
+  // and slowed a TP 8 step by 20%. Under 1 GiB one size is left out of the profile.
+  Measurements small;
+  small.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::nvlink, 8, 1, 1048576.0, 2e-5});
+  const CalibrationResult s = calibrate::calibrate(shipped("h100-sxm5-80gb"), small, {});
+  CHECK(s.profile.collectives.empty());
+  CHECK(std::any_of(s.notes.begin(), s.notes.end(), [](const std::string& n) { return n.find("left out of the profile: measured at one size only (1.049 MB, under 1 GiB)") != std::string::npos; }));
 }
 
 TEST_CASE("calibrate: a latency-only sweep gives no bandwidth, and the profile keeps the base's other fits") {

@@ -341,6 +341,19 @@ TEST_CASE("NCCL's channel count respects what a GPU can carry: uneven nodes and 
     CHECK(r.plan.shape.channels <= 16);
     CHECK(r.time.value() == Approx(r.plan.model.time.value()).epsilon(0.1));
   }
+  {
+    // NVLS inside one NVL72 rack: 32 channels at most, so a GPU's link carries 32 + 1 channel loads
+    // at 72 GPUs as at 32 (722 / 33 = 21.9 GB/s: the ladder's 20). ppn + 1 had asked for 722 / 73
+    // = 9.9, under the ladder, whose lowest step (18) was taken regardless: 10% below 32 GPUs.
+    const Topology topo = topology::load_topology("gb200-nvl72-x8");
+    const CollectiveModel m(topo);
+    const auto rack = [&](int n) { return gpus_where(m.topology(), [n](const topology::Device& d) { return d.gpu_rank < n; }); };
+    const auto p72 = m.plan(all_reduce(rack(72), 8.0 * (1 << 30)));
+    const auto p32 = m.plan(all_reduce(rack(32), 8.0 * (1 << 30)));
+    CHECK(p72.shape.nvls_channels == 32);
+    CHECK(p72.shape.nvls_bi == Approx(20));
+    CHECK(p32.shape.nvls_bi == Approx(20));
+  }
 }
 
 TEST_CASE("NVLS busbw exceeds ring busbw on an NVSwitch node", "[collectives][nvls]") {
