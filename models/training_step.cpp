@@ -196,6 +196,11 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   }
   const bool fsdp = p.zero_stage >= 3;
   const bool distributed = p.zero_stage >= 1;
+  // Whether any gradients are reduced across ranks: the dense ones over dp x cp, an MoE model's expert
+  // ones over their expert-data-parallel group, which TP ranks alone can make (tp 2, dp 1, etp 1:
+  // each expert on both TP ranks, which route different tokens). Gated on dp x cp alone, such a plan
+  // had reduced no expert gradient while its optimizer and memory took them as sharded.
+  const bool has_dp = p.dp * p.cp > 1 || (m.moe && expert_data_parallel_size(p) > 1);
   const double grad_bytes = job.gradient_bytes();
   const double dense_shards = double(p.dp) * p.cp;
   const double bucket = p.bucket_parameters > 0 ? p.bucket_parameters : std::max(40e6, 1e6 * dense_shards);
@@ -315,11 +320,11 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   std::vector<std::vector<Pass>> orders(static_cast<std::size_t>(p.pp));
   for (int s = 0; s < p.pp; ++s) orders[static_cast<std::size_t>(s)] = schedule_order(p, micro, s);
 
-  const bool gather_at_start = distributed && !fsdp && p.overlap_param_gather && (p.dp * p.cp) > 1;
+  const bool gather_at_start = distributed && !fsdp && p.overlap_param_gather && has_dp;
   // ZeRO-2 reduce-scatters every micro-batch's gradients, overlapped unit by unit with its backward.
   // (ZeRO-3 reduces inside its FSDP passes below.)
   const bool zero2 = p.shards_gradients() && !fsdp;
-  const bool reduce_every_micro = zero2 && p.overlap_grad_reduce && (p.dp * p.cp) > 1;
+  const bool reduce_every_micro = zero2 && p.overlap_grad_reduce && has_dp;
   // Without sequence parallelism the TP ranks hold whole activations: Megatron's scatter-gather sends
   // 1/tp of them and the receiving stage all-gathers them over its TP group before its pass.
   const double pipeline_bytes = double(job.micro_batch) * m.seq_len / p.cp * m.hidden * 2.0;
@@ -466,8 +471,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     }
   }
 
-  // ---- data parallelism
-  const bool has_dp = p.dp * p.cp > 1;
+  // ---- data parallelism (has_dp above)
   // The tasks whose end makes each unit's gradient final, per stage: every simulated replica's.
   // Folded, every TP rank's traffic follows replica 0's tasks: the others do the same work at the same
   // times.
@@ -581,6 +585,11 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
       // ready (FSDP's BACKWARD_PRE), so the gather of unit i + 1 goes ahead of the reduce-scatter of
       // unit i, not behind it, where it would wait for unit i's backward to end.
       for (int s = 0; s < p.pp; ++s) {
+        // Per replica, the stage's last two units before the pass: the first two gathers of a pass
+        // wait for them, as FSDP prefetches across passes one unit ahead. (Without, every pass's first
+        // two gathers were ready at the step's start, and the stream ran later passes' in the gaps of
+        // the first: out of program order and past FSDP's two gathers in flight.)
+        std::vector<std::vector<TaskId>> recent(replicas.size());
         for (const Pass& pass : orders[static_cast<std::size_t>(s)]) {
           const auto& list = units[static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)];
           const std::size_t n = list.size();
@@ -603,8 +612,13 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
               std::vector<TaskId> after;
               for (std::size_t r : reps) {
                 const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
-                // Prefetch one unit ahead: gather i once unit i - 2 has finished.
-                if (i >= 2) after.push_back(pt.units[i - 2]);
+                // Prefetch one unit ahead: gather i once the unit two before it has finished.
+                const std::vector<TaskId>& before = recent[r];
+                if (i >= 2) {
+                  after.push_back(pt.units[i - 2]);
+                } else if (before.size() >= 2 - i) {
+                  after.push_back(before[before.size() - (2 - i)]);
+                }
               }
               std::vector<std::pair<TaskId, TaskId>> ids;
               add_dp(CollectiveOp::all_gather, dense, expert, 2.0, s, after, &ids, t);
@@ -622,6 +636,12 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
             }
           }
           if (pending) reduce_scatter(*pending);
+          for (std::size_t r = 0; r < replicas.size(); ++r) {
+            const PassTasks& pt = (pass.forward ? fwd : bwd)[r][static_cast<std::size_t>(s)][static_cast<std::size_t>(pass.chunk)][static_cast<std::size_t>(pass.micro)];
+            std::vector<TaskId>& rc = recent[r];
+            rc.insert(rc.end(), pt.units.begin(), pt.units.end());
+            if (rc.size() > 2) rc.erase(rc.begin(), rc.end() - 2);
+          }
         }
       }
     }
@@ -920,10 +940,15 @@ namespace {
 // there is a data-parallel group to shard over: alone (dp x cp = 1 and no expert-data-parallel
 // group) a rank keeps and adds whole gradients, as ZeRO-0 and 1 do. (An MoE plan whose experts alone
 // have such a group counts as sharded.)
-bool gradients_sharded(const ParallelismPlan& p) { return p.shards_gradients() && (p.dp * p.cp > 1 || expert_data_parallel_size(p) > 1); }
+// (A dense model has no expert group, whatever tp makes expert_data_parallel_size: a dense TP 8 plan
+// at dp 1 had dropped its accumulation cost under ZeRO-2 and 3.)
+bool gradients_sharded(const TrainingJob& job) {
+  const ParallelismPlan& p = job.plan;
+  return p.shards_gradients() && (p.dp * p.cp > 1 || (job.model.moe && expert_data_parallel_size(p) > 1));
+}
 }  // namespace
 
-bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && !gradients_sharded(job.plan); }
+bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && !gradients_sharded(job); }
 
 double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters) {
   if (!unfused_accumulation(job)) return 0.0;
@@ -933,7 +958,7 @@ double grad_accumulation_seconds(const TrainingJob& job, const hardware::Hardwar
 
 double embedding_gradient_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& table) {
   double bytes_per_parameter = 2.0;  // the zero fill of the 16-bit dense gradient
-  if (!gradients_sharded(job.plan) && job.plan.grad_accumulation_fusion) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
+  if (!gradients_sharded(job) && job.plan.grad_accumulation_fusion) bytes_per_parameter += 2.0 + 2.0 * job.gradient_bytes();
   return (table.dense + table.expert) * bytes_per_parameter / (hw.memory_bandwidth.value() * hw.gemm.memory_efficiency);
 }
 

@@ -798,6 +798,66 @@ TEST_CASE("under ZeRO-3 the next layer's gather goes ahead of this layer's reduc
   CHECK(step[Recompute::selective] < step[Recompute::full]);
 }
 
+TEST_CASE("under ZeRO-3 each micro-batch's passes cost alike: a pass's first gathers wait for the one before") {
+  // A probe: the first two gathers of every pass were ready at the step's start, so the stream ran
+  // later passes' gathers in the gaps of the first (out of FSDP's order), and the step grew less than
+  // linearly, then more, with the micro-batches. Expectation: linear in the micro-batches, past the
+  // first pass's warm-up, folded and unfolded alike.
+  const topology::Topology topo = h100_nodes(2);
+  TrainingJob job = job_of(gpt(8, 4096, 32, 4096, 32000), 8, 1, 2, 2);
+  job.plan.zero_stage = 3;
+  job.recompute = Recompute::none;
+  std::map<int, double> step;
+  for (int m : {1, 2, 4, 8}) {
+    job.global_batch = 2 * m;
+    step[m] = simulate_training(job, topo).step_time.value();
+    TrainingOptions unfolded;
+    unfolded.fold = false;
+    CHECK(simulate_training(job, topo, unfolded).step_time.value() == Approx(step[m]).epsilon(1e-9));
+  }
+  const double per_micro = step[2] - step[1];
+  CHECK(step[4] - step[2] == Approx(2 * per_micro).epsilon(0.01));
+  CHECK(step[8] - step[4] == Approx(4 * per_micro).epsilon(0.01));
+}
+
+TEST_CASE("an MoE plan whose experts alone have a data-parallel group reduces their gradients") {
+  // A probe: at TP 2, dp 1 (etp 1, ep 1) each expert sits on both TP ranks, which route different
+  // tokens, so Megatron-Core reduces its gradients over that pair of ranks; gated on dp x cp > 1, no
+  // expert gradient was reduced, while the optimizer step and memory took their states as sharded.
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job = job_of(gpt(4, 4096, 32, 4096, 32000), 2, 1, 1, 4);
+  job.model.moe = MoeSpec{};
+  job.model.moe->experts = 8;
+  job.model.moe->top_k = 2;
+  job.model.moe->expert_ffn_hidden = 14336;
+  REQUIRE(expert_data_parallel_size(job.plan) == 2);
+  for (int zero : {0, 1, 3}) {
+    job.plan.zero_stage = zero;
+    INFO("ZeRO-" << zero);
+    const TrainingResult folded = simulate_training(job, topo);
+    CHECK(folded.breakdown.dp_comm > 0);
+    TrainingOptions unfolded;
+    unfolded.fold = false;
+    CHECK(simulate_training(job, topo, unfolded).step_time.value() == Approx(folded.step_time.value()).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("a dense plan alone on its data-parallel rank costs the same under ZeRO 1, 2 and 3") {
+  // A probe: a dense TP 8 plan at dp 1 counted TP's ranks as an expert group and dropped its unfused
+  // accumulation under ZeRO-2 and 3. With nothing to shard, every stage adds whole gradients.
+  const topology::Topology topo = h100_nodes(1);
+  TrainingJob job = job_of(gpt(8, 4096, 32, 4096, 32000), 8, 1, 1, 8);
+  job.plan.grad_accumulation_fusion = false;
+  std::map<int, double> step;
+  for (int zero : {1, 2, 3}) {
+    job.plan.zero_stage = zero;
+    step[zero] = simulate_training(job, topo).step_time.value();
+  }
+  // (ZeRO-3 times its passes unit by unit: the same seconds summed in another order.)
+  CHECK(step[2] == Approx(step[1]).epsilon(1e-9));
+  CHECK(step[3] == Approx(step[1]).epsilon(1e-6));
+}
+
 TEST_CASE("unfused gradient accumulation adds a pass over the main gradients to every backward") {
   const topology::Topology topo = h100_nodes(1);
   TrainingJob job;
