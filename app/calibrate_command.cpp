@@ -252,6 +252,14 @@ void run(const Options& o) {
   }
   if (!o.compare.empty()) {
     const hardware::HardwareProfile shipped = load_profile(o.compare);
+    // Ratios against another chip's profile (an H100 fit against the A100's: memory bandwidth x1.97)
+    // compare chips, not a calibration: said, not refused, as a CPU probe's profile standing in for
+    // a GPU's (--scenario) is a way to try the pipeline on a machine without one.
+    if (shipped.architecture != fitted.architecture || shipped.sm_count != fitted.sm_count) {
+      std::cout << fmt::format("note: --compare {} is a profile of another chip ({}: {}, {} SMs) than the fitted one ({}: {}, {} SMs): the ratios below "
+                               "compare the two chips, not a calibration of one\n",
+                               o.compare, shipped.name, shipped.architecture, shipped.sm_count, fitted.name, fitted.architecture, fitted.sm_count);
+    }
     std::cout << fmt::format("\nfitted {} versus {} ({}):\n", fitted.name, shipped.name, o.compare) << calibrate::compare_text(fitted, shipped);
     if (!o.scenario.empty()) std::cout << scenario_effect(o.scenario, {{"shipped " + o.compare, shipped}, {"fitted", fitted}});
   }

@@ -124,7 +124,8 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
   TextTable t({"id", "measured", "default", "lowest", "lowest at", "highest", "highest at", "measured inside"},
               {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::left,
                TextTable::Align::right, TextTable::Align::left, TextTable::Align::left});
-  int ran = 0, with_unknowns = 0, inside = 0, not_run = 0;
+  int ran = 0, with_settings = 0, with_unknowns = 0, inside = 0, not_run = 0;
+  std::vector<std::string> untried_notes;
   std::vector<std::string> outside;
   for (const auto& c : cases) {
     if (c.kind != "training") continue;
@@ -138,7 +139,9 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
       continue;
     }
     ++ran;
+    with_settings += s.has_unknown_settings() ? 1 : 0;
     with_unknowns += s.has_unknowns() ? 1 : 0;
+    for (const auto& u : s.untried) untried_notes.push_back(fmt::format("{}: {}", s.id, u));
     inside += s.has_unknowns() && s.measured_inside() ? 1 : 0;
     if (s.has_unknowns() && !s.measured_inside()) outside.push_back(fmt::format("{} ({:+.1f}%)", s.id, 100.0 * ((s.measured_s > s.high_s ? s.high_s : s.low_s) - s.measured_s) / s.measured_s));
     nlohmann::json alternatives = nlohmann::json::array();
@@ -155,27 +158,41 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
     }
     k.update({{"measured_step_time_s", s.measured_s}, {"default_step_time_s", s.default_s}, {"default_error_pct", std::round(s.default_error_pct * 100) / 100},
               {"low_step_time_s", s.low_s}, {"low_at", s.low_at}, {"high_step_time_s", s.high_s}, {"high_at", s.high_at},
-              {"measured_inside", s.has_unknowns() ? nlohmann::json(s.measured_inside()) : nlohmann::json(nullptr)}, {"alternatives", alternatives}});
+              {"measured_inside", s.has_unknowns() ? nlohmann::json(s.measured_inside()) : nlohmann::json(nullptr)}, {"alternatives", alternatives},
+              {"untried", s.untried}});
     list.push_back(k);
     t.add_row({s.id, number(s.measured_s), seconds_and_error(s.default_s, s.measured_s), seconds_and_error(s.low_s, s.measured_s), s.low_at,
-               seconds_and_error(s.high_s, s.measured_s), s.high_at, !s.has_unknowns() ? (s.alternatives.empty() ? "(no unknown setting)" : "(no alternative fits)") : s.measured_inside() ? "yes" : "no"});
+               seconds_and_error(s.high_s, s.measured_s), s.high_at,
+               s.has_unknowns()          ? (s.measured_inside() ? "yes" : "no")
+               : s.has_unknown_settings() ? (s.alternatives.empty() ? "(no alternative runs)" : "(no alternative fits)")
+                                          : "(no unknown setting)"});
   }
   if (json) {
-    std::cout << nlohmann::json{{"unknowns", list}, {"pairs", pairs}, {"cases", ran}, {"cases_not_run", not_run}, {"cases_with_unknowns", with_unknowns}, {"measured_inside", inside}}.dump(2)
+    std::cout << nlohmann::json{{"unknowns", list},           {"pairs", pairs},
+                                {"cases", ran},               {"cases_not_run", not_run},
+                                {"cases_with_unknown_settings", with_settings}, {"cases_with_unknowns", with_unknowns},
+                                {"measured_inside", inside}}
+                     .dump(2)
               << "\n";
     return;
   }
   std::cout << fmt::format("training step time (s) under the other values of the plan settings each case leaves unknown, {}, the others at their defaults\n",
                            pairs ? "one at a time and two together" : "one at a time");
   std::cout << t.render("  ");
-  std::cout << fmt::format("  {} case{}{}, {} with unknown plan settings; the measured step lies inside their range in {}", ran, ran == 1 ? "" : "s",
-                           not_run > 0 ? fmt::format(" run ({} more failed or unsupported, listed)", not_run) : "", with_unknowns, inside);
+  std::cout << fmt::format("  {} case{}{}, {} with unknown plan settings, {} of them with an alternative that runs and fits; the measured step lies "
+                           "inside their range in {}",
+                           ran, ran == 1 ? "" : "s", not_run > 0 ? fmt::format(" run ({} more failed or unsupported, listed)", not_run) : "", with_settings,
+                           with_unknowns, inside);
   if (!outside.empty()) {
     std::string names;
     for (const auto& n : outside) names += (names.empty() ? "" : ", ") + n;
     std::cout << fmt::format("; outside it (nearest end's error): {}", names);
   }
   std::cout << "\n";
+  if (!untried_notes.empty()) {
+    std::cout << "  not tried:\n";
+    for (const auto& n : untried_notes) std::cout << "    " << n << "\n";
+  }
 }
 
 void run(const Options& o) {

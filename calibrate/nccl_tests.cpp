@@ -195,7 +195,7 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
     const Program* p = find_program(run.program);
     naming = run.program_line > 0 ? fmt::format("{} (line {})", in_quotes(run.program), run.program_line)
                                   : fmt::format("{} (args[0])", in_quotes(run.program));
-    if (!p && !options.op) fail(fmt::format("the run names the test {}, which is not one this reader knows: expected {}; pass the op", naming, kSupported));
+    if (!p && !options.op) fail(fmt::format("the run names the test {}, which is not one this reader knows: expected {}; give --op", naming, kSupported));
     if (p && !p->op) fail(fmt::format("{} measures a pattern clustersim has no collective for: expected {}", naming, kSupported));
     if (p) named = *p->op;
     naming = "the run names the test " + naming;
@@ -214,7 +214,7 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
     run.op = *named;
   } else {
     fail(fmt::format("cannot tell which collective this table measures: the output does not name it (recent nccl-tests print "
-                     "'# Collective test starting: <program>') and the file name {} is not a program's ({}); pass the op",
+                     "'# Collective test starting: <program>') and the file name {} is not a program's ({}); give --op",
                      in_quotes(file.filename().string()), kSupported));
   }
 
@@ -247,7 +247,7 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
   } else {
     if (!options.ranks) {
       fail("the output lists no devices ('# Using devices' and one '#  Rank ...' line per rank) before this table, so the rank count is "
-           "unknown; pass ranks");
+           "unknown; give --ranks");
     }
     run.ranks = *options.ranks;
     run.nodes = options.nodes.value_or(1);
@@ -257,7 +257,7 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
   if (listed == 0 && run.ranks % run.nodes != 0) {
     // The fit reads a run as nodes x ranks-per-node; given counts that leave a remainder describe no
     // run (a listing is taken as it is: its hosts are where the ranks ran).
-    fail(fmt::format("{} ranks do not divide evenly over {} nodes: expected the same number of ranks on every node; pass ranks and nodes that do",
+    fail(fmt::format("{} ranks do not divide evenly over {} nodes: expected the same number of ranks on every node; give --ranks and --nodes that do",
                      run.ranks, run.nodes));
   }
   run.link = options.link.value_or(run.nodes > 1 ? LinkClass::network : LinkClass::nvlink);
@@ -272,7 +272,7 @@ std::optional<std::string> busbw_mismatch(const Run& run, double algbw, double b
   const double expected = algbw * f;
   if (std::fabs(busbw - expected) <= 0.02 * expected) return std::nullopt;
   return fmt::format("the busbw column ({:.2f} GB/s) is not algbw x {:.4g} = {:.2f} GB/s, the bus factor of {} over {} ranks: the "
-                     "collective or the rank count this reader took is wrong; pass the op (or ranks)",
+                     "collective or the rank count this reader took is wrong; give --op (or --ranks)",
                      busbw, f, expected, models::to_string(run.op), run.ranks);
 }
 

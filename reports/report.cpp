@@ -96,6 +96,7 @@ void check_validation(const json& d, const fs::path& file) {
     double cases = 0, ok = 0, unsupported = 0, failed = 0, sum_abs = 0, worst = 0;
   };
   std::map<std::string, Tally> tally;
+  std::map<std::string, std::size_t> ids;  // validate refuses a repeated id: two rows would share a CSV key
   for (std::size_t i = 0; i < d["cases"].size(); ++i) {
     const json& c = d["cases"][i];
     const std::string at = fmt::format("cases[{}]", i);
@@ -103,6 +104,9 @@ void check_validation(const json& d, const fs::path& file) {
     for (const char* k : {"id", "kind", "status"}) {
       const json& v = get(c, at, k);
       if (!v.is_string() || v.get<std::string>().empty()) fail(at + "." + k, "text", v);
+    }
+    if (const auto [it, fresh] = ids.emplace(c["id"].get<std::string>(), i); !fresh) {
+      fail(at + ".id", fmt::format("an id no other case has (cases[{}] has it)", it->second), c["id"]);
     }
     const std::string status = c["status"].get<std::string>();
     Tally& t = tally[c["kind"].get<std::string>()];
@@ -274,6 +278,44 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
         }
       }
       check(p, at, "step_s", true);
+    }
+    // The fastest, the cheapest and the Pareto front as the search picks them (app/plan_command.cpp,
+    // models::pareto_front), from the plans listed: an edited or stale file whose picks disagreed had
+    // a headline and a front contradicting its own tables.
+    std::vector<std::size_t> sim;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      if (plans[i].value("status", std::string("simulated")) == "simulated") sim.push_back(i);
+    }
+    const auto number = [&](std::size_t i, const char* k) { return plans[i].contains(k) && plans[i][k].is_number() ? plans[i][k].get<double>() : 0.0; };
+    const auto time = [&](std::size_t i) { return number(i, "time_to_train_days") > 0 ? number(i, "time_to_train_days") : number(i, "step_s"); };
+    const auto key = [&](std::size_t i) { return plans[i]["key"].get<std::string>(); };
+    const auto pick = [&](const char* field, const char* what, const auto& less) {
+      if (sim.empty() || !d.contains(field)) return;
+      const std::size_t best = *std::min_element(sim.begin(), sim.end(), less);
+      if (d[field] != json(key(best))) {
+        throw InputError(fmt::format("{}: field '{}': expected {}, the {} of the plans listed, found {}", file.string(), field, shown(json(key(best))), what, shown(d[field])));
+      }
+    };
+    pick("fastest", "fastest", [&](std::size_t a, std::size_t b) { return number(a, "step_s") < number(b, "step_s"); });
+    pick("cheapest", "cheapest", [&](std::size_t a, std::size_t b) { return number(a, "cost") < number(b, "cost"); });
+    if (d.contains("pareto_front")) {
+      std::vector<std::size_t> order = sim;
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return time(a) < time(b) || (time(a) == time(b) && (number(a, "cost") < number(b, "cost") || (number(a, "cost") == number(b, "cost") && a < b)));
+      });
+      json front = json::array();
+      double best = 1e300;
+      for (std::size_t i : order) {
+        if (number(i, "cost") < best) {
+          front.push_back(key(i));
+          best = number(i, "cost");
+        }
+      }
+      if (d["pareto_front"] != front) {
+        throw InputError(fmt::format("{}: field 'pareto_front': expected the {} plans of the plans listed that no other is both faster and cheaper than "
+                                     "({}), found {}",
+                                     file.string(), front.size(), shown(front), shown(d["pareto_front"])));
+      }
     }
   }
   if (kind == ReportSource::Kind::training_run) {

@@ -95,7 +95,7 @@ TEST_CASE("nccl-tests: a table pasted without its device list needs the rank cou
   const auto file = kData / "sendrecv_perf-8xa100-nvlink.txt";
   // The first row is line 6; the op comes from the file name, the rank count from nowhere.
   CHECK_THAT(test::input_error([&] { read_nccl_tests(file); }),
-             Contains("sendrecv_perf-8xa100-nvlink.txt:6:") && Contains("lists no devices") && Contains("pass ranks"));
+             Contains("sendrecv_perf-8xa100-nvlink.txt:6:") && Contains("lists no devices") && Contains("give --ranks"));
   NcclTestsOptions options;
   options.ranks = 8;  // -g 8, as the README of the source says
   const auto m = read_nccl_tests(file, options);
@@ -261,7 +261,7 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
   SECTION("a collective this reader cannot tell or does not model") {
     CHECK_THAT(error_of(devices() + kHeader + good_row, "results.txt"),
                Contains("results.txt:14:") && Contains("cannot tell which collective") && Contains("'results.txt'") &&
-                   Contains("pass the op"));
+                   Contains("give --op"));
     CHECK_THAT(error_of("# Collective test starting: hypercube_perf\n" + devices() + kHeader + good_row, "results.txt"),
                Contains("results.txt:15:") && Contains("'hypercube_perf' (line 1) measures a pattern clustersim has no collective for"));
     CHECK_THAT(error_of("# Collective test starting: my_perf\n" + devices() + kHeader + good_row, "all_reduce_perf.txt"),

@@ -20,6 +20,7 @@ grep -q "GEMM model fit" "$dir/cpu.txt"
 grep -Eq "send_recv +- +process" "$dir/cpu.txt"
 "$cli" calibrate --profile "$dir/cpu/profile.yaml" --compare h100-sxm5-80gb >"$dir/compare.txt"
 grep -q "fitted / shipped" "$dir/compare.txt"
+grep -q "^note: --compare h100-sxm5-80gb is a profile of another chip" "$dir/compare.txt"
 
 # A recorded H100 sweep, fitted twice: identical profiles, and the scenario effect is printed.
 "$cli" calibrate --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/a" >/dev/null

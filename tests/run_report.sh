@@ -177,6 +177,17 @@ sed "${sim}s|\"step_s\":[0-9.e+-]*,||" "$dir/plan/plans.json" >"$dir/stepless-pl
 refused "$dir/stepless-plan" "step_s': expected a positive number, found nothing (the key is missing)" "a plan without its step"
 sed "${sim}s|\"key\":\"[^\"]*\"|\"key\":5|" "$dir/plan/plans.json" >"$dir/key-plan/plans.json"
 refused "$dir/key-plan" "key': expected text, found 5" "a plan key that is not text"
+# The fastest, the cheapest and the Pareto front must be the plans listed's (a probe's edited picks
+# made the headline and the front contradict the tables).
+mkdir -p "$dir/pick-fast" "$dir/pick-cheap" "$dir/pick-front"
+sed 's|^  "fastest": "[^"]*"|  "fastest": "nonsense"|' "$dir/plan/plans.json" >"$dir/pick-fast/plans.json"
+refused "$dir/pick-fast" "field 'fastest': expected '.*', the fastest of the plans listed, found 'nonsense'" "a fastest plan that is not the fastest"
+sed 's|^  "cheapest": "[^"]*"|  "cheapest": "nonsense"|' "$dir/plan/plans.json" >"$dir/pick-cheap/plans.json"
+refused "$dir/pick-cheap" "field 'cheapest': expected '.*', the cheapest of the plans listed, found 'nonsense'" "a cheapest plan that is not the cheapest"
+# (the front's first entry dropped: the fastest plan is always on it)
+awk '/^  "pareto_front": \[$/ { print; getline; next } { print }' "$dir/plan/plans.json" >"$dir/pick-front/plans.json"
+refused "$dir/pick-front" "field 'pareto_front': expected the [0-9]* plans of the plans listed that no other is both faster and cheaper than" "a Pareto front that is not the plans'"
+"$cli" report "$dir/plan" --out "$dir/pick-ok" >/dev/null || { echo "the unedited plans.json is refused"; exit 1; }
 # A result missing a field that tells its kind names the field, not "not a clustersim result".
 mkdir -p "$dir/no-step"
 sed 's|"step_time_s": [0-9.e+-]*,||' "$dir/train/summary.json" >"$dir/no-step/summary.json"
@@ -218,6 +229,15 @@ refused "$dir/acc-status.json" "field 'cases\[0\].status': expected ok, unsuppor
 refused "$dir/acc-mape.json" "mape_pct': expected [0-9.]*, as the ok cases' errors give, found 0.01" "a MAPE its cases do not give"
 refused "$dir/acc-count.json" "cases': expected [0-9]*, as the cases listed give, found 99" "a case count the cases do not give"
 refused "$dir/acc-pred.json" "field 'cases\[0\].error_pct': expected [0-9.]*, as its measured and predicted" "an error its values do not give"
+# Two cases of one id (which validate refuses) would share a CSV key (a probe).
+cat >"$dir/acc-dup.json" <<'EOF'
+{"cases": [{"id": "g", "kind": "gemm", "status": "ok", "primary_metric": "tflops", "predicted": {"tflops": 90}, "measured": {"tflops": 100},
+  "error_pct": -10.0, "errors_pct": {"tflops": -10.0}, "defaults_applied": []},
+  {"id": "g", "kind": "gemm", "status": "ok", "primary_metric": "tflops", "predicted": {"tflops": 90}, "measured": {"tflops": 100},
+  "error_pct": -10.0, "errors_pct": {"tflops": -10.0}, "defaults_applied": []}],
+ "summary": {"gemm": {"cases": 2, "failed": 0, "mape_pct": 10.0, "max_abs_error_pct": 10.0, "ok": 2, "unsupported": 0}}}
+EOF
+refused "$dir/acc-dup.json" "field 'cases\\[1\\].id': expected an id no other case has (cases\\[0\\] has it), found 'g'" "a repeated case id"
 # A case's error is shown from its full-precision figures: validate's -16.349 (written -16.35) is
 # -16.3% as validate prints it, not -16.35 rounded again to -16.4% (a probe).
 cat >"$dir/acc-round.json" <<'EOF'

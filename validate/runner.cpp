@@ -698,17 +698,21 @@ Sensitivity sensitivity(const Case& c, const RunOptions& options, bool pairs) {
         e->apply(job);
         keeps_recompute = keeps_recompute || e->keeps_recompute;
       }
-      try {
-        models::check_job(job, gpus);
-      } catch (const std::invalid_argument&) {
-        return;  // not a plan the software could have run (an uneven split, a batch that does not divide)
-      }
       Alternative a{chosen[0]->setting, chosen[0]->value, "", "", "ok", "", 0, 0};
       std::string label = a.setting + " " + a.value;
       if (chosen.size() > 1) {
         a.with_setting = chosen[1]->setting;
         a.with_value = chosen[1]->value;
         label += " + " + a.with_setting + " " + a.with_value;
+      }
+      try {
+        models::check_job(job, gpus);
+      } catch (const std::invalid_argument& e) {
+        // Not a plan the software could have run (an uneven split, a batch that does not divide):
+        // left out of the range, said among the untried (one setting at a time only: pairs of them
+        // are many).
+        if (chosen.size() == 1) out.untried.push_back(fmt::format("{} ({})", label, e.what()));
+        return;
       }
       // With the recompute mode unknown, each alternative takes the least that fits, as the default does.
       if (c.training->recompute == "unknown" && !keeps_recompute) least_recompute_that_fits(job, prepared.topo);
@@ -731,6 +735,9 @@ Sensitivity sensitivity(const Case& c, const RunOptions& options, bool pairs) {
       out.alternatives.push_back(std::move(a));
     };
     const std::vector<Edit> edits = unknown_settings(c, prepared.job, options);
+    if (c.training->sequence_parallel == "unknown" && c.training->tp > 1 && deepspeed_without_sp(c)) {
+      out.untried.push_back("sequence_parallel on (DeepSpeed's pipeline engine ran without it before 2024)");
+    }
     for (const Edit& e : edits) try_edits({&e});
     if (pairs) {
       for (std::size_t i = 0; i < edits.size(); ++i) {

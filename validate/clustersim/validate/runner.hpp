@@ -110,6 +110,10 @@ struct Sensitivity {
   double default_s = 0;
   double default_error_pct = 0;
   std::vector<Alternative> alternatives;
+  // Values of unknown settings not tried, with why: a plan the software could not have run (Megatron-
+  // Core needs sequence parallelism with TP and experts), or a setting a source's software had no
+  // other value of (DeepSpeed's engine before 2024 and sequence parallelism).
+  std::vector<std::string> untried;
   // Over the default and every alternative that ran, and the alternatives that reach them
   // ("default" when no alternative goes further).
   double low_s = 0, high_s = 0;
@@ -119,6 +123,8 @@ struct Sensitivity {
   [[nodiscard]] bool has_unknowns() const {
     return std::any_of(alternatives.begin(), alternatives.end(), [](const Alternative& a) { return a.status == "ok"; });
   }
+  // Whether the source leaves any plan setting unknown, whatever could be tried.
+  [[nodiscard]] bool has_unknown_settings() const { return !alternatives.empty() || !untried.empty(); }
 };
 // `pairs`: also every two values of different unknown settings together (one setting at a time can
 // miss what two unstated settings reach).
