@@ -159,6 +159,13 @@ void run(const Options& o) {
   }
   std::cout << fmt::format("{} over {} GPUs of {} (busbw as nccl-tests defines it)\n", to_string(c.op), c.ranks.size(), topo.name);
   std::cout << table.render("  ");
+  // --channels shapes the simulation only: the channels column and the NCCL model keep NCCL's own
+  // search (a probe read 8 channels beside a time one ring gives).
+  if (o.channels > 0) {
+    std::cout << fmt::format("note: --channels {} builds {} ring{} or tree pair{} for the simulation (time, algbw, busbw); the channels column and "
+                             "the NCCL model are NCCL's own search's\n",
+                             o.channels, o.channels, o.channels == 1 ? "" : "s", o.channels == 1 ? "" : "s");
+  }
 }
 
 }  // namespace

@@ -63,6 +63,17 @@ std::string duration(double s) {
   return years < 1e6 ? fmt::format("{:.0f} years", years) : fmt::format("{:.3g} years", years);
 }
 
+// Two durations a message compares, in hours to as many digits as tell them apart ("36.9 h is
+// shorter than 36.9 h" had said nothing).
+std::pair<std::string, std::string> compared_durations(double a, double b) {
+  std::string x = duration(a), y = duration(b);
+  for (int digits = 4; x == y && digits <= 12; ++digits) {
+    x = fmt::format("{:.{}g} h", a / kHour, digits);
+    y = fmt::format("{:.{}g} h", b / kHour, digits);
+  }
+  return {x, y};
+}
+
 // "800", "1.6e+08": a count of expected events, for messages.
 std::string about(double n) { return n < 1e5 ? fmt::format("{:.0f}", n) : fmt::format("{:.2g}", n); }
 
@@ -1103,8 +1114,8 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
                                                             spot ? "on-demand" : "spot"));
     }
     if (options.deadline_s < run.work_s) {
-      throw CostInputError(Input::deadline, "", fmt::format("a deadline of {} is shorter than the run's {} failure-free: no offering can meet it",
-                                                            duration(options.deadline_s), duration(run.work_s)));
+      const auto [deadline, work] = compared_durations(options.deadline_s, run.work_s);
+      throw CostInputError(Input::deadline, "", fmt::format("a deadline of {} is shorter than the run's {} failure-free: no offering can meet it", deadline, work));
     }
     if (std::none_of(offerings.begin(), offerings.end(), cheaper_than_fallback)) {
       throw CostInputError(Input::deadline, "",
@@ -1194,12 +1205,14 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const auto late = std::count_if(e.walls.begin(), e.walls.end(), [&](double w) { return w > options.deadline_s; });
       if (late > 0) {
         std::string note = fmt::format("{} of {} trials finished after the {} deadline", late, e.trials, duration(options.deadline_s));
-        // (a deadline tighter than on-demand alone is missed in most trials, and so is one that leaves
-        // less than a restart beyond it: the switch to on-demand comes at an interruption and restarts)
-        if (options.deadline_s < on_demand.wall + restart) {
-          note += fmt::format(" (on-demand alone is expected to take {:.4g} h, and the switch to it, at an interruption, costs a restart of {}: a deadline "
-                              "under {:.4g} h is missed in most trials)",
-                              on_demand.wall / 3600.0, duration(restart), (on_demand.wall + restart) / 3600.0);
+        // A deadline close to on-demand's own time starts the run on on-demand (RunTrial::run), which
+        // is then as late as on-demand alone; one under it is missed in most trials either way.
+        if (options.deadline_s < on_demand.wall) {
+          note += fmt::format(" (on-demand alone is expected to take {:.4g} h, more than the deadline: it is missed in most trials)", on_demand.wall / 3600.0);
+        } else if (options.deadline_s < on_demand.wall + restart) {
+          note += fmt::format(" (on-demand alone is expected to take {:.4g} h: a deadline that leaves less than one interruption on spot is expected to cost "
+                              "starts the run on on-demand, late as often as on-demand alone)",
+                              on_demand.wall / 3600.0);
         }
         add_note(e, note);
       }

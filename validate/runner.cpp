@@ -47,6 +47,14 @@ const std::vector<topology::NodeTemplate>& shipped_nodes() {
   return nodes;
 }
 
+// Says so among the case's defaults when --hardware replaced the shipped profile of its GPU (a result
+// had not shown that it came from another profile).
+void note_hardware(const std::string& gpu, const RunOptions& options, CaseResult& r) {
+  for (const auto& hw : options.hardware) {
+    if (hw.name == gpu) r.defaults_applied.push_back(fmt::format("hardware profile {} (--hardware) in place of the shipped {}", hw.file.empty() ? hw.name : hw.file.string(), gpu));
+  }
+}
+
 // A profile given with --hardware replaces the shipped one of the same name.
 hardware::HardwareProfile profile_for(const std::string& gpu, const RunOptions& options) {
   for (const auto& hw : options.hardware) {
@@ -81,6 +89,7 @@ double error_pct(double predicted, double measured) { return 100.0 * (predicted 
 
 void run_gemm(const Case& c, CaseResult& r, const RunOptions& options) {
   const auto hw = profile_for(c.cluster.gpu, options);
+  note_hardware(c.cluster.gpu, options, r);
   const auto dtype = hardware::parse_dtype(c.gemm->dtype);
   if (!hw.supports(*dtype)) throw Unsupported(fmt::format("{} has no {} peak in its profile", hw.name, c.gemm->dtype));
   const auto e = hardware::estimate_gemm(hw, {c.gemm->m, c.gemm->n, c.gemm->k}, *dtype);
@@ -155,6 +164,7 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
   }
   topology::NodeTemplate node = node_for(cl, options);
   r.defaults_applied.push_back(fmt::format("node template {}", node.name));
+  note_hardware(cl.gpu, options, r);
   const int nodes = cl.gpus / cl.gpus_per_node;
   spec.nodes = nodes;
   if (nodes > 1) {
