@@ -543,7 +543,14 @@ std::string plan_text(const TrainingJob& j) {
 std::string SearchResult::key(const PlanOutcome& o) const {
   const TrainingJob j = job(o);
   std::string k = plan_key(j);
-  if (j.plan.gpus() != o.plan.gpus) k += fmt::format(" of_gpus={}", o.plan.gpus);
+  if (j.plan.gpus() != o.plan.gpus) {
+    // No data-parallel degree fills these GPUs (its rejection says so): the GPUs asked for and dp "-",
+    // as the plan's text says, not the rounded-down dp and the GPUs it would use (a probe read
+    // "gpus=255 ... dp=51 of_gpus=256"). Never simulated, so no resumed result carries such a key.
+    const std::string used = fmt::format("gpus={} ", j.plan.gpus()), dp = fmt::format(" dp={} ", j.plan.dp);
+    if (k.rfind(used, 0) == 0) k.replace(0, used.size(), fmt::format("gpus={} ", o.plan.gpus));
+    if (const auto at = k.find(dp); at != std::string::npos) k.replace(at, dp.size(), " dp=- ");
+  }
   if (o.plan.system > 0) k += " topology=" + topology(o).name;
   return k;
 }
