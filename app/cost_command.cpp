@@ -73,8 +73,7 @@ void training_cost(const Options& o) {
   for (int g = 0; g < r.gpus; ++g) nodes.insert(sc.topology->device(sc.topology->gpus()[static_cast<std::size_t>(g)]).node);
   run.nodes = static_cast<int>(nodes.size());
   // Offerings rent whole nodes: the job pays for every GPU of the nodes it runs on.
-  run.gpus = 0;
-  for (const auto v : sc.topology->gpus()) run.gpus += nodes.count(sc.topology->device(v).node) > 0 ? 1 : 0;
+  run.gpus = sc.topology->gpus_of_nodes_holding(r.gpus);
   run.tokens = sc.job.token_budget;
   run.dp_replicas = sc.job.plan.dp;
   if (cost.options.elastic && (sc.job.plan.dp < 2 || run.nodes % sc.job.plan.dp != 0)) {
@@ -226,11 +225,14 @@ void inference_cost(const Options& o) {
   if (!sc.cost) throw InputError(fmt::format("{}: no 'cost' section (sheet) to price", o.scenario));
   const models::InferenceResult r = models::simulate_inference(sc);
   const int gpus = sc.replicas * sc.replica.tp * sc.replica.pp;
+  // Whole nodes are rented: the fleet pays for every GPU of the nodes its replicas sit on.
+  const int billed = sc.topology->gpus_of_nodes_holding(gpus);
   const auto& m = r.metrics;
   nlohmann::json j;
   j["scenario"] = sc.name;
   j["source"] = source_of(o.scenario);
   j["gpus"] = gpus;
+  j["gpus_billed"] = billed;
   j["output_token_throughput"] = m.output_throughput;
   j["total_token_throughput"] = m.total_token_throughput;
   j["sustained_output_token_throughput"] = m.sustained_output_throughput;
@@ -240,7 +242,7 @@ void inference_cost(const Options& o) {
   reports::TextTable t({"offering", "pricing", "$/GPU-h", "fleet $/hour", "$/M output tokens", "$/M total tokens"}, {A::left, A::left, A::right, A::right, A::right, A::right});
   for (const auto& off : sc.cost->offerings) {
     const double price = off.effective_price_per_gpu_hour();
-    const double hourly = price * gpus;
+    const double hourly = price * billed;
     // At the steady rates: a fleet serves a continuing load, not this run's ramp and drain.
     const double per_output = m.sustained_output_throughput > 0 ? hourly / (m.sustained_output_throughput * 3600.0) * 1e6 : INFINITY;
     const double per_total = m.sustained_total_token_throughput > 0 ? hourly / (m.sustained_total_token_throughput * 3600.0) * 1e6 : INFINITY;
@@ -260,9 +262,9 @@ void inference_cost(const Options& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{}: {} GPUs serving {:.0f} output tokens/s ({:.0f} total) in steady state at the simulated load ({:.0f} and {:.0f} over the "
+  std::cout << fmt::format("{}: {} GPUs{} serving {:.0f} output tokens/s ({:.0f} total) in steady state at the simulated load ({:.0f} and {:.0f} over the "
                            "whole run, its drain included)\n",
-                           sc.name, gpus, m.sustained_output_throughput, m.sustained_total_token_throughput, m.output_throughput, m.total_token_throughput);
+                           sc.name, gpus, billed != gpus ? fmt::format(" (billed for their nodes' {})", billed) : std::string(), m.sustained_output_throughput, m.sustained_total_token_throughput, m.output_throughput, m.total_token_throughput);
   std::cout << t.render("  ");
   for (const auto& n : sc.cost->notes) std::cout << "note: " << n << "\n";
   std::cout << "note: list prices; spot preemptions of a serving fleet (lost capacity, requests retried) are not modelled\n";

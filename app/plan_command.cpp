@@ -43,6 +43,11 @@ struct Options {
   std::vector<std::string> training_only;  // training options given on the command line
 };
 
+// A candidate's GPUs, and the GPUs of the nodes billed for them where those are more: "14 (16)".
+std::string gpus_text(const models::SizingCandidate& c) {
+  return c.gpus_billed > c.gpus ? fmt::format("{} ({})", c.gpus, c.gpus_billed) : std::to_string(c.gpus);
+}
+
 std::string layout(const models::SizingCandidate& c) {
   if (c.replicas == 0) return "-";
   if (c.prefill > 0) return fmt::format("{}P + {}D", c.prefill, c.decode);
@@ -80,7 +85,8 @@ nlohmann::json to_json(const models::InferenceScenario& sc, const models::Sizing
                         {"tp", c.tp},           {"pp", c.pp},
                         {"replicas", c.replicas},
                         {"prefill", c.prefill}, {"decode", c.decode},
-                        {"gpus", c.gpus},       {"cost_per_hour", c.cost_per_hour},
+                        {"gpus", c.gpus},       {"gpus_billed", c.gpus_billed},
+                        {"cost_per_hour", c.cost_per_hour},
                         {"feasible", c.feasible}, {"attainment", c.attainment}};
     if (c.attainment >= 0) {
       k["cost_per_million_output_tokens"] = c.cost_per_million_output_tokens;
@@ -110,7 +116,7 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   bool nodes_differ = false;
   for (const auto& o : sc.sizing->offers) nodes_differ = nodes_differ || o.node.name != sc.sizing->offers.front().node.name;
   const bool pipelined = sc.replica.pp > 1;
-  std::vector<std::string> head{"gpu", pipelined ? "TP x PP" : "TP", "layout", "GPUs", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "steady tok/s", "verdict"};
+  std::vector<std::string> head{"gpu", pipelined ? "TP x PP" : "TP", "layout", "GPUs (billed)", "$/hour", "$/M out tok", "meet SLO", "TTFT P90 ms", "TPOT P90 ms", "steady tok/s", "verdict"};
   std::vector<A> align{A::left, A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left};
   if (nodes_differ) {
     head.insert(head.begin() + 1, "node");
@@ -122,7 +128,7 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
     // The layout tried, run or not: an aggregated and a disaggregated row that both fail (an fp8 model
     // on A100) had read as two identical rows.
     std::vector<std::string> row{c.gpu, pipelined ? fmt::format("{} x {}", c.tp, c.pp) : std::to_string(c.tp), layout(c),
-                                 ran ? std::to_string(c.gpus) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
+                                 ran ? gpus_text(c) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
                                  ran ? fmt::format("{:.3f}", c.cost_per_million_output_tokens) : "-", ran ? fmt::format("{:.1f}%", 100 * c.attainment) : "-",
                                  ran ? fmt::format("{:.0f}", c.metrics.ttft.p90 * 1e3) : "-", ran ? fmt::format("{:.1f}", c.metrics.tpot.p90 * 1e3) : "-",
                                  ran ? fmt::format("{:.0f}", c.metrics.sustained_output_throughput) : "-", c.feasible ? "meets" : c.reason};
@@ -132,8 +138,9 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   out += t.render("  ");
   if (!r.candidates.empty() && r.candidates.front().feasible) {
     const auto& c = r.candidates.front();
-    out += fmt::format("cheapest: {} x {} at TP {}{} ({}), {} GPU{}, ${:.2f}/hour, ${:.3f} per million output tokens\n", c.gpu, c.node, c.tp,
-                       c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout(c), c.gpus, c.gpus == 1 ? "" : "s", c.cost_per_hour,
+    out += fmt::format("cheapest: {} x {} at TP {}{} ({}), {} GPU{}{}, ${:.2f}/hour, ${:.3f} per million output tokens\n", c.gpu, c.node, c.tp,
+                       c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout(c), c.gpus, c.gpus == 1 ? "" : "s",
+                       c.gpus_billed != c.gpus ? fmt::format(" (billed for their nodes' {})", c.gpus_billed) : std::string(), c.cost_per_hour,
                        c.cost_per_million_output_tokens);
   } else {
     out += "cheapest: none of the configurations meets the SLO (raise max_gpus, relax the SLO, or offer other GPUs)\n";
@@ -148,11 +155,11 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
 
 std::string to_csv(const models::SizingResult& r) {
   std::string csv =
-      "gpu,node,tp,pp,replicas,prefill,decode,gpus,cost_per_hour,cost_per_million_output_tokens,attainment,feasible,ttft_p90_s,tpot_p90_s,output_tokens_per_s,"
-      "sustained_output_tokens_per_s\n";
+      "gpu,node,tp,pp,replicas,prefill,decode,gpus,gpus_billed,cost_per_hour,cost_per_million_output_tokens,attainment,feasible,ttft_p90_s,tpot_p90_s,"
+      "output_tokens_per_s,sustained_output_tokens_per_s\n";
   for (const auto& c : r.candidates) {
-    csv += fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f},{:.3f}\n", c.gpu, c.node, c.tp, c.pp, c.replicas, c.prefill, c.decode,
-                       c.gpus, c.cost_per_hour, c.cost_per_million_output_tokens, c.attainment, c.feasible ? 1 : 0, c.metrics.ttft.p90, c.metrics.tpot.p90,
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f},{:.3f}\n", c.gpu, c.node, c.tp, c.pp, c.replicas, c.prefill, c.decode,
+                       c.gpus, c.gpus_billed, c.cost_per_hour, c.cost_per_million_output_tokens, c.attainment, c.feasible ? 1 : 0, c.metrics.ttft.p90, c.metrics.tpot.p90,
                        c.metrics.output_throughput, c.metrics.sustained_output_throughput);
   }
   return csv;

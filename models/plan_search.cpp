@@ -138,11 +138,14 @@ std::map<std::string, nlohmann::json> read_results(const std::filesystem::path& 
 
 namespace {
 
-void price(PlanOutcome& o, double price_per_gpu_hour, double tokens) {
+// GPU-hours of the plan's GPUs; its cost bills every GPU of the nodes they sit on, as offerings rent
+// whole nodes (cost_command.cpp): 12 GPUs on 8-GPU nodes pay for 16.
+void price(PlanOutcome& o, const SearchSystem& system, double tokens) {
   if (tokens <= 0) o.time_to_train_s = 0;
-  const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0 * o.plan.gpus;
-  o.gpu_hours = hours;
-  o.cost = price_per_gpu_hour > 0 ? hours * price_per_gpu_hour : hours;
+  const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0;
+  o.gpu_hours = hours * o.plan.gpus;
+  const double billed = hours * system.topology->gpus_of_nodes_holding(o.plan.gpus);
+  o.cost = system.price_per_gpu_hour > 0 ? billed * system.price_per_gpu_hour : billed;
 }
 
 }  // namespace
@@ -1123,7 +1126,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       case PlanOutcome::Status::bound: ++out.bound; break;
       case PlanOutcome::Status::simulated:
         ++out.simulated;
-        price(o, out.systems[static_cast<std::size_t>(o.plan.system)].price_per_gpu_hour, base.token_budget);
+        price(o, out.systems[static_cast<std::size_t>(o.plan.system)], base.token_budget);
         break;
     }
   }
@@ -1162,7 +1165,7 @@ void merge_shard(SearchResult& into, const std::string& lines, double token_budg
     if (o.resumed) ++into.resumed;
     if (j["status"] == "simulated") {
       read_numbers(o, j);
-      price(o, into.systems[static_cast<std::size_t>(o.plan.system)].price_per_gpu_hour, token_budget);
+      price(o, into.systems[static_cast<std::size_t>(o.plan.system)], token_budget);
     } else {
       // Simulation found the plan impossible.
       o.status = PlanOutcome::Status::constraint;

@@ -48,10 +48,15 @@ class Sizer {
     c.decode = prefill > 0 ? replicas - prefill : 0;
     c.gpus = tp * sc_.replica.pp * replicas;
     c.price_per_gpu_hour = offer.price_per_gpu_hour;
+    // Whole nodes are rented: every GPU of the nodes the fleet holds is billed (its GPUs alone where
+    // no fabric joins that many nodes, which the run below then refuses).
+    c.gpus_billed = c.gpus;
     c.cost_per_hour = c.gpus * offer.price_per_gpu_hour;
     try {
       InferenceScenario sc = sc_;
       sc.topology = cluster_of(offer, c.gpus);
+      c.gpus_billed = sc.topology->gpus_of_nodes_holding(c.gpus);
+      c.cost_per_hour = c.gpus_billed * offer.price_per_gpu_hour;
       const hardware::HardwareProfile& hw = *sc.topology->gpu;
       ReplicaConfig& r = sc.replica;
       r.tp = tp;

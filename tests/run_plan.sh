@@ -10,9 +10,10 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$cli" plan "$data/sizing-small.yaml" --out "$out/a" >"$out/a.txt"
 "$cli" plan "$data/sizing-small.yaml" --out "$out/b" >/dev/null
-grep -q '^cheapest: H100-SXM5-80GB x dgx-h100 at TP 1' "$out/a.txt" || { echo "no cheapest line"; cat "$out/a.txt"; exit 1; }
+# Billed for whole 8-GPU nodes: 12 A100s pay for 16 and come out a little cheaper than 4 H100s for 8.
+grep -q '^cheapest: A100-SXM4-80GB x dgx-a100 at TP 2 (6 replicas), 12 GPUs (billed for their nodes. 16)' "$out/a.txt" || { echo "no cheapest line"; cat "$out/a.txt"; exit 1; }
 grep -q '"cheapest"' "$out/a/sizing.json" || { echo "sizing.json has no cheapest"; exit 1; }
-head -n 1 "$out/a/sizing.csv" | grep -q '^gpu,node,tp,pp,replicas,prefill,decode,gpus,cost_per_hour' || { echo "bad CSV header"; exit 1; }
+head -n 1 "$out/a/sizing.csv" | grep -q '^gpu,node,tp,pp,replicas,prefill,decode,gpus,gpus_billed,cost_per_hour' || { echo "bad CSV header"; exit 1; }
 grep -q '^  gpu  *node  *TP  *layout' "$out/a.txt" || { echo "no node column though the offers' nodes differ"; cat "$out/a.txt"; exit 1; }
 # Replicas of two pipeline stages: the table, the cheapest line and the CSV say PP (a probe found none did).
 sed 's/serving: {tp: 1, replicas: 1}/serving: {tp: 1, pp: 2, replicas: 1}/; s/tp: \[1, 2\]/tp: [1]/' "$data/sizing-small.yaml" >"$out/pp.yaml"

@@ -636,9 +636,13 @@ TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewe
     CHECK(c.attainment >= 0.9);
     CHECK(c.metrics.request_goodput <= c.metrics.request_throughput);
   }
-  // Minimal: the cheapest configuration with one replica fewer misses the SLO.
+  // Billed for whole 8-GPU nodes: the 12 A100s of the cheapest fleet pay for 16 ($54.90 an hour),
+  // the 4 H100s of the next for 8 ($55.04); by the GPUs alone H100 had come first.
   const SizingCandidate& best = r.candidates.front();
-  CHECK(best.gpu == "H100-SXM5-80GB");
+  CHECK(best.gpu == "A100-SXM4-80GB");
+  CHECK(best.gpus_billed == (best.gpus + 7) / 8 * 8);
+  CHECK(best.cost_per_hour == Approx(best.gpus_billed * 3.431));
+  // Minimal: the cheapest configuration with one replica fewer misses the SLO.
   REQUIRE(best.replicas > 1);
   {
     InferenceScenario fewer = sc;
@@ -646,7 +650,12 @@ TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewe
     spec.name = "fewer";
     IncludeStack includes;
     spec.node = topology::load_node_file(resolve_part(best.node, "nodes"), includes);
-    spec.nodes = 1;
+    spec.nodes = (best.gpus + spec.node->gpus() - 1) / spec.node->gpus();
+    if (spec.nodes > 1) {
+      spec.fabric.kind = topology::FabricKind::fat_tree;
+      spec.fabric.technology = topology::Technology::infiniband;
+      spec.fabric.tiers = {{64, 1.0}, {64, 1.0}};
+    }
     fewer.topology = std::make_shared<const topology::Topology>(topology::build_topology(spec));
     fewer.replica.tp = best.tp;
     fewer.replica.all_reduce_seconds = best.tp > 1 ? tp_all_reduce_seconds(fewer.topology, best.tp) : nullptr;

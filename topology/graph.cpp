@@ -8,6 +8,9 @@
 
 #include "clustersim/topology/graph.hpp"
 
+#include <algorithm>
+#include <set>
+
 #include <cassert>
 
 namespace cs::topology {
@@ -17,6 +20,14 @@ Topology& Topology::operator=(const Topology& other) = default;
 Topology::Topology(Topology&& other) noexcept(false) = default;
 Topology& Topology::operator=(Topology&& other) noexcept(false) = default;
 Topology::~Topology() = default;
+
+int Topology::gpus_of_nodes_holding(int used) const {
+  std::set<int> nodes;
+  for (std::size_t g = 0; g < gpus_.size() && g < static_cast<std::size_t>(std::max(0, used)); ++g) nodes.insert(graph_[gpus_[g]].node);
+  int held = 0;
+  for (const Vertex v : gpus_) held += nodes.count(graph_[v].node) > 0 ? 1 : 0;
+  return held;
+}
 
 std::string_view to_string(DeviceKind k) {
   switch (k) {

@@ -25,6 +25,7 @@ struct SizingCandidate {
   int replicas = 0;                // aggregated: replicas; disaggregated: prefill + decode
   int prefill = 0, decode = 0;     // disaggregated pools (0 when aggregated)
   int gpus = 0;
+  int gpus_billed = 0;             // every GPU of the nodes the fleet holds: nodes are rented whole
   double price_per_gpu_hour = 0;
   double cost_per_hour = 0;        // USD
   double cost_per_million_output_tokens = 0;

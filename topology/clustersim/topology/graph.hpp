@@ -90,6 +90,9 @@ class Topology {
 
   // The device with this name, if any.
   [[nodiscard]] std::optional<Vertex> find(std::string_view name) const;
+  // Every GPU of the nodes that hold the first `used` GPUs in topology order (where a job of `used`
+  // GPUs runs): what renting whole nodes bills.
+  [[nodiscard]] int gpus_of_nodes_holding(int used) const;
 
   std::string name;
   std::string description;
