@@ -138,6 +138,7 @@ struct Trial {
   double wall = 0, cost = 0, lost = 0, on_demand_gpu_hours = 0, gpu_hours = 0;
   int interruptions = 0;
   bool finished = false;
+  bool started_on_demand = false;  // mixed: the deadline left no slack for spot at the start
 };
 
 // One trial of the whole run on the event engine.
@@ -171,7 +172,11 @@ class RunTrial final : public sim::EventHandler {
     // Mixed: a deadline that leaves less slack than one interruption on spot is expected to cost
     // starts on on-demand, as an interruption later on would switch (every trial of a deadline just
     // past on-demand's time had started on spot, switched at its first interruption and ended late).
-    if (plan_.spot && past_deadline_after(0)) switch_to_on_demand();
+    // A fresh start on on-demand pays no restart, which on_demand_time() counts for a switch.
+    if (plan_.spot && plan_.deadline > 0 && on_demand_time() - restart_ + reserve() > plan_.deadline) {
+      switch_to_on_demand();
+      result_.started_on_demand = true;
+    }
     acquire(false);
     sim_.run(sim::Time::seconds(cap_));
     if (!result_.finished) release();
@@ -1031,6 +1036,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const std::uint64_t seed = splitmix64(s);
       RunTrial trial(run, plan, e.interval_s, delta, ck, restart, cap, seed);
       const Trial r = trial.run();
+      e.started_on_demand += r.started_on_demand ? 1 : 0;
       interruptions += r.interruptions;
       lost += r.lost;
       if (!r.finished) continue;
@@ -1209,9 +1215,9 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         // is then as late as on-demand alone; one under it is missed in most trials either way.
         if (options.deadline_s < on_demand.wall) {
           note += fmt::format(" (on-demand alone is expected to take {:.4g} h, more than the deadline: it is missed in most trials)", on_demand.wall / 3600.0);
-        } else if (options.deadline_s < on_demand.wall + restart) {
-          note += fmt::format(" (on-demand alone is expected to take {:.4g} h: a deadline that leaves less than one interruption on spot is expected to cost "
-                              "starts the run on on-demand, late as often as on-demand alone)",
+        } else if (e.started_on_demand == e.trials) {
+          note += fmt::format(" (on-demand alone is expected to take {:.4g} h, and the deadline leaves less than one interruption on spot is expected "
+                              "to cost beyond it: every trial started on on-demand, late as often as on-demand alone)",
                               on_demand.wall / 3600.0);
         }
         add_note(e, note);

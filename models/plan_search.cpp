@@ -197,7 +197,7 @@ class BoundModel {
     const std::vector<LayerRange> ranges = chunk_ranges(m.layers, p.pp, p.vpp);
     const double micro = j.micro_batches();
     double bound = 0, before = 0;  // before: chunk 0's forward and backward on the stages so far
-    const bool fsdp = data_parallel && p.zero_stage >= 3 && p.dp * p.cp > 1;
+    const bool fsdp = data_parallel && p.zero_stage >= 3 && reduces_gradients(j);
     // Per micro-batch work outside the ops: the embedding table's gradient, and unfused gradient
     // accumulation (as the simulation adds them to the units' backward passes).
     const hardware::HardwareProfile& hw = *topo_.gpu;

@@ -280,6 +280,11 @@ int expert_data_parallel_size(const ParallelismPlan& plan) {
   return static_cast<int>(std::min<std::int64_t>(size, std::numeric_limits<int>::max()));
 }
 
+bool reduces_gradients(const TrainingJob& job) {
+  const ParallelismPlan& p = job.plan;
+  return p.dp * p.cp > 1 || (job.model.moe && expert_data_parallel_size(p) > 1);
+}
+
 namespace {
 
 // One dimension of a decomposition of the ranks (the experts' or the attention's): its stride and size.
@@ -567,7 +572,7 @@ Shard shard_of(const TrainingJob& job) {
 
 double fp8_weight_cast_share(const TrainingJob& job) {
   const ParallelismPlan& p = job.plan;
-  if (p.zero_stage >= 3 && p.dp * p.cp > 1) return 1.0;
+  if (p.zero_stage >= 3 && reduces_gradients(job)) return 1.0;
   return 1.0 / std::max(1, job.micro_batches());
 }
 
@@ -610,7 +615,7 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     const double layers_whole = in_layers.dense + in_layers.expert;
     // Under ZeRO-3 over more than one rank every pass gathers and casts afresh (fp8_weight_cast_share):
     // the fp8 copies are of the two gathered layers only (below), none kept for the shard.
-    const bool recast = p.zero_stage >= 3 && p.dp * p.cp > 1;
+    const bool recast = p.zero_stage >= 3 && reduces_gradients(job);
     sm.weights = Bytes(2.0 * (p.zero_stage >= 3 ? sharded : whole) + (recast ? 0.0 : fp8_copy_bytes * layers_whole));
     if (p.zero_stage >= 3) {
       // FSDP gathers one unit at a time and prefetches the next: two of the stage's largest units

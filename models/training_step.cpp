@@ -196,11 +196,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   }
   const bool fsdp = p.zero_stage >= 3;
   const bool distributed = p.zero_stage >= 1;
-  // Whether any gradients are reduced across ranks: the dense ones over dp x cp, an MoE model's expert
-  // ones over their expert-data-parallel group, which TP ranks alone can make (tp 2, dp 1, etp 1:
-  // each expert on both TP ranks, which route different tokens). Gated on dp x cp alone, such a plan
-  // had reduced no expert gradient while its optimizer and memory took them as sharded.
-  const bool has_dp = p.dp * p.cp > 1 || (m.moe && expert_data_parallel_size(p) > 1);
+  // (Gated on dp x cp alone, a plan whose experts alone have a data-parallel group had reduced no
+  // expert gradient while its optimizer and memory took them as sharded.)
+  const bool has_dp = reduces_gradients(job);
   const double grad_bytes = job.gradient_bytes();
   const double dense_shards = double(p.dp) * p.cp;
   const double bucket = p.bucket_parameters > 0 ? p.bucket_parameters : std::max(40e6, 1e6 * dense_shards);
@@ -939,13 +937,9 @@ namespace {
 // ZeRO-2 and 3 reduce-scatter each micro-batch's 16-bit gradients and add only their shard, where
 // there is a data-parallel group to shard over: alone (dp x cp = 1 and no expert-data-parallel
 // group) a rank keeps and adds whole gradients, as ZeRO-0 and 1 do. (An MoE plan whose experts alone
-// have such a group counts as sharded.)
-// (A dense model has no expert group, whatever tp makes expert_data_parallel_size: a dense TP 8 plan
-// at dp 1 had dropped its accumulation cost under ZeRO-2 and 3.)
-bool gradients_sharded(const TrainingJob& job) {
-  const ParallelismPlan& p = job.plan;
-  return p.shards_gradients() && (p.dp * p.cp > 1 || (job.model.moe && expert_data_parallel_size(p) > 1));
-}
+// have such a group counts as sharded; a dense TP 8 plan at dp 1 had counted TP as one and dropped its
+// accumulation cost under ZeRO-2 and 3.)
+bool gradients_sharded(const TrainingJob& job) { return job.plan.shards_gradients() && reduces_gradients(job); }
 }  // namespace
 
 bool unfused_accumulation(const TrainingJob& job) { return !job.plan.grad_accumulation_fusion && !gradients_sharded(job); }

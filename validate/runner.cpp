@@ -661,7 +661,7 @@ std::vector<Edit> unknown_settings(const Case& c, const models::TrainingJob& job
                      }});
     }
   }
-  if (!t.zero_stage && p.dp * p.cp > 1) {
+  if (!t.zero_stage && models::reduces_gradients(job)) {
     out.push_back({"zero_stage", "0", [](models::TrainingJob& j) {
                      j.plan.zero_stage = 0;
                      j.plan.all_reduce_gradients = false;

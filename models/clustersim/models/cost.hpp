@@ -135,6 +135,7 @@ struct CostEstimate {
   double expected_wall_s = 0;  // closed form
   double expected_cost = 0;
   int trials = 0, finished = 0;
+  int started_on_demand = 0;   // mixed: trials the deadline started on on-demand (no slack for spot)
   Distribution wall_s, cost;
   double mean_interruptions = 0;
   double gpu_hours_lost_per_event = 0;

@@ -330,6 +330,11 @@ std::vector<int> context_parallel_ranks(const ParallelismPlan& plan, int rank);
 // tp-cp-ep-dp-pp and etp 1 an EP group is ep consecutive ranks (one node's GPUs for ep 8) whatever
 // tp and cp are. Ranks are GPU indices, as from rank_of.
 int expert_data_parallel_size(const ParallelismPlan& plan);
+// Whether the job reduces gradients across ranks: the dense ones over dp x cp, an MoE model's expert
+// ones over their expert-data-parallel group, which TP ranks alone can make (tp 2, dp 1, etp 1:
+// each expert on both TP ranks, which route different tokens). A dense model has no expert group,
+// whatever tp makes expert_data_parallel_size.
+bool reduces_gradients(const TrainingJob& job);
 // The rank distance between neighbouring pipeline stages in the attention's mapping (rank_of) and in
 // the experts'. Where they differ, an expert group would span stages.
 int dense_stage_stride(const ParallelismPlan& plan);
