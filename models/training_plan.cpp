@@ -618,24 +618,31 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     const bool recast = p.zero_stage >= 3 && reduces_gradients(job);
     sm.weights = Bytes(2.0 * (p.zero_stage >= 3 ? sharded : whole) + (recast ? 0.0 : fp8_copy_bytes * layers_whole));
     if (p.zero_stage >= 3) {
-      // FSDP gathers one unit at a time and prefetches the next: two of the stage's largest units
-      // in 16-bit, of the parts it shards (a group of one shards nothing, gathers nothing). The
-      // units are the step's (training_step.cpp): a layer each, the embedding with the first
-      // stage's first layer and the output layer with the last stage's last, whose vocabulary
-      // slice can outweigh a layer.
+      // FSDP gathers one unit at a time and prefetches the next: at most two neighbouring units of
+      // the stage's program order whole, in 16-bit, of the parts it shards (a group of one shards
+      // nothing, gathers nothing). The units are the step's (training_step.cpp): a layer each, the
+      // embedding with the first stage's first layer and the output layer with the last stage's
+      // last, whose vocabulary slice can outweigh a layer. (Twice the largest unit had counted the
+      // embedding's unit twice: about 1 GB too much for Llama 3 8B.) The fp8 copies are of the two
+      // gathered layers' weights.
       const double dense_gathered = dense_shards > 1 ? 1.0 : 0.0, expert_gathered = expert_shards > 1 ? 1.0 : 0.0;
-      double unit = 0, layer = 0;
+      std::vector<double> units, layers;  // in program order: gathered parameters, and the layers' alone
       for (int v = 0; v < p.vpp; ++v) {
         const LayerRange& r = ranges[static_cast<std::size_t>(v * p.pp + s)];
         for (int l = r.first; l < r.first + r.count; ++l) {
           StageParameters lp = layer_parameters(m, p, l);
-          layer = std::max(layer, lp.dense + lp.expert);
+          layers.push_back(lp.dense + lp.expert);
           if (s == 0 && v == 0 && l == r.first) lp += embedding_parameters(m, p);
           if (s == p.pp - 1 && v == p.vpp - 1 && l == r.first + r.count - 1) lp += head_parameters(m, p);
-          unit = std::max(unit, dense_gathered * lp.dense + expert_gathered * lp.expert);
+          units.push_back(dense_gathered * lp.dense + expert_gathered * lp.expert);
         }
       }
-      sm.weights += Bytes(2.0 * 2.0 * unit + (recast ? fp8_copy_bytes * 2.0 * layer : 0.0));
+      const auto two_neighbours = [](const std::vector<double>& v) {
+        double most = v.empty() ? 0.0 : v.front();
+        for (std::size_t i = 1; i < v.size(); ++i) most = std::max(most, v[i - 1] + v[i]);
+        return most;
+      };
+      sm.weights += Bytes(2.0 * two_neighbours(units) + (recast ? fp8_copy_bytes * two_neighbours(layers) : 0.0));
     }
     sm.gradients = Bytes(grad_bytes * (p.shards_gradients() ? sharded : whole));
     sm.optimizer = Bytes(kOptimizerBytes * (p.zero_stage >= 1 ? sharded : whole));
