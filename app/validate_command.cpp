@@ -164,7 +164,7 @@ void print_unknowns(const std::vector<validate::Case>& cases, const validate::Ru
     t.add_row({s.id, number(s.measured_s), seconds_and_error(s.default_s, s.measured_s), seconds_and_error(s.low_s, s.measured_s), s.low_at,
                seconds_and_error(s.high_s, s.measured_s), s.high_at,
                s.has_unknowns()          ? (s.measured_inside() ? "yes" : "no")
-               : s.has_unknown_settings() ? (s.alternatives.empty() ? "(no alternative runs)" : "(no alternative fits)")
+               : s.has_unknown_settings() ? (s.alternatives.empty() ? "(not tried)" : "(no alternative fits)")
                                           : "(no unknown setting)"});
   }
   if (json) {

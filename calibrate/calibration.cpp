@@ -15,7 +15,11 @@
 
 namespace cs::calibrate {
 
-std::string nodes_by_ranks(int nodes, int ranks) { return fmt::format("{} x {}", nodes, ranks / std::max(1, nodes)); }
+int ranks_per_node(int nodes, int ranks) { return ranks / std::max(1, nodes); }
+std::string nodes_by_ranks(int nodes, int ranks) { return fmt::format("{} x {}", nodes, ranks_per_node(nodes, ranks)); }
+
+// The smallest single size a collective's fit through the origin is kept for (calibrate, below).
+constexpr double kOneSizeBytes = 1024.0 * 1024.0 * 1024.0;
 
 namespace {
 
@@ -266,7 +270,7 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   check_collective_samples(base, m.collectives, from);
   r.links = fit_collectives(m.collectives);
   // New fits replace the base's fits of the same group; the base's other fits stay.
-  for (const LinkFit& l : r.links) {
+  for (LinkFit& l : r.links) {
     const auto link = std::find_if(m.collectives.begin(), m.collectives.end(), [&](const CollectiveSample& s) { return to_string(s.link) == l.result.link; });
     const double ceiling = link == m.collectives.end() ? 0.0 : busbw_ceiling(base, link->link);
     if (l.bandwidth_bound && ceiling > 0 && l.result.busbw.value() > ceiling) {
@@ -280,8 +284,8 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
     // transfer at a terabyte a second. A smaller one is left out, as copies are (link_fit.cpp): a
     // latency-bound 1 MiB all-reduce's rate had become the link's capacity, and a probe's TP traffic
     // 3.6 times slower.
-    constexpr double kOneSizeBytes = 1024.0 * 1024.0 * 1024.0;
     const bool one_small_size = l.samples == 1 && l.largest_bytes < kOneSizeBytes;
+    l.left_out = one_small_size || !l.bandwidth_bound;
     if (one_small_size) {
       r.notes.push_back(fmt::format("{} over {} ({} ranks) left out of the profile: measured at one size only ({}, under 1 GiB), which cannot "
                                     "separate its latency from its bandwidth (measure a sweep of sizes)",
@@ -325,8 +329,9 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   }
   for (const LinkFit& l : r.links) {
     cal[fmt::format("fit_{}{}_{}_{}x{}", l.result.op, l.result.algorithm.empty() ? "" : "_" + l.result.algorithm, l.result.link, l.result.nodes,
-                    l.result.ranks / std::max(1, l.result.nodes))] =
-        fmt::format("{} sizes, line worst {:.1f}%, mean {:.1f}%", l.samples, 100 * l.line_worst_relative, 100 * l.line_mean_relative);
+                    ranks_per_node(l.result.nodes, l.result.ranks))] =
+        l.left_out ? fmt::format("{} size{}, left out of the profile", l.samples, l.samples == 1 ? "" : "s")
+                   : fmt::format("{} sizes, line worst {:.1f}%, mean {:.1f}%", l.samples, 100 * l.line_worst_relative, 100 * l.line_mean_relative);
   }
   return r;
 }

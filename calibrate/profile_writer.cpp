@@ -193,7 +193,7 @@ std::string summary_text(const CalibrationResult& r) {
     for (const auto& l : r.links) {
       t.add_row({l.result.op, l.result.algorithm.empty() ? "-" : l.result.algorithm, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), std::to_string(l.samples), to_string(l.result.latency),
                  // A group left out (latency-bound, or flat) has no bandwidth to show: its slope is noise.
-                 l.bandwidth_bound ? to_string(l.result.busbw) : std::string("- (left out)"), pct(l.line_worst_relative), pct(l.line_mean_relative), std::to_string(l.result.efficiency.size())});
+                 !l.left_out ? to_string(l.result.busbw) : std::string("- (left out)"), pct(l.line_worst_relative), pct(l.line_mean_relative), std::to_string(l.result.efficiency.size())});
     }
     out += t.render("  ");
   }

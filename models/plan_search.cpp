@@ -508,10 +508,11 @@ std::string unusual_order(const ParallelismPlan& p, bool experts) {
 
 }  // namespace
 
-std::string plan_key(const TrainingJob& j) {
+std::string plan_key(const TrainingJob& j, int unfilled_gpus) {
   const ParallelismPlan& p = j.plan;
-  std::string s = fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", p.gpus(), p.tp, p.pp, p.vpp, p.cp, p.ep, p.dp,
-                              j.micro_batch, p.zero_stage, recompute_name(j.recompute), p.sequence_parallel && p.tp > 1 ? 1 : 0);
+  std::string s = fmt::format("gpus={} tp={} pp={} vpp={} cp={} ep={} dp={} micro={} zero={} recompute={} sp={}", unfilled_gpus > 0 ? unfilled_gpus : p.gpus(),
+                              p.tp, p.pp, p.vpp, p.cp, p.ep, unfilled_gpus > 0 ? std::string("-") : std::to_string(p.dp), j.micro_batch, p.zero_stage,
+                              recompute_name(j.recompute), p.sequence_parallel && p.tp > 1 ? 1 : 0);
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " tp_overlap=1";
   if (p.dp_overlap_applies() && !p.overlap_grad_reduce) s += " grad_overlap=0";
   if (p.dp_overlap_applies() && !p.overlap_param_gather) s += " param_overlap=0";
@@ -524,7 +525,7 @@ std::string plan_key(const TrainingJob& j) {
   return s;
 }
 
-std::string plan_text(const TrainingJob& j) {
+std::string plan_text(const TrainingJob& j, int unfilled_gpus) {
   const auto& p = j.plan;
   std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
   if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
@@ -532,7 +533,8 @@ std::string plan_text(const TrainingJob& j) {
   if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
   if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
   if (p.etp > 1) s += fmt::format(" ETP{}", p.etp);
-  s += fmt::format(" DP{} mb{} Z{} {}{}", p.dp, j.micro_batch, p.zero_stage, to_string(j.recompute), p.sequence_parallel && p.tp > 1 ? " SP" : "");
+  s += fmt::format(" DP{} mb{} Z{} {}{}", unfilled_gpus > 0 ? std::string("-") : std::to_string(p.dp), j.micro_batch, p.zero_stage, to_string(j.recompute),
+                   p.sequence_parallel && p.tp > 1 ? " SP" : "");
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " TP-overlap";
   if (p.dp_overlap_applies() && (!p.overlap_grad_reduce || !p.overlap_param_gather)) s += " no-DP-overlap";
   if (const std::string o = unusual_order(p, j.model.moe.has_value()); !o.empty()) s += " order " + o;
@@ -543,28 +545,25 @@ std::string plan_text(const TrainingJob& j) {
   return s;
 }
 
+namespace {
+// The GPUs a plan was asked for when no data-parallel degree fills them (its rejection says so), else
+// 0: its key and text show them and dp "-", not the rounded-down dp and the GPUs that would use (a
+// probe read "gpus=255 ... dp=51 of_gpus=256"). Such a plan is never simulated, so no resumed result
+// carries its key.
+int unfilled_gpus(const PlanOutcome& o) {
+  const std::int64_t mp = checked_product({o.plan.tp, o.plan.pp, o.plan.cp});
+  return mp > 0 && o.plan.gpus % mp != 0 ? o.plan.gpus : 0;
+}
+}  // namespace
+
 std::string SearchResult::key(const PlanOutcome& o) const {
-  const TrainingJob j = job(o);
-  std::string k = plan_key(j);
-  if (j.plan.gpus() != o.plan.gpus) {
-    // No data-parallel degree fills these GPUs (its rejection says so): the GPUs asked for and dp "-",
-    // as the plan's text says, not the rounded-down dp and the GPUs it would use (a probe read
-    // "gpus=255 ... dp=51 of_gpus=256"). Never simulated, so no resumed result carries such a key.
-    const std::string used = fmt::format("gpus={} ", j.plan.gpus()), dp = fmt::format(" dp={} ", j.plan.dp);
-    if (k.rfind(used, 0) == 0) k.replace(0, used.size(), fmt::format("gpus={} ", o.plan.gpus));
-    if (const auto at = k.find(dp); at != std::string::npos) k.replace(at, dp.size(), " dp=- ");
-  }
+  std::string k = plan_key(job(o), unfilled_gpus(o));
   if (o.plan.system > 0) k += " topology=" + topology(o).name;
   return k;
 }
 
 std::string SearchResult::text(const PlanOutcome& o) const {
-  std::string t = plan_text(job(o));
-  if (const std::int64_t mp = checked_product({o.plan.tp, o.plan.pp, o.plan.cp}); mp > 0 && o.plan.gpus % mp != 0) {
-    // No data-parallel degree fills these GPUs (the plan's rejection says so): not the rounded-down one.
-    const std::string dp = fmt::format(" DP{} ", job(o).plan.dp);
-    if (const auto at = t.find(dp); at != std::string::npos) t.replace(at, dp.size(), " DP- ");
-  }
+  std::string t = plan_text(job(o), unfilled_gpus(o));
   if (systems.size() > 1) t += " on " + topology(o).name;
   return t;
 }

@@ -200,24 +200,24 @@ std::function<double(int, int, double)> pp_send_seconds(const std::shared_ptr<co
   auto cache = std::make_shared<std::map<std::tuple<int, int, std::int64_t>, double>>();
   return [topo, model, cache, tp, pp](int replica, int boundary, double bytes) {
     return between_size_classes(bytes, [&](std::int64_t size) {
-    const auto key = std::make_tuple(replica, boundary, size);
-    auto it = cache->find(key);
-    if (it == cache->end()) {
-      const auto& g = topo->gpus();
-      const std::size_t first = (static_cast<std::size_t>(replica) * pp + boundary) * tp;
-      if (first + 2 * static_cast<std::size_t>(tp) > g.size()) {
-        throw std::invalid_argument(fmt::format("replica {}'s stage {} has no GPUs past the topology's {}", replica, boundary + 1, g.size()));
+      const auto key = std::make_tuple(replica, boundary, size);
+      auto it = cache->find(key);
+      if (it == cache->end()) {
+        const auto& g = topo->gpus();
+        const std::size_t first = (static_cast<std::size_t>(replica) * pp + boundary) * tp;
+        if (first + 2 * static_cast<std::size_t>(tp) > g.size()) {
+          throw std::invalid_argument(fmt::format("replica {}'s stage {} has no GPUs past the topology's {}", replica, boundary + 1, g.size()));
+        }
+        std::vector<Collective> sends;
+        for (int j = 0; j < tp; ++j) {
+          Collective& c = sends.emplace_back();
+          c.op = CollectiveOp::send_recv;
+          c.ranks = {g[first + static_cast<std::size_t>(j)], g[first + static_cast<std::size_t>(tp + j)]};
+          c.bytes = Bytes(static_cast<double>(size));
+        }
+        it = cache->emplace(key, model->simulate_together(sends).value()).first;
       }
-      std::vector<Collective> sends;
-      for (int j = 0; j < tp; ++j) {
-        Collective& c = sends.emplace_back();
-        c.op = CollectiveOp::send_recv;
-        c.ranks = {g[first + static_cast<std::size_t>(j)], g[first + static_cast<std::size_t>(tp + j)]};
-        c.bytes = Bytes(static_cast<double>(size));
-      }
-      it = cache->emplace(key, model->simulate_together(sends).value()).first;
-    }
-    return it->second;
+      return it->second;
     });
   };
 }

@@ -136,6 +136,7 @@ std::vector<Op> layer_forward_ops(const TransformerSpec& m, int layer, const Sha
     }
     ops.push_back(gemm("kv_down", i64(d.sp_tokens), a.kv_lora_rank + a.qk_rope_head_dim, m.hidden));
     gather(a.qk_rope_head_dim, "tp_allgather_rope_key");
+    if (d.sp) ops.back().linear_input = false;
     ops.push_back(memory("kv_norm", 2.0 * d.sp_tokens * a.kv_lora_rank * kActivationBytes));
     if (a.q_lora_rank > 0) {
       gather(a.q_lora_rank, "tp_allgather_q_latent");
@@ -440,7 +441,7 @@ OpsTime time_ops(const std::vector<Op>& ops, const hardware::HardwareProfile& hw
     // reduce-scattering the input gradient (Megatron's LinearWithGradAccumulationAndAsyncCommunication,
     // Transformer Engine's Linear). Without tp_overlap both are exposed (docs/training.md,
     // Limitations); the re-gather had been left out, so turning the overlap on could slow a step.
-    if (op.group == CommGroup::tp && op.comm_op == CollectiveOp::all_gather) be = b + f;
+    if (op.group == CommGroup::tp && op.comm_op == CollectiveOp::all_gather && op.linear_input) be = b + f;
     // The embedding's reduce-scatter has no GEMM beside it, and the loss's all-reduce is a few bytes.
     const bool overlapped = op.comm_op == CollectiveOp::all_gather || (op.comm_op == CollectiveOp::reduce_scatter && op.in_layer);
     if (op.group == CommGroup::tp && tp_overlap && overlapped && op.userbuffers) {

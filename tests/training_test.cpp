@@ -1495,12 +1495,30 @@ TEST_CASE("MLA under sequence parallelism: duplicated down-projections on the sh
   const std::vector<Op> whole = layer_forward_ops(ds, 0, shard);
   CHECK(find(whole, "q_down")->shape.m == tokens);
   for (const auto& op : whole) CHECK_FALSE((op.kind == OpKind::comm && op.comm_op == CollectiveOp::all_gather));
-  // The latents kept for the up-projections' weight gradients split with the sequence.
+  // The latents kept, the norms' inputs (16-bit) and outputs (the up-projections' inputs), split with
+  // the sequence: 1,024 more query-latent columns keep 4 bytes a token each, on T/8 tokens with
+  // sequence parallelism, on all T without.
+  TransformerSpec wider = ds;
+  wider.mla->q_lora_rank += 1024;
+  for (bool sp : {true, false}) {
+    shard.sequence_parallel = sp;
+    const double delta = layer_activation_bytes(wider, 0, shard, Recompute::selective) - layer_activation_bytes(ds, 0, shard, Recompute::selective);
+    CHECK(delta == Approx((sp ? tokens / 8 : tokens) * 1024 * 4.0));
+  }
+  // Under tp_overlap the latent gathers stay exposed (20 us each, both ways, the backward a
+  // reduce-scatter beside the linear input's re-gather), and the rope key, no GEMM's input, is not
+  // gathered again backward.
   shard.sequence_parallel = true;
-  const double with_sp = layer_activation_bytes(ds, 0, shard, Recompute::selective);
-  shard.sequence_parallel = false;
-  const double without = layer_activation_bytes(ds, 0, shard, Recompute::selective);
-  CHECK(with_sp < without);
+  const CommTime fixed = [](CommGroup, CollectiveOp, double) { return Seconds(20e-6); };
+  const topology::Topology topo = h100_nodes(1);
+  const OpsTime t = time_ops(layer_forward_ops(ds, 0, shard), *topo.gpu, hardware::Dtype::bf16, fixed, Recompute::none, true, shard.tp);
+  for (const auto& op : t.ops) {
+    if (op.name == "tp_allgather_q_latent" || op.name == "tp_allgather_kv_latent") {
+      CHECK(op.forward == Approx(20e-6));
+      CHECK(op.backward == Approx(40e-6));
+    }
+    if (op.name == "tp_allgather_rope_key") CHECK(op.backward == Approx(20e-6));
+  }
 }
 
 TEST_CASE("the per-operation tables account for every second of compute and TP communication") {

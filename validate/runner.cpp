@@ -47,18 +47,14 @@ const std::vector<topology::NodeTemplate>& shipped_nodes() {
   return nodes;
 }
 
-// Says so among the case's defaults when --hardware replaced the shipped profile of its GPU (a result
-// had not shown that it came from another profile).
-void note_hardware(const std::string& gpu, const RunOptions& options, CaseResult& r) {
+// A profile given with --hardware replaces the shipped one of the same name, and says so among the
+// case's defaults (a result had not shown that it came from another profile).
+hardware::HardwareProfile profile_for(const std::string& gpu, const RunOptions& options, CaseResult& r) {
   for (const auto& hw : options.hardware) {
-    if (hw.name == gpu) r.defaults_applied.push_back(fmt::format("hardware profile {} (--hardware) in place of the shipped {}", hw.file.empty() ? hw.name : hw.file.string(), gpu));
-  }
-}
-
-// A profile given with --hardware replaces the shipped one of the same name.
-hardware::HardwareProfile profile_for(const std::string& gpu, const RunOptions& options) {
-  for (const auto& hw : options.hardware) {
-    if (hw.name == gpu) return hw;
+    if (hw.name == gpu) {
+      r.defaults_applied.push_back(fmt::format("hardware profile {} (--hardware) in place of the shipped {}", hw.file.empty() ? hw.name : hw.file.string(), gpu));
+      return hw;
+    }
   }
   for (const auto& hw : shipped_profiles()) {
     if (hw.name == gpu) return hw;
@@ -66,11 +62,14 @@ hardware::HardwareProfile profile_for(const std::string& gpu, const RunOptions& 
   throw Unsupported(fmt::format("no shipped hardware profile is named {}", gpu));
 }
 
-topology::NodeTemplate node_for(const ClusterSpec& c, const RunOptions& options) {
+// The shipped node template of the case's GPU and node size, with its profile (--hardware's where
+// given), named among the case's defaults.
+topology::NodeTemplate node_for(const ClusterSpec& c, const RunOptions& options, CaseResult& r) {
   for (const auto& t : shipped_nodes()) {
     if (t.gpu.name == c.gpu && t.gpus() == c.gpus_per_node) {
       topology::NodeTemplate node = t;
-      node.gpu = profile_for(c.gpu, options);
+      r.defaults_applied.push_back(fmt::format("node template {}", node.name));
+      node.gpu = profile_for(c.gpu, options, r);
       // A profile given with --hardware replaces the template's own: its NVLink must carry the
       // template's links, as the template's loader requires (a 150 GB/s profile had run on 300 GB/s
       // links without a word).
@@ -88,8 +87,7 @@ topology::NodeTemplate node_for(const ClusterSpec& c, const RunOptions& options)
 double error_pct(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
 
 void run_gemm(const Case& c, CaseResult& r, const RunOptions& options) {
-  const auto hw = profile_for(c.cluster.gpu, options);
-  note_hardware(c.cluster.gpu, options, r);
+  const auto hw = profile_for(c.cluster.gpu, options, r);
   const auto dtype = hardware::parse_dtype(c.gemm->dtype);
   if (!hw.supports(*dtype)) throw Unsupported(fmt::format("{} has no {} peak in its profile", hw.name, c.gemm->dtype));
   const auto e = hardware::estimate_gemm(hw, {c.gemm->m, c.gemm->n, c.gemm->k}, *dtype);
@@ -162,9 +160,7 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
   if (cl.gpus % cl.gpus_per_node != 0) {
     throw Unsupported(fmt::format("{} of a node's {} GPUs: clusters are built of whole nodes", cl.gpus, cl.gpus_per_node));
   }
-  topology::NodeTemplate node = node_for(cl, options);
-  r.defaults_applied.push_back(fmt::format("node template {}", node.name));
-  note_hardware(cl.gpu, options, r);
+  topology::NodeTemplate node = node_for(cl, options, r);
   const int nodes = cl.gpus / cl.gpus_per_node;
   spec.nodes = nodes;
   if (nodes > 1) {
@@ -219,6 +215,11 @@ bool deepspeed_without_sp(const Case& c) {
   const int year = earliest_year(c.source);
   return names_deepspeed(c.source) && year != 0 && year < 2024;
 }
+// A case that leaves sequence parallelism unknown at TP > 1 whose software could not have run it:
+// off, with nothing else to try.
+bool sequence_parallel_fixed_off(const Case& c) {
+  return c.training->sequence_parallel == "unknown" && c.training->tp > 1 && deepspeed_without_sp(c);
+}
 
 // Megatron-LM's and NeMo's usual settings stand in for what a source does not state
 // (docs/training.md, "Defaults for unknown settings").
@@ -252,7 +253,7 @@ models::TrainingJob training_job(const Case& c, CaseResult& r) {
     p.sequence_parallel = true;
   } else if (t.sequence_parallel == "false") {
     p.sequence_parallel = false;
-  } else if (t.tp > 1 && deepspeed_without_sp(c)) {
+  } else if (sequence_parallel_fixed_off(c)) {
     p.sequence_parallel = false;
     r.defaults_applied.push_back("sequence_parallel unknown: off (the source names DeepSpeed, whose pipeline engine ran without Megatron's sequence parallelism before 2024)");
   } else {
@@ -668,7 +669,7 @@ std::vector<Edit> unknown_settings(const Case& c, const models::TrainingJob& job
                    }});
   }
   // Not for DeepSpeed before 2024, whose pipeline engine could not run it (the default's reason).
-  if (t.sequence_parallel == "unknown" && t.tp > 1 && !deepspeed_without_sp(c)) {
+  if (t.sequence_parallel == "unknown" && t.tp > 1 && !sequence_parallel_fixed_off(c)) {
     const bool sp = !p.sequence_parallel;
     out.push_back({"sequence_parallel", sp ? "on" : "off", [sp, &c, &options](models::TrainingJob& j) {
                      j.plan.sequence_parallel = sp;
@@ -745,7 +746,7 @@ Sensitivity sensitivity(const Case& c, const RunOptions& options, bool pairs) {
       out.alternatives.push_back(std::move(a));
     };
     const std::vector<Edit> edits = unknown_settings(c, prepared.job, options);
-    if (c.training->sequence_parallel == "unknown" && c.training->tp > 1 && deepspeed_without_sp(c)) {
+    if (sequence_parallel_fixed_off(c)) {
       out.untried.push_back("sequence_parallel on (DeepSpeed's pipeline engine ran without it before 2024)");
     }
     for (const Edit& e : edits) try_edits({&e});

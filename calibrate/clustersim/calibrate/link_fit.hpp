@@ -38,6 +38,8 @@ struct LinkFit {
   // does busbw mean anything (a sweep that stops at a few KiB measures latency alone).
   bool bandwidth_bound = false;
   double largest_bytes = 0;
+  // Left out of the profile (calibrate): latency-bound, or measured at one size under 1 GiB.
+  bool left_out = false;
 };
 
 // One fit per (op, link, ranks, nodes, algorithm), in that stable order.

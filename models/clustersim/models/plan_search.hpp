@@ -63,8 +63,10 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c);
 // A stable text of a plan ("gpus=256 tp=8 pp=4 vpp=5 ..."), the key of the results file, and a short
 // one for tables ("TP8 PP4 vpp5 DP8 mb1 Z1 selective SP"). Settings at their usual value (TP overlap
 // off, DP overlap on, Megatron's rank order, flash attention) are left out of both.
-std::string plan_key(const TrainingJob& job);
-std::string plan_text(const TrainingJob& job);
+// `unfilled_gpus` > 0: the GPUs a plan was asked for when no data-parallel degree fills them (tp x pp
+// x cp does not divide them): shown as those GPUs and dp "-" (`DP-`), not the rounded-down dp.
+std::string plan_key(const TrainingJob& job, int unfilled_gpus = 0);
+std::string plan_text(const TrainingJob& job, int unfilled_gpus = 0);
 
 // The default space for a job on a topology: the job's GPU count; TP in powers of two up to a node's
 // GPUs; PP among the divisors of the layers up to 64; vpp 1, 2, 4; CP 1; EP 1 (and the divisors of

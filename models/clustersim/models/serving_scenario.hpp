@@ -105,14 +105,15 @@ struct InferenceResult {
   std::uint64_t events = 0;
 };
 // The time of a TP all-reduce of `bytes` over the first `tp` GPUs of the topology's first node, from
-// the collective model, cached by size rounded up to a power of two. Throws std::invalid_argument when
-// a node has fewer than `tp` GPUs.
+// the collective model, simulated at powers of two and interpolated linearly in bytes between the two
+// around the size. Throws std::invalid_argument when a node has fewer than `tp` GPUs.
 std::function<double(double bytes)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
 
 // The time of a replica's pipeline send across one stage boundary: each of the stage's tp GPUs sends
 // `bytes` to its counterpart in the next stage, all at once on the topology (replica r holds GPUs
 // r x tp x pp on, in topology order, a stage tp of them), from the collective model, cached by
-// replica, boundary and size rounded up to a power of two. Until 2026-12-06 every boundary was timed
+// replica, boundary and power-of-two size and interpolated between the two around the size. Until
+// 2026-12-06 every boundary was timed
 // as the first replica's first, so a later boundary that crossed nodes cost an NVLink send.
 std::function<double(int replica, int boundary, double bytes)> pp_send_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp, int pp);
 

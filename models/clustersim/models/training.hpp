@@ -170,6 +170,10 @@ struct Op {
   // comm (TP): under tp_overlap Transformer Engine's userbuffers can hide it. They serve the qkv,
   // proj, fc1 and fc2 GEMMs; a TP collective of another layer (MLA's latent gathers) stays exposed.
   bool userbuffers = true;
+  // comm (a TP all-gather entering a TP region): it gathers a linear layer's input, which the
+  // backward gathers again for the weight gradient. MLA's rope key is gathered for the attention,
+  // not for a GEMM: its backward is the reduce-scatter alone.
+  bool linear_input = true;
 };
 
 // The shard of work one rank does for one micro-batch.
