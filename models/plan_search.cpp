@@ -21,6 +21,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/input_file.hpp"
+#include "clustersim/common/pareto.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "plan_fingerprint.hpp"
 #include "training_internal.hpp"
@@ -1177,21 +1178,16 @@ void merge_shard(SearchResult& into, const std::string& lines, double token_budg
 
 std::vector<std::size_t> pareto_front(const SearchResult& result) {
   std::vector<std::size_t> sim;
+  std::vector<double> time, cost;
   for (std::size_t i = 0; i < result.outcomes.size(); ++i) {
-    if (result.outcomes[i].status == PlanOutcome::Status::simulated) sim.push_back(i);
+    const PlanOutcome& o = result.outcomes[i];
+    if (o.status != PlanOutcome::Status::simulated) continue;
+    sim.push_back(i);
+    time.push_back(o.time_to_train_s > 0 ? o.time_to_train_s : o.step_s);
+    cost.push_back(o.cost);
   }
-  const auto time = [&](std::size_t i) { const auto& o = result.outcomes[i]; return o.time_to_train_s > 0 ? o.time_to_train_s : o.step_s; };
-  std::sort(sim.begin(), sim.end(), [&](std::size_t a, std::size_t b) {
-    return time(a) < time(b) || (time(a) == time(b) && (result.outcomes[a].cost < result.outcomes[b].cost || (result.outcomes[a].cost == result.outcomes[b].cost && a < b)));
-  });
   std::vector<std::size_t> front;
-  double best = 1e300;
-  for (std::size_t i : sim) {
-    if (result.outcomes[i].cost < best) {
-      front.push_back(i);
-      best = result.outcomes[i].cost;
-    }
-  }
+  for (std::size_t k : cs::pareto_front(time, cost)) front.push_back(sim[k]);
   return front;
 }
 

@@ -20,6 +20,7 @@
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/input_file.hpp"
 #include "clustersim/common/markup.hpp"
+#include "clustersim/common/pareto.hpp"
 #include "clustersim/common/sampling.hpp"
 #include "clustersim/common/units.hpp"
 #include "clustersim/reports/atomic_file.hpp"
@@ -299,18 +300,13 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
     pick("fastest", "fastest", [&](std::size_t a, std::size_t b) { return number(a, "step_s") < number(b, "step_s"); });
     pick("cheapest", "cheapest", [&](std::size_t a, std::size_t b) { return number(a, "cost") < number(b, "cost"); });
     if (d.contains("pareto_front")) {
-      std::vector<std::size_t> order = sim;
-      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return time(a) < time(b) || (time(a) == time(b) && (number(a, "cost") < number(b, "cost") || (number(a, "cost") == number(b, "cost") && a < b)));
-      });
-      json front = json::array();
-      double best = 1e300;
-      for (std::size_t i : order) {
-        if (number(i, "cost") < best) {
-          front.push_back(key(i));
-          best = number(i, "cost");
-        }
+      std::vector<double> times, costs;
+      for (std::size_t i : sim) {
+        times.push_back(time(i));
+        costs.push_back(number(i, "cost"));
       }
+      json front = json::array();
+      for (std::size_t k : cs::pareto_front(times, costs)) front.push_back(key(sim[k]));
       if (d["pareto_front"] != front) {
         throw InputError(fmt::format("{}: field 'pareto_front': expected the {} plans of the plans listed that no other is both faster and cheaper than "
                                      "({}), found {}",
