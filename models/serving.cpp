@@ -349,8 +349,10 @@ class Replica final : public sim::EventHandler {
   [[nodiscard]] std::int64_t outstanding() const {
     return static_cast<std::int64_t>(waiting_.size() + running_.size() + swapped_.size() + incoming_.size()) + in_transfer_;
   }
-  // KV blocks left after the tokens already queued here.
-  [[nodiscard]] std::int64_t kv_headroom() const { return available() - blocks_for(queued_tokens_); }
+  // KV blocks left after the tokens already queued here and, on a decode replica, the copies waiting
+  // for blocks (left out, the KV-aware router had sent a burst of prefilled requests to one decode
+  // replica while another idled).
+  [[nodiscard]] std::int64_t kv_headroom() const { return available() - blocks_for(queued_tokens_) - incoming_blocks_; }
   // Tokens of the prefix this replica holds computed (0 when it holds none).
   [[nodiscard]] std::int64_t cached_prefix_tokens(int prefix) const {
     const auto it = cache_.find(prefix);
@@ -381,6 +383,8 @@ class Replica final : public sim::EventHandler {
   bool admit_static(std::vector<int>& batch, int& budget);
   void finish_iteration();
   void try_transfers();
+  // Decode: the blocks a copy of sequence s takes here.
+  [[nodiscard]] std::int64_t transfer_blocks(const Sequence& s) const;
 
   Cluster& cl_;
   int index_;
@@ -394,6 +398,7 @@ class Replica final : public sim::EventHandler {
   std::deque<int> incoming_;     // decode: prefilled requests waiting for blocks to copy into
   std::vector<int> running_;     // admission order
   std::int64_t queued_tokens_ = 0;  // tokens the waiting requests will need
+  std::int64_t incoming_blocks_ = 0;  // decode: blocks the copies in incoming_ will take
   std::int64_t in_transfer_ = 0;
   std::int64_t free_ = 0;
   struct CachedPrefix {
@@ -643,21 +648,31 @@ void Replica::push_waiting_front(int i) {
 void Replica::offer(int i) {
   integrate_kv();
   incoming_.push_back(i);
+  incoming_blocks_ += transfer_blocks(seq(i));
   try_transfers();
+}
+
+std::int64_t Replica::transfer_blocks(const Sequence& s) const {
+  return c_.reserve_full_kv ? blocks_for(s.request.total_tokens()) : blocks_for(s.known);
 }
 
 void Replica::try_transfers() {
   const auto reserve = static_cast<std::int64_t>(std::ceil(c_.watermark * static_cast<double>(run_.kv_blocks)));
+  // Requests preempted here come back first, first come first served, as vLLM V1's waiting queue
+  // puts them at its head: new copies had taken every block freed before a preempted request's
+  // turn, and the run's earliest requests finished last.
+  if (!waiting_.empty()) return;
   while (!incoming_.empty()) {
     const int i = incoming_.front();
     Sequence& s = seq(i);
-    const std::int64_t need = c_.reserve_full_kv ? blocks_for(s.request.total_tokens()) : blocks_for(s.known);
+    const std::int64_t need = transfer_blocks(s);
     const bool idle = running_.empty() && in_transfer_ == 0;
     if (need > available() || (!idle && available() - need < reserve) ||
         static_cast<int>(running_.size()) + in_transfer_ >= c_.max_num_seqs) {
       return;
     }
     incoming_.pop_front();
+    incoming_blocks_ -= need;
     take(need);
     s.blocks = need;  // the prefill replica's blocks stay there until the copy ends
     ++in_transfer_;
@@ -691,14 +706,21 @@ void Replica::release(int i) {
 
 void Replica::take(std::int64_t blocks) {
   while (free_ < blocks && evictable_ > 0) {
-    // Evict the least recently used prefix no request holds.
+    // Evict blocks of the least recently used prefix no request holds, from its tail, as many as
+    // needed: vLLM's free queue hands a freed sequence's blocks back tail first, so a prefix loses its
+    // last blocks and keeps hitting on the rest (it had been evicted whole for one block: a later
+    // request of it missed all 64 tokens where vLLM hits 48).
     auto victim = cache_.end();
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
       if (it->second.refs == 0 && it->second.blocks > 0 && (victim == cache_.end() || it->second.last_used < victim->second.last_used)) victim = it;
     }
-    evictable_ -= victim->second.blocks;
-    free_ += victim->second.blocks;
-    cache_.erase(victim);
+    CachedPrefix& e = victim->second;
+    const std::int64_t evicted = std::min(e.blocks, blocks - free_);
+    e.blocks -= evicted;
+    e.tokens = static_cast<int>(e.blocks * c_.block_size);
+    evictable_ -= evicted;
+    free_ += evicted;
+    if (e.blocks == 0) cache_.erase(victim);
   }
   free_ -= blocks;
 }
@@ -844,24 +866,46 @@ void Replica::step() {
       ++k;
     }
     const auto reserve = static_cast<std::int64_t>(std::ceil(c_.watermark * static_cast<double>(run_.kv_blocks)));
-    // Swapped-out sequences come back before new requests are admitted.
-    while (!preempted && !swapped_.empty() && budget > 0 && static_cast<int>(running_.size()) < c_.max_num_seqs) {
-      const int i = swapped_.front();
+    // Swapped-out sequences come back before new requests are admitted: not in an iteration that had
+    // to preempt, unless that left the batch empty (a sequence that swapped itself out while another
+    // waited swapped, with room for it, had stopped the replica for good: nothing was left to run and
+    // no event to step it again).
+    const auto swap_in = [&] {
+      while ((!preempted || batch.empty()) && !swapped_.empty() && budget > 0 && static_cast<int>(running_.size()) + in_transfer_ < c_.max_num_seqs) {
+        const int i = swapped_.front();
+        Sequence& s = seq(i);
+        const int n = std::min(s.known - s.computed, budget);
+        const std::int64_t need = std::max(s.blocks, blocks_for(s.computed + n) - s.shared_blocks);
+        if (need > available() || (!running_.empty() && available() - need < reserve)) break;
+        swapped_.pop_front();
+        const double bytes = static_cast<double>(s.blocks) * block_bytes_;
+        swap_free_ += bytes;
+        swap_seconds_ += bytes / c_.swap_bandwidth;
+        s.swapped = false;
+        take(need);
+        s.blocks = need;
+        s.scheduled = n;
+        budget -= n;
+        running_.push_back(i);
+        batch.push_back(i);
+      }
+    };
+    swap_in();
+    // Nothing runs and the head of the swapped cannot come back: the blocks the other swapped
+    // sequences' cached prefixes pin keep it out (two sequences of two prefixes on a pool that holds one
+    // of them whole had both waited swapped for good). The latest swapped gives its host copy up and
+    // will recompute, as a preemption without swap does, releasing its prefix, until the head fits.
+    while (batch.empty() && running_.empty() && inflight_.empty() && !swapped_.empty()) {
+      const int i = swapped_.back();
       Sequence& s = seq(i);
-      const int n = std::min(s.known - s.computed, budget);
-      const std::int64_t need = std::max(s.blocks, blocks_for(s.computed + n) - s.shared_blocks);
-      if (need > available() || (!running_.empty() && available() - need < reserve)) break;
-      swapped_.pop_front();
-      const double bytes = static_cast<double>(s.blocks) * block_bytes_;
-      swap_free_ += bytes;
-      swap_seconds_ += bytes / c_.swap_bandwidth;
+      swapped_.pop_back();
+      swap_free_ += static_cast<double>(s.blocks) * block_bytes_;
       s.swapped = false;
-      take(need);
-      s.blocks = need;
-      s.scheduled = n;
-      budget -= n;
-      running_.push_back(i);
-      batch.push_back(i);
+      s.blocks = 0;
+      s.computed = 0;
+      unref_prefix(s);
+      push_waiting_front(i);
+      swap_in();
     }
     // Then waiting requests, first come first served, while the limits and the watermark allow (none
     // in an iteration that had to preempt: memory is short; none while sequences are swapped out).

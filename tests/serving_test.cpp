@@ -508,6 +508,98 @@ TEST_CASE("serving: swap preemption keeps the work done, falls back to recompute
   CHECK_THROWS_WITH(run_replica(requests, c, hw), Catch::Contains("swap_bandwidth"));
 }
 
+TEST_CASE("serving: swapped sequences whose cached prefixes pin the pool still finish") {
+  // A probe: two requests of two prefixes (32 tokens: 2 blocks each) on an 8-block pool. The second
+  // is swapped out, then the first swaps itself out; each needs 5 blocks beside its prefix, and the
+  // other's pinned prefix leaves 4: both had waited swapped for good ("never served"). Now the latest
+  // swapped gives its host copy up and recomputes, and both finish.
+  const auto hw = h100();
+  ReplicaConfig c = llama8b();
+  c.max_model_len = 128;
+  c.gpu_memory_utilization = 0.20097;  // a few blocks beside 16 GB of weights
+  c.preemption = Preemption::swap;
+  c.swap_bandwidth = 50e9;
+  c.prefix_caching = true;
+  REQUIRE(kv_block_capacity(c, hw) == 8);
+  std::vector<ServingRequest> requests(2);
+  for (int k = 0; k < 2; ++k) requests[k] = {k, 0.0, 40, 80, k + 1, 32, 0};
+  const ReplicaRun run = run_replica(requests, c, hw);
+  for (const auto& r : run.requests) CHECK(r.finish > 0);
+  CHECK(run.swaps > 0);
+  // And a replica never runs more than max_num_seqs, swapped sequences coming back included.
+  c.max_num_seqs = 1;
+  const ReplicaRun one = run_replica(requests, c, hw);
+  CHECK(one.batch_size_histogram.size() <= 2);
+}
+
+TEST_CASE("serving: an idle cached prefix loses blocks from its tail, as many as needed, and keeps the rest") {
+  // A probe: on an 8-block pool A leaves its 64-token prefix cached (4 blocks); B, without one, needs
+  // 5 blocks with 4 free. The whole prefix had been evicted for one block, so C, of A's prefix, missed
+  // all of it. vLLM evicts the tail block alone: C hits 48 tokens.
+  const auto hw = h100();
+  ReplicaConfig c = llama8b();
+  c.max_model_len = 128;
+  c.gpu_memory_utilization = 0.20097;
+  c.prefix_caching = true;
+  REQUIRE(kv_block_capacity(c, hw) == 8);
+  const std::vector<ServingRequest> requests{{0, 0.0, 72, 3, 1, 64, 0}, {1, 10.0, 70, 2, -1, 0, 0}, {2, 20.0, 72, 3, 1, 64, 0}};
+  const ReplicaRun run = run_replica(requests, c, hw);
+  for (const auto& r : run.requests) CHECK(r.finish > 0);
+  CHECK(run.prefix_hit_tokens == 48);
+}
+
+TEST_CASE("serving: the KV-aware router counts the copies already waiting for a decode replica") {
+  // A probe: one prefill and two decode replicas of one sequence each; after two long requests, six
+  // short ones all went to decode replica 1 (its headroom did not count the copies queued there) and
+  // ran one after another while replica 2 idled. Expectation: they alternate, as least-outstanding does.
+  test::TempDir dir;
+  std::string trace = "arrival_s,prompt_tokens,output_tokens\n0,10,30\n0,60,30\n";
+  for (int k = 0; k < 6; ++k) trace += "0,60,2\n";
+  dir.write("t.csv", trace);
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: t
+  kind: inference
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1}
+  serving: {tp: 1, iteration_overhead: 1s, disaggregation: {prefill: 1, decode: 2}, max_model_len: 128, max_num_seqs: 1, router: kv-aware}
+  workload:
+    arrival: {kind: trace, file: t.csv}
+)");
+  const InferenceResult r = simulate_inference(load_inference_scenario(file));
+  std::map<int, int> per_decode;
+  for (std::size_t k = 2; k < r.requests.size(); ++k) ++per_decode[r.requests[k].decode_replica];
+  CHECK(per_decode.size() == 2);
+  for (const auto& [replica, n] : per_decode) CHECK(n == 3);
+}
+
+TEST_CASE("serving: a decode replica takes back the requests it preempted before new KV copies") {
+  // A probe: two prefill replicas feed one decode replica of 8 blocks; a request preempted there had
+  // waited while every freed block went to new copies, and the run's first requests finished last
+  // (request 2 of 400, arrived at 0.13 s, at the very end). Expectation: first come, first served, so
+  // the first tenth of the requests all finish before the last tenth's median.
+  test::TempDir dir;
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: s
+  kind: inference
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1}
+  serving: {tp: 1, disaggregation: {prefill: 2, decode: 1}, max_model_len: 128, gpu_memory_utilization: 0.20097, iteration_overhead: 10ms}
+  workload:
+    requests: 400
+    arrival: {kind: poisson, rate: 12}
+    prompt_tokens: {kind: uniform, min: 20, max: 40}
+    output_tokens: {kind: uniform, min: 40, max: 80}
+    seed: 1
+)");
+  const InferenceResult r = simulate_inference(load_inference_scenario(file));
+  REQUIRE(r.requests.size() == 400);
+  CHECK(std::any_of(r.requests.begin(), r.requests.end(), [](const auto& q) { return q.preemptions > 0; }));
+  std::vector<double> last;
+  for (std::size_t k = 360; k < 400; ++k) last.push_back(r.requests[k].finish);
+  std::sort(last.begin(), last.end());
+  for (std::size_t k = 0; k < 40; ++k) CHECK(r.requests[k].finish < last[20]);
+}
+
 TEST_CASE("serving: max_model_len sets the context requests must fit, in place of the model's seq_len") {
   test::TempDir dir;
   const auto scenario = [&](const std::string& serving) {
