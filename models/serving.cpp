@@ -399,6 +399,7 @@ class Replica final : public sim::EventHandler {
   std::vector<int> running_;     // admission order
   std::int64_t queued_tokens_ = 0;  // tokens the waiting requests will need
   std::int64_t incoming_blocks_ = 0;  // decode: blocks the copies in incoming_ will take
+  int outgoing_ = 0;                  // prefill: prefilled requests whose blocks are held until their copy leaves
   std::int64_t in_transfer_ = 0;
   std::int64_t free_ = 0;
   struct CachedPrefix {
@@ -658,10 +659,10 @@ std::int64_t Replica::transfer_blocks(const Sequence& s) const {
 
 void Replica::try_transfers() {
   const auto reserve = static_cast<std::int64_t>(std::ceil(c_.watermark * static_cast<double>(run_.kv_blocks)));
-  // Requests preempted here come back first, first come first served, as vLLM V1's waiting queue
-  // puts them at its head: new copies had taken every block freed before a preempted request's
-  // turn, and the run's earliest requests finished last.
-  if (!waiting_.empty()) return;
+  // Requests preempted here (waiting to recompute, or swapped out) come back first, first come first
+  // served, as vLLM V1's waiting queue puts them at its head: new copies had taken every block freed
+  // before a preempted request's turn, and the run's earliest requests finished last.
+  if (!waiting_.empty() || !swapped_.empty()) return;
   while (!incoming_.empty()) {
     const int i = incoming_.front();
     Sequence& s = seq(i);
@@ -693,6 +694,7 @@ void Replica::release(int i) {
   Sequence& s = seq(i);
   free_ += s.held_blocks;
   s.held_blocks = 0;
+  --outgoing_;
   if (s.held_prefix >= 0) {
     CachedPrefix& e = cache_.at(s.held_prefix);
     if (--e.refs == 0) {
@@ -737,10 +739,24 @@ void Replica::unref_prefix(Sequence& s) {
 }
 
 // The first sequence to compute a prefix's full blocks hands them to the cache, keeping a reference.
+// One that started from a prefix trimmed by eviction (take) hands back the blocks it computed again,
+// so the prefix grows whole once more (a trimmed prefix had stayed trimmed for good, and hit less
+// than whole eviction had).
 void Replica::register_prefix(Sequence& s) {
-  if (!c_.prefix_caching || c_.batching == Batching::static_batch || s.prefix_ref >= 0 || s.request.prefix_id < 0) return;
+  if (!c_.prefix_caching || c_.batching == Batching::static_batch || s.request.prefix_id < 0) return;
   const std::int64_t full = s.request.prefix_tokens / c_.block_size;
-  if (full == 0 || s.computed < full * c_.block_size || cache_.count(s.request.prefix_id) != 0 || s.blocks < full) return;
+  if (full == 0 || s.computed < full * c_.block_size) return;
+  if (s.prefix_ref >= 0) {
+    CachedPrefix& e = cache_.at(s.prefix_ref);
+    const std::int64_t missing = full - e.blocks;
+    if (s.prefix_ref != s.request.prefix_id || missing <= 0 || s.shared_blocks != e.blocks || s.blocks < missing) return;
+    e.blocks = full;
+    e.tokens = static_cast<int>(full * c_.block_size);
+    s.blocks -= missing;
+    s.shared_blocks = full;
+    return;
+  }
+  if (cache_.count(s.request.prefix_id) != 0 || s.blocks < full) return;
   CachedPrefix& e = cache_[s.request.prefix_id];
   e.blocks = full;
   e.tokens = static_cast<int>(full * c_.block_size);
@@ -891,15 +907,17 @@ void Replica::step() {
       }
     };
     swap_in();
-    // Nothing runs and the head of the swapped cannot come back: the blocks the other swapped
-    // sequences' cached prefixes pin keep it out (two sequences of two prefixes on a pool that holds one
-    // of them whole had both waited swapped for good). The latest swapped gives its host copy up and
-    // will recompute, as a preemption without swap does, releasing its prefix, until the head fits.
-    while (batch.empty() && running_.empty() && inflight_.empty() && !swapped_.empty()) {
+    // Nothing runs, no copy is coming in or held for going out (whose ends step the replica again),
+    // and the head of the swapped cannot come back: the blocks the other swapped sequences' cached
+    // prefixes pin keep it out (two sequences of two prefixes on a pool that holds one of them whole
+    // had both waited swapped for good). The latest swapped gives its host copy up and will
+    // recompute, as a preemption without swap does, releasing its prefix, until the head fits.
+    while (batch.empty() && running_.empty() && inflight_.empty() && in_transfer_ == 0 && outgoing_ == 0 && !swapped_.empty()) {
       const int i = swapped_.back();
       Sequence& s = seq(i);
       swapped_.pop_back();
       swap_free_ += static_cast<double>(s.blocks) * block_bytes_;
+      --run_.swaps;  // recomputed after all: not among the preemptions swapped to host memory
       s.swapped = false;
       s.blocks = 0;
       s.computed = 0;
@@ -1036,6 +1054,7 @@ void Replica::finish_iteration() {
     } else if (role_ == Role::prefill && s.generated == 1) {
       // Prefill done: the KV cache moves to a decode replica; the blocks stay until it has gone.
       s.held_blocks = s.blocks;
+      ++outgoing_;
       s.blocks = 0;
       s.held_prefix = s.prefix_ref;
       s.prefix_ref = -1;

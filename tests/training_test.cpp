@@ -820,6 +820,25 @@ TEST_CASE("under ZeRO-3 each micro-batch's passes cost alike: a pass's first gat
   CHECK(step[8] - step[4] == Approx(4 * per_micro).epsilon(0.01));
 }
 
+TEST_CASE("replicas whose pipeline sends cross the stage boundary differently are simulated rank by rank") {
+  // A probe: tp 1, pp 2, dp 6 on two 8-GPU nodes puts stage 1 on ranks 6-11: replicas 0 and 1 send
+  // inside node 0, replicas 2-5 across the fabric. Folded, replica 0's NVLink sends stood for all, and
+  // the step came out 3.2% fast. Expectation: such a small step is unfolded on its own, says so, and
+  // gives --no-fold's time; with dp 8 every stage is one whole node and folding stands.
+  const topology::Topology topo = h100_nodes(2);
+  TrainingJob job = job_of(gpt(4, 2048, 16, 4096, 32000), 1, 2, 6, 48);
+  job.recompute = Recompute::none;
+  const TrainingResult folded = simulate_training(job, topo);
+  TrainingOptions every_rank;
+  every_rank.fold = false;
+  CHECK_FALSE(folded.folded);
+  CHECK(folded.step_time.value() == Approx(simulate_training(job, topo, every_rank).step_time.value()).epsilon(1e-12));
+  CHECK(std::any_of(folded.notes.begin(), folded.notes.end(), [](const std::string& n) { return n.find("cross the stage boundaries differently") != std::string::npos; }));
+  job = job_of(gpt(4, 2048, 16, 4096, 32000), 1, 2, 8, 64);
+  job.recompute = Recompute::none;
+  CHECK(simulate_training(job, topo).folded);
+}
+
 TEST_CASE("an MoE plan whose experts alone have a data-parallel group reduces their gradients") {
   // A probe: at TP 2, dp 1 (etp 1, ep 1) each expert sits on both TP ranks, which route different
   // tokens, so Megatron-Core reduces its gradients over that pair of ranks; gated on dp x cp > 1, no
