@@ -282,7 +282,7 @@ void search_training_plans(const Options& o, const World& world) {
   // Each rank keeps its own results file (resume with the same rank count).
   if (!o.results.empty()) opt.results = world.size > 1 ? fmt::format("{}.rank{}-of-{}", o.results, world.rank, world.size) : o.results;
   check_results_path(opt.results.string());
-  std::string price_note = "GPU-hours";
+  std::string price_note = "GPU-hours of whole nodes";  // the GPUs of the nodes a plan runs on (price above)
   if (sc.price_per_gpu_hour > 0) {
     opt.price_per_gpu_hour = sc.price_per_gpu_hour;
     price_note = fmt::format("USD at {} (${:.3f}/GPU-h)", sc.price_offering, sc.price_per_gpu_hour);

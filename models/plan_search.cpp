@@ -141,12 +141,13 @@ namespace {
 
 // GPU-hours of the plan's GPUs; its cost bills every GPU of the nodes they sit on, as offerings rent
 // whole nodes (cost_command.cpp): 12 GPUs on 8-GPU nodes pay for 16.
-void price(PlanOutcome& o, const SearchSystem& system, double tokens) {
+void price(PlanOutcome& o, const SearchResult& result, double tokens) {
   if (tokens <= 0) o.time_to_train_s = 0;
   const double hours = (tokens > 0 ? o.time_to_train_s : o.step_s) / 3600.0;
   o.gpu_hours = hours * o.plan.gpus;
-  const double billed = hours * system.topology->gpus_of_nodes_holding(o.plan.gpus);
-  o.cost = system.price_per_gpu_hour > 0 ? billed * system.price_per_gpu_hour : billed;
+  const double billed = hours * result.billed_gpus(o);
+  const double price = result.systems[static_cast<std::size_t>(o.plan.system)].price_per_gpu_hour;
+  o.cost = price > 0 ? billed * price : billed;
 }
 
 }  // namespace
@@ -557,6 +558,11 @@ int unfilled_gpus(const PlanOutcome& o) {
 }
 }  // namespace
 
+int SearchResult::billed_gpus(const PlanOutcome& o) const {
+  if (const auto it = billed.find({o.plan.system, o.plan.gpus}); it != billed.end()) return it->second;
+  return topology(o).gpus_of_nodes_holding(o.plan.gpus);
+}
+
 std::string SearchResult::key(const PlanOutcome& o) const {
   std::string k = plan_key(job(o), unfilled_gpus(o));
   if (o.plan.system > 0) k += " topology=" + topology(o).name;
@@ -942,6 +948,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   }
   std::vector<PlanChoice>().swap(choices);
   out.enumerated = out.outcomes.size();
+  for (const PlanOutcome& o : out.outcomes) {
+    if (out.billed.count({o.plan.system, o.plan.gpus}) == 0) out.billed[{o.plan.system, o.plan.gpus}] = out.topology(o).gpus_of_nodes_holding(o.plan.gpus);
+  }
 
   // What an earlier run already simulated.
   std::map<std::string, nlohmann::json> done;
@@ -1081,7 +1090,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     for (std::size_t n = first; n < std::min(pending.size(), first + kRound); ++n) {
       PlanOutcome& o = out.outcomes[pending[n]];
       const double best_time = best_times[static_cast<std::size_t>(o.plan.system)], best_cost = best_system_costs[static_cast<std::size_t>(o.plan.system)];
-      const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * o.plan.gpus * rate(o) > best_cost; };
+      const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * out.billed_gpus(o) * rate(o) > best_cost; };
       // A plan the cheap bound keeps gets the data-parallel bound too before it is simulated.
       // The scenario's own plan is always simulated, so that the output can say where it ranks.
       const bool own_plan = pending[n] == out.own;
@@ -1113,7 +1122,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       const PlanOutcome& o = out.outcomes[i];
       if (o.status == PlanOutcome::Status::simulated && o.step_s > 0) {
         best_steps[static_cast<std::size_t>(o.plan.system)].push_back(o.step_s);
-        best_costs[static_cast<std::size_t>(o.plan.system)].push_back(o.step_s * o.plan.gpus * rate(o));
+        best_costs[static_cast<std::size_t>(o.plan.system)].push_back(o.step_s * out.billed_gpus(o) * rate(o));
       }
     }
   }
@@ -1126,7 +1135,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       case PlanOutcome::Status::bound: ++out.bound; break;
       case PlanOutcome::Status::simulated:
         ++out.simulated;
-        price(o, out.systems[static_cast<std::size_t>(o.plan.system)], base.token_budget);
+        price(o, out, base.token_budget);
         break;
     }
   }
@@ -1165,7 +1174,7 @@ void merge_shard(SearchResult& into, const std::string& lines, double token_budg
     if (o.resumed) ++into.resumed;
     if (j["status"] == "simulated") {
       read_numbers(o, j);
-      price(o, into.systems[static_cast<std::size_t>(o.plan.system)], token_budget);
+      price(o, into, token_budget);
     } else {
       // Simulation found the plan impossible.
       o.status = PlanOutcome::Status::constraint;

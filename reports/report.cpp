@@ -860,10 +860,13 @@ class Builder {
       if (d.contains("cheapest") && d["cheapest"].is_object()) {
         const json& c = d["cheapest"];
         const double pp = num(c, "pp", 1);
-        para(s, fmt::format("{}: the cheapest fleet that meets the SLO is {} on {} at TP {}{}, {}: {} GPUs, ${}/hour, ${} per million output tokens.",
+        para(s, fmt::format("{}: the cheapest fleet that meets the SLO is {} on {} at TP {}{}, {}: GPUs {}, ${}/hour, ${} per million output tokens.",
                             who_of(*r), str(c, "gpu"), str(c, "node"), fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" x PP {}", fmt_num(pp)) : "",
                             fleet_text(c),
-                            fmt_num(num(c, "gpus")), fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3)));
+                            num(c, "gpus_billed", num(c, "gpus")) > num(c, "gpus")
+                                ? fmt::format("{} (billed for their nodes' {})", fmt_num(num(c, "gpus")), fmt_num(num(c, "gpus_billed")))
+                                : fmt_num(num(c, "gpus")),
+                            fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3)));
       } else {
         para(s, fmt::format("{}: none of the configurations meets the SLO within the GPUs allowed (see Fleet sizing for how close each came).",
                             who_of(*r)));
@@ -882,6 +885,13 @@ class Builder {
       }
     }
     if (!any) missing(s, "No run, cost, plan or sizing result: headline numbers need one (clustersim run --out, cost --out or plan --out).");
+  }
+
+  // A sizing candidate's GPUs, and the GPUs of the whole nodes billed where those are more: "10 (16)"
+  // (sizing.json before billing by node had no gpus_billed).
+  static std::string gpus_billed_text(const json& c) {
+    const double gpus = num(c, "gpus"), billed = num(c, "gpus_billed", gpus);
+    return billed > gpus ? fmt::format("{} ({})", fmt_num(gpus), fmt_num(billed)) : fmt_num(gpus);
   }
 
   // A sizing candidate's replicas: "4 replicas", or "3 prefill + 2 decode replicas".
@@ -1371,7 +1381,7 @@ class Builder {
     Section& s = section("Fleet sizing");
     for (const auto* r : sources) {
       const json& d = r->data;
-      Table t{{"GPU on node", "TP", "replicas (prefill+decode)", "GPUs", "$/hour", "$/M output tokens", "meets SLO", "verdict"}, {false, true, false, true, true, true, true, false}, {}};
+      Table t{{"GPU on node", "TP", "replicas (prefill+decode)", "GPUs (billed)", "$/hour", "$/M output tokens", "meets SLO", "verdict"}, {false, true, false, true, true, true, true, false}, {}};
       for (const json& c : d["candidates"]) {
         const bool ran = num(c, "attainment", -1) >= 0;
         const bool split = num(c, "prefill", 0) > 0;
@@ -1382,12 +1392,13 @@ class Builder {
         // Replicas of several pipeline stages say so (sizing.json before the pp field had none).
         const double pp = num(c, "pp", 1);
         const std::string tp = pp > 1 ? fmt::format("{} (PP {})", fmt_num(num(c, "tp")), fmt_num(pp)) : fmt_num(num(c, "tp"));
-        t.rows.push_back({gpu, tp, ran ? layout : "-", ran ? fmt_num(num(c, "gpus")) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
+        t.rows.push_back({gpu, tp, ran ? layout : "-", ran ? gpus_billed_text(c) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
                           c.value("feasible", false) ? "meets the SLO" : str(c, "reason", "misses the SLO")});
         if (ran) {
           const std::string subject = fmt::format("{}: {} TP{}{}, {}", who_of(*r), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet_text(c));
           csv("sizing", subject, "gpus", num(c, "gpus"), "GPUs");
+          if (c.contains("gpus_billed")) csv("sizing", subject, "gpus_billed", num(c, "gpus_billed"), "GPUs (whole nodes)");
           csv("sizing", subject, "cost_per_hour", num(c, "cost_per_hour"), "USD/hour");
           csv("sizing", subject, "cost_per_million_output_tokens", num(c, "cost_per_million_output_tokens"), "USD");
           csv("sizing", subject, "slo_attainment", num(c, "attainment"), "fraction");

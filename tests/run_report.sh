@@ -44,6 +44,10 @@ if grep -q "Not in these results" "$md"; then
   grep "Not in these results" "$md"
   exit 1
 fi
+# A fleet on part of its nodes shows the GPUs billed for the whole nodes beside its own, as $/hour bills
+# them (a review found "12 | 54.90" reading as twice the GPU-hour price).
+grep -q '| 12 (16) | 54.90 |' "$md" && grep -q 'GPUs 12 (billed for their nodes. 16), \$54.90/hour' "$md" || { echo "report.md lacks the billed GPUs"; exit 1; }
+grep -q '^sizing,.*,gpus_billed,16,' "$dir/all/report.csv" || { echo "report.csv lacks gpus_billed"; exit 1; }
 # Every input's SHA-256, as sha256sum computes it.
 for f in "$dir/train/summary.json" "$dir/cost/cost.json" "$dir/accuracy.json"; do
   sum=$(sha256sum "$f" | cut -d' ' -f1)

@@ -79,6 +79,17 @@ TEST_CASE("a 2-tier leaf-spine of radix k joins k^2/2 hosts", "[topology][fat-tr
   CHECK(s.bisection.value() == Approx(k * k / 4 * 50e9));
 }
 
+TEST_CASE("a job of N GPUs is billed for every GPU of the nodes holding the first N", "[topology]") {
+  // Renting whole nodes: on three 8-GPU DGX H100 nodes 12 GPUs hold two nodes (16), 8 one, all 24 three.
+  const Topology t = from_text("topology: {name: t, node: dgx-h100, nodes: 3, fabric: {kind: fat-tree, tiers: [{radix: 64}]}}\n");
+  CHECK(t.gpus_of_nodes_holding(0) == 0);
+  CHECK(t.gpus_of_nodes_holding(1) == 8);
+  CHECK(t.gpus_of_nodes_holding(8) == 8);
+  CHECK(t.gpus_of_nodes_holding(12) == 16);
+  CHECK(t.gpus_of_nodes_holding(24) == 24);
+  CHECK(t.gpus_of_nodes_holding(100) == 24);
+}
+
 TEST_CASE("a fabric that leaves its technology out lists InfiniBand among the defaults applied", "[topology][fat-tree]") {
   const auto lists_technology = [](const Topology& t) {
     return std::any_of(t.assumptions.begin(), t.assumptions.end(), [](const std::string& a) { return a.rfind("technology infiniband", 0) == 0; });

@@ -9,9 +9,8 @@
 #include "clustersim/topology/graph.hpp"
 
 #include <algorithm>
-#include <set>
-
 #include <cassert>
+#include <set>
 
 namespace cs::topology {
 

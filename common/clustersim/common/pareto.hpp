@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -19,9 +20,9 @@ inline std::vector<std::size_t> pareto_front(const std::vector<double>& time, co
     return time[a] < time[b] || (time[a] == time[b] && (cost[a] < cost[b] || (cost[a] == cost[b] && a < b)));
   });
   std::vector<std::size_t> front;
-  double best = 0;
+  double best = std::numeric_limits<double>::infinity();  // a cost of +inf or NaN is never on it
   for (std::size_t i : order) {
-    if (front.empty() || cost[i] < best) {
+    if (cost[i] < best) {
       front.push_back(i);
       best = cost[i];
     }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -110,6 +111,9 @@ struct SearchResult {
   // plans when the space's lists leave it out) and always simulated when it is possible and fits.
   std::size_t own = 0;
   int keep = 0;                          // the bound's K, when it pruned
+  // (system, GPUs) -> every GPU of the nodes such a plan runs on, for each pair in the outcomes
+  // (the count walks the topology's GPUs: filled once, after the enumeration).
+  std::map<std::pair<int, int>, int> billed;
 
   [[nodiscard]] TrainingJob job(const PlanOutcome& o) const { return apply_choice(base, o.plan); }
   // plan_key, the GPU count asked for when tp x pp x cp does not divide it, and the topology when
@@ -118,6 +122,8 @@ struct SearchResult {
   // plan_text, and the topology when the space has more than one.
   [[nodiscard]] std::string text(const PlanOutcome& o) const;
   [[nodiscard]] const topology::Topology& topology(const PlanOutcome& o) const { return *systems[static_cast<std::size_t>(o.plan.system)].topology; }
+  // Every GPU of the nodes the plan runs on, which renting whole nodes bills.
+  [[nodiscard]] int billed_gpus(const PlanOutcome& o) const;
   // Why a plan was not simulated (empty when it was).
   [[nodiscard]] std::string reason(const PlanOutcome& o) const;
 };
