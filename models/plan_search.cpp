@@ -1090,7 +1090,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     for (std::size_t n = first; n < std::min(pending.size(), first + kRound); ++n) {
       PlanOutcome& o = out.outcomes[pending[n]];
       const double best_time = best_times[static_cast<std::size_t>(o.plan.system)], best_cost = best_system_costs[static_cast<std::size_t>(o.plan.system)];
-      const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * out.billed_gpus(o) * rate(o) > best_cost; };
+      const double billed_rate = out.billed_gpus(o) * rate(o);  // cost per second of the plan's step
+      const auto loses = [&] { return o.lower_bound_s > best_time && o.lower_bound_s * billed_rate > best_cost; };
       // A plan the cheap bound keeps gets the data-parallel bound too before it is simulated.
       // The scenario's own plan is always simulated, so that the output can say where it ranks.
       const bool own_plan = pending[n] == out.own;
