@@ -444,8 +444,8 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
   p.sequence_parallel = c.sequence_parallel && c.tp > 1;
   p.tp_overlap = c.tp_overlap && p.sequence_parallel;
   // Settings that do not apply take their defaults, so that such plans have one key.
-  p.overlap_grad_reduce = c.grad_overlap || !p.dp_overlap_applies();
-  p.overlap_param_gather = c.param_overlap || !p.dp_overlap_applies();
+  p.overlap_grad_reduce = c.grad_overlap || !dp_overlap_applies(j);
+  p.overlap_param_gather = c.param_overlap || !dp_overlap_applies(j);
   p.flash_attention = c.flash_attention;
   p.order.assign(c.order.begin(), c.order.end());
   p.schedule = searched_schedule(base.plan, c.pp, c.vpp);
@@ -516,8 +516,8 @@ std::string plan_key(const TrainingJob& j, int unfilled_gpus) {
                               p.tp, p.pp, p.vpp, p.cp, p.ep, unfilled_gpus > 0 ? std::string("-") : std::to_string(p.dp), j.micro_batch, p.zero_stage,
                               recompute_name(j.recompute), p.sequence_parallel && p.tp > 1 ? 1 : 0);
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " tp_overlap=1";
-  if (p.dp_overlap_applies() && !p.overlap_grad_reduce) s += " grad_overlap=0";
-  if (p.dp_overlap_applies() && !p.overlap_param_gather) s += " param_overlap=0";
+  if (dp_overlap_applies(j) && !p.overlap_grad_reduce) s += " grad_overlap=0";
+  if (dp_overlap_applies(j) && !p.overlap_param_gather) s += " param_overlap=0";
   if (const std::string o = unusual_order(p, j.model.moe.has_value()); !o.empty()) s += " order=" + o;
   if (!p.flash_attention) s += " attention=unfused";
   if (p.overlap_p2p) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);
@@ -538,7 +538,7 @@ std::string plan_text(const TrainingJob& j, int unfilled_gpus) {
   s += fmt::format(" DP{} mb{} Z{} {}{}", unfilled_gpus > 0 ? std::string("-") : std::to_string(p.dp), j.micro_batch, p.zero_stage, to_string(j.recompute),
                    p.sequence_parallel && p.tp > 1 ? " SP" : "");
   if (p.tp_overlap && p.sequence_parallel && p.tp > 1) s += " TP-overlap";
-  if (p.dp_overlap_applies() && (!p.overlap_grad_reduce || !p.overlap_param_gather)) s += " no-DP-overlap";
+  if (dp_overlap_applies(j) && (!p.overlap_grad_reduce || !p.overlap_param_gather)) s += " no-DP-overlap";
   if (const std::string o = unusual_order(p, j.model.moe.has_value()); !o.empty()) s += " order " + o;
   if (!p.flash_attention) s += " unfused-attention";
   if (p.pp > 1 && !p.p2p_overlapped()) s += " blocking-sends";
@@ -827,10 +827,11 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
             c.tp_overlap = tpo;
             // Where the DP overlap settings do not apply, apply_choice gives them their defaults:
             // one plan.
-            ParallelismPlan q;
-            q.zero_stage = zero, q.dp = shape.dp, q.cp = shape.cp;
+            TrainingJob q;
+            q.model.moe = base.model.moe;
+            q.plan.zero_stage = zero, q.plan.dp = shape.dp, q.plan.cp = shape.cp, q.plan.tp = shape.tp, q.plan.ep = shape.ep, q.plan.etp = shape.etp;
             const std::vector<std::pair<bool, bool>> defaults{{true, true}};
-            for (const auto& [grad, param] : q.dp_overlap_applies() ? dp_overlaps : defaults) {
+            for (const auto& [grad, param] : dp_overlap_applies(q) ? dp_overlaps : defaults) {
               c.grad_overlap = grad;
               c.param_overlap = param;
               for (bool flash : attentions) {

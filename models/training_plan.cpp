@@ -285,6 +285,8 @@ bool reduces_gradients(const TrainingJob& job) {
   return p.dp * p.cp > 1 || (job.model.moe && expert_data_parallel_size(p) > 1);
 }
 
+bool dp_overlap_applies(const TrainingJob& job) { return job.plan.zero_stage < 3 && reduces_gradients(job); }
+
 namespace {
 
 // One dimension of a decomposition of the ranks (the experts' or the attention's): its stride and size.

@@ -91,6 +91,28 @@ TEST_CASE("plan search: a GPipe scenario's one-stage plans run 1F1B, and its pip
   CHECK(estimate_memory(one, *sc.topology->gpu).worst().total() < estimate_memory(two, *sc.topology->gpu).worst().total());
 }
 
+TEST_CASE("plan search: DP overlap settings apply where only an MoE model's experts reduce gradients across ranks") {
+  // A review: at TP 2, dp 1 an MoE model's experts are reduced over the two TP ranks, so
+  // overlap_grad_reduce means something there, but the search took it as not applying and ran the
+  // scenario's `false` as true. A dense model at the same plan reduces nothing: the settings do not apply.
+  TrainingScenario sc = small();
+  PlanChoice c = choice_of(sc.job);
+  c.tp = 2, c.pp = 1, c.dp = 1, c.cp = 1, c.ep = 1, c.etp = 1, c.zero = 1;
+  c.grad_overlap = false;
+  c.param_overlap = false;
+  TrainingJob moe = sc.job;
+  moe.model.moe = MoeSpec{};
+  moe.model.moe->experts = 8;
+  moe.model.moe->top_k = 2;
+  moe.model.moe->expert_ffn_hidden = 1024;
+  CHECK_FALSE(apply_choice(moe, c).plan.overlap_grad_reduce);
+  CHECK_THAT(plan_key(apply_choice(moe, c)), Catch::Contains(" grad_overlap=0"));
+  TrainingJob dense = sc.job;
+  dense.model.moe.reset();
+  CHECK(apply_choice(dense, c).plan.overlap_grad_reduce);
+  CHECK_THAT(plan_key(apply_choice(dense, c)), !Catch::Contains("grad_overlap"));
+}
+
 TEST_CASE("plan search: constraints and memory prune before simulating: every plan has an outcome and a reason") {
   const TrainingScenario sc = small();
   SearchOptions opt;

@@ -383,7 +383,7 @@ void software_defaults(const Case& c, models::TrainingJob& job, CaseResult& r, c
     job.plan.grad_accumulation_fusion = fusion.value;
     r.defaults_applied.push_back(fusion.note);
   }
-  if (job.plan.dp_overlap_applies()) {  // (ZeRO-3 always overlaps: no default to take there)
+  if (models::dp_overlap_applies(job)) {  // (ZeRO-3 always overlaps: no default to take there)
     // Megatron-LM's local DDP (2021-22) all-reduced the gradients after the last micro-batch's
     // backward, and DeepSpeed's pipeline engine reduced them after the whole batch: neither
     // overlapped. Megatron-Core's --overlap-grad-reduce and --overlap-param-gather came in 2023.

@@ -79,9 +79,6 @@ struct ParallelismPlan {
   // Whether the data-parallel gradient reduction is a reduce-scatter (else an all-reduce).
   [[nodiscard]] bool reduce_scatters_gradients() const { return zero_stage >= 1 && !whole_gradient_all_reduce(); }
   [[nodiscard]] int gpus() const { return tp * pp * dp * cp; }
-  // Whether overlap_grad_reduce and overlap_param_gather mean anything: not under ZeRO-3 (FSDP gathers
-  // and reduces around every pass) nor without data-parallel ranks.
-  [[nodiscard]] bool dp_overlap_applies() const { return zero_stage < 3 && dp * cp > 1; }
 };
 
 struct TrainingJob {
@@ -339,6 +336,11 @@ int expert_data_parallel_size(const ParallelismPlan& plan);
 // each expert on both TP ranks, which route different tokens). A dense model has no expert group,
 // whatever tp makes expert_data_parallel_size.
 bool reduces_gradients(const TrainingJob& job);
+// Whether overlap_grad_reduce and overlap_param_gather mean anything: not under ZeRO-3 (FSDP gathers
+// and reduces around every pass) nor where no gradients are reduced across ranks (an MoE model's
+// expert group counts: it had been left out, and a plan search took such a plan's settings as not
+// applying).
+bool dp_overlap_applies(const TrainingJob& job);
 // The rank distance between neighbouring pipeline stages in the attention's mapping (rank_of) and in
 // the experts'. Where they differ, an expert group would span stages.
 int dense_stage_stride(const ParallelismPlan& plan);
