@@ -661,10 +661,12 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
     }
     double peak = peak_live_bytes(p, micro, s, chunk_bytes);
     if (job.recompute == Recompute::full) {
-      // The backward pass re-materialises one layer's activations at a time.
+      // The backward pass re-materialises one layer's activations at a time, on the input already
+      // kept (its first norm saves that same tensor, counted once: it had been counted twice, and a
+      // one-layer stage under full recompute needed more than without recompute).
       double layer_full = layer_activation_bytes(m, 0, shard, Recompute::none);
       if (m.moe) layer_full = std::max(layer_full, layer_activation_bytes(m, m.moe->dense_layers, shard, Recompute::none));
-      peak += layer_full;
+      peak += layer_full - layer_activation_bytes(m, 0, shard, Recompute::full);
     }
     sm.activations = Bytes(peak);
     sm.comm_buffers = Bytes(kNcclBytesPerCommunicator * communicators);

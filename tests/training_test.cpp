@@ -211,6 +211,20 @@ TEST_CASE("memory follows the ZeRO paper: 16 bytes per parameter and its stage 1
   CHECK((s.weights + s.gradients + s.optimizer).value() / n == Approx(18.0));
 }
 
+TEST_CASE("full recompute re-materialises a layer on the input it kept, counted once") {
+  // A probe: a stage of one layer with one micro-batch in flight needed more activation memory under
+  // full recompute than without any, by exactly one layer input: the kept input and the re-run
+  // layer's first norm input are one tensor. Expectation: full recompute holds the kept input plus
+  // the rest of one layer, which is what no recompute holds for that one layer.
+  const hardware::HardwareProfile hw = *h100_nodes(1).gpu;
+  TrainingJob job = job_of(gpt(2, 1024, 8, 2048, 32000), 1, 2, 1, 1);
+  job.recompute = Recompute::none;
+  const double none = estimate_memory(job, hw).stages[0].activations.value();
+  job.recompute = Recompute::full;
+  const double full = estimate_memory(job, hw).stages[0].activations.value();
+  CHECK(full == Approx(none).epsilon(1e-12));
+}
+
 TEST_CASE("activation memory matches Korthikanti et al. 2022 for a GPT layer") {
   TransformerSpec m = gpt(1, 12288, 96, 2048);
   const double sbh = 2048.0 * 12288;
