@@ -172,8 +172,9 @@ class RunTrial final : public sim::EventHandler {
     // Mixed: a deadline that leaves less slack than one interruption on spot is expected to cost
     // starts on on-demand, as an interruption later on would switch (every trial of a deadline just
     // past on-demand's time had started on spot, switched at its first interruption and ended late).
-    // A fresh start on on-demand pays no restart, which on_demand_time() counts for a switch.
-    if (plan_.spot && plan_.deadline > 0 && on_demand_time() - restart_ + reserve() > plan_.deadline) {
+    // A fresh start on on-demand pays no restart, which on_demand_time() counts for a switch: hence
+    // the restart taken off.
+    if (plan_.spot && past_deadline_after(-restart_)) {
       switch_to_on_demand();
       result_.started_on_demand = true;
     }

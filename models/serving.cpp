@@ -378,6 +378,7 @@ class Replica final : public sim::EventHandler {
   void unref_prefix(Sequence& s);
   void register_prefix(Sequence& s);
   void push_waiting_front(int i);
+  void recompute_later(int i);
   void preempt(int victim);
   void step();
   bool admit_static(std::vector<int>& batch, int& budget);
@@ -784,6 +785,13 @@ void Replica::preempt(int i) {
     swapped_.push_back(i);
     return;
   }
+  recompute_later(i);
+}
+
+// Sequence i gives up what it computed and its prefix, and waits at the head of the queue to compute
+// it again.
+void Replica::recompute_later(int i) {
+  Sequence& s = seq(i);
   s.blocks = 0;
   s.computed = 0;
   unref_prefix(s);
@@ -919,10 +927,7 @@ void Replica::step() {
       swap_free_ += static_cast<double>(s.blocks) * block_bytes_;
       --run_.swaps;  // recomputed after all: not among the preemptions swapped to host memory
       s.swapped = false;
-      s.blocks = 0;
-      s.computed = 0;
-      unref_prefix(s);
-      push_waiting_front(i);
+      recompute_later(i);
       swap_in();
     }
     // Then waiting requests, first come first served, while the limits and the watermark allow (none
