@@ -47,7 +47,8 @@ std::string plan_summary(const models::TrainingJob& job) {
   std::string s = fmt::format("TP{} PP{} DP{} CP{} EP{}", p.tp, p.pp, p.dp, p.cp, p.ep);
   if (p.etp > 1) s += fmt::format(" ETP{}", p.etp);
   if (p.pp > 1) {
-    s += fmt::format(", {}{}", to_string(p.schedule), p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "");
+    s += fmt::format(", {}{}", to_string(p.schedule),
+                     p.vpp > 1 ? fmt::format(" (vpp {}{})", p.vpp, p.microbatch_group > 0 ? fmt::format(", micro-batches in groups of {}", p.microbatch_group) : "") : "");
     s += p.p2p_overlapped() ? ", overlapped pipeline sends" : ", blocking pipeline sends";
   }
   if (p.tp > 1) s += p.sequence_parallel ? ", sequence parallel" : ", no sequence parallel";

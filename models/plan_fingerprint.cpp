@@ -56,7 +56,7 @@ static_assert(field_count<TransformerSpec>() == 16, "TransformerSpec changed: up
 static_assert(field_count<MoeSpec>() == 7, "MoeSpec changed: update results_inputs");
 static_assert(field_count<MlaSpec>() == 5, "MlaSpec changed: update results_inputs");
 // A plan's fields are in its key (plan_key) or among the settings kept from the scenario.
-static_assert(field_count<ParallelismPlan>() == 19, "ParallelismPlan changed: update plan_key or results_inputs' kept settings");
+static_assert(field_count<ParallelismPlan>() == 20, "ParallelismPlan changed: update plan_key or results_inputs' kept settings");
 static_assert(field_count<TrainingJob>() == 8, "TrainingJob changed: update plan_key or results_inputs");
 
 void add_profile(Fnv& f, const hardware::HardwareProfile& hw) {
@@ -134,7 +134,8 @@ nlohmann::json results_inputs(const TrainingJob& base, const std::vector<SearchS
                          {"overlap_p2p", p.overlap_p2p ? nlohmann::json(*p.overlap_p2p) : nlohmann::json("unset")},
                          {"bucket_parameters", p.bucket_parameters},
                          {"grad_accumulation_fusion", p.grad_accumulation_fusion},
-                         {"all_reduce_gradients", p.all_reduce_gradients}};
+                         {"all_reduce_gradients", p.all_reduce_gradients},
+                         {"microbatch_group", p.microbatch_group}};
   nlohmann::json sys = nlohmann::json::array();
   for (const SearchSystem& s : systems) {
     const topology::Topology& t = *s.topology;

@@ -22,7 +22,7 @@ std::string system_digest(const topology::Topology& topo);
 // fields a person can compare: clustersim's version and the digest of its simulator's sources; the
 // model; precision, global batch, gradient bytes and tokens to train; the plan settings the search
 // keeps from the scenario (the schedule without interleaving, pipeline-send overlap, bucket size, gradient-accumulation fusion,
-// whole-gradient all-reduce); and each system in order (topology name, GPU, GPU count, digest).
+// whole-gradient all-reduce, micro-batch group); and each system in order (topology name, GPU, GPU count, digest).
 // Left out because they change no plan's numbers: the space's lists, prices, the scenario's own
 // plan (beyond the settings above), names and descriptions.
 nlohmann::json results_inputs(const TrainingJob& base, const std::vector<SearchSystem>& systems);

@@ -451,6 +451,12 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
   p.schedule = searched_schedule(base.plan, c.pp, c.vpp);
   j.micro_batch = c.micro;
   j.recompute = c.recompute;
+  // The scenario's micro-batch group where this plan can run it (Megatron-Core's range and last
+  // group, check_job's rule), else Megatron-Core's default of pp.
+  const int group = base.plan.microbatch_group;
+  const std::int64_t micro = c.micro > 0 && c.dp > 0 ? base.global_batch / checked_product({c.micro, c.dp}) : 0;
+  const bool runs = c.vpp > 1 && group >= c.pp && group <= micro && (micro % group == 0 || micro % group >= c.pp);
+  p.microbatch_group = runs ? group : 0;
   return j;
 }
 
@@ -524,6 +530,7 @@ std::string plan_key(const TrainingJob& j, int unfilled_gpus) {
   if (!p.grad_accumulation_fusion) s += " grad_fusion=0";
   if (p.whole_gradient_all_reduce()) s += " grad_all_reduce=1";
   if (p.etp > 1) s += fmt::format(" etp={}", p.etp);
+  if (p.vpp > 1 && p.microbatch_group > 0) s += fmt::format(" mb_group={}", p.microbatch_group);
   return s;
 }
 
@@ -531,6 +538,7 @@ std::string plan_text(const TrainingJob& j, int unfilled_gpus) {
   const auto& p = j.plan;
   std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
   if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
+  if (p.vpp > 1 && p.microbatch_group > 0) s += fmt::format(" groups of {}", p.microbatch_group);
   if (p.pp > 1 && p.schedule == PipelineSchedule::gpipe) s += " GPipe";
   if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
   if (p.ep > 1) s += fmt::format(" EP{}", p.ep);

@@ -19,11 +19,12 @@ struct Pass {
 
 // The order a pipeline stage runs its passes in: GPipe (every forward, then every backward), 1F1B
 // (PipeDream-Flush: pp - stage - 1 warm-up forwards, then one forward and one backward in turn),
-// or Megatron's interleaved 1F1B over vpp chunks (Narayanan et al. 2021, section 2.2.2).
+// or Megatron's interleaved 1F1B over vpp chunks (Narayanan et al. 2021, section 2.2.2) in
+// Megatron-Core's groups of plan.vp_group() micro-batches a chunk.
 std::vector<Pass> schedule_order(const ParallelismPlan& plan, int micro_batches, int stage);
 // The most activation bytes a stage holds at once under that order, when each micro-batch leaves
-// chunk_bytes[c] stored in chunk c from its forward until its backward (in O(pp x vpp), not in
-// the order's length).
+// chunk_bytes[c] stored in chunk c from its forward until its backward (in O(group x vpp) when the
+// groups are whole, not in the order's length).
 double peak_live_bytes(const ParallelismPlan& plan, int micro_batches, int stage, const std::vector<double>& chunk_bytes);
 
 // Layers [first, first + count) of each model chunk, indexed chunk * pp + stage (chunk_layers' split).

@@ -138,9 +138,33 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
                      "simulated (raise the micro batch or dp{})",
                      tasks, micro, p.vpp, p.pp, splits_every_pass(p) ? ", split into their layers" : "", kMaxComputeTasks, p.vpp > 1 ? ", or lower vpp" : ""));
   }
-  if (p.schedule == PipelineSchedule::interleaved && micro % p.pp != 0) {
-    fail("batch.global", fmt::format("interleaved 1F1B needs the micro-batches per step ({} = {} / ({} x {})) to be a multiple of pp = {}", micro,
-                     job.global_batch, job.micro_batch, p.dp, p.pp));
+  if (p.schedule == PipelineSchedule::interleaved) {
+    // Megatron-Core's checks (forward_backward_pipelining_with_interleaving): groups of pp to all the
+    // step's micro-batches, and a last group that is whole or at least pp (a smaller one would leave
+    // the later stages waiting on the earlier ones).
+    const int group = p.vp_group();
+    const std::string micro_text = fmt::format("{} = {} / ({} x {})", micro, job.global_batch, job.micro_batch, p.dp);
+    if (p.microbatch_group > 0 && (group < p.pp || group > micro)) {
+      fail("parallelism.microbatch_group",
+           fmt::format("microbatch_group = {} must lie between pp = {} and the step's micro-batches ({})", group, p.pp, micro_text));
+    }
+    if (micro < p.pp) {
+      fail("batch.global", fmt::format("interleaved 1F1B needs at least pp = {} micro-batches per step, found {}", p.pp, micro_text));
+    }
+    if (const int rest = micro % group; rest > 0 && rest < p.pp) {
+      if (p.microbatch_group > 0) {
+        fail("parallelism.microbatch_group",
+             fmt::format("microbatch_group = {} leaves a last group of {} micro-batches ({} mod {}), fewer than pp = {}; Megatron-Core refuses it (the later "
+                         "stages would wait on the earlier ones)",
+                         group, rest, micro, group, p.pp));
+      }
+      int fits = p.pp;  // the smallest group Megatron-Core runs: micro itself at the latest
+      while (micro % fits != 0 && micro % fits < p.pp) ++fits;
+      fail("batch.global", fmt::format("interleaved 1F1B in groups of pp = {} micro-batches (Megatron-Core's default) needs the micro-batches per step ({}) to be a "
+                                       "multiple of pp; or set parallelism.microbatch_group to a group size from {} to {} whose remainder is 0 or at least {} "
+                                       "(the smallest: {})",
+                                       p.pp, micro_text, p.pp, micro, p.pp, fits));
+    }
   }
   if (m.seq_len % (2 * p.cp) != 0 && p.cp > 1) {
     fail("parallelism.cp", fmt::format("cp = {}: seq_len {} must split into 2 x cp load-balanced chunks", p.cp, m.seq_len));

@@ -46,6 +46,10 @@ void read_parallelism(const yaml::Node& node, ParallelismPlan& p) {
   p.etp = m.get_or<int>("etp", 1, positive);
   p.vpp = m.get_or<int>("vpp", 1, positive);
   if (p.vpp > 1 && p.pp == 1) m.at("vpp", "").fail("1 when pp is 1 (interleaving splits each pipeline stage's layers into chunks)", std::to_string(p.vpp));
+  p.microbatch_group = m.get_or<int>("microbatch_group", 0, positive);
+  if (p.microbatch_group > 0 && p.vpp == 1) {
+    m.at("microbatch_group", "").fail("no microbatch_group when vpp is 1 (it groups the micro-batches of the interleaved schedule)", std::to_string(p.microbatch_group));
+  }
   p.sequence_parallel = m.get_or<bool>("sequence_parallel", p.tp > 1);
   p.tp_overlap = m.get_or<bool>("tp_overlap", false);
   p.zero_stage = m.get_or<int>("zero_stage", 1, yaml::in_range(0, 3, "a ZeRO stage 0, 1, 2 or 3"));

@@ -235,6 +235,39 @@ TEST_CASE("plan search: vpp all with uneven layers tries every depth at which ea
   CHECK(depths == std::set<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
 }
 
+TEST_CASE("plan search: the scenario's micro-batch group is kept where a plan can run it, else Megatron-Core's default") {
+  // Expectation: groups of 6 run at pp 2 (6 micro-batches) and pp 4 (12); pp 8 (24 micro-batches)
+  // needs groups of at least 8, so it takes the default of pp; at pp 2 with micro 2 (3 micro-batches)
+  // neither 6 nor the default group of 2 runs, and the plan is refused with check_job's reason.
+  test::TempDir dir;
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: groups
+  kind: training
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  parallelism: {tp: 1, pp: 4, vpp: 2, dp: 2, microbatch_group: 6}
+  batch: {micro: 1, global: 24}
+  search: {gpus: [8], tp: [1], pp: [2, 4, 8], vpp: [2], micro: [1, 2], recompute: [full]}
+)");
+  const TrainingScenario sc = load_training_scenario(file);
+  SearchOptions opt;
+  opt.threads = 1;
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, opt);
+  std::map<std::pair<int, int>, std::string> keys;  // (pp, micro) -> key
+  for (const auto& o : r.outcomes) {
+    keys[{o.plan.pp, o.plan.micro}] = r.key(o);
+    if (o.plan.pp == 2 && o.plan.micro == 2) {
+      CHECK(o.status == PlanOutcome::Status::constraint);
+      CHECK_THAT(o.reason, Catch::Contains("multiple of pp"));
+    }
+  }
+  REQUIRE(keys.size() == 6);
+  CHECK_THAT(keys.at({2, 1}), Catch::Contains("mb_group=6"));
+  CHECK_THAT(keys.at({4, 1}), Catch::Contains("mb_group=6"));
+  CHECK_THAT(keys.at({8, 1}), !Catch::Contains("mb_group"));
+  CHECK_THAT(keys.at({4, 2}), Catch::Contains("mb_group=6"));  // 6 micro-batches: one group
+}
+
 TEST_CASE("plan search: on a fabric that hashes flows the bound leaves data-parallel traffic out, and holds") {
   // Expectation: Llama 3 8B on 64 GPUs of the shipped 3-tier RoCE Clos, gradients reduced after the
   // backward pass. A collective timed alone there is no lower bound: the step's own flows hash onto

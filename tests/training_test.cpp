@@ -311,27 +311,83 @@ TEST_CASE("schedules run every pass once, backward after forward, with 1F1B's wa
   }
 }
 
+TEST_CASE("the interleaved schedule runs Megatron-Core's table of micro-batch groups") {
+  // schedules.py's own example: PP 2, VP 2, 5 micro-batches in groups of 3 (N3M5): virtual
+  // micro-batches 0-9 run micro-batches 0 1 2 0 1 2 3 4 3 4 on chunks 0 0 0 1 1 1 0 0 1 1.
+  ParallelismPlan p;
+  p.pp = 2;
+  p.vpp = 2;
+  p.schedule = PipelineSchedule::interleaved;
+  p.microbatch_group = 3;
+  for (int stage = 0; stage < 2; ++stage) {
+    std::vector<std::pair<int, int>> forwards, backwards;
+    for (const Pass& x : schedule_order(p, 5, stage)) (x.forward ? forwards : backwards).push_back({x.micro, x.chunk});
+    CHECK(forwards == std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}, {3, 0}, {4, 0}, {3, 1}, {4, 1}});
+    // Backward passes take the same table with the chunks reversed.
+    CHECK(backwards == std::vector<std::pair<int, int>>{{0, 1}, {1, 1}, {2, 1}, {0, 0}, {1, 0}, {2, 0}, {3, 1}, {4, 1}, {3, 0}, {4, 0}});
+  }
+  // Warm-up (get_pp_rank_microbatches): 2 per later stage plus a group per chunk past the first.
+  const auto warmup = [&](int micro, int stage) {
+    int n = 0;
+    for (const Pass& x : schedule_order(p, micro, stage)) {
+      if (!x.forward) break;
+      ++n;
+    }
+    return n - 1;  // the first steady forward precedes the first backward
+  };
+  CHECK(warmup(5, 0) == 2 + 3);
+  CHECK(warmup(5, 1) == 0 + 3);
+  // Groups of pp (the default) are the table of Narayanan et al.'s interleaving.
+  for (int pp : {2, 3, 4}) {
+    for (int vpp : {2, 3}) {
+      ParallelismPlan d;
+      d.pp = pp;
+      d.vpp = vpp;
+      d.schedule = PipelineSchedule::interleaved;
+      const int micro = 4 * pp;
+      std::vector<Pass> forwards;
+      for (const Pass& x : schedule_order(d, micro, 0)) {
+        if (x.forward) forwards.push_back(x);
+      }
+      REQUIRE(forwards.size() == static_cast<std::size_t>(micro * vpp));
+      for (int k = 0; k < micro * vpp; ++k) {
+        CHECK(forwards[static_cast<std::size_t>(k)].micro == k / (pp * vpp) * pp + k % pp);
+        CHECK(forwards[static_cast<std::size_t>(k)].chunk == k % (pp * vpp) / pp);
+      }
+    }
+  }
+}
+
 TEST_CASE("the peak of stored activations, found in one period of the schedule, is the full walk's peak") {
   for (PipelineSchedule schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved}) {
     for (int pp : {1, 2, 3, 4, 8}) {
       for (int vpp : {1, 2, 3, 4}) {
         if ((schedule == PipelineSchedule::interleaved) != (vpp > 1)) continue;
-        for (int micro : {1, 2, 3, 4, 8, 12, 24, 64}) {
-          if (schedule == PipelineSchedule::interleaved && micro % pp != 0) continue;
-          ParallelismPlan p;
-          p.pp = pp;
-          p.vpp = vpp;
-          p.schedule = schedule;
-          std::vector<double> bytes;
-          for (int c = 0; c < vpp; ++c) bytes.push_back(1.0 + 0.37 * c + (c == vpp - 1 ? 2.5 : 0.0));  // the last chunk holds the logits
-          for (int stage = 0; stage < pp; ++stage) {
-            double live = 0, peak = 0;
-            for (const Pass& x : schedule_order(p, micro, stage)) {
-              live += x.forward ? bytes[static_cast<std::size_t>(x.chunk)] : -bytes[static_cast<std::size_t>(x.chunk)];
-              peak = std::max(peak, live);
+        for (int micro : {1, 2, 3, 4, 8, 10, 12, 24, 64}) {
+          for (int group : {0, pp + 1, pp + 2, 2 * pp, micro}) {
+            if (group > 0 && schedule != PipelineSchedule::interleaved) continue;
+            const int n = group > 0 ? group : pp;  // Megatron-Core's rule (check_job)
+            if (schedule == PipelineSchedule::interleaved && (n < pp || n > micro || (micro % n != 0 && micro % n < pp))) continue;
+            ParallelismPlan p;
+            p.pp = pp;
+            p.vpp = vpp;
+            p.schedule = schedule;
+            p.microbatch_group = group;
+            std::vector<double> bytes;
+            for (int c = 0; c < vpp; ++c) bytes.push_back(1.0 + 0.37 * c + (c == vpp - 1 ? 2.5 : 0.0));  // the last chunk holds the logits
+            for (int stage = 0; stage < pp; ++stage) {
+              double live = 0, peak = 0;
+              std::set<std::tuple<bool, int, int>> seen;
+              for (const Pass& x : schedule_order(p, micro, stage)) {
+                CHECK(seen.insert({x.forward, x.micro, x.chunk}).second);
+                if (!x.forward) CHECK(seen.count({true, x.micro, x.chunk}) == 1);
+                live += x.forward ? bytes[static_cast<std::size_t>(x.chunk)] : -bytes[static_cast<std::size_t>(x.chunk)];
+                peak = std::max(peak, live);
+              }
+              INFO(fmt::format("{} pp {} vpp {} micro {} group {} stage {}", to_string(schedule), pp, vpp, micro, group, stage));
+              CHECK(seen.size() == static_cast<std::size_t>(2 * micro * vpp));
+              CHECK(peak_live_bytes(p, micro, stage, bytes) == Approx(peak).epsilon(1e-12));
             }
-            INFO(fmt::format("{} pp {} vpp {} micro {} stage {}", to_string(schedule), pp, vpp, micro, stage));
-            CHECK(peak_live_bytes(p, micro, stage, bytes) == Approx(peak).epsilon(1e-12));
           }
         }
       }
@@ -360,6 +416,27 @@ TEST_CASE("the 1F1B bubble is (p-1)/(m+p-1), divided by vpp when interleaved") {
   job.plan.schedule = PipelineSchedule::interleaved;
   r = simulate_training(job, topo);
   CHECK(r.breakdown.bubble / r.step_time.value() == Approx(((p - 1) / 2) / (m + (p - 1) / 2)).epsilon(0.05));
+  // Larger micro-batch groups (Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage)
+  // hold more activations but leave the bubble as it was.
+  const double pp_groups = r.step_time.value();
+  job.plan.microbatch_group = 8;
+  r = simulate_training(job, topo);
+  CHECK(r.step_time.value() == Approx(pp_groups).epsilon(0.01));
+  // Groups also run step sizes that are no multiple of pp: 10 micro-batches in groups of 6 and 4.
+  job.global_batch = 10;
+  job.plan.microbatch_group = 6;
+  r = simulate_training(job, topo);
+  CHECK(r.breakdown.bubble / r.step_time.value() == Approx(((p - 1) / 2) / (10 + (p - 1) / 2)).epsilon(0.05));
+  job.plan.microbatch_group = 0;
+  CHECK_THROWS_WITH(simulate_training(job, topo), Catch::Contains("to be a multiple of pp") && Catch::Contains("(the smallest: 5)"));
+  job.plan.microbatch_group = 7;  // a last group of 3
+  CHECK_THROWS_WITH(simulate_training(job, topo), Catch::Contains("leaves a last group of 3 micro-batches (10 mod 7), fewer than pp = 4"));
+  job.plan.microbatch_group = 3;
+  CHECK_THROWS_WITH(simulate_training(job, topo), Catch::Contains("microbatch_group = 3 must lie between pp = 4 and the step's micro-batches"));
+  job.plan.microbatch_group = 11;
+  CHECK_THROWS_WITH(simulate_training(job, topo), Catch::Contains("must lie between pp = 4 and the step's micro-batches (10 = 10 / (1 x 1))"));
+  job.global_batch = 16;
+  job.plan.microbatch_group = 0;
   job.plan.vpp = 1;
   job.plan.schedule = PipelineSchedule::gpipe;
   r = simulate_training(job, topo);

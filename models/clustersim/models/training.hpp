@@ -48,6 +48,12 @@ struct ParallelismPlan {
   // models set 1). 1: whole experts.
   int etp = 1;
   int vpp = 1;  // model chunks per pipeline rank (interleaved 1F1B when > 1)
+  // Interleaved 1F1B: micro-batches that run through one model chunk before the stage turns to the
+  // next (Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage); 0: pp, its default.
+  // Megatron-Core runs it from pp to the step's micro-batches, with a last, smaller group of 0 or
+  // at least pp (schedules.py, forward_backward_pipelining_with_interleaving).
+  int microbatch_group = 0;
+  [[nodiscard]] int vp_group() const { return microbatch_group > 0 ? microbatch_group : pp; }
   bool sequence_parallel = false;
   bool tp_overlap = false;  // tensor-parallel collectives pipelined with their GEMMs
   bool flash_attention = true;  // fused attention; false: Megatron's unfused path (scores, softmax, dropout, context)
