@@ -355,6 +355,8 @@ nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& o
         days = r.time_to_train.value() / 86400.0;
       } catch (const std::invalid_argument&) {
         continue;  // this degree breaks a constraint (batch, interleaving, cluster size)
+      } catch (const sim::TimeRangeError&) {
+        continue;  // this degree's step runs past the clock (fewer replicas on a very slow system)
       }
     }
     points.push_back({{"dp", d}, {"gpus", job.plan.gpus()}, {"step_s", step}, {"mfu", mfu}, {"days", sc.job.token_budget > 0 ? days : 0.0},

@@ -53,6 +53,9 @@ std::vector<std::pair<double, bool>> read_availability_trace(const std::filesyst
       throw InputError(where(number), "row", "hours >= 0 and 0 or 1", "'" + line + "'");
     }
     if (!(hours >= 0) || !std::isfinite(hours) || (state != 0 && state != 1)) throw InputError(where(number), "row", "hours >= 0 and 0 or 1", "'" + line + "'");
+    if (const double most = simulated_time_limit_s() / 3600.0; hours > most) {
+      throw InputError(where(number), "hours", fmt::format("a time from 0 to {:.3g} hours (the simulator's clock)", most), fmt::format("{:g}", hours));
+    }
     if (out.empty() && hours != 0) throw InputError(where(number), "hours", "0 on the first row", fmt::format("{:g}", hours));
     if (!out.empty() && hours <= out.back().first / 3600.0) {
       throw InputError(where(number), "hours", fmt::format("a time after the previous row's ({:g})", out.back().first / 3600.0), fmt::format("{:g}", hours));

@@ -23,6 +23,7 @@
 #include "clustersim/common/input_file.hpp"
 #include "clustersim/common/pareto.hpp"
 #include "clustersim/reports/atomic_file.hpp"
+#include "clustersim/sim/time.hpp"
 #include "plan_fingerprint.hpp"
 #include "training_internal.hpp"
 
@@ -399,6 +400,13 @@ class BoundModel {
   std::map<std::string, LayerTimes> cache_;
   std::map<std::string, double> collectives_;  // times together, by op, bytes and groups
 };
+
+}  // namespace
+
+namespace {
+
+// A plan whose step runs past the simulator's clock is one plan out of the search, not the search's end.
+std::string past_the_clock(const sim::TimeRangeError& e) { return fmt::format("its step runs past the simulator's clock: {}", e.what()); }
 
 }  // namespace
 
@@ -800,7 +808,12 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       if (!mem.fits()) {
         o.status = PlanOutcome::Status::memory;
       } else {
-        o.lower_bound_s = (*models[static_cast<std::size_t>(c.system)])(j);
+        try {
+          o.lower_bound_s = (*models[static_cast<std::size_t>(c.system)])(j);
+        } catch (const sim::TimeRangeError& e) {
+          o.status = PlanOutcome::Status::constraint;
+          o.reason = past_the_clock(e);
+        }
       }
     }
     return o;
@@ -1054,6 +1067,9 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       } catch (const std::invalid_argument& e) {
         o.status = PlanOutcome::Status::constraint;
         o.reason = e.what();
+      } catch (const sim::TimeRangeError& e) {
+        o.status = PlanOutcome::Status::constraint;
+        o.reason = past_the_clock(e);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();

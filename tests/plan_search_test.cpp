@@ -235,6 +235,27 @@ TEST_CASE("plan search: vpp all with uneven layers tries every depth at which ea
   CHECK(depths == std::set<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
 }
 
+TEST_CASE("plan search: a plan whose step runs past the simulator's clock is refused with its reason, and the search goes on") {
+  // Expectation: at 1 kB/s of HBM every step takes decades; the plans whose steps pass the clock's
+  // 146 years are refused one by one (they had ended the whole search with the clock's error).
+  TrainingScenario sc = small();
+  topology::Topology slow = *sc.topology;
+  hardware::HardwareProfile hw = *slow.gpu;
+  hw.memory_bandwidth = BytesPerSec(1e3);
+  slow.gpu = std::make_shared<const hardware::HardwareProfile>(hw);
+  sc.job.global_batch = 128;
+  SearchOptions opt;
+  opt.threads = 1;
+  const SearchResult r = search_plans(sc.job, slow, sc.search, opt);
+  int past = 0, simulated = 0;
+  for (const auto& o : r.outcomes) {
+    if (o.status == PlanOutcome::Status::constraint && o.reason.find("runs past the simulator's clock") != std::string::npos) ++past;
+    if (o.status == PlanOutcome::Status::simulated) ++simulated;
+  }
+  CHECK(past > 0);
+  CHECK(simulated > 0);
+}
+
 TEST_CASE("plan search: the scenario's micro-batch group is kept where a plan can run it, else Megatron-Core's default") {
   // Expectation: groups of 6 run at pp 2 (6 micro-batches) and pp 4 (12); pp 8 (24 micro-batches)
   // needs groups of at least 8, so it takes the default of pp; at pp 2 with micro 2 (3 micro-batches)
