@@ -67,6 +67,8 @@ void training_cost(const Options& o) {
   if (o.trials > 0) cost.options.trials = o.trials;
   if (o.seed) cost.options.seed = *o.seed;
   const models::TrainingResult r = models::simulate_training(sc.job, *sc.topology);
+  // `run` and `plan` say so; a price of a run that cannot start must too.
+  if (!r.memory.fits()) cost.notes.insert(cost.notes.begin(), fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", r.memory.verdict()));
   models::RunSpec run;
   run.work_s = r.time_to_train.value();
   std::set<int> nodes;
@@ -119,6 +121,7 @@ void training_cost(const Options& o) {
   j["gpus_billed"] = run.gpus;
   j["nodes"] = run.nodes;
   j["step_time_s"] = r.step_time.value();
+  j["fits_in_memory"] = r.memory.fits();
   j["train_tokens"] = run.tokens;
   j["failure_free_days"] = run.work_s / kDay;
   j["checkpoint"] = {{"bytes", run.checkpoint.bytes},

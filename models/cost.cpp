@@ -805,7 +805,17 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       const double needed = one_segment ? 1.0 : std::ceil(run.work_s / tau - 1e-9);  // the job's segments
       const double end = std::min(horizon, restart + needed * step);
       const auto attempt = [&](double t) { return L.survival(t) * std::exp(-lambda * t); };
-      hold = lambda > 0 ? integral(attempt, 0.0, end) : L.held_between(0, end);
+      // The integral of S(t) e^(-lambda t): in closed form for shape 1 (Poisson holds a lifetime cuts:
+      // e^(-mu t), mu = 1/eta' + lambda), where the quadrature took 4 ms a call and a break-even
+      // that searches the interval at each rate it tries took seconds.
+      const auto attempts_between = [&](double a, double b) {
+        if (L.k != 1.0) return integral(attempt, a, b);
+        b = std::min(b, L.lifetime);
+        if (!(a < b)) return 0.0;
+        const double mu = 1.0 / L.eta + lambda;
+        return mu > 0 ? std::exp(-mu * a) * -std::expm1(-mu * (b - a)) / mu : b - a;
+      };
+      hold = lambda > 0 ? attempts_between(0.0, end) : L.held_between(0, end);
       // (A notice too short to save in is no use: the job works on until the capacity goes.)
       const auto saved = [&](double t) { return L.survival(t) * std::exp(-lambda * t); };  // t: from the hold's start
       // Segment j is saved once its checkpoint is durable: at R + j s, or an async write later.
@@ -818,7 +828,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         // Too many to add one by one: the sum as an integral over its midpoints, exactly.
         segments = L.held_between(first + step / 2, first + (count + 0.5) * step) / step;
       } else {
-        segments = integral(saved, first + step / 2, first + (count + 0.5) * step) / step;
+        segments = attempts_between(first + step / 2, first + (count + 0.5) * step) / step;
       }
       if (segments > 0) held = std::max(run.work_s, run.work_s / tau * hold / segments - attempt(end) * restart);
       // A hold ends in a preemption unless a failure or the job's end comes first.
@@ -854,18 +864,30 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     const double wait = plan.mean_wait();
     c.noticed_rate = noticed ? preempt_rate : 0.0;
     const bool weibull = plan.spot && plan.preemption.kind == PreemptionProcess::Kind::weibull && plan.preemption.scale_hours > 0;
-    const bool cut_poisson = plan.spot && plan.preemption.kind == PreemptionProcess::Kind::poisson && plan.max_lifetime > 0;
-    if (weibull || cut_poisson) {
+    // (A trace that never has capacity has no holds to cut: the exponential form's infinite rate says so.)
+    const bool cut = plan.spot && !weibull && plan.max_lifetime > 0 &&
+                     !(plan.preemption.kind == PreemptionProcess::Kind::trace && !std::isfinite(plan.preemption.trace_losses_per_available_hour()));
+    if (weibull || cut) {
       Plan holds = plan;
-      if (cut_poisson) {
+      if (cut) {
         // A lifetime cuts the exponential holds: they are no longer memoryless, and taking them as
         // exponential at one over the mean hold was up to 35% under the trials (3 h lifetimes, holds
         // of 31 h on average: nearly every hold ends at its lifetime). The renewal form follows the
         // cut holds, as a Weibull of shape 1 (the same holds, draw for draw; at rate 0 every hold
-        // lasts the lifetime). `preempt_rate` is then the plan's own.
+        // lasts the lifetime). `preempt_rate` is then the plan's own. Poisson preemptions per node,
+        // a trace's losses as Poisson at its rate for the whole job (as preemption_rate takes them),
+        // none at all: each hold lasts its lifetime (until 2026-12-07 these last two took the
+        // exponential form at one over the lifetime: 18% slow beside the same market as a Poisson
+        // rate of 1e-9, and a 17-minute lifetime's interval saved nothing).
         holds.preemption.kind = PreemptionProcess::Kind::weibull;
         holds.preemption.shape = 1.0;
-        holds.preemption.scale_hours = plan.preemption.rate_per_node_hour > 0 ? 1.0 / plan.preemption.rate_per_node_hour : kInfinity;
+        double per_hour = 0;
+        if (plan.preemption.kind == PreemptionProcess::Kind::poisson) per_hour = plan.preemption.rate_per_node_hour;
+        if (plan.preemption.kind == PreemptionProcess::Kind::trace) {
+          per_hour = plan.preemption.trace_losses_per_available_hour();
+          holds.preemption.zone = true;  // the trace's rate is the whole job's, not a node's
+        }
+        holds.preemption.scale_hours = per_hour > 0 ? 1.0 / per_hour : kInfinity;
       }
       weibull_closed_form(c, holds, noticed, wait);
       if (fixed_interval || run.checkpoint.interval_s > 0 || !std::isfinite(c.mtbi) || noticed) return c;
@@ -889,6 +911,25 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         taus[static_cast<std::size_t>(i)] = lo * std::pow(hi / lo, double(i) / kScan);
         const double w = wall_at(taus[static_cast<std::size_t>(i)]);
         if (w < best) best = w, best_tau = taus[static_cast<std::size_t>(i)];
+      }
+      // Holds cut at a lifetime T make the form saw-toothed: a hold saves the segments that end by
+      // T, each at R + W + j (tau + delta), and each count j of them is best at the longest
+      // interval that still fits it, (T - R - W) / j - delta (taken 1 ms short), between scan points
+      // (a 2 h lifetime: the scan took 8 min where 52 min was 3.5% faster, and 5,000 times the
+      // preemptions came out faster and cheaper). So those too: every count for holds of shape 1
+      // (Poisson, or none, cut at the lifetime: a closed form each), the 64 counts from half the
+      // scan's best for other shapes (a quadrature each; the scan's points are 12% apart).
+      if (plan.max_lifetime > 0) {
+        const double room = plan.max_lifetime - restart - write;
+        const bool cheap = holds.preemption.shape == 1.0;
+        const double first_j = cheap ? 1.0 : std::max(1.0, std::floor(room / (best_tau + ck) / 2));
+        const double last_j = std::min(std::floor(room / (lo + ck)), first_j + (cheap ? 4096 : 64));
+        for (double j = first_j; room > 0 && j <= last_j; ++j) {
+          const double tau = room / j - ck - 1e-3;
+          if (tau < lo || tau > hi) continue;
+          const double w = wall_at(tau);
+          if (w < best) best = w, best_tau = tau;
+        }
       }
       const auto at = std::lower_bound(taus.begin(), taus.end(), best_tau);
       double a = at == taus.begin() ? lo : *std::prev(at), b = at == taus.end() || std::next(at) == taus.end() ? hi : *std::next(at);
@@ -1157,18 +1198,20 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         const double rate = with_lifetime(per_node_hour * nodes / kHour, plan.max_lifetime);
         Plan at = plan;
         at.preemption.rate_per_node_hour = per_node_hour;
-        // A lifetime's holds are priced at the row's own (searched) interval, as its trials run;
-        // memoryless ones at Daly's for each rate.
-        const ClosedForm c = closed_form(at, rate, plan.max_lifetime > 0 ? std::optional<double>(e.interval_s) : std::nullopt);
+        // At the interval that rate would take: Daly's for memoryless holds, the searched one for holds
+        // a lifetime cuts (until 2026-12-07 these kept the row's own interval, so two rows of one
+        // market and lifetime had break-evens from 0.37 to 1.03 by their own rates).
+        const ClosedForm c = closed_form(at, rate);
         return c.finite ? expected_billed_s(c.held, rate, plan.granularity) / kHour * run.gpus * plan.price : kInfinity;
       };
       const double od_cost =
           expected_billed_s(on_demand.held, 0.0, cheapest_on_demand->billing_granularity_s) / kHour * run.gpus * cheapest_on_demand->price_per_gpu_hour;
       if (cost_at(0) < od_cost) {
         double lo = 0, hi = std::max(1e-6, o.preemption.rate_per_node_hour);
-        while (cost_at(hi) < od_cost && hi < 1e3) hi *= 2;
+        while (cost_at(hi) < od_cost && hi < 1e3) lo = hi, hi *= 4;
         if (hi < 1e3) {
-          for (int i = 0; i < 100; ++i) {
+          // To 1e-5 of the rate (the table prints two digits; each point searches its interval).
+          for (int i = 0; i < 100 && hi - lo > 1e-5 * hi; ++i) {
             const double mid = 0.5 * (lo + hi);
             (cost_at(mid) < od_cost ? lo : hi) = mid;
           }

@@ -131,8 +131,14 @@ void price_search(TrainingScenario& sc, const std::optional<CostSheet>& search_s
                         : sheet              ? cheapest_on_demand(sheet->offerings, own_gpu, own_node)
                                              : nullptr;
   if (sheet && !own && (search_sheet || !sc.search.systems.empty())) {
-    const std::string what = fmt::format("cost sheet {} has no on-demand offering for the scenario's {} in nodes of {} GPUs, so plans cannot be priced",
-                                         sheet->name, own_gpu, own_node);
+    // The cost section's `offerings:` list may have left the sheet's out: say which.
+    const Offering* in_sheet = cheapest_on_demand(sheet->offerings, own_gpu, own_node);
+    const std::string what =
+        in_sheet ? fmt::format("the cost section's offerings list leaves out every on-demand offering of cost sheet {} for the scenario's {} in nodes of {} GPUs "
+                               "(such as {}), so plans cannot be priced",
+                               sheet->name, own_gpu, own_node, in_sheet->name)
+                 : fmt::format("cost sheet {} has no on-demand offering for the scenario's {} in nodes of {} GPUs, so plans cannot be priced", sheet->name,
+                               own_gpu, own_node);
     if (sheet_node) sheet_node->fail_message(what);
     if (search_node) search_node->fail_message(what);
   }

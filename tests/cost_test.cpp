@@ -1109,3 +1109,49 @@ TEST_CASE("cost: a replica that leaves or returns during an elastic restart join
   CHECK(elastic.finished == 20);
   CHECK(elastic.wall_s.mean > rows[1].wall_s.mean);
 }
+
+TEST_CASE("cost: holds cut by a lifetime take the renewal form whatever ends them, the interval that form prefers, and one break-even per market") {
+  // Expectations (a probe's cases, scaled down): a lifetime with no preemptions at all (kind none)
+  // is the same market as a Poisson rate of 1e-9 with that lifetime, in the closed form as in the
+  // trials (it had taken the exponential form at one over the lifetime: 18% slow); a higher rate
+  // never finishes sooner (the interval search had stopped between the saw-teeth a lifetime makes:
+  // 5,000 times the preemptions came out faster); the break-even rate is the market's, not the
+  // row's own (two rows of one lifetime had 0.37 and 1.03 preemptions per node-hour).
+  RunSpec run = daly_run(40 * kHour, 30, 15 * kMinute, 1e12);
+  run.nodes = 2;
+  run.gpus = 16;
+  run.reliability.failures_per_1000_node_days = 10;
+  CostOptions opt;
+  opt.trials = 200;
+  Offering none = poisson_spot(0, 0, 0);
+  none.name = "none";
+  none.preemption.kind = PreemptionProcess::Kind::none;
+  none.max_lifetime_s = 2 * kHour;
+  Offering tiny = poisson_spot(0, 0, 1e-9);
+  tiny.name = "tiny";
+  tiny.max_lifetime_s = 2 * kHour;
+  Offering more = poisson_spot(0, 0, 0.005);
+  more.name = "more";
+  more.max_lifetime_s = 2 * kHour;
+  const auto rows = estimate_costs(run, {on_demand(2.0), none, tiny, more}, opt);
+  const CostEstimate &n = rows[1], &t = rows[2], &m = rows[3];
+  REQUIRE(n.finished == n.trials);
+  CHECK(n.interval_s == Approx(t.interval_s).epsilon(1e-6));
+  CHECK(n.expected_wall_s == Approx(t.expected_wall_s).epsilon(1e-6));
+  CHECK(n.expected_wall_s == Approx(n.wall_s.mean).epsilon(0.03));
+  CHECK(t.expected_wall_s <= m.expected_wall_s);
+  CHECK(t.wall_s.mean <= m.wall_s.mean * 1.005);
+  // The interval found is no worse than any count of whole segments a hold could fit.
+  for (double j = 1; j <= 40; ++j) {
+    RunSpec fixed = run;
+    fixed.checkpoint.interval_s = (2 * kHour - (15 * kMinute)) / j - 30 - 1e-3;
+    if (fixed.checkpoint.interval_s < 30) break;
+    CostOptions one = opt;
+    one.trials = 1;
+    CHECK(estimate_costs(fixed, {on_demand(2.0), tiny}, one)[1].expected_wall_s >= t.expected_wall_s * (1 - 1e-9));
+  }
+  REQUIRE(t.break_even_preemptions_per_node_hour);
+  REQUIRE(m.break_even_preemptions_per_node_hour);
+  CHECK(*t.break_even_preemptions_per_node_hour > 0);
+  CHECK(*t.break_even_preemptions_per_node_hour == Approx(*m.break_even_preemptions_per_node_hour).epsilon(1e-3));
+}
