@@ -54,7 +54,7 @@ std::string plan_summary(const models::TrainingJob& job) {
   if (p.tp > 1) s += p.sequence_parallel ? ", sequence parallel" : ", no sequence parallel";
   if (p.tp_overlap && p.tp > 1) s += ", TP overlap";  // at TP 1 there is nothing to overlap
   s += fmt::format(", ZeRO-{}{}", p.zero_stage, p.whole_gradient_all_reduce() ? " (gradients all-reduced)" : "");
-  if (!p.grad_accumulation_fusion && p.zero_stage < 3) s += ", unfused gradient accumulation";
+  if (models::unfused_accumulation(job)) s += ", unfused gradient accumulation";
   s += job.recompute == models::Recompute::none ? ", no recompute" : fmt::format(", {} recompute", to_string(job.recompute));
   s += fmt::format(", {}", hardware::to_string(job.precision));
   return s;

@@ -61,9 +61,6 @@ double optimizer_step_seconds(const TrainingJob& job, const hardware::HardwarePr
 // fused, and under FSDP, which reduce-scatters each micro-batch's gradients and accumulates only its
 // 1/dp shard.
 double grad_accumulation_seconds(const TrainingJob& job, const hardware::HardwareProfile& hw, const StageParameters& parameters);
-// Whether every micro-batch's backward adds the weight gradients in a pass of its own (accumulation
-// not fused into the GEMMs, and not FSDP): when grad_accumulation_seconds is not 0.
-bool unfused_accumulation(const TrainingJob& job);
 // Seconds one micro-batch's backward spends on the weight gradient of the embedding table slice
 // `table` (one GPU), beyond the lookup's scatter of the tokens' rows. No fused weight-gradient GEMM
 // covers a lookup: PyTorch's embedding backward (ATen embedding_backward_cuda_kernel) first fills a

@@ -1017,6 +1017,16 @@ TEST_CASE("the embedding table's gradient is zero-filled and added into the main
   job.plan.zero_stage = 1;
   job.precision = hardware::Dtype::fp16;
   CHECK(embedding_gradient_seconds(job, *topo.gpu, table) == Approx(1e9 * 8.0 / rate));
+  // Whether the step charges unfused accumulation (and `run`'s plan line says so): not where the
+  // gradients are sharded, but alone on a GPU nothing is (a probe's plan line had said it under
+  // ZeRO-2 at dp 4, where nothing is charged, and not under ZeRO-3 at dp 1, where it is).
+  job.plan.grad_accumulation_fusion = false;
+  job.plan.zero_stage = 2;
+  job.plan.dp = 4;
+  CHECK_FALSE(unfused_accumulation(job));
+  job.plan.zero_stage = 3;
+  job.plan.dp = 1;
+  CHECK(unfused_accumulation(job));
 }
 
 namespace {

@@ -342,6 +342,10 @@ int expert_data_parallel_size(const ParallelismPlan& plan);
 // each expert on both TP ranks, which route different tokens). A dense model has no expert group,
 // whatever tp makes expert_data_parallel_size.
 bool reduces_gradients(const TrainingJob& job);
+// Whether every micro-batch's backward adds the weight gradients in a pass of its own (accumulation
+// not fused into the GEMMs, and not sharded: ZeRO-2 and FSDP accumulate only their shard, unless
+// nothing is sharded): when the step charges that pass.
+bool unfused_accumulation(const TrainingJob& job);
 // Whether overlap_grad_reduce and overlap_param_gather mean anything: not under ZeRO-3 (FSDP gathers
 // and reduces around every pass) nor where no gradients are reduced across ranks (an MoE model's
 // expert group counts: it had been left out, and a plan search took such a plan's settings as not
