@@ -76,6 +76,28 @@ double first_at_most(const std::vector<double>& speeds, double limit) {
   return speeds.back();
 }
 
+// ncclTopoCompute's pass 1 for rings, reduced to channel counts: from the first ladder speed at most
+// `limit` down, `channels(s)` channels fit at speed s; a speed replaces the best only if its
+// channels x speed is strictly larger; the search stops once channels x speed reaches `total`, or
+// once the next speed is no more than 0.49 of the best's. Returns {channels, speed}. (Until
+// 2026-12-07 the first speed was taken: 8 H800 NVLinks, 164.8 GB/s, got 2 x 60, duplicated to 4 x 30
+// = 120 GB/s, where the search goes on to 4 x 40 = 160, duplicated to 8 x 20.)
+template <typename Fit>
+std::pair<int, double> search_ring(const std::vector<double>& speeds, double limit, double total, Fit channels) {
+  int best_channels = 0;
+  double best_speed = 0;
+  for (double s : speeds) {
+    if (s > limit + 1e-9) continue;
+    if (best_speed > 0 && s <= 0.49 * best_speed) break;
+    const int n = std::min(channels(s), kMaxRingChannels);
+    if (n < 1) continue;
+    if (n * s > best_channels * best_speed + 1e-9) best_channels = n, best_speed = s;
+    if (n * s >= total - 1e-9) break;
+  }
+  if (best_channels == 0) return {1, first_at_most(speeds, limit)};
+  return {best_channels, best_speed};
+}
+
 int nsteps(CollectiveOp op, int n) {
   switch (op) {
     case CollectiveOp::all_reduce: return 2 * (n - 1);
@@ -125,21 +147,25 @@ CommShape nccl_graph(const GraphInputs& in) {
   if (in.nodes > 1) c.net_per_gpu = in.gpu_to_net * std::min(1.0, static_cast<double>(std::max(1, in.nics)) / std::max(1, in.ppn));
   const int cc = compute_capability(in.architecture);
   if (in.nodes == 1) {
-    // Rings inside a node: the first ladder speed the GPU-to-GPU path allows, as many channels as
-    // the GPU's links hold.
-    const double s = first_at_most(ladder(in.architecture, false), std::min(in.gpu_to_gpu, in.gpu_total));
-    c.channels = std::clamp(static_cast<int>(std::floor(in.gpu_total / s + 1e-9)), 1, kMaxRingChannels);
+    // Rings inside a node: from the first ladder speed the GPU-to-GPU path allows, as many channels
+    // as the GPU's links hold.
+    const double total = in.gpu_total;
+    const auto [n, s] = search_ring(ladder(in.architecture, false), std::min(in.gpu_to_gpu, total), total,
+                                    [&](double speed) { return static_cast<int>(std::floor(total / speed + 1e-9)); });
+    c.channels = n;
     c.bi = c.be = s;
   } else {
-    // Rings between nodes start on NICs: the first ladder speed the GPU-to-NIC path allows, as many
-    // channels per NIC as that path holds (a channel must fit on every link it crosses: an 800G
+    // Rings between nodes start on NICs: from the first ladder speed the GPU-to-NIC path allows, as
+    // many channels per NIC as that path holds (a channel must fit on every link it crosses: an 800G
     // NIC behind a Gen5 x16 link holds one at 48, not two), and no more channels than it takes to
     // reach the GPU's total bandwidth (search.cc stops once nChannels x bwInter >= totalBw: a ring
     // over GB200 racks does not get 32 x 48 GB/s out of a 722 GB/s GPU).
-    const double s = first_at_most(ladder(in.architecture, true), in.gpu_to_net);
-    const int per_nic = std::max(1, static_cast<int>(std::floor(in.gpu_to_net / s + 1e-9)));  // gpu_to_net includes the NIC
-    const int enough = std::max(1, static_cast<int>(std::ceil(in.gpu_total / s - 1e-9)));
-    c.channels = std::clamp(std::min(std::max(1, in.nics) * per_nic, enough), 1, kMaxRingChannels);
+    const auto [n, s] = search_ring(ladder(in.architecture, true), in.gpu_to_net, in.gpu_total, [&](double speed) {
+      const int per_nic = static_cast<int>(std::floor(in.gpu_to_net / speed + 1e-9));  // gpu_to_net includes the NIC
+      const int enough = std::max(1, static_cast<int>(std::ceil(in.gpu_total / speed - 1e-9)));
+      return std::min(std::max(1, in.nics) * per_nic, enough);
+    });
+    c.channels = n;
     c.bi = c.be = s;
   }
   // ncclTopoDupChannels: doubles the channels at half the speed unless Bi < 25, or (cc > 80 and

@@ -83,6 +83,38 @@ TEST_CASE("NCCL's graph search on the shipped systems", "[collectives][nccl]") {
   CHECK(pm.shape.be == Approx(24));
 }
 
+TEST_CASE("NCCL's graph search goes down the speed ladder while channels x speed grows", "[collectives][nccl]") {
+  // Expectations (docs/nccl-model.md 7.3, pass 1 then duplication): an H800's 8 NVLinks (8 x 20.6 =
+  // 164.8 GB/s) fit 2 x 60, 3 x 50, then 4 x 40 = 160, the best before 0.49 of 40; duplication gives
+  // 8 x 20 (the first speed alone had given 4 x 30 = 120 GB/s, 25% under an A100 on the same links).
+  // DGX H100 (370.8) stays 6 x 60 = 360 (9 x 40 and 12 x 30 are no larger), duplicated to 12 x 30;
+  // B200 (721.8) 8 x 90 to 16 x 45; a PCIe Gen4 GPU alone (24 GB/s, Ada) 2 x 12 over 1 x 20.
+  GraphInputs h800;
+  h800.ranks = h800.ppn = 8;
+  h800.architecture = "hopper";
+  h800.nvswitch = true;
+  h800.gpu_total = h800.gpu_to_gpu = 8 * 20.6;
+  const CommShape s800 = nccl_graph(h800);
+  CHECK(s800.channels == 8);
+  CHECK(s800.bi == Approx(20));
+  GraphInputs h100 = h800;
+  h100.gpu_total = h100.gpu_to_gpu = 18 * 20.6;
+  CHECK(nccl_graph(h100).channels == 12);
+  CHECK(nccl_graph(h100).bi == Approx(30));
+  GraphInputs b200 = h800;
+  b200.architecture = "blackwell";
+  b200.gpu_total = b200.gpu_to_gpu = 18 * 40.1;
+  CHECK(nccl_graph(b200).channels == 16);
+  CHECK(nccl_graph(b200).bi == Approx(45));
+  GraphInputs pcie;
+  pcie.ranks = pcie.ppn = 8;
+  pcie.architecture = "ada";
+  pcie.intra_nvlink = false;
+  pcie.gpu_total = pcie.gpu_to_gpu = 24;
+  CHECK(nccl_graph(pcie).channels == 2);
+  CHECK(nccl_graph(pcie).bi == Approx(12));
+}
+
 TEST_CASE("ring all-reduce on an uncontended ring takes 2(n-1) alpha + 2(n-1)/n S / B", "[collectives][ring]") {
   const Topology topo = nodes_of("dgx-h100", 1);
   const CollectiveModel m(topo);
