@@ -135,6 +135,8 @@ void run(const Options& o) {
         "with --compare)");
   }
   if (has_data && !o.profile.empty()) throw InputError("calibrate: --profile names an already fitted profile; it cannot be combined with new measurements");
+  // Alone it would load a profile and print nothing (exit 0).
+  if (!o.profile.empty() && o.compare.empty()) throw InputError("calibrate: --profile is compared with --compare PROFILE; give --compare too");
   if (!o.scenario.empty() && o.compare.empty()) throw InputError("calibrate: --scenario shows the effect of --compare; give --compare PROFILE too");
   if (o.quick && o.device.empty()) throw InputError("calibrate: --quick shortens the probes of --device cpu|cuda; without --device it would do nothing");
   // --attention-backend and --attention-head-dim pick among attention kernels: without any they are a mistake.

@@ -257,7 +257,7 @@ void add_topo_command(CLI::App& app) {
           },
           "ID"))
       ->needs(path);
-  cmd->add_flag("--pxn", opts->pxn, "Route inter-node GPU traffic over NVLink to the NIC on the destination's rail (NCCL PXN)");
+  cmd->add_flag("--pxn", opts->pxn, "Route inter-node GPU traffic over NVLink to the NIC on the destination's rail (NCCL PXN)")->needs(path);
   cmd->add_flag("--json", opts->json, "Print the summary (or the --path routes) as JSON");
   cmd->add_option("--dot", opts->dot, "Also write the graph as Graphviz DOT to this file")->check(output_file());
   cmd->add_option("--graphml", opts->graphml, "Also write the graph as GraphML to this file")->check(output_file());

@@ -367,8 +367,20 @@ void CostSection::refuse(const CostInputError& e) const {
     case Input::preemption: break;
   }
   if (!*blamed) blamed = &origin.section;
-  if (!*blamed) throw InputError(e.what());
-  (*blamed)->fail_message(e.what());
+  // What the section left out of the offerings priced may be why none fits (an on-demand offering
+  // in nodes of another size had read as none at all).
+  std::string message = e.what();
+  std::vector<std::string> left_out;
+  for (const std::string& n : notes) {
+    if (n.find("left out") != std::string::npos) left_out.push_back(n);
+  }
+  if (!left_out.empty()) {
+    message += " (";
+    for (std::size_t i = 0; i < left_out.size(); ++i) message += (i ? "; " : "") + left_out[i];
+    message += ")";
+  }
+  if (!*blamed) throw InputError(message);
+  (*blamed)->fail_message(message);
 }
 
 }  // namespace cs::models
