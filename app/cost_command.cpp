@@ -66,6 +66,7 @@ void training_cost(const Options& o) {
   models::CostSection cost = *sc.cost;
   if (o.trials > 0) cost.options.trials = o.trials;
   if (o.seed) cost.options.seed = *o.seed;
+  prepare_outputs(o.out, o.report, out_option(o));
   const models::TrainingResult r = models::simulate_training(sc.job, *sc.topology);
   // `run` and `plan` say so; a price of a run that cannot start must too.
   if (!r.memory.fits()) cost.notes.insert(cost.notes.begin(), fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", r.memory.verdict()));
@@ -226,6 +227,7 @@ void training_cost(const Options& o) {
 void inference_cost(const Options& o) {
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.cost) throw InputError(fmt::format("{}: no 'cost' section (sheet) to price", o.scenario));
+  prepare_outputs(o.out, o.report, out_option(o));
   const models::InferenceResult r = models::simulate_inference(sc);
   const int gpus = sc.replicas * sc.replica.tp * sc.replica.pp;
   // Whole nodes are rented: the fleet pays for every GPU of the nodes its replicas sit on.
@@ -256,10 +258,12 @@ void inference_cost(const Options& o) {
   }
   j["offerings"] = list;
   if (!sc.cost->notes.empty()) j["notes"] = sc.cost->notes;
+  std::string removed;
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
     check_report_targets(o.report);
     reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
+    removed = remove_stale_companion(o.out, "distributions.csv", "cost.json");
   }
   if (o.json) {
     std::cout << j.dump(2) << "\n";
@@ -271,7 +275,7 @@ void inference_cost(const Options& o) {
   std::cout << t.render("  ");
   for (const auto& n : sc.cost->notes) std::cout << "note: " << n << "\n";
   std::cout << "note: list prices; spot preemptions of a serving fleet (lost capacity, requests retried) are not modelled\n";
-  if (!o.out.empty()) std::cout << fmt::format("wrote {}/cost.json\n", o.out);
+  if (!o.out.empty()) std::cout << fmt::format("wrote {}/cost.json{}\n", o.out, removed);
 }
 
 }  // namespace

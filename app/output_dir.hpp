@@ -48,6 +48,14 @@ inline CLI::Validator output_file() {
       "FILE");
 }
 
+// Whether two output paths name the same file (through "..", symbolic links or a relative path), so
+// that one output would replace the other (`topo --dot X --graphml X` had written GraphML into X).
+inline bool same_output(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ea, eb;
+  const std::filesystem::path ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  return (ea || eb) ? a.lexically_normal() == b.lexically_normal() : ca == cb;
+}
+
 // The option that named a command's output directory, for its messages: --report when only
 // --report was given (its directory then holds --out's files too), else --out.
 template <class Options>

@@ -22,6 +22,7 @@
 #include "clustersim/models/serving_sizing.hpp"
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
+#include "clustersim/reports/report.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "clustersim/sim/time.hpp"
 #include "output_dir.hpp"
@@ -255,6 +256,17 @@ void search_training_plans(const Options& o, const World& world);
 
 void training_plan(const Options& o) {
   check_results_path(o.results);
+  // The resumable results file must not be one of the files --out and --report write (a --results
+  // out/plans.json had been replaced by --out's plans.json, and the rerun then refused it).
+  for (const auto& [dir, names] : {std::pair<std::string, std::vector<std::string>>{o.out, {"plans.json", "plans.csv"}},
+                                   std::pair<std::string, std::vector<std::string>>{o.report, reports::report_file_names()}}) {
+    if (o.results.empty() || dir.empty()) continue;
+    for (const std::string& name : names) {
+      if (same_output(o.results, std::filesystem::path(dir) / name)) {
+        throw InputError(fmt::format("--results {} is the {} that --{} writes: give the results file another name", o.results, name, dir == o.report ? "report" : "out"));
+      }
+    }
+  }
   const World world = join_world();
   if (!world.mpi) {
     search_training_plans(o, world);
@@ -270,6 +282,7 @@ void training_plan(const Options& o) {
 
 void search_training_plans(const Options& o, const World& world) {
   const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
+  if (world.rank == 0) prepare_outputs(o.out, o.report, out_option(o));
   models::SearchOptions opt;
   opt.threads = o.threads;
   opt.shard = world.rank;
@@ -530,6 +543,7 @@ void plan(const Options& o) {
   }
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.sizing) throw InputError(fmt::format("{}: no 'sizing' section (gpus with prices, tp, attainment) to plan from", o.scenario));
+  prepare_outputs(o.out, o.report, out_option(o));
   const models::SizingResult r = models::size_fleet(sc);
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);

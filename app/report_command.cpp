@@ -4,11 +4,13 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/input_file.hpp"
+#include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/report.hpp"
 #include "output_dir.hpp"
 
@@ -42,6 +44,29 @@ void write_report_of(const std::filesystem::path& dir, const std::vector<std::fi
 
 void check_report_targets(const std::string& report_dir) {
   if (!report_dir.empty()) reports::check_report_possible(report_dir);
+}
+
+void prepare_outputs(const std::string& out, const std::string& report, const char* out_what) {
+  if (!out.empty()) {
+    reports::make_output_directory(out, out_what);
+    reports::check_directory_writable(out, out_what);
+  }
+  if (!report.empty() && report != out) {
+    reports::make_output_directory(report, "--report");
+    reports::check_directory_writable(report, "--report");
+  }
+  check_report_targets(report);
+}
+
+std::string remove_stale_companion(const std::string& dir, const std::string& companion, const std::string& written) {
+  const std::filesystem::path stale = std::filesystem::path(dir) / companion;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(stale, ec)) return "";
+  if (!std::filesystem::remove(stale, ec) || ec) {
+    throw std::runtime_error(fmt::format("cannot remove {}, left from an earlier result than the {} just written: {}", stale.string(), written,
+                                         ec ? ec.message() : "not removed"));
+  }
+  return fmt::format(" (removed {}, an earlier result's, whose {} this one replaced)", stale.string(), written);
 }
 
 nlohmann::json source_of(const std::string& scenario_file) {

@@ -19,6 +19,16 @@ void write_report_of(const std::filesystem::path& dir, const std::vector<std::fi
 // charting library, a directory in the way), so that such a failure leaves the older results and
 // report as they were.
 void check_report_targets(const std::string& report_dir);
+// Before a command does its work: makes its --out directory (and --report's) and refuses what would
+// stop its writes afterwards (a directory that cannot be created, check_report_targets), so that a
+// failure to write comes before minutes of simulation and leaves no fresh file behind (a --report
+// directory that could not be created had failed after --out's files were written).
+void prepare_outputs(const std::string& out, const std::string& report, const char* out_what);
+// After a command has written `written` in `dir`: removes `companion` there, a file the same command
+// writes beside `written` for another kind of scenario, which `written` has just replaced the result
+// of (an inference run's requests.csv beside a training run's summary.json). Returns a note for the
+// "wrote" line, empty when there was none.
+std::string remove_stale_companion(const std::string& dir, const std::string& companion, const std::string& written);
 
 // What a result records of where it came from: the scenario file, its SHA-256 and clustersim's version.
 nlohmann::json source_of(const std::string& scenario_file);

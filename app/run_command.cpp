@@ -388,6 +388,7 @@ void run_inference(const Options& o) {
   if (o.no_fold) throw InputError("--no-fold applies to training scenarios only");
   if (o.ops) throw InputError("--ops applies to training scenarios only");
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
+  prepare_outputs(o.out, o.report, out_option(o));
   const models::InferenceResult r = models::simulate_inference(sc);
   nlohmann::json j = inference_json(sc, r);
   j["source"] = source_of(o.scenario);
@@ -427,6 +428,7 @@ void run(const Options& o) {
     return;
   }
   const TrainingScenario sc = models::load_training_scenario(o.scenario);
+  prepare_outputs(o.out, o.report, out_option(o));
   models::TrainingOptions opt;
   opt.fold = !o.no_fold;
   opt.trace = !o.out.empty();
@@ -442,10 +444,12 @@ void run(const Options& o) {
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);
   if (!o.report.empty()) j["scaling"] = scaling_sweep(sc, r, opt.fold);
+  std::string removed;
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
     check_report_targets(o.report);
     reports::write_files_atomically(o.out, {{"summary.json", j.dump(2) + "\n"}, {"trace.json", r.trace}});
+    removed = remove_stale_companion(o.out, "requests.csv", "summary.json");
   }
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"}, false);
@@ -458,7 +462,7 @@ void run(const Options& o) {
       std::cout << ops_text("operations of the input embedding (first stage)", r.embedding_ops);
       std::cout << ops_text("operations of the output head (last stage)", r.head_ops);
     }
-    if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json and {0}/trace.json (open at ui.perfetto.dev)\n", o.out);
+    if (!o.out.empty()) std::cout << fmt::format("wrote {0}/summary.json and {0}/trace.json (open at ui.perfetto.dev){1}\n", o.out, removed);
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"});
   }
 }

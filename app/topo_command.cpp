@@ -203,6 +203,9 @@ nlohmann::json route_json(const Topology& topo, const Router& router, Vertex a, 
 }
 
 void run_topo(const TopoOptions& o) {
+  if (!o.dot.empty() && !o.graphml.empty() && same_output(o.dot, o.graphml)) {
+    throw InputError(fmt::format("--dot and --graphml name the same file ({}): give each its own", o.graphml));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const Topology topo = load_topology(o.file);
   const auto t1 = std::chrono::steady_clock::now();

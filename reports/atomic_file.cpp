@@ -91,16 +91,20 @@ AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
   check_replaceable(path_);
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
   std::error_code ec;
+  // A path the user gave that cannot hold a file is bad input (exit status 2), as any other; a full
+  // disk or too many open files is the machine's trouble (1).
   if (!fs::is_directory(dir, ec)) {
-    throw std::runtime_error(fmt::format("cannot write {}: {} {}", path_.string(), dir.string(), fs::exists(dir, ec) ? "is not a directory" : "(its directory) does not exist"));
+    throw InputError(fmt::format("cannot write {}: {} {}", path_.string(), dir.string(), fs::exists(dir, ec) ? "is not a directory" : "(its directory) does not exist"));
   }
   temporary_ = (dir / fmt::format(".{}.tmp.XXXXXX", path_.filename().string())).string();
   fd_ = ::mkstemp(temporary_.data());
   if (fd_ < 0) {
     // The output is written beside itself first, then renamed: a directory that takes no new file
     // (read-only, or /proc) cannot hold it, whatever the file itself is.
-    throw std::runtime_error(fmt::format("cannot write {}: cannot create a file in {} to write it into first: {}", path_.string(), dir.string(),
-                                         std::strerror(errno)));
+    const int err = errno;
+    const std::string message = fmt::format("cannot write {}: cannot create a file in {} to write it into first: {}", path_.string(), dir.string(), std::strerror(err));
+    if (err == ENOSPC || err == EDQUOT || err == EMFILE || err == ENFILE || err == ENOMEM) throw std::runtime_error(message);
+    throw InputError(message);
   }
   slot_ = claim_slot(temporary_);
   buffer_.reserve(kBufferBytes);
@@ -186,6 +190,20 @@ void make_output_directory(const fs::path& dir, std::string_view what) {
     throw InputError(fmt::format("{} {}: expected a directory to write into, found {}", what, dir.string(),
                                  ec ? fmt::format("none that can be created ({})", ec.message()) : "a file of that name"));
   }
+}
+
+void check_directory_writable(const fs::path& dir, std::string_view what) {
+  std::string probe = (dir / ".clustersim-write-check.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    const int err = errno;
+    const std::string message = fmt::format("{} {}: expected a directory clustersim can write into, but it cannot create a file there: {}", what, dir.string(),
+                                            std::strerror(err));
+    if (err == ENOSPC || err == EDQUOT || err == EMFILE || err == ENFILE || err == ENOMEM) throw std::runtime_error(message);
+    throw InputError(message);
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void write_file_atomically(const fs::path& path, std::string_view content) {

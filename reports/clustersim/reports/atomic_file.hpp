@@ -15,6 +15,9 @@ namespace cs::reports {
 // Creates `dir` and its parents for an output's files; a failure (no permission, a file in the
 // way) is bad input (cs::InputError) naming `what` (the option or the output) and the reason.
 void make_output_directory(const std::filesystem::path& dir, std::string_view what);
+// Throws InputError (`what` names the option) unless a file can be created in `dir`, which exists:
+// a read-only directory, or one of /proc's, before a command does its work rather than after.
+void check_directory_writable(const std::filesystem::path& dir, std::string_view what);
 
 // Throws std::runtime_error naming the path and the system's reason on failure.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);
