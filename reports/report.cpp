@@ -206,8 +206,9 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
     if (!d.contains(key)) return;
     const json& v = d[key];
     const double x = v.is_number() ? v.get<double>() : std::nan("");
-    if (!(std::isfinite(x) && x == std::floor(x) && (positive ? x > 0 : x >= 0))) {
-      field_error(file, key, fmt::format("a {} whole number", positive ? "positive" : "non-negative"), v);
+    // Counts clustersim writes are ints: past 2^31 - 1 none is ("on 1.845e+19 GPUs" otherwise).
+    if (!(std::isfinite(x) && x == std::floor(x) && (positive ? x > 0 : x >= 0) && x <= 2147483647.0)) {
+      field_error(file, key, fmt::format("a {} whole number up to 2147483647", positive ? "positive" : "non-negative"), v);
     }
   };
   const auto text_of = [&](const char* key) {
@@ -317,7 +318,39 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
   if (kind == ReportSource::Kind::training_run) {
     check(d, "", "step_time_s", true);
     for (const char* k : {"mfu", "hfu", "tokens_per_s", "tflops_per_gpu"}) check(d, "", k, false);
+    // Utilisations are fractions of the peak: at most 2 (MFU counts the whole attention matrix of a
+    // causal model, whose kernels compute half), not the 300 digits a 1e300 printed as.
+    for (const char* k : {"mfu", "hfu"}) {
+      if (d[k].get<double>() > 2) field_error(file, k, "a fraction of the GPUs' peak (at most 2)", d[k]);
+    }
     numbers_in("breakdown_s");
+    // The memory the report draws: a positive HBM capacity, at least one stage, the fullest one
+    // among them, and a verdict that agrees with the numbers (a capacity of 0 had printed "fits: 60.9
+    // of 74.5 GiB (HBM 0.0 GiB per GPU)").
+    if (d.contains("memory")) {
+      const json& mem = d["memory"];
+      if (!mem.is_object()) field_error(file, "memory", "a map", mem);
+      check(mem, "memory.", "capacity_bytes", true);
+      if (!mem.contains("stages") || !mem["stages"].is_array() || mem["stages"].empty()) {
+        field_error(file, "memory.stages", "a list of every pipeline stage's memory (at least one)", mem.contains("stages") ? mem["stages"] : json("missing"));
+      }
+      const json& stages = mem["stages"];
+      const json worst = mem.contains("worst_stage") ? mem["worst_stage"] : json("missing");
+      if (!worst.is_number_integer() || worst.get<long long>() < 0 || worst.get<long long>() >= static_cast<long long>(stages.size())) {
+        field_error(file, "memory.worst_stage", fmt::format("the index of one of the {} stages listed (0 to {})", stages.size(), stages.size() - 1), worst);
+      }
+      const json& fullest = stages[worst.get<std::size_t>()];
+      const std::string at = fmt::format("memory.stages[{}].", worst.get<std::size_t>());
+      if (!fullest.is_object()) field_error(file, at.substr(0, at.size() - 1), "a map", fullest);
+      check(fullest, at, "total_bytes", true);
+      if (mem.contains("fits") && mem["fits"].is_boolean() &&
+          mem["fits"].get<bool>() != (fullest["total_bytes"].get<double>() <= mem["capacity_bytes"].get<double>())) {
+        field_error(file, "memory.fits",
+                    fmt::format("{} (the fullest stage needs {} bytes of {})", mem["fits"].get<bool>() ? "false" : "true", shown(fullest["total_bytes"]),
+                                shown(mem["capacity_bytes"])),
+                    mem["fits"]);
+      }
+    }
   } else if (kind == ReportSource::Kind::inference_run) {
     for (const char* k : {"duration_s", "output_token_throughput", "request_throughput"}) check(d, "", k, false);
     for (const char* k : {"ttft", "tpot", "itl", "e2e_latency"}) {
