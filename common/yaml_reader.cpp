@@ -1,5 +1,6 @@
 #include "clustersim/common/yaml_reader.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <optional>
@@ -21,9 +22,25 @@ namespace cs::yaml {
 
 namespace {
 
-SourceLocation location_of(const std::shared_ptr<const std::string>& file, const YAML::Mark& mark) {
+// yaml-cpp counts columns in bytes: in a line with a name in another script before the value, the
+// column an editor shows is the characters before it (a probe's "日本語" had moved one by 6).
+// `text`: the document's text, or empty where it is plain ASCII.
+SourceLocation location_of(const std::shared_ptr<const std::string>& file, const YAML::Mark& mark, std::string_view text = {}) {
   if (mark.is_null()) return {file, 0, 0};
-  return {file, mark.line + 1, mark.column + 1};
+  int column = mark.column + 1;
+  if (!text.empty() && mark.pos >= 0 && static_cast<std::size_t>(mark.pos) <= text.size()) {
+    const auto pos = static_cast<std::size_t>(mark.pos);
+    const std::size_t start = pos == 0 ? 0 : text.rfind('\n', pos - 1) == std::string_view::npos ? 0 : text.rfind('\n', pos - 1) + 1;
+    column = 1;
+    for (std::size_t i = start; i < pos; ++i) {
+      if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++column;
+    }
+  }
+  return {file, mark.line + 1, column};
+}
+
+bool has_non_ascii(std::string_view text) {
+  return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
 }
 
 // Text from a file as a message shows it: control characters (an escaped NUL, a terminal's escape
@@ -67,8 +84,11 @@ std::pair<int, int> line_column(std::string_view text, std::size_t offset) {
 
 // ---------------------------------------------------------------- Document
 
-Document::Document(YAML::Node root, std::filesystem::path path, std::string name)
-    : root_(std::move(root)), path_(std::move(path)), name_(std::make_shared<const std::string>(std::move(name))) {}
+Document::Document(YAML::Node root, std::filesystem::path path, std::string name, std::string_view text)
+    : root_(std::move(root)), path_(std::move(path)), name_(std::make_shared<const std::string>(std::move(name))),
+      non_ascii_text_(has_non_ascii(text) ? std::string(text) : std::string()) {}
+
+SourceLocation Document::locate(const YAML::Mark& mark) const { return location_of(name_, mark, non_ascii_text_); }
 
 std::shared_ptr<const Document> Document::load_file(const std::filesystem::path& path) {
   auto display = std::make_shared<const std::string>(path.string());
@@ -204,22 +224,22 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
           ContentProbe next;
           if (!parser.HandleNextDocument(next)) break;
           if (next.content) {
-            throw InputError(location_of(display, next.where), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
+            throw InputError(location_of(display, next.where, text), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
           }
         }
       }
     }
   } catch (const YAML::DeepRecursion& e) {
-    throw InputError(location_of(display, e.mark),
+    throw InputError(location_of(display, e.mark, text),
                      "malformed YAML: nested too deeply (the parser's recursion limit is a few hundred levels)");
   } catch (const YAML::Exception& e) {
-    throw InputError(location_of(display, e.mark), "malformed YAML: " + e.msg);
+    throw InputError(location_of(display, e.mark, text), "malformed YAML: " + e.msg);
   }
-  return std::shared_ptr<const Document>(new Document(std::move(root), std::move(path), name));
+  return std::shared_ptr<const Document>(new Document(std::move(root), std::move(path), name, text));
 }
 
 Node Document::root() const {
-  return Node(shared_from_this(), root_, "", location_of(name_, root_.Mark()));
+  return Node(shared_from_this(), root_, "", locate(root_.Mark()));
 }
 
 void Document::count_visit(const SourceLocation& where) const {
@@ -282,7 +302,7 @@ std::vector<Node> Node::items() const {
   out.reserve(node_.size());
   for (std::size_t i = 0; i < node_.size(); ++i) {
     YAML::Node item = node_[i];
-    SourceLocation loc = location_of(where_.file, item.Mark());
+    SourceLocation loc = doc_->locate(item.Mark());
     if (loc.line == 0) loc = where_;
     out.emplace_back(doc_, item, fmt::format("{}[{}]", field_, i), loc);
   }
@@ -306,7 +326,7 @@ Map::Map(const Node& node) : node_(node) {
   if (!node.is_map()) node.fail("a map of keys and values");
   for (auto it = node.raw().begin(); it != node.raw().end(); ++it) {
     const YAML::Node key = it->first;  // a copy: the iterator hands out a temporary proxy
-    SourceLocation key_where = location_of(node.where().file, key.Mark());
+    SourceLocation key_where = node.document().locate(key.Mark());
     if (!key.IsScalar()) {
       throw InputError(key_where, child_field(node.field(), "?"), "a plain key", "a complex key");
     }
@@ -326,7 +346,7 @@ const Map::Entry* Map::entry(std::string_view key) const {
 }
 
 Node Map::child(const Entry& e) const {
-  SourceLocation where = location_of(node_.where().file, e.value.Mark());
+  SourceLocation where = node_.document().locate(e.value.Mark());
   if (where.line == 0 || e.value.IsNull()) where = e.key_where;
   return Node(node_.document_ptr(), e.value, child_field(node_.field(), e.key), where);
 }

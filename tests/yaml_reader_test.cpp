@@ -45,6 +45,17 @@ TEST_CASE("a wrong type names the field, the expected and the found", "[yaml]") 
         "test.yaml:1:4: field 'x': expected an integer, found a list of 2 items");
 }
 
+TEST_CASE("columns count characters, not bytes, where a line holds other scripts", "[yaml]") {
+  // "日本語" is 3 characters in 9 bytes of UTF-8: the value after it is at column 26, not 32 (a
+  // probe's find: yaml-cpp counts bytes). Keys, list items and malformed YAML alike.
+  yaml::Node root = test::parse("m: {name: \"日本語\", layers: many}\n");
+  yaml::Map m(yaml::Map(root).at("m", "a map"));
+  CHECK(test::input_error([&] { m.get<int>("layers"); }) == "test.yaml:1:26: field 'm.layers': expected an integer, found 'many'");
+  yaml::Node list = test::parse("x: [\"é\", \"é\", many]\n");
+  CHECK_THAT(test::input_error([&] { (void)yaml::Map(list).at("x", "a list").items()[2].as<int>(); }), Catch::StartsWith("test.yaml:1:15:"));
+  CHECK_THAT(test::input_error([] { test::parse("a: \"日本語\" [\n", "broken.yaml"); }), Catch::StartsWith("broken.yaml:1:"));
+}
+
 TEST_CASE("a quoted number or boolean is text, refused where a number or boolean is expected", "[yaml]") {
   yaml::Map m(test::parse("tp: \"8\"\nrate: '0.5'\nsp: \"true\"\nbig: \"99999999999\"\nname: \"8\"\n"));
   CHECK(test::input_error([&] { m.get<int>("tp"); }) ==

@@ -40,17 +40,21 @@ class Document : public std::enable_shared_from_this<Document> {
   static std::shared_ptr<const Document> load_string(std::string_view text, const std::string& name);
 
   [[nodiscard]] Node root() const;
+  // Where a node of this document is, its column in characters (UTF-8), as an editor counts them.
+  [[nodiscard]] SourceLocation locate(const YAML::Mark& mark) const;
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
   [[nodiscard]] const std::shared_ptr<const std::string>& name() const { return name_; }
   void count_visit(const SourceLocation& where) const;
 
  private:
-  Document(YAML::Node root, std::filesystem::path path, std::string name);
+  Document(YAML::Node root, std::filesystem::path path, std::string name, std::string_view text);
   static std::shared_ptr<const Document> parse(std::string_view text, std::filesystem::path path, const std::string& name);
 
   YAML::Node root_;
   std::filesystem::path path_;  // empty for a string document
   std::shared_ptr<const std::string> name_;
+  // The text, kept only when it holds a byte past ASCII, where YAML's byte columns and characters differ.
+  std::string non_ascii_text_;
   mutable std::size_t visits_ = 0;
 };
 
