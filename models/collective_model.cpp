@@ -152,14 +152,32 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
   in.in_network_reduction = topo_.in_network_reduction;
   const auto& g = topo_.graph();
   const Vertex first = c.ranks.front();
-  double nvlink_total = 0, pcie = std::numeric_limits<double>::infinity();
-  for (auto [e, end] = boost::out_edges(first, g); e != end; ++e) {
-    const auto& l = topo_.link(*e);
-    if (l.kind == LinkKind::nvlink) nvlink_total += search_capacities_[l.id];
-    if (l.kind == LinkKind::pcie) pcie = std::min(pcie, search_capacities_[l.id]);
-    if (topo_.device(boost::target(*e, g)).kind == DeviceKind::nvswitch) in.nvswitch = true;
+  // NCCL's totalBw (search.cc) per GPU: its NVLink bandwidth (or its PCIe link) in a graph that holds
+  // the communicator's GPUs only: an NVLink to a GPU outside the group carries none of its rings
+  // (two GPUs of a 4-GPU mesh have one 80 GB/s link between them, not 240). A GPU alone in its node
+  // keeps all of its NVLinks, as it has no ring hop inside the node. The group takes its members'
+  // least, as NCCL takes the least of every rank's search (which had made results depend on the
+  // order of the ranks where GPUs' NVLinks differ).
+  std::set<Vertex> members(c.ranks.begin(), c.ranks.end());
+  std::map<int, int> per_node;
+  for (Vertex v : c.ranks) ++per_node[topo_.device(v).node];
+  double nvlink_total = std::numeric_limits<double>::infinity(), pcie = std::numeric_limits<double>::infinity();
+  bool every_nvlink = true;
+  for (Vertex v : c.ranks) {
+    const bool alone = per_node[topo_.device(v).node] < 2;
+    double nvlink = 0;
+    for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+      const auto& l = topo_.link(*e);
+      const Vertex w = boost::target(*e, g);
+      const DeviceKind kind = topo_.device(w).kind;
+      if (l.kind == LinkKind::nvlink && (alone || kind != DeviceKind::gpu || members.count(w))) nvlink += search_capacities_[l.id];
+      if (l.kind == LinkKind::pcie) pcie = std::min(pcie, search_capacities_[l.id]);
+      if (kind == DeviceKind::nvswitch) in.nvswitch = true;
+    }
+    every_nvlink = every_nvlink && nvlink > 0;
+    nvlink_total = std::min(nvlink_total, nvlink);
   }
-  in.intra_nvlink = nvlink_total > 0;
+  in.intra_nvlink = every_nvlink;
   in.gpu_total = in.intra_nvlink ? nvlink_total : pcie;
   {
     // A GPU-to-GPU path inside a node: two members of the largest node, or else two GPUs of the
@@ -200,11 +218,31 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
       in.gpu_to_net = up;
     }
     // The fewest NICs any node of the group uses (NCCL's channels are the minimum over its ranks: a
-    // node with two of the group's GPUs holds two NICs' channels, not eight).
+    // node with two of the group's GPUs holds two NICs' channels, not eight): the distinct NICs its
+    // members' traffic leaves by (two GPUs behind one NIC use one, not two).
     in.nics = std::numeric_limits<int>::max();
-    for (const auto& members : group.nodes) {
-      const auto it = nics_per_node_.find(topo_.device(members.front()).node);
-      in.nics = std::min(in.nics, std::min(static_cast<int>(members.size()), it == nics_per_node_.end() ? 0 : it->second));
+    // Nodes are alike: the count is found once for each set of members' places in a node.
+    std::set<std::vector<int>> counted;
+    for (std::size_t k = 0; k < group.nodes.size(); ++k) {
+      const auto& on_node = group.nodes[k];
+      std::vector<int> places;
+      for (Vertex v : on_node) places.push_back(topo_.device(v).local_index);
+      if (!counted.insert(std::move(places)).second) continue;
+      const auto& other = group.nodes[(k + 1) % group.nodes.size()];
+      std::set<Vertex> nics;
+      for (std::size_t i = 0; i < on_node.size(); ++i) {
+        if (auto p = direct_.route(on_node[i], other[i % other.size()])) {
+          for (Vertex d : p->devices) {
+            if (topo_.device(d).kind == DeviceKind::nic) {
+              nics.insert(d);
+              break;
+            }
+          }
+        }
+      }
+      const auto it = nics_per_node_.find(topo_.device(on_node.front()).node);
+      const int available = it == nics_per_node_.end() ? 0 : it->second;
+      in.nics = std::min(in.nics, std::min(nics.empty() ? static_cast<int>(on_node.size()) : static_cast<int>(nics.size()), available));
     }
   }
   // GB/s for NCCL's model.
@@ -240,6 +278,9 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
   }
   if (algorithm == Algorithm::nvls && !(plan.shape.nvls_channels >= 2 && nccl_nvls_efficiency(in.architecture) > 0)) {
     fail("nvls needs one node whose GPUs all meet at one NVSwitch, on Hopper or later");
+  }
+  if (algorithm == Algorithm::nvls && (c.op == CollectiveOp::all_gather || c.op == CollectiveOp::reduce_scatter) && group.ppn > 32) {
+    fail(fmt::format("nvls all_gather and reduce_scatter run on at most 32 GPUs of a node (NCCL_MAX_NVLS_ARITY), found {}", group.ppn));
   }
   if (algorithm == Algorithm::hierarchical && c.op != CollectiveOp::all_reduce) {
     // It is an all-reduce's scheme (a reduce-scatter, an all-reduce across nodes, an all-gather): a

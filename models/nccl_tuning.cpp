@@ -160,10 +160,17 @@ CommShape nccl_graph(const GraphInputs& in) {
     // NIC behind a Gen5 x16 link holds one at 48, not two), and no more channels than it takes to
     // reach the GPU's total bandwidth (search.cc stops once nChannels x bwInter >= totalBw: a ring
     // over GB200 racks does not get 32 x 48 GB/s out of a 722 GB/s GPU).
+    // Each channel also crosses the node on NVLink: every GPU but the one that leaves by its NIC
+    // sends it on, so a GPU's links carry (ppn - 1) / ppn of the channels at the speed (8 x 48 fits
+    // a DGX H100's 370.8 GB/s as 7 x 48; a ring over NVL72 racks fits 16 x 45.1 where 16 x 48 is
+    // more than a GPU's 721.8).
+    const double nvlink_share = in.ppn > 1 ? static_cast<double>(in.ppn - 1) / in.ppn : 0.0;
     const auto [n, s] = search_ring(ladder(in.architecture, true), in.gpu_to_net, in.gpu_total, [&](double speed) {
       const int per_nic = static_cast<int>(std::floor(in.gpu_to_net / speed + 1e-9));  // gpu_to_net includes the NIC
       const int enough = std::max(1, static_cast<int>(std::ceil(in.gpu_total / speed - 1e-9)));
-      return std::min(std::max(1, in.nics) * per_nic, enough);
+      int fit = std::min(std::max(1, in.nics) * per_nic, enough);
+      if (nvlink_share > 0) fit = std::min(fit, static_cast<int>(std::floor(in.gpu_total / (speed * nvlink_share) + 1e-9)));
+      return fit;
     });
     c.channels = n;
     c.bi = c.be = s;
@@ -265,8 +272,9 @@ BytesPerSec nccl_algbw(CollectiveOp op, Algorithm a, Protocol p, const CommShape
     case Algorithm::nvls: {
       // All-reduce, and (inside one node: across nodes NCCL needs a CollNet plugin's iallgather and
       // ireducescatter) all-gather and reduce-scatter (2.31.2 tuning; docs/nccl-model.md 5.5, 7).
+      // All-gather and reduce-scatter on at most NCCL_MAX_NVLS_ARITY (32) GPUs of a node.
       const bool gather_or_scatter = op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter;
-      if (!(op == CollectiveOp::all_reduce || (gather_or_scatter && c.nodes == 1)) || p != Protocol::simple || c.nvls_channels < 2 ||
+      if (!(op == CollectiveOp::all_reduce || (gather_or_scatter && c.nodes == 1 && c.ppn <= 32)) || p != Protocol::simple || c.nvls_channels < 2 ||
           kNvlsEfficiency[A] == 0) {
         return BytesPerSec(0);
       }

@@ -115,6 +115,57 @@ TEST_CASE("NCCL's graph search goes down the speed ladder while channels x speed
   CHECK(nccl_graph(pcie).bi == Approx(12));
 }
 
+TEST_CASE("NCCL's search inputs are the group's own: its members' NVLinks, its least GPU, the NICs it leaves by", "[collectives][nccl]") {
+  // Expectations (a probe's cases): (1) GPUs whose NVLinks differ give one result whatever their
+  // order (the first rank's links had been taken); (2) two GPUs of a 4-GPU NVLink mesh have one
+  // 100 GB/s link between them, and NCCL's graph holds the group's GPUs only, so its model is the
+  // simulated time, not a third of it; (3) two GPUs behind one NIC use one NIC's channels.
+  const Topology het = from_text(
+      "topology:\n  name: het\n  node:\n    name: het\n    gpu: h100-sxm5-80gb\n    devices:\n      - {name: gpu, kind: gpu, count: 4}\n"
+      "      - {name: nvswitch, kind: nvswitch, count: 1}\n    links:\n"
+      "      - {from: gpu0, to: nvswitch, kind: nvlink, bandwidth: 450GB/s}\n      - {from: gpu1, to: nvswitch, kind: nvlink, bandwidth: 450GB/s}\n"
+      "      - {from: gpu2, to: nvswitch, kind: nvlink, bandwidth: 150GB/s}\n      - {from: gpu3, to: nvswitch, kind: nvlink, bandwidth: 150GB/s}\n");
+  const CollectiveModel h(het);
+  const auto& g = h.topology().gpus();
+  const auto forward = h.simulate(all_reduce({g[0], g[2]}, 1 << 30)), backward = h.simulate(all_reduce({g[2], g[0]}, 1 << 30));
+  CHECK(forward.time.value() == backward.time.value());
+  CHECK(forward.plan.model.time.value() == backward.plan.model.time.value());
+  const Topology mesh = from_text(
+      "topology:\n  name: mesh\n  node:\n    name: mesh\n    gpu: a100-sxm4-80gb\n    devices:\n      - {name: gpu, kind: gpu, count: 4}\n    links:\n"
+      "      - {from: gpu0, to: gpu1, kind: nvlink, bandwidth: 100GB/s}\n      - {from: gpu0, to: gpu2, kind: nvlink, bandwidth: 100GB/s}\n"
+      "      - {from: gpu0, to: gpu3, kind: nvlink, bandwidth: 100GB/s}\n      - {from: gpu1, to: gpu2, kind: nvlink, bandwidth: 100GB/s}\n"
+      "      - {from: gpu1, to: gpu3, kind: nvlink, bandwidth: 100GB/s}\n      - {from: gpu2, to: gpu3, kind: nvlink, bandwidth: 100GB/s}\n");
+  const CollectiveModel m(mesh);
+  const auto pair = m.simulate(all_reduce({m.topology().gpus()[0], m.topology().gpus()[1]}, 1 << 30));
+  CHECK(pair.plan.model.time.value() == Approx(pair.time.value()).epsilon(0.01));
+  const Topology shared = from_text(
+      "topology:\n  name: shared\n  node:\n    name: shared\n    gpu: h100-sxm5-80gb\n    devices:\n      - {name: gpu, kind: gpu, count: 8}\n"
+      "      - {name: nvswitch, kind: nvswitch, count: 1}\n      - {name: pcie, kind: pcie_switch, count: 4}\n      - {name: cpu, kind: cpu, count: 2}\n"
+      "      - {name: nic, kind: nic, count: 4, rate: 400Gbps}\n    links:\n      - {from: gpu, to: nvswitch, kind: nvlink, bandwidth: 450GB/s}\n"
+      "      - {from: gpu, to: pcie, pattern: block, kind: pcie, bandwidth: 63GB/s}\n      - {from: nic, to: pcie, pattern: zip, kind: pcie, bandwidth: 63GB/s}\n"
+      "      - {from: pcie, to: cpu, pattern: block, kind: pcie, bandwidth: 63GB/s}\n      - {from: cpu0, to: cpu1, kind: socket, bandwidth: 128GB/s}\n"
+      "  nodes: 2\n  fabric: {kind: fat-tree, tiers: [{radix: 64}]}\n");
+  const CollectiveModel s(shared);
+  const auto& sg = s.topology().gpus();
+  const auto one_nic = s.simulate(all_reduce({sg[0], sg[1], sg[8], sg[9]}, 1 << 30));
+  CHECK(one_nic.plan.model.time.value() == Approx(one_nic.time.value()).epsilon(0.01));
+}
+
+TEST_CASE("NVLS all-gather runs on at most 32 GPUs of a node, forced or not", "[collectives][nccl]") {
+  // NCCL_MAX_NVLS_ARITY (device.h): a 72-GPU NVL72 rack's all-gather is no NVLS one (a probe had
+  // forced one, and it ran).
+  const Topology rack = nodes_of("gb200-nvl72", 1);
+  const CollectiveModel m(rack);
+  Collective c = collective(CollectiveOp::all_gather, m.topology().gpus(), 1 << 30);
+  CHECK(m.plan(c).model.algorithm != Algorithm::nvls);
+  c.algorithm = Algorithm::nvls;
+  CHECK_THROWS_WITH(m.plan(c), Catch::Contains("at most 32 GPUs of a node (NCCL_MAX_NVLS_ARITY), found 72"));
+  std::vector<Vertex> half(m.topology().gpus().begin(), m.topology().gpus().begin() + 32);
+  Collective d = collective(CollectiveOp::all_gather, half, 1 << 30);
+  d.algorithm = Algorithm::nvls;
+  CHECK(m.plan(d).model.algorithm == Algorithm::nvls);
+}
+
 TEST_CASE("ring all-reduce on an uncontended ring takes 2(n-1) alpha + 2(n-1)/n S / B", "[collectives][ring]") {
   const Topology topo = nodes_of("dgx-h100", 1);
   const CollectiveModel m(topo);

@@ -73,6 +73,24 @@ Topology build_topology(const TopologySpec& spec) {
   topo.node_template = t.name;
   topo.gpu = std::make_shared<const hardware::HardwareProfile>(t.gpu);
 
+  // Several NICs a GPU (an AWS p5's 32 x 100G EFA for 8 GPUs): routing takes one NIC for a GPU's
+  // traffic between nodes, where NCCL gives each NIC channels of its own, so such a node would get
+  // a fraction of its network. Said where the topology is read; a node of one NIC a GPU at their sum
+  // (8 x 400G for the p5) models the same network.
+  if (spec.fabric.kind != FabricKind::none && spec.nodes > 1) {
+    int nics = 0, gpus = 0;
+    for (std::size_t i = 0; i < topo.device_count(); ++i) {
+      const auto& d = topo.device(static_cast<Vertex>(i));
+      if (d.node != 0) continue;
+      nics += d.kind == DeviceKind::nic;
+      gpus += d.kind == DeviceKind::gpu;
+    }
+    if (gpus > 0 && nics >= 2 * gpus) {
+      topo.assumptions.push_back(fmt::format("{} NICs for {} GPUs a node: a GPU's traffic between nodes leaves by one NIC (not modelled: NCCL's channels on "
+                                             "each of a GPU's NICs), so collectives get {} of the network; model one NIC a GPU at their summed rate",
+                                             nics, gpus, gpus * 1.0 / nics == 0.5 ? std::string("half") : fmt::format("1/{}", nics / gpus)));
+    }
+  }
   // Every GPU must reach every other; one backward search to GPU 0 finds a GPU that cannot.
   const Router router(topo);
   const std::vector<int>& dist = router.distances_to(topo.gpus().front());
