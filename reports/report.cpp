@@ -588,14 +588,19 @@ struct Document {
 
 std::string fmt_num(double v, int digits = 4) {
   if (!std::isfinite(v)) return "-";
+  // A whole number (a GPU count, trials, a seed) in full: a seed of 123456 had read 1.235e+05, which
+  // reruns another Monte Carlo.
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.0f}", v);
   if (v != 0 && (std::fabs(v) >= 1e7 || std::fabs(v) < 1e-3)) return fmt::format("{:.{}e}", v, digits - 1);
   return fmt::format("{:.{}g}", v, digits);
 }
-// Large counts the way an engineer says them: 2.10 M, 15.0 T.
+// Large counts the way an engineer says them: 2.10 M, 15.0 T. The scale is the rounded figure's
+// (999,700 is "1 M", not "1e+03 k").
 std::string count(double v) {
   if (!std::isfinite(v)) return "-";
+  const double shown = std::stod(fmt::format("{:.3g}", v));
   for (const auto& [scale, suffix] : std::vector<std::pair<double, const char*>>{{1e12, " T"}, {1e9, " B"}, {1e6, " M"}, {1e3, " k"}}) {
-    if (std::fabs(v) >= scale) return fmt::format("{:.3g}{}", v / scale, suffix);
+    if (std::fabs(shown) >= scale) return fmt::format("{:.3g}{}", shown / scale, suffix);
   }
   return fmt::format("{:.4g}", v);
 }
@@ -603,8 +608,9 @@ std::string fixed(double v, int decimals) { return std::isfinite(v) ? fmt::forma
 std::string pct(double fraction) { return std::isfinite(fraction) ? fmt::format("{:.1f}%", 100 * fraction) : "-"; }
 std::string usd(double v) {
   if (!std::isfinite(v)) return "-";
-  if (std::fabs(v) >= 1e6) return fmt::format("${:.2f} M", v / 1e6);
-  if (std::fabs(v) >= 1e3) return fmt::format("${:.1f} k", v / 1e3);
+  // By the figure as rounded: $999,999 is "$1.00 M", not "$1000.0 k".
+  if (std::fabs(v) >= 999.95e3) return fmt::format("${:.2f} M", v / 1e6);
+  if (std::fabs(v) >= 999.995) return fmt::format("${:.1f} k", v / 1e3);
   return fmt::format("${:.2f}", v);
 }
 double num(const json& j, const char* key, double fallback = std::nan("")) {
@@ -1081,11 +1087,19 @@ class Builder {
       for (const auto& [g, p] : best) {
         points.push_back({{"gpus", g}, {"step_s", num(*p, "step_s")}, {"mfu", num(*p, "mfu")}, {"days", num(*p, "time_to_train_days")}, {"plan", str(*p, "plan")}});
       }
-      scaling_chart(s, who_of(*r), who_of(*r) + ": the fastest plan found at each GPU count", points, "plan");
+      // Its own subjects in the CSV: a run's sweep of the same scenario gives other figures at the
+      // same GPU counts (the CSV had held one key twice).
+      scaling_chart(s, who_of(*r) + " (fastest plan)", who_of(*r) + ": the fastest plan found at each GPU count", points, "plan");
     }
     if (!any) {
-      missing(s, "No scaling data: `clustersim run SCENARIO --report DIR` simulates the plan at other data-parallel degrees, and a plan search over several GPU counts "
-                 "(search: gpus: [...]) gives the fastest plan at each.");
+      // A run whose sweep kept only its own plan ran the command already: say why the others went.
+      const auto runs = of(ReportSource::Kind::training_run);
+      const bool swept = std::any_of(runs.begin(), runs.end(), [](const ReportSource* r) { return r->data.contains("scaling"); });
+      missing(s, swept ? "No scaling curve: the run's sweep of the data-parallel degree (a quarter, half, twice and four times its own) found no other degree "
+                         "that runs: each breaks the global batch or the interleaving, needs more GPUs than the topology has, or does not fit in memory. "
+                         "A plan search over several GPU counts (search: gpus: [...]) gives the fastest plan at each."
+                       : "No scaling data: `clustersim run SCENARIO --report DIR` simulates the plan at other data-parallel degrees, and a plan search over "
+                         "several GPU counts (search: gpus: [...]) gives the fastest plan at each.");
     }
   }
 
@@ -1505,8 +1519,30 @@ class Builder {
       for (const auto& item : d["summary"].items()) {
         const std::string kind = item.key();
         const json& v = item.value();  // not a structured binding: clang 14 cannot capture one in the lambda below
-        // No ok case of the kind: no error to average (validate writes null), shown as "-".
-        const auto pct = [&](const char* key) { return v[key].is_number() ? fmt::format("{:.1f}%", v[key].get<double>()) : std::string("-"); };
+        // No ok case of the kind: no error to average (validate writes null), shown as "-". Else from
+        // the cases' own measured and predicted figures, as their rows are (validate's two decimals
+        // rounded again to one had put the summary at 6.5% beside its one case's 6.4%).
+        double sum_abs = 0, worst = 0;
+        int counted = 0;
+        bool exact = true;
+        for (const auto& c : d["cases"]) {
+          if (str(c, "kind") != kind || str(c, "status") != "ok") continue;
+          const std::string metric = str(c, "primary_metric");
+          const double m = num(c.value("measured", json::object()), metric.c_str()), p = num(c.value("predicted", json::object()), metric.c_str());
+          if (!(std::isfinite(m) && std::isfinite(p) && m > 0)) {
+            exact = false;
+            break;
+          }
+          const double e = std::fabs(100.0 * (p / m - 1.0));
+          sum_abs += e;
+          worst = std::max(worst, e);
+          ++counted;
+        }
+        const auto pct = [&](const char* key) {
+          if (!v[key].is_number()) return std::string("-");
+          if (exact && counted > 0) return fmt::format("{:.1f}%", std::string_view(key) == "mape_pct" ? sum_abs / counted : worst);
+          return fmt::format("{:.1f}%", v[key].get<double>());
+        };
         sum.rows.push_back({kind, fmt_num(num(v, "cases")), fmt_num(num(v, "ok")), fmt_num(num(v, "unsupported", 0)), fmt_num(num(v, "failed", 0)),
                             pct("mape_pct"), pct("max_abs_error_pct")});
         if (v["mape_pct"].is_number()) {
@@ -1537,21 +1573,30 @@ class Builder {
     para(s, fmt::format("clustersim {}; charts by Apache ECharts {} (inlined in report.html).", options.version, assets::kEchartsVersion));
     Table t{{"input", "what", "bytes", "SHA-256"}, {false, false, true, false}, {}};
     std::set<std::pair<std::string, std::string>> scenarios;
+    // A file read at two versions (edited between two results) is named with the result that read
+    // the later one, so that its CSV rows differ in their subject (the key had been given twice).
+    std::map<std::string, std::string> first_version;
+    const auto as_read = [&](const std::string& file, const std::string& sha, const ReportSource& by) {
+      const auto [it, fresh] = first_version.emplace(file, sha);
+      return fresh || it->second == sha ? file : fmt::format("{} (as read for {})", file, by.path.string());
+    };
     for (const auto& src : sources_) {
       t.rows.push_back({src.path.string(), kind_name(src.kind), std::to_string(src.bytes), src.sha256});
       csv_text("inputs", src.path.string(), "sha256", src.sha256);
       const json& from = src.data.value("source", json::object());
       // A scenario that several results read is listed once (twice if it changed between them).
       if (from.contains("scenario_file") && scenarios.insert({str(from, "scenario_file"), str(from, "scenario_sha256")}).second) {
-        t.rows.push_back({str(from, "scenario_file"), "its scenario, as read", "-", str(from, "scenario_sha256")});
-        csv_text("inputs", str(from, "scenario_file"), "sha256", str(from, "scenario_sha256"));
+        const std::string file = as_read(str(from, "scenario_file"), str(from, "scenario_sha256"), src);
+        t.rows.push_back({file, "its scenario, as read", "-", str(from, "scenario_sha256")});
+        csv_text("inputs", file, "sha256", str(from, "scenario_sha256"));
       }
       // The parts the scenario named (model, topology, node, hardware, cost sheet), as read.
       if (from.contains("parts") && from["parts"].is_array()) {
         for (const json& part : from["parts"]) {
           if (str(part, "file").empty() || !scenarios.insert({str(part, "file"), str(part, "sha256")}).second) continue;
-          t.rows.push_back({str(part, "file"), "a part its scenario names", "-", str(part, "sha256", "-")});
-          csv_text("inputs", str(part, "file"), "sha256", str(part, "sha256", "-"));
+          const std::string file = as_read(str(part, "file"), str(part, "sha256", "-"), src);
+          t.rows.push_back({file, "a part its scenario names", "-", str(part, "sha256", "-")});
+          csv_text("inputs", file, "sha256", str(part, "sha256", "-"));
         }
       }
     }

@@ -224,6 +224,15 @@ cp "$dir/accuracy.json" "$dir/accuracy-copy.json"
 "$cli" report "$dir/accuracy.json" "$dir/accuracy-copy.json" --out "$dir/two-acc" >/dev/null
 dups=$(tail -n +2 "$dir/two-acc/report.csv" | awk -F, '{print $1 FS $2 FS $3}' | sort | uniq -d | head -3)
 [ -z "$dups" ] || { echo "report.csv of two accuracy results repeats keys: $dups"; exit 1; }
+# A run's scaling sweep and a plan search of the same scenario keep their scaling rows apart (a
+# probe found each GPU count's mfu and time to train twice, with different values).
+"$cli" run "$data/plan-small.yaml" --report "$dir/plan-run" >/dev/null
+"$cli" report "$dir/plan-run" "$dir/plan" --out "$dir/run-and-plan" >/dev/null
+dups=$(tail -n +2 "$dir/run-and-plan/report.csv" | awk -F, '{print $1 FS $2 FS $3}' | sort | uniq -d | head -3)
+[ -z "$dups" ] || { echo "report.csv of a run and a plan search of one scenario repeats keys: $dups"; exit 1; }
+# Counts are printed whole: a seed of 123456 had read 1.235e+05 (another Monte Carlo when rerun).
+"$cli" cost "$data/cost-small.yaml" --seed 123456 --trials 100 --report "$dir/seeded" >/dev/null
+grep -q "seed 123456" "$dir/seeded/report.md" || { echo "the report does not give the seed whole: $(grep -o 'seed [^)]*' "$dir/seeded/report.md" | head -1)"; exit 1; }
 # Two results without a scenario name are told apart by their files too (a review found both as "-").
 mkdir -p "$dir/nameless-a" "$dir/nameless-b"
 grep -v '^  "scenario": ' "$dir/train/summary.json" >"$dir/nameless-a/summary.json"
