@@ -84,7 +84,7 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
   return registry;
 }
 
-std::optional<BytesPerSec> calibrated_busbw(const hardware::HardwareProfile& hw, const std::string& link) {
+const hardware::CalibratedCollective* calibrated_collective(const hardware::HardwareProfile& hw, const std::string& link) {
   const auto rank_of = [](const std::string& op) {
     if (op == "all_gather") return 0;
     if (op == "reduce_scatter") return 1;
@@ -97,6 +97,11 @@ std::optional<BytesPerSec> calibrated_busbw(const hardware::HardwareProfile& hw,
     if (c.link != link || c.algorithm == "nvls" || c.algorithm == "collnet") continue;
     if (!best || rank_of(c.op) < rank_of(best->op) || (rank_of(c.op) == rank_of(best->op) && c.ranks > best->ranks)) best = &c;
   }
+  return best;
+}
+
+std::optional<BytesPerSec> calibrated_busbw(const hardware::HardwareProfile& hw, const std::string& link) {
+  const hardware::CalibratedCollective* best = calibrated_collective(hw, link);
   if (!best) return std::nullopt;
   // The line's slope weighs every size's relative error alike, so a sweep from 8 B bends it towards
   // the latency-bound sizes; what the link carries is what the largest size measured: its bus bytes

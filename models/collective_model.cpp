@@ -52,11 +52,24 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
   }
   // A NIC link's share of what collectives across nodes measured; 0: not calibrated.
   double network_share = 0;
-  if (const std::optional<BytesPerSec> network = calibrated("network")) {
-    // Across nodes NCCL runs one ring (channel) per NIC, so the bus bandwidth is the NICs of a node
-    // together: one NIC's share is busbw / NICs per node (those of the first node with any).
+  if (const std::optional<BytesPerSec> network = calibrated("network"); network && !nics_per_node_.empty()) {
+    // Across nodes NCCL runs one ring (channel) per NIC, so a ring op's bus bandwidth is the NICs of
+    // a node together: one NIC's share is busbw / NICs per node (those of the first node with any).
+    // An all-to-all's or a send/recv's bus bandwidth is one rank's own rate: a send/recv's is its
+    // NIC's; an all-to-all rank sends (n - ppn) / (n - 1) of its bus bytes out of the node, and the
+    // node's ppn ranks share its NICs. (Divided by the NICs, a 2 x 4 H100 all-to-all log had calibrated
+    // a profile that ran its own all-to-all 2.3 times slower than measured, and its send/recv 4 times.)
     // On a multi-plane fabric a NIC sends on a port per plane: each port's link takes its share.
-    if (!nics_per_node_.empty()) network_share = network->value() / (nics_per_node_.begin()->second * topo.fabric_planes);
+    const int nics = nics_per_node_.begin()->second;
+    const hardware::CalibratedCollective* fit = calibrated_collective(*gpu, "network");
+    const CollectiveOp op = parse_collective_op(fit->op).value_or(CollectiveOp::all_reduce);
+    double per_nic = network->value() / nics;
+    if (op == CollectiveOp::send_recv) per_nic = network->value();
+    if (op == CollectiveOp::all_to_all && fit->ranks > 1) {
+      const int ppn = std::max(1, fit->ranks / std::max(1, fit->nodes));
+      per_nic = network->value() * (fit->ranks - ppn) / (fit->ranks - 1.0) * ppn / nics;
+    }
+    network_share = per_nic / topo.fabric_planes;
   }
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const topology::Link& l = topo.link(*e);

@@ -797,6 +797,13 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
         check_job(j, cluster, topo.gpu.get());
       } catch (const std::invalid_argument& e) {
         why = e.what();
+        // The scenario's micro-batch group, left out of this plan (apply_choice), is named: the
+        // default's message would tell the user to set what they had set.
+        if (base.plan.microbatch_group > 0 && j.plan.microbatch_group == 0 && j.plan.vpp > 1) {
+          why += fmt::format(" (the scenario's microbatch_group {} does not run with this plan's {} micro-batches per step, so it takes Megatron-Core's "
+                             "default of pp)",
+                             base.plan.microbatch_group, j.micro_batches());
+        }
       }
     }
     if (!why.empty()) {

@@ -138,6 +138,13 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
                      "simulated (raise the micro batch or dp{})",
                      tasks, micro, p.vpp, p.pp, splits_every_pass(p) ? ", split into their layers" : "", kMaxComputeTasks, p.vpp > 1 ? ", or lower vpp" : ""));
   }
+  if (p.schedule == PipelineSchedule::interleaved && p.pp == 2 && !p.p2p_overlapped()) {
+    // Megatron-LM's arguments.py: with blocking sends, interleaving needs pp > 2 "to avoid having
+    // multiple p2p sends and recvs between same 2 ranks per communication batch" (the 2021-22 code
+    // asked pp > 2 of every interleaved schedule).
+    fail("parallelism.overlap_p2p", "interleaved 1F1B at pp = 2 needs overlapped pipeline sends: Megatron refuses it with blocking sends (pp > 2, or "
+                                    "overlap_p2p: true)");
+  }
   if (p.schedule == PipelineSchedule::interleaved) {
     // Megatron-Core's checks (forward_backward_pipelining_with_interleaving): groups of pp to all the
     // step's micro-batches, and a last group that is whole or at least pp (a smaller one would leave

@@ -47,6 +47,8 @@ double bus_factor(CollectiveOp op, int ranks);
 // sweep), as the fit's line and efficiency table give it back. Nothing when the profile has no fit for
 // that class.
 std::optional<BytesPerSec> calibrated_busbw(const hardware::HardwareProfile& hw, const std::string& link);
+// The fit calibrated_busbw reads (nullptr when there is none), for what its op and group size mean.
+const hardware::CalibratedCollective* calibrated_collective(const hardware::HardwareProfile& hw, const std::string& link);
 
 struct Collective {
   CollectiveOp op = CollectiveOp::all_reduce;
