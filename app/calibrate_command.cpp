@@ -190,12 +190,16 @@ void run(const Options& o) {
       copt.sources.push_back("clustersim-probe-cuda");
     }
     std::map<fs::path, std::string> read;  // each file once: given twice, its samples had counted twice
-    for (const auto& f : o.from) {
+    const auto once = [&](const std::string& f, const char* option) {
       std::error_code ec;
       const fs::path same = fs::weakly_canonical(f, ec);
       if (const auto [it, fresh] = read.emplace(ec ? fs::path(f) : same, f); !fresh) {
-        throw InputError(fmt::format("--from {}: expected each measurements file once, found it again (given as {}): its samples would count twice", f, it->second));
+        throw InputError(fmt::format("{} {}: expected each measurements file once, found it again (given as {}): its samples would count twice", option, f,
+                                     it->second));
       }
+    };
+    for (const auto& f : o.from) {
+      once(f, "--from");
       const calibrate::Measurements part = calibrate::load_measurements(f);
       // Said of the file, with the record, where the fit would only say it of all of them.
       if (part.empty()) {
@@ -223,12 +227,14 @@ void run(const Options& o) {
       throw InputError(fmt::format("--algorithm: expected ring, tree, hierarchical, nvls, collnet, pairwise or direct, found '{}'", o.algorithm));
     }
     for (const auto& f : o.nccl_tests) {
+      once(f, "--from-nccl-tests");
       calibrate::Measurements run = calibrate::read_nccl_tests(f, nopt);
       for (auto& s : run.collectives) s.algorithm = o.algorithm;
       m.append(run);
       copt.sources.push_back("nccl-tests " + fs::path(f).filename().string());
     }
     for (const auto& f : o.torch_probe) {
+      once(f, "--from-torch-probe");
       m.append(calibrate::read_torch_probe(f));
       copt.sources.push_back("torch-probe " + fs::path(f).filename().string());
     }
@@ -257,7 +263,10 @@ void run(const Options& o) {
     // Ratios against another chip's profile (an H100 fit against the A100's: memory bandwidth x1.97)
     // compare chips, not a calibration: said, not refused, as a CPU probe's profile standing in for
     // a GPU's (--scenario) is a way to try the pipeline on a machine without one.
-    if (shipped.architecture != fitted.architecture || shipped.sm_count != fitted.sm_count) {
+    // H100 and H200 share an architecture and SM count: the GPU model their names give tells them apart.
+    const std::string model_a = calibrate::gpu_model_of(shipped.name), model_b = calibrate::gpu_model_of(fitted.name);
+    const bool other_model = !model_a.empty() && !model_b.empty() && model_a != model_b;
+    if (shipped.architecture != fitted.architecture || shipped.sm_count != fitted.sm_count || other_model) {
       std::cout << fmt::format("note: --compare {} is a profile of another chip ({}: {}, {} SMs) than the fitted one ({}: {}, {} SMs): the ratios below "
                                "compare the two chips, not a calibration of one\n",
                                o.compare, shipped.name, shipped.architecture, shipped.sm_count, fitted.name, fitted.architecture, fitted.sm_count);

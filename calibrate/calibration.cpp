@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/yaml_reader.hpp"
 
 namespace cs::calibrate {
 
@@ -219,6 +220,11 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
                                      from, c.kind == MemoryKind::h2d ? "host-to-device" : "device-to-host", to_string(c.transfer.bandwidth), base.name,
                                      to_string(BytesPerSec(ceiling))));
       }
+      if (!yaml::latency().ok(c.transfer.latency)) {
+        throw InputError(fmt::format("calibrate{}: the {} copies fit a latency of {}, past a profile's 1 s (which it could not load back): the "
+                                     "measurements' sizes or times are wrong",
+                                     from, c.kind == MemoryKind::h2d ? "host-to-device" : "device-to-host", to_string(c.transfer.latency)));
+      }
       (c.kind == MemoryKind::h2d ? hw.host_to_device : hw.device_to_host) = c.transfer;
     }
   }
@@ -296,6 +302,13 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
       r.notes.push_back(fmt::format("{} over {} ({} ranks) was measured at one size only ({}): its latency is taken as 0 and its bus bandwidth "
                                     "as that size's (measure a sweep of sizes to fit both)",
                                     l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(Bytes(l.largest_bytes))));
+    }
+    if (l.bandwidth_bound && !yaml::latency().ok(l.result.latency)) {
+      // A profile holds latencies up to 1 s (yaml::latency): a fit past it wrote a profile.yaml that
+      // no command could load.
+      throw InputError(fmt::format("calibrate{}: {} over {} ({} ranks) fits a latency of {}, past a profile's 1 s: the measurements' sizes or times "
+                                   "are wrong",
+                                   from, l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(l.result.latency)));
     }
     if (l.bandwidth_bound) {
       const auto& n = l.result;

@@ -308,6 +308,25 @@ GemmFit fit_gemm(const HardwareProfile& base, const std::vector<GemmSample>& sam
                                     "max_efficiency is fitted, the shape terms kept from {}",
                                     hardware::to_string(d), shapes.size(), shapes.size() == 1 ? "" : "s", base.name));
   }
+  // memory_efficiency shows only in a GEMM whose operands take longer to move than its arithmetic
+  // at the ceiling, and longer than a few launches; where none does, the fit would move it anywhere
+  // with no note (eight bf16 GEMMs of at most 512 had halved it, and a training step ran 7.6% slower
+  // on its memory-bound ops). It is kept from the base then, and said.
+  if (layout.memory) {
+    bool shows = false;
+    for (const auto& s : samples) {
+      const double bytes = static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) * hardware::bytes_per_element(s.dtype);
+      const double moving = bytes / (base.memory_bandwidth.value() * base.gemm.memory_efficiency);
+      const double computing = s.flops() / (base.peak(s.dtype).value() * base.gemm.max_efficiency.at(s.dtype));
+      shows = shows || (moving >= computing && moving >= kOverheadWindow * launch);
+    }
+    if (!shows) {
+      layout.memory = false;
+      fit.notes.push_back(fmt::format("no GEMM measured is memory-bound for longer than a few launches: memory_efficiency kept from {} (measure "
+                                      "device copies, or thin GEMMs such as 8192x8192x64)",
+                                      base.name));
+    }
+  }
   // A time kImplausibleFactor times what the base predicts for the shape (launch overhead included)
   // is refused, not fitted.
   for (std::size_t i = 0; i < samples.size(); ++i) {

@@ -261,6 +261,12 @@ void resolve(Run& run, const std::filesystem::path& file, const NcclTestsOptions
                      run.ranks, run.nodes));
   }
   run.link = options.link.value_or(run.nodes > 1 ? LinkClass::network : LinkClass::nvlink);
+  // Only the network reaches past one node (as measurements.json's reader has it): a run over hosts
+  // fitted as NVLink wrote a measurements.json that calibrate itself then refused.
+  if (run.nodes > 1 && run.link != LinkClass::network) {
+    fail(fmt::format("the run spans {} nodes, so its link is network, not {} (NVLink, PCIe and a process's own copies stay inside one node)", run.nodes,
+                     to_string(run.link)));
+  }
   run.resolved = true;
 }
 

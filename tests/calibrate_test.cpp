@@ -319,6 +319,22 @@ TEST_CASE("calibrate: fitting refuses what it cannot use") {
   CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(cpu, m, {}); }), Catch::Contains("bf16") && Catch::Contains("no bf16 peak"));
 }
 
+TEST_CASE("calibrate: small GEMMs, none memory-bound for long, leave memory_efficiency as the base has it, and say so") {
+  // A probe's eight bf16 GEMMs of at most 512 (each compute-bound or over within a few launches)
+  // had moved memory_efficiency from 0.81 to 0.40 with no note.
+  const HardwareProfile h200 = shipped("h200-sxm-141gb");
+  Measurements m;
+  for (int n : {256, 384, 512}) {
+    for (int k : {256, 512}) {
+      const double t = hardware::estimate_gemm(h200, {n, n, k}, Dtype::bf16).time.value();
+      m.gemm.push_back({Dtype::bf16, n, n, k, 1.6 * t});
+    }
+  }
+  const CalibrationResult r = calibrate::calibrate(h200, m, {});
+  CHECK(r.profile.gemm.memory_efficiency == h200.gemm.memory_efficiency);
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("memory_efficiency kept from") != std::string::npos; }));
+}
+
 TEST_CASE("calibrate: measurements of one kind of device are not fitted onto another") {
   // Expectation: the CPU probe's measurements onto a GPU profile, a GPU's onto a CPU profile, and a
   // 132-SM GPU's onto a 108-SM profile are each refused, naming both; the same GPU's profile fits.
@@ -922,6 +938,55 @@ TEST_CASE("calibrate: a sweep from 8 B sets the network's capacity at what its l
   ar.ranks = topo.gpus();
   ar.bytes = Bytes(8589934592.0);
   CHECK(models::CollectiveModel(topo).simulate(ar).time.value() == Approx(47535e-6).epsilon(0.03));
+}
+
+TEST_CASE("calibrate: an all-to-all or send/recv sweep across nodes gives back what it measured") {
+  // The recorded 2 x 4 H100 all-to-all and send/recv (tests/data/nccl-tests): their bus bandwidth is
+  // a rank's own rate, not the node's NICs together; divided by the NICs as a ring's is, the
+  // calibrated profile had run the log's own 16 GiB all-to-all 2.3 times slower than its 221.5 ms,
+  // and its send/recv 4 times slower.
+  const auto data = std::filesystem::path(__FILE__).parent_path() / "data" / "nccl-tests" / "alltoall-sendrecv-2x4-h100.log";
+  const Measurements all = read_nccl_tests(data);
+  const auto topology_for = [](const HardwareProfile& hw) {
+    auto topo = test::topology_from_text(
+        "topology:\n  name: t\n  node:\n    name: four\n    gpu: h100-sxm5-80gb\n    devices:\n      - {name: gpu, kind: gpu, count: 4}\n"
+        "      - {name: nvswitch, kind: nvswitch, count: 1}\n      - {name: pcie, kind: pcie_switch, count: 4}\n"
+        "      - {name: nic, kind: nic, count: 4, rate: 400Gbps}\n    links:\n      - {from: gpu, to: nvswitch, kind: nvlink, bandwidth: 450GB/s}\n"
+        "      - {from: gpu, to: pcie, pattern: zip, kind: pcie, bandwidth: 63GB/s}\n      - {from: nic, to: pcie, pattern: zip, kind: pcie, bandwidth: 63GB/s}\n"
+        "  nodes: 2\n  fabric: {kind: fat-tree, technology: infiniband, tiers: [{radix: 64}]}\n");
+    topo.gpu = std::make_shared<const HardwareProfile>(hw);
+    return topo;
+  };
+  Measurements a2a, p2p;
+  for (const auto& c : all.collectives) (c.op == models::CollectiveOp::all_to_all ? a2a : p2p).collectives.push_back(c);
+  REQUIRE(!a2a.collectives.empty());
+  REQUIRE(!p2p.collectives.empty());
+  {
+    const auto topo = topology_for(calibrate::calibrate(shipped("h100-sxm5-80gb"), a2a, {}).profile);
+    models::Collective c;
+    c.op = models::CollectiveOp::all_to_all;
+    c.ranks = topo.gpus();
+    c.bytes = Bytes(17179869184.0);
+    CHECK(models::CollectiveModel(topo).simulate(c).time.value() == Approx(221479e-6).epsilon(0.03));
+  }
+  {
+    const auto topo = topology_for(calibrate::calibrate(shipped("h100-sxm5-80gb"), p2p, {}).profile);
+    models::Collective c;
+    c.op = models::CollectiveOp::send_recv;
+    c.ranks = {topo.gpus()[0], topo.gpus()[4]};
+    c.bytes = Bytes(17179869184.0);
+    CHECK(models::CollectiveModel(topo).simulate(c).time.value() == Approx(710935e-6).epsilon(0.05));
+  }
+}
+
+TEST_CASE("calibrate: a collective whose fit has a latency past a profile's 1 s is refused, not written") {
+  // A probe's sweep with a 1.4 s latency was written as `latency: 1431400us` into a profile.yaml
+  // that no command could load.
+  Measurements slow;
+  slow.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::network, 16, 2, 1073741824.0, 2.0});
+  slow.collectives.push_back({models::CollectiveOp::all_reduce, LinkClass::network, 16, 2, 68719476736.0, 10.0});
+  CHECK_THAT(test::input_error([&] { (void)calibrate::calibrate(shipped("h100-sxm5-80gb"), slow, {}); }),
+             Catch::Contains("fits a latency of") && Catch::Contains("past a profile's 1 s"));
 }
 
 TEST_CASE("calibrate: collective samples no link could produce are refused before the fit, not printed as NaN") {
