@@ -60,6 +60,9 @@ nlohmann::json distribution(const models::Distribution& d, double scale) {
   return {{"mean", d.mean / scale}, {"p50", d.p50 / scale}, {"p90", d.p90 / scale}, {"p99", d.p99 / scale}};
 }
 
+// The header of distributions.csv, by which an inference cost into the same directory knows it as clustersim's.
+constexpr const char* kDistributionsHeader = "offering,trial,wall_days,cost_usd";
+
 void training_cost(const Options& o) {
   const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
   if (!sc.cost) throw InputError(fmt::format("{}: no 'cost' section (sheet, checkpoint, reliability) to price", o.scenario));
@@ -163,7 +166,7 @@ void training_cost(const Options& o) {
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
     check_report_targets(o.report);
-    std::string csv = "offering,trial,wall_days,cost_usd\n";
+    std::string csv = std::string(kDistributionsHeader) + "\n";
     for (const auto& e : rows) {
       // Each finished trial under its own number (an unfinished one leaves a gap, as its seed does).
       for (std::size_t k = 0; k < e.walls.size(); ++k) {
@@ -262,8 +265,10 @@ void inference_cost(const Options& o) {
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
     check_report_targets(o.report);
+    std::error_code ec;
+    const bool replaced = std::filesystem::exists(std::filesystem::path(o.out) / "cost.json", ec);
     reports::write_file_atomically(std::filesystem::path(o.out) / "cost.json", j.dump(2) + "\n");
-    removed = remove_stale_companion(o.out, "distributions.csv", "cost.json");
+    removed = remove_stale_companion(o.out, "distributions.csv", kDistributionsHeader, "cost.json", replaced);
   }
   if (o.json) {
     std::cout << j.dump(2) << "\n";

@@ -1,6 +1,7 @@
 #include "report_command.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -58,10 +59,16 @@ void prepare_outputs(const std::string& out, const std::string& report, const ch
   check_report_targets(report);
 }
 
-std::string remove_stale_companion(const std::string& dir, const std::string& companion, const std::string& written) {
+std::string remove_stale_companion(const std::string& dir, const std::string& companion, const std::string& header, const std::string& written, bool replaced) {
   const std::filesystem::path stale = std::filesystem::path(dir) / companion;
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(stale, ec)) return "";
+  if (!replaced || !std::filesystem::is_regular_file(stale, ec)) return "";
+  std::string first;
+  {
+    std::ifstream in(stale);
+    std::getline(in, first);
+  }
+  if (!first.starts_with(header)) return "";
   if (!std::filesystem::remove(stale, ec) || ec) {
     throw std::runtime_error(fmt::format("cannot remove {}, left from an earlier result than the {} just written: {}", stale.string(), written,
                                          ec ? ec.message() : "not removed"));

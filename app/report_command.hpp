@@ -24,11 +24,13 @@ void check_report_targets(const std::string& report_dir);
 // failure to write comes before minutes of simulation and leaves no fresh file behind (a --report
 // directory that could not be created had failed after --out's files were written).
 void prepare_outputs(const std::string& out, const std::string& report, const char* out_what);
-// After a command has written `written` in `dir`: removes `companion` there, a file the same command
-// writes beside `written` for another kind of scenario, which `written` has just replaced the result
-// of (an inference run's requests.csv beside a training run's summary.json). Returns a note for the
-// "wrote" line, empty when there was none.
-std::string remove_stale_companion(const std::string& dir, const std::string& companion, const std::string& written);
+// After a command has written `written` in `dir`, replacing one there (`replaced`): removes
+// `companion`, a file the same command writes beside `written` for another kind of scenario, when it
+// is clustersim's (its first line starts with `header`): the result it belonged to is gone (an
+// inference run's requests.csv beside a training run's summary.json). A file of that name that is
+// not clustersim's, or beside no earlier result, stays. Returns a note for the "wrote" line, empty
+// when nothing was removed.
+std::string remove_stale_companion(const std::string& dir, const std::string& companion, const std::string& header, const std::string& written, bool replaced);
 
 // What a result records of where it came from: the scenario file, its SHA-256 and clustersim's version.
 nlohmann::json source_of(const std::string& scenario_file);

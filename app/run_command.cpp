@@ -42,6 +42,9 @@ std::string rate_text(double v, int decimals) {
   return v >= 100 * std::pow(10.0, -decimals) ? fmt::format("{:.{}f}", v, decimals) : fmt::format("{:.3g}", v);
 }
 
+// The header of requests.csv, by which a training run into the same directory knows it as clustersim's.
+constexpr const char* kRequestsHeader = "id,arrival_s,prompt_tokens,output_tokens,replica,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions";
+
 std::string plan_summary(const models::TrainingJob& job) {
   const auto& p = job.plan;
   std::string s = fmt::format("TP{} PP{} DP{} CP{} EP{}", p.tp, p.pp, p.dp, p.cp, p.ep);
@@ -341,6 +344,11 @@ nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& o
     if (d < 1 || (!points.empty() && points.back()["dp"].get<int>() >= d)) continue;
     models::TrainingJob job = sc.job;
     job.plan.dp = d;
+    // The scenario's micro-batch group where this degree runs it, else Megatron-Core's default, as
+    // the plan search takes it.
+    if (job.plan.microbatch_group > 0 && !models::microbatch_groups_run(job.micro_batches(), job.plan.pp, job.plan.microbatch_group)) {
+      job.plan.microbatch_group = 0;
+    }
     double step = own.step_time.value(), mfu = own.mfu, days = own.time_to_train.value() / 86400.0;
     if (d != dp) {
       try {
@@ -399,7 +407,7 @@ void run_inference(const Options& o) {
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
     check_report_targets(o.report);
-    std::string csv = "id,arrival_s,prompt_tokens,output_tokens,replica,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,preemptions";
+    std::string csv = kRequestsHeader;
     if (sc.disaggregation) csv += ",decode_replica,kv_transfer_start_s,kv_transfer_end_s";
     csv += "\n";
     for (const auto& q : r.requests) {
@@ -448,8 +456,10 @@ void run(const Options& o) {
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));
     check_report_targets(o.report);
+    std::error_code ec;
+    const bool replaced = std::filesystem::exists(std::filesystem::path(o.out) / "summary.json", ec);
     reports::write_files_atomically(o.out, {{"summary.json", j.dump(2) + "\n"}, {"trace.json", r.trace}});
-    removed = remove_stale_companion(o.out, "requests.csv", "summary.json");
+    removed = remove_stale_companion(o.out, "requests.csv", kRequestsHeader, "summary.json", replaced);
   }
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "summary.json"}, false);

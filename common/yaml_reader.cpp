@@ -39,6 +39,9 @@ SourceLocation location_of(const std::shared_ptr<const std::string>& file, const
   return {file, mark.line + 1, column};
 }
 
+// yaml-cpp's marks count from after a UTF-8 byte-order mark: the text their positions index.
+std::string_view without_bom(std::string_view text) { return text.starts_with("\xEF\xBB\xBF") ? text.substr(3) : text; }
+
 bool has_non_ascii(std::string_view text) {
   return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
 }
@@ -86,7 +89,7 @@ std::pair<int, int> line_column(std::string_view text, std::size_t offset) {
 
 Document::Document(YAML::Node root, std::filesystem::path path, std::string name, std::string_view text)
     : root_(std::move(root)), path_(std::move(path)), name_(std::make_shared<const std::string>(std::move(name))),
-      non_ascii_text_(has_non_ascii(text) ? std::string(text) : std::string()) {}
+      non_ascii_text_(has_non_ascii(without_bom(text)) ? std::string(without_bom(text)) : std::string()) {}
 
 SourceLocation Document::locate(const YAML::Mark& mark) const { return location_of(name_, mark, non_ascii_text_); }
 
@@ -224,16 +227,16 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
           ContentProbe next;
           if (!parser.HandleNextDocument(next)) break;
           if (next.content) {
-            throw InputError(location_of(display, next.where, text), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
+            throw InputError(location_of(display, next.where, without_bom(text)), "a second YAML document (after '---'): a file holds one, and the rest would be ignored");
           }
         }
       }
     }
   } catch (const YAML::DeepRecursion& e) {
-    throw InputError(location_of(display, e.mark, text),
+    throw InputError(location_of(display, e.mark, without_bom(text)),
                      "malformed YAML: nested too deeply (the parser's recursion limit is a few hundred levels)");
   } catch (const YAML::Exception& e) {
-    throw InputError(location_of(display, e.mark, text), "malformed YAML: " + e.msg);
+    throw InputError(location_of(display, e.mark, without_bom(text)), "malformed YAML: " + e.msg);
   }
   return std::shared_ptr<const Document>(new Document(std::move(root), std::move(path), name, text));
 }

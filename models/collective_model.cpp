@@ -57,7 +57,7 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
     // a node together: one NIC's share is busbw / NICs per node (those of the first node with any).
     // An all-to-all's or a send/recv's bus bandwidth is one rank's own rate: a send/recv's is its
     // NIC's; an all-to-all rank sends (n - ppn) / (n - 1) of its bus bytes out of the node, and the
-    // node's ppn ranks share its NICs. (Divided by the NICs, a 2 x 4 H100 all-to-all log had calibrated
+    // node's ppn ranks share the NICs they used. (Divided by the NICs, a 2 x 4 H100 all-to-all log had calibrated
     // a profile that ran its own all-to-all 2.3 times slower than measured, and its send/recv 4 times.)
     // On a multi-plane fabric a NIC sends on a port per plane: each port's link takes its share.
     const int nics = nics_per_node_.begin()->second;
@@ -65,9 +65,10 @@ CollectiveModel::CollectiveModel(const topology::Topology& topo, CollectiveOptio
     const CollectiveOp op = parse_collective_op(fit->op).value_or(CollectiveOp::all_reduce);
     double per_nic = network->value() / nics;
     if (op == CollectiveOp::send_recv) per_nic = network->value();
-    if (op == CollectiveOp::all_to_all && fit->ranks > 1) {
-      const int ppn = std::max(1, fit->ranks / std::max(1, fit->nodes));
-      per_nic = network->value() * (fit->ranks - ppn) / (fit->ranks - 1.0) * ppn / nics;
+    if (op == CollectiveOp::all_to_all && fit->nodes > 1) {
+      // The measured node's ppn ranks left by min(ppn, NICs) NICs (one a GPU, as far as there are).
+      const int ppn = std::max(1, fit->ranks / fit->nodes);
+      per_nic = network->value() * (fit->ranks - ppn) / (fit->ranks - 1.0) * ppn / std::min(ppn, nics);
     }
     network_share = per_nic / topo.fabric_planes;
   }
@@ -168,7 +169,8 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
   // NCCL's totalBw (search.cc) per GPU: its NVLink bandwidth (or its PCIe link) in a graph that holds
   // the communicator's GPUs only: an NVLink to a GPU outside the group carries none of its rings
   // (two GPUs of a 4-GPU mesh have one 80 GB/s link between them, not 240). A GPU alone in its node
-  // keeps all of its NVLinks, as it has no ring hop inside the node. The group takes its members'
+  // keeps all of its NVLinks: with no ring hop inside the node they carry none of its traffic either
+  // way, and they keep NCCL's LL128 choice over NVLink (on a mesh node NCCL's graph would hold none). The group takes its members'
   // least, as NCCL takes the least of every rank's search (which had made results depend on the
   // order of the ranks where GPUs' NVLinks differ).
   std::set<Vertex> members(c.ranks.begin(), c.ranks.end());

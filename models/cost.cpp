@@ -842,16 +842,15 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       c.finite = std::isfinite(c.wall);
     }
   };
-  // fixed_interval: the interval to take (the break-even's bisection takes its row's, as a search at
-  // each of its hundred rates would take minutes); else the given one, Daly's, or for holds that are
-  // not memoryless the one that minimises the form.
-  const auto closed_form = [&](const Plan& plan, double preempt_rate, std::optional<double> fixed_interval = std::nullopt) {
+  // At the given interval, else Daly's, or for holds that are not memoryless the one that minimises
+  // the form (the break-even's bisection searches it at every rate it tries: a shape-1 form is closed,
+  // so that costs little).
+  const auto closed_form = [&](const Plan& plan, double preempt_rate) {
     ClosedForm c;
     const bool noticed = plan.notice >= delta;
     const double lossy_rate = failure_rate + (noticed ? 0.0 : preempt_rate);
     c.mtbi = lossy_rate > 0 ? 1.0 / lossy_rate : kInfinity;
-    c.interval = fixed_interval               ? *fixed_interval
-                 : run.checkpoint.interval_s > 0 ? run.checkpoint.interval_s
+    c.interval = run.checkpoint.interval_s > 0 ? run.checkpoint.interval_s
                  : std::isfinite(c.mtbi)         ? daly_interval(ck, c.mtbi)
                                                  : run.work_s;
     // Daly's optimum for an async checkpoint comes from its snapshot, but the next snapshot may not
@@ -860,7 +859,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     // given interval must not be.
     // (A millionth over it: at exactly the write's time the next snapshot and the write's end fall on
     // one nanosecond, and a rounding could put the snapshot first and lose the checkpoint.)
-    if (!fixed_interval && run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta * (1 + 1e-6));
+    if (run.checkpoint.interval_s <= 0 && run.checkpoint.async) c.interval = std::max(c.interval, delta * (1 + 1e-6));
     const double wait = plan.mean_wait();
     c.noticed_rate = noticed ? preempt_rate : 0.0;
     const bool weibull = plan.spot && plan.preemption.kind == PreemptionProcess::Kind::weibull && plan.preemption.scale_hours > 0;
@@ -890,7 +889,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
         holds.preemption.scale_hours = per_hour > 0 ? 1.0 / per_hour : kInfinity;
       }
       weibull_closed_form(c, holds, noticed, wait);
-      if (fixed_interval || run.checkpoint.interval_s > 0 || !std::isfinite(c.mtbi) || noticed) return c;
+      if (run.checkpoint.interval_s > 0 || !std::isfinite(c.mtbi) || noticed) return c;
       // Daly's optimum assumes memoryless interruptions; holds that are not (a lifetime, a Weibull
       // shape) can lose the last segment of nearly every hold at it (3 h lifetimes: the third segment
       // of each hold 5 s short, 31% slower than a slightly shorter interval). So the interval that

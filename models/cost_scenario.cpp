@@ -367,12 +367,12 @@ void CostSection::refuse(const CostInputError& e) const {
     case Input::preemption: break;
   }
   if (!*blamed) blamed = &origin.section;
-  // What the section left out of the offerings priced may be why none fits (an on-demand offering
-  // in nodes of another size had read as none at all).
+  // What the section left out of the offerings priced may be why a deadline finds no offering to
+  // fall back on (an on-demand offering in nodes of another size had read as none at all).
   std::string message = e.what();
   std::vector<std::string> left_out;
   for (const std::string& n : notes) {
-    if (n.find("left out") != std::string::npos) left_out.push_back(n);
+    if (e.input() == Input::deadline && n.find("left out") != std::string::npos) left_out.push_back(n);
   }
   if (!left_out.empty()) {
     message += " (";

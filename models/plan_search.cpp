@@ -463,8 +463,7 @@ TrainingJob apply_choice(const TrainingJob& base, const PlanChoice& c) {
   // group, check_job's rule), else Megatron-Core's default of pp.
   const int group = base.plan.microbatch_group;
   const std::int64_t micro = c.micro > 0 && c.dp > 0 ? base.global_batch / checked_product({c.micro, c.dp}) : 0;
-  const bool runs = c.vpp > 1 && group >= c.pp && group <= micro && (micro % group == 0 || micro % group >= c.pp);
-  p.microbatch_group = runs ? group : 0;
+  p.microbatch_group = c.vpp > 1 && group > 0 && micro <= std::numeric_limits<int>::max() && microbatch_groups_run(static_cast<int>(micro), c.pp, group) ? group : 0;
   return j;
 }
 
@@ -799,7 +798,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
         why = e.what();
         // The scenario's micro-batch group, left out of this plan (apply_choice), is named: the
         // default's message would tell the user to set what they had set.
-        if (base.plan.microbatch_group > 0 && j.plan.microbatch_group == 0 && j.plan.vpp > 1) {
+        if (base.plan.microbatch_group > 0 && j.plan.microbatch_group == 0 && j.plan.vpp > 1 &&
+            !microbatch_groups_run(j.micro_batches(), j.plan.pp, j.plan.pp)) {
           why += fmt::format(" (the scenario's microbatch_group {} does not run with this plan's {} micro-batches per step, so it takes Megatron-Core's "
                              "default of pp)",
                              base.plan.microbatch_group, j.micro_batches());
@@ -1039,6 +1039,14 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
   // 16 plans per K up to 64: a round must find the K best before the bound can prune, and a small K
   // (validate --plans asks for the fastest alone) needs fewer.
   const std::size_t kRound = bound ? std::clamp<std::size_t>(16 * static_cast<std::size_t>(options.keep), 16, 64) : 64;
+  // The data-parallel bound times collectives on the topology: one past the simulator's clock keeps
+  // the cheap bound, and the plan's simulation says it runs past the clock (it had ended the search).
+  const auto tighten_bound = [&](PlanOutcome& o) {
+    try {
+      o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
+    } catch (const sim::TimeRangeError&) {
+    }
+  };
   if (bound) {
     const auto by_bound = [&](std::size_t a, std::size_t b) { return out.outcomes[a].lower_bound_s < out.outcomes[b].lower_bound_s; };
     std::stable_sort(pending.begin(), pending.end(), by_bound);
@@ -1049,7 +1057,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     const std::size_t head = std::min(pending.size(), 4 * kRound);
     for (std::size_t n = 0; n < head; ++n) {
       PlanOutcome& o = out.outcomes[pending[n]];
-      if (pending[n] != out.own) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
+      if (pending[n] != out.own) tighten_bound(o);
     }
     std::stable_sort(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head), by_bound);
   }
@@ -1127,7 +1135,7 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       // A plan the cheap bound keeps gets the data-parallel bound too before it is simulated.
       // The scenario's own plan is always simulated, so that the output can say where it ranks.
       const bool own_plan = pending[n] == out.own;
-      if (bound && !own_plan && !loses() && best_time < 1e300) o.lower_bound_s = (*bounds[static_cast<std::size_t>(o.plan.system)])(out.job(o), true);
+      if (bound && !own_plan && !loses() && best_time < 1e300) tighten_bound(o);
       if (bound && !own_plan && loses()) {
         if (o.resumed) --out.resumed;  // a run from scratch would not have simulated it either
         o.resumed = false;

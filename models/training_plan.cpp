@@ -158,7 +158,7 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
     if (micro < p.pp) {
       fail("batch.global", fmt::format("interleaved 1F1B needs at least pp = {} micro-batches per step, found {}", p.pp, micro_text));
     }
-    if (const int rest = micro % group; rest > 0 && rest < p.pp) {
+    if (const int rest = micro % group; !microbatch_groups_run(micro, p.pp, group)) {
       if (p.microbatch_group > 0) {
         fail("parallelism.microbatch_group",
              fmt::format("microbatch_group = {} leaves a last group of {} micro-batches ({} mod {}), fewer than pp = {}; Megatron-Core refuses it (the later "
@@ -166,7 +166,7 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
                          group, rest, micro, group, p.pp));
       }
       int fits = p.pp;  // the smallest group Megatron-Core runs: micro itself at the latest
-      while (micro % fits != 0 && micro % fits < p.pp) ++fits;
+      while (!microbatch_groups_run(micro, p.pp, fits)) ++fits;
       fail("batch.global", fmt::format("interleaved 1F1B in groups of pp = {} micro-batches (Megatron-Core's default) needs the micro-batches per step ({}) to be a "
                                        "multiple of pp; or set parallelism.microbatch_group to a group size from {} to {} whose remainder is 0 or at least {} "
                                        "(the smallest: {})",

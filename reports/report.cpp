@@ -206,9 +206,12 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
     if (!d.contains(key)) return;
     const json& v = d[key];
     const double x = v.is_number() ? v.get<double>() : std::nan("");
-    // Counts clustersim writes are ints: past 2^31 - 1 none is ("on 1.845e+19 GPUs" otherwise).
-    if (!(std::isfinite(x) && x == std::floor(x) && (positive ? x > 0 : x >= 0) && x <= 2147483647.0)) {
-      field_error(file, key, fmt::format("a {} whole number up to 2147483647", positive ? "positive" : "non-negative"), v);
+    // GPU, node, rank, replica and trial counts are ints in clustersim: past 2^31 - 1 none is ("on
+    // 1.845e+19 GPUs" otherwise). Tokens a step and plan counts are doubles and sizes, exact to 2^53.
+    static const std::set<std::string> kInts = {"gpus", "micro_batches", "replicas", "tp", "pp", "nodes", "trials"};
+    const double most = kInts.count(key) ? 2147483647.0 : 9007199254740992.0;
+    if (!(std::isfinite(x) && x == std::floor(x) && (positive ? x > 0 : x >= 0) && x <= most)) {
+      field_error(file, key, fmt::format("a {} whole number up to {:.0f}", positive ? "positive" : "non-negative", most), v);
     }
   };
   const auto text_of = [&](const char* key) {

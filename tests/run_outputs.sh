@@ -35,4 +35,9 @@ expect_refusal "is the plans.json that --out writes" plan "$data/plan-small.yaml
 "$cli" run "$training" --out "$dir/r" >"$dir/r.txt" || fail=1
 if [ -e "$dir/r/requests.csv" ]; then echo "a training run left the inference run's requests.csv beside its summary.json"; fail=1; fi
 grep -q "removed $dir/r/requests.csv" "$dir/r.txt" || { echo "the training run did not say it removed requests.csv: $(cat "$dir/r.txt" | tail -1)"; fail=1; }
+# A file of that name that is not clustersim's, or beside no earlier result, stays.
+mkdir -p "$dir/own"
+printf 'my,own,trace\n1,2,3\n' >"$dir/own/requests.csv"
+"$cli" run "$training" --out "$dir/own" >/dev/null || fail=1
+[ -e "$dir/own/requests.csv" ] || { echo "a training run removed a requests.csv that was not clustersim's"; fail=1; }
 exit $fail

@@ -157,6 +157,10 @@ sed 's|"capacity_bytes": [0-9.e+]*|"capacity_bytes": 0|' "$dir/train/summary.jso
 refused "$dir/zero-hbm" "field 'memory.capacity_bytes': expected a positive number, found 0" "an HBM of 0"
 sed '0,/"gpus": [0-9]*/s//"gpus": 18446744073709551616/' "$dir/train/summary.json" >"$dir/huge-gpus/summary.json"
 refused "$dir/huge-gpus" "field 'gpus': expected a positive whole number up to 2147483647" "2^64 GPUs"
+# ... but tokens a step past 2^31 are a double clustersim writes (global 16384 x 131072 tokens).
+mkdir -p "$dir/many-tokens"
+sed 's|"tokens_per_step": [0-9.e+]*|"tokens_per_step": 2147483648.0|' "$dir/train/summary.json" >"$dir/many-tokens/summary.json"
+"$cli" report "$dir/many-tokens" --out "$dir/many-tokens-report" >/dev/null || { echo "report refused 2^31 tokens a step"; exit 1; }
 sed 's|"worst_stage": [0-9]*|"worst_stage": 99|' "$dir/train/summary.json" >"$dir/worst-past/summary.json"
 refused "$dir/worst-past" "field 'memory.worst_stage': expected the index of one of the" "a fullest stage past the stages"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['memory']['stages']=[]; json.dump(d,open(sys.argv[2],'w'))" "$dir/train/summary.json" "$dir/no-stages/summary.json"

@@ -366,8 +366,7 @@ TEST_CASE("the peak of stored activations, found in one period of the schedule, 
         for (int micro : {1, 2, 3, 4, 8, 10, 12, 24, 64}) {
           for (int group : {0, pp + 1, pp + 2, 2 * pp, micro}) {
             if (group > 0 && schedule != PipelineSchedule::interleaved) continue;
-            const int n = group > 0 ? group : pp;  // Megatron-Core's rule (check_job)
-            if (schedule == PipelineSchedule::interleaved && (n < pp || n > micro || (micro % n != 0 && micro % n < pp))) continue;
+            if (schedule == PipelineSchedule::interleaved && !microbatch_groups_run(micro, pp, group > 0 ? group : pp)) continue;
             ParallelismPlan p;
             p.pp = pp;
             p.vpp = vpp;

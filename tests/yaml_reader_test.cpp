@@ -53,7 +53,12 @@ TEST_CASE("columns count characters, not bytes, where a line holds other scripts
   CHECK(test::input_error([&] { m.get<int>("layers"); }) == "test.yaml:1:26: field 'm.layers': expected an integer, found 'many'");
   yaml::Node list = test::parse("x: [\"é\", \"é\", many]\n");
   CHECK_THAT(test::input_error([&] { (void)yaml::Map(list).at("x", "a list").items()[2].as<int>(); }), Catch::StartsWith("test.yaml:1:15:"));
-  CHECK_THAT(test::input_error([] { test::parse("a: \"日本語\" [\n", "broken.yaml"); }), Catch::StartsWith("broken.yaml:1:"));
+  CHECK_THAT(test::input_error([] { test::parse("a: \"日本語\" [\n", "broken.yaml"); }), Catch::StartsWith("broken.yaml:1:10:"));
+  // yaml-cpp's positions start after a byte-order mark: the columns of a file with one are those
+  // of the same file without it (a review's find: 3 short).
+  yaml::Node bom = test::parse("\xEF\xBB\xBFm: {name: \"é\", layers: many}\n");
+  yaml::Map bm(yaml::Map(bom).at("m", "a map"));
+  CHECK(test::input_error([&] { bm.get<int>("layers"); }) == "test.yaml:1:24: field 'm.layers': expected an integer, found 'many'");
 }
 
 TEST_CASE("a quoted number or boolean is text, refused where a number or boolean is expected", "[yaml]") {

@@ -1,5 +1,7 @@
 #include "clustersim/topology/topology_loader.hpp"
 
+#include <numeric>
+
 #include <fmt/format.h>
 
 #include "clustersim/topology/routing.hpp"
@@ -88,7 +90,7 @@ Topology build_topology(const TopologySpec& spec) {
     if (gpus > 0 && nics >= 2 * gpus) {
       topo.assumptions.push_back(fmt::format("{} NICs for {} GPUs a node: a GPU's traffic between nodes leaves by one NIC (not modelled: NCCL's channels on "
                                              "each of a GPU's NICs), so collectives get {} of the network; model one NIC a GPU at their summed rate",
-                                             nics, gpus, gpus * 1.0 / nics == 0.5 ? std::string("half") : fmt::format("1/{}", nics / gpus)));
+                                             nics, gpus, fmt::format("{}/{}", gpus / std::gcd(gpus, nics), nics / std::gcd(gpus, nics))));
     }
   }
   // Every GPU must reach every other; one backward search to GPU 0 finds a GPU that cannot.

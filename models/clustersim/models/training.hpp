@@ -87,6 +87,12 @@ struct ParallelismPlan {
   [[nodiscard]] int gpus() const { return tp * pp * dp * cp; }
 };
 
+// Whether Megatron-Core runs `micro` micro-batches a step in interleaved groups of `group` over `pp`
+// stages: the group from pp to micro, and a last group of 0 or at least pp.
+inline bool microbatch_groups_run(int micro, int pp, int group) {
+  return group >= pp && group <= micro && (micro % group == 0 || micro % group >= pp);
+}
+
 struct TrainingJob {
   TransformerSpec model;
   ParallelismPlan plan;
