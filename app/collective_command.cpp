@@ -94,6 +94,7 @@ std::string format_gbps(BytesPerSec b) { return fmt::format("{:.2f}", b.value() 
 
 void run(const Options& o) {
   const topology::Topology topo = topology::load_topology(o.topology);
+  if (!o.trace.empty()) refuse_outputs_over_inputs({std::filesystem::path(o.trace)}, "--trace");
   const CollectiveModel model(topo, CollectiveOptions{.pxn = !o.no_pxn});
   Collective c;
   c.op = *parse_named<CollectiveOp>(o.op, "--op", parse_collective_op,

@@ -69,7 +69,7 @@ void training_cost(const Options& o) {
   models::CostSection cost = *sc.cost;
   if (o.trials > 0) cost.options.trials = o.trials;
   if (o.seed) cost.options.seed = *o.seed;
-  prepare_outputs(o.out, o.report, out_option(o));
+  prepare_outputs(o.out, o.report, out_option(o), {"cost.json", "distributions.csv"});
   const models::TrainingResult r = models::simulate_training(sc.job, *sc.topology);
   // `run` and `plan` say so; a price of a run that cannot start must too.
   if (!r.memory.fits()) cost.notes.insert(cost.notes.begin(), fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", r.memory.verdict()));
@@ -230,7 +230,7 @@ void training_cost(const Options& o) {
 void inference_cost(const Options& o) {
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.cost) throw InputError(fmt::format("{}: no 'cost' section (sheet) to price", o.scenario));
-  prepare_outputs(o.out, o.report, out_option(o));
+  prepare_outputs(o.out, o.report, out_option(o), {"cost.json"});
   const models::InferenceResult r = models::simulate_inference(sc);
   const int gpus = sc.replicas * sc.replica.tp * sc.replica.pp;
   // Whole nodes are rented: the fleet pays for every GPU of the nodes its replicas sit on.

@@ -5,9 +5,13 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include "clustersim/common/input_error.hpp"
+#include "clustersim/common/input_file.hpp"
 
 namespace cs::app {
 
@@ -54,6 +58,19 @@ inline bool same_output(const std::filesystem::path& a, const std::filesystem::p
   std::error_code ea, eb;
   const std::filesystem::path ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
   return (ea || eb) ? a.lexically_normal() == b.lexically_normal() : ca == cb;
+}
+
+// Refuses, as bad input, an output that would replace a file the command has read (a run's request
+// trace named requests.csv in its --out directory, a topology given as collective's --trace): the
+// input would be lost, and the next run would read the output in its place.
+inline void refuse_outputs_over_inputs(const std::vector<std::filesystem::path>& outputs, const std::string& option) {
+  for (const auto& input : InputsRead::all()) {
+    for (const auto& output : outputs) {
+      if (same_output(output, input)) {
+        throw InputError(fmt::format("{}: {} is a file this command read: writing there would replace it; give another path", option, output.string()));
+      }
+    }
+  }
 }
 
 // The option that named a command's output directory, for its messages: --report when only

@@ -282,7 +282,8 @@ void training_plan(const Options& o) {
 
 void search_training_plans(const Options& o, const World& world) {
   const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
-  if (world.rank == 0) prepare_outputs(o.out, o.report, out_option(o));
+  if (world.rank == 0) prepare_outputs(o.out, o.report, out_option(o), {"plans.json", "plans.csv"});
+  if (!o.results.empty()) refuse_outputs_over_inputs({std::filesystem::path(o.results)}, "--results");
   models::SearchOptions opt;
   opt.threads = o.threads;
   opt.shard = world.rank;
@@ -543,7 +544,7 @@ void plan(const Options& o) {
   }
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.sizing) throw InputError(fmt::format("{}: no 'sizing' section (gpus with prices, tp, attainment) to plan from", o.scenario));
-  prepare_outputs(o.out, o.report, out_option(o));
+  prepare_outputs(o.out, o.report, out_option(o), {"sizing.json", "sizing.csv"});
   const models::SizingResult r = models::size_fleet(sc);
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);

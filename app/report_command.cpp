@@ -47,7 +47,15 @@ void check_report_targets(const std::string& report_dir) {
   if (!report_dir.empty()) reports::check_report_possible(report_dir);
 }
 
-void prepare_outputs(const std::string& out, const std::string& report, const char* out_what) {
+void prepare_outputs(const std::string& out, const std::string& report, const char* out_what, const std::vector<std::string>& out_files) {
+  std::vector<std::filesystem::path> outputs;
+  if (!out.empty()) {
+    for (const auto& name : out_files) outputs.push_back(std::filesystem::path(out) / name);
+  }
+  if (!report.empty()) {
+    for (const auto& name : reports::report_file_names()) outputs.push_back(std::filesystem::path(report) / name);
+  }
+  refuse_outputs_over_inputs(outputs, out.empty() ? "--report" : out_what);
   if (!out.empty()) {
     reports::make_output_directory(out, out_what);
     reports::check_directory_writable(out, out_what);

@@ -23,7 +23,8 @@ void check_report_targets(const std::string& report_dir);
 // stop its writes afterwards (a directory that cannot be created, check_report_targets), so that a
 // failure to write comes before minutes of simulation and leaves no fresh file behind (a --report
 // directory that could not be created had failed after --out's files were written).
-void prepare_outputs(const std::string& out, const std::string& report, const char* out_what);
+// `out_files`: the names the command writes into `out`, none of which may be a file it read.
+void prepare_outputs(const std::string& out, const std::string& report, const char* out_what, const std::vector<std::string>& out_files);
 // After a command has written `written` in `dir`, replacing one there (`replaced`): removes
 // `companion`, a file the same command writes beside `written` for another kind of scenario, when it
 // is clustersim's (its first line starts with `header`): the result it belonged to is gone (an

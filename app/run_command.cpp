@@ -396,7 +396,7 @@ void run_inference(const Options& o) {
   if (o.no_fold) throw InputError("--no-fold applies to training scenarios only");
   if (o.ops) throw InputError("--ops applies to training scenarios only");
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
-  prepare_outputs(o.out, o.report, out_option(o));
+  prepare_outputs(o.out, o.report, out_option(o), {"summary.json", "requests.csv", "trace.json"});
   const models::InferenceResult r = models::simulate_inference(sc);
   nlohmann::json j = inference_json(sc, r);
   j["source"] = source_of(o.scenario);
@@ -436,7 +436,7 @@ void run(const Options& o) {
     return;
   }
   const TrainingScenario sc = models::load_training_scenario(o.scenario);
-  prepare_outputs(o.out, o.report, out_option(o));
+  prepare_outputs(o.out, o.report, out_option(o), {"summary.json", "trace.json"});
   models::TrainingOptions opt;
   opt.fold = !o.no_fold;
   opt.trace = !o.out.empty();

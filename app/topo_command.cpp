@@ -208,6 +208,12 @@ void run_topo(const TopoOptions& o) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const Topology topo = load_topology(o.file);
+  {
+    std::vector<std::filesystem::path> exports;
+    if (!o.dot.empty()) exports.emplace_back(o.dot);
+    if (!o.graphml.empty()) exports.emplace_back(o.graphml);
+    refuse_outputs_over_inputs(exports, !o.dot.empty() ? "--dot" : "--graphml");
+  }
   const auto t1 = std::chrono::steady_clock::now();
   const Router router(topo, RoutingOptions{.pxn = o.pxn});
   if (!o.path.empty()) {

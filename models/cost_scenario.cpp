@@ -183,10 +183,11 @@ Offering read_offering(const yaml::Node& node) {
 
 // A training run's failures and spot preemptions strike nodes: an offering whose instances hold
 // another number of GPUs than the scenario's nodes would be priced for a machine it does not rent.
-std::string shape_mismatch(const Offering& o, int node_gpus) {
-  return fmt::format("offering '{}' rents nodes of {} GPU{}, but the scenario's nodes hold {}: its failures and preemptions would strike "
-                     "nodes the scenario does not have, in NVLink domains of another size",
-                     o.name, o.gpus_per_node, o.gpus_per_node == 1 ? "" : "s", node_gpus);
+std::string shape_mismatch(const Offering& o, int node_gpus, bool training) {
+  return fmt::format("offering '{}' rents nodes of {} GPU{}, but the scenario's nodes hold {}: {}", o.name, o.gpus_per_node, o.gpus_per_node == 1 ? "" : "s",
+                     node_gpus,
+                     training ? "its failures and preemptions would strike nodes the scenario does not have, in NVLink domains of another size"
+                              : "the fleet would be billed for nodes, and placed in NVLink domains, the scenario does not have");
 }
 
 }  // namespace
@@ -241,7 +242,7 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
         item.fail_message(fmt::format("no offering '{}' in cost sheet {} (it has {})", name, c.sheet.name, names));
       }
       if (it->gpu != gpu) item.fail_message(fmt::format("offering '{}' rents {}, but the scenario runs on {}", name, it->gpu, gpu));
-      if (node_gpus > 0 && it->gpus_per_node != node_gpus) item.fail_message(shape_mismatch(*it, node_gpus));
+      if (node_gpus > 0 && it->gpus_per_node != node_gpus) item.fail_message(shape_mismatch(*it, node_gpus, training));
       if (std::any_of(c.offerings.begin(), c.offerings.end(), [&](const Offering& o) { return o.name == name; })) {
         item.fail_message(fmt::format("offering '{}' is listed twice", name));
       }
@@ -267,7 +268,7 @@ CostSection read_cost_section(const yaml::Node& node, const std::string& gpu, In
     std::vector<std::string> other_shapes;
     for (const auto& o : c.sheet.offerings) {
       if (o.gpu == gpu && node_gpus > 0 && o.gpus_per_node != node_gpus) {
-        c.notes.push_back(shape_mismatch(o, node_gpus) + ": left out");
+        c.notes.push_back(shape_mismatch(o, node_gpus, training) + ": left out");
         other_shapes.push_back(fmt::format("'{}' ({} a node)", o.name, o.gpus_per_node));
         continue;
       }

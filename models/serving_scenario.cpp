@@ -437,7 +437,13 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     }
     w.finish();
   }
-  if (auto c = m.find("cost")) sc.cost = read_cost_section(*c, hw.name, includes, false);
+  if (auto c = m.find("cost")) {
+    // Offerings rent nodes of their own size: one of another size than the topology's is left out
+    // (or refused where it is the only one), as for training (a p5's 8-GPU price had been billed
+    // for single-GPU hosts, and a 2-GPU node's price per node divided over 8).
+    const int node_gpus = sc.topology->node_count() > 0 ? static_cast<int>(sc.topology->gpus().size()) / sc.topology->node_count() : 0;
+    sc.cost = read_cost_section(*c, hw.name, includes, false, node_gpus);
+  }
   std::optional<yaml::Node> sizing_node = m.find("sizing");
   if (sizing_node) sc.sizing = read_sizing(*sizing_node, includes);
   if (auto s = m.find("slo")) {

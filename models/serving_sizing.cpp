@@ -180,7 +180,7 @@ SizingResult size_fleet(const InferenceScenario& sc) {
     }
     for (int tp : tps) {
       std::string why = tp_split_problem(sc.replica.model, tp);
-      if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) why = fmt::format("TP {} does not divide the node's {} GPUs", tp, offer.node.gpus());
+      if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) why = fmt::format("TP {} does not divide the node's {} GPUs (sizing fills nodes with whole replicas; `run` takes such a TP for a fleet you lay out)", tp, offer.node.gpus());
       if (why.empty() && tp * sc.replica.pp > z.max_gpus) {
         why = fmt::format("one replica needs TP {} x PP {} = {} GPUs, more than max_gpus ({})", tp, sc.replica.pp, tp * sc.replica.pp, z.max_gpus);
       }
@@ -218,8 +218,10 @@ SizingResult size_fleet(const InferenceScenario& sc) {
   std::stable_sort(out.candidates.begin(), out.candidates.end(), [](const SizingCandidate& a, const SizingCandidate& b) {
     if (a.feasible != b.feasible) return a.feasible;
     if (a.feasible) {
-      // Equal $/hour: the higher attainment, then the fewer $ per million output tokens.
-      if (a.cost_per_hour != b.cost_per_hour) return a.cost_per_hour < b.cost_per_hour;
+      // Equal $/hour (to a millionth of a dollar: 0.3 x 8 and 0.8 x 3 differ in their last bit): the
+      // higher attainment, then the fewer $ per million output tokens.
+      const double hour_a = std::round(a.cost_per_hour * 1e6), hour_b = std::round(b.cost_per_hour * 1e6);
+      if (hour_a != hour_b) return hour_a < hour_b;
       if (a.attainment != b.attainment) return a.attainment > b.attainment;
       return a.cost_per_million_output_tokens < b.cost_per_million_output_tokens;
     }

@@ -35,6 +35,23 @@ expect_refusal "is the plans.json that --out writes" plan "$data/plan-small.yaml
 "$cli" run "$training" --out "$dir/r" >"$dir/r.txt" || fail=1
 if [ -e "$dir/r/requests.csv" ]; then echo "a training run left the inference run's requests.csv beside its summary.json"; fail=1; fi
 grep -q "removed $dir/r/requests.csv" "$dir/r.txt" || { echo "the training run did not say it removed requests.csv: $(cat "$dir/r.txt" | tail -1)"; fail=1; }
+# An output may not replace a file the command read: a request trace named requests.csv in the
+# --out directory, a topology given as collective's --trace (a probe lost both, exit 0).
+mkdir -p "$dir/trace-in"
+printf 'arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,200,20\n' >"$dir/trace-in/requests.csv"
+cat >"$dir/trace-in/s.yaml" <<YAML
+scenario:
+  name: trace-in
+  kind: inference
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1, fabric: {kind: none}}
+  serving: {tp: 1, replicas: 1}
+  workload: {arrival: {kind: trace, file: requests.csv}}
+YAML
+expect_refusal "requests.csv is a file this command read" run "$dir/trace-in/s.yaml" --out "$dir/trace-in"
+head -1 "$dir/trace-in/requests.csv" | grep -q '^arrival_s,' || { echo "run --out replaced the request trace it read"; fail=1; }
+printf 'topology: {name: t, node: l40s-pcie-8x, nodes: 1, fabric: {kind: none}}\n' >"$dir/topo.yaml"
+expect_refusal "topo.yaml is a file this command read" collective "$dir/topo.yaml" --size 1MiB --trace "$dir/topo.yaml"
 # A file of that name that is not clustersim's, or beside no earlier result, stays.
 mkdir -p "$dir/own"
 printf 'my,own,trace\n1,2,3\n' >"$dir/own/requests.csv"
