@@ -294,18 +294,22 @@ std::string inference_text(const models::InferenceScenario& sc, const models::In
   return out;
 }
 
-// A Perfetto (Chrome JSON) trace of every request: one track per replica, each request an async slice
-// with its phases queued, prefill (to the first token) and decode nested inside it.
+// A Perfetto (Chrome JSON) trace of every request: one process per replica, each request an async
+// slice in it with its phases queued, prefill (to the first token) and decode nested inside it. The
+// slices' ids are the process's own (id2.local), which is what groups async slices under a process in
+// Perfetto: plain ids are global there, and every request had been a row of its own outside the
+// replicas.
 std::string inference_trace(const models::InferenceResult& r) {
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   bool first = true;
   const auto event = [&](const char* ph, const std::string& name, int replica, int id, double t) {
-    out += fmt::format("{}{{\"ph\": \"{}\", \"cat\": \"request\", \"name\": \"{}\", \"pid\": 1, \"tid\": {}, \"id\": {}, \"ts\": {:.3f}}}", first ? "" : ",\n", ph,
-                       name, replica, id, t * 1e6);
+    out += fmt::format("{}{{\"ph\": \"{}\", \"cat\": \"request\", \"name\": \"{}\", \"pid\": {}, \"tid\": 0, \"id2\": {{\"local\": \"0x{:x}\"}}, \"ts\": {:.3f}}}",
+                       first ? "" : ",\n", ph, name, replica + 1, id, t * 1e6);
     first = false;
   };
   for (std::size_t k = 0; k < r.replicas.size(); ++k) {
-    out += fmt::format("{}{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": {}, \"args\": {{\"name\": \"replica {}\"}}}}", first ? "" : ",\n", k, k);
+    out += fmt::format("{}{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {}, \"args\": {{\"name\": \"replica {}\"}}}}", first ? "" : ",\n", k + 1, k);
+    out += fmt::format(",\n{{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": {}, \"args\": {{\"sort_index\": {}}}}}", k + 1, k);
     first = false;
   }
   for (const auto& q : r.requests) {
