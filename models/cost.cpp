@@ -817,13 +817,12 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
       };
       hold = lambda > 0 ? attempts_between(0.0, end) : L.held_between(0, end);
       // (A notice too short to save in is no use: the job works on until the capacity goes.)
-      const auto saved = [&](double t) { return L.survival(t) * std::exp(-lambda * t); };  // t: from the hold's start
       // Segment j is saved once its checkpoint is durable: at R + j s, or an async write later.
       const double first = restart + (one_segment ? 0.0 : write);
       double segments = 0;  // expected segments saved per hold
       const double count = std::min(needed, std::floor((horizon - first) / step));
       if (count <= 1e6) {
-        for (double j = 1; j <= count; ++j) segments += saved(first + j * step);
+        for (double j = 1; j <= count; ++j) segments += attempt(first + j * step);  // t: from the hold's start
       } else if (lambda == 0) {
         // Too many to add one by one: the sum as an integral over its midpoints, exactly.
         segments = L.held_between(first + step / 2, first + (count + 0.5) * step) / step;

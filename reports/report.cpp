@@ -1506,6 +1506,15 @@ class Builder {
     if (!any) missing(s, "The results record no defaults beyond the documented ones.");
   }
 
+  // A validation case's error in percent from its full-precision figures (checked against error_pct
+  // when read): rounding validate's two decimals again to one showed -16.35 as -16.4 where validate
+  // prints -16.3. NaN where the figures are missing.
+  static double case_error(const json& c) {
+    const std::string metric = str(c, "primary_metric");
+    const double m = num(c.value("measured", json::object()), metric.c_str()), p = num(c.value("predicted", json::object()), metric.c_str());
+    return m > 0 ? 100.0 * (p / m - 1.0) : std::nan("");
+  }
+
   void accuracy() {
     Section& s = section("Accuracy on published measurements");
     const auto sources = of(ReportSource::Kind::validation);
@@ -1530,13 +1539,11 @@ class Builder {
         bool exact = true;
         for (const auto& c : d["cases"]) {
           if (str(c, "kind") != kind || str(c, "status") != "ok") continue;
-          const std::string metric = str(c, "primary_metric");
-          const double m = num(c.value("measured", json::object()), metric.c_str()), p = num(c.value("predicted", json::object()), metric.c_str());
-          if (!(std::isfinite(m) && std::isfinite(p) && m > 0)) {
+          const double e = std::fabs(case_error(c));
+          if (!std::isfinite(e)) {
             exact = false;
             break;
           }
-          const double e = std::fabs(100.0 * (p / m - 1.0));
           sum_abs += e;
           worst = std::max(worst, e);
           ++counted;
@@ -1560,9 +1567,7 @@ class Builder {
         const std::string metric = str(c, "primary_metric");
         const json& m = c.value("measured", json::object());
         const json& p = c.value("predicted", json::object());
-        // The error from the full-precision figures (checked against error_pct above): rounding
-        // validate's two decimals again to one showed -16.35 as -16.4 where validate prints -16.3.
-        const double error = 100.0 * (num(p, metric.c_str()) / num(m, metric.c_str()) - 1.0);
+        const double error = case_error(c);
         t.rows.push_back({str(c, "id"), metric, fmt_num(num(m, metric.c_str())), fmt_num(num(p, metric.c_str())),
                           str(c, "status") == "ok" ? fmt::format("{:+.1f}%", error) : str(c, "status")});
         csv("accuracy", lead + str(c, "id"), "error", num(c, "error_pct"), "%");
