@@ -85,14 +85,20 @@ void check_replaceable(const fs::path& path) {
                                "over it, which would replace it: give the path of a file",
                                path.string(), what));
 }
+// A file that could not be created in a directory the user gave: bad input (exit status 2), as any
+// other path; a full disk or too many open files is the machine's trouble (1).
+[[noreturn]] void refuse_create(int err, const std::string& message) {
+  if (err == ENOSPC || err == EDQUOT || err == EMFILE || err == ENFILE || err == ENOMEM) throw std::runtime_error(message);
+  throw InputError(message);
+}
+
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
   check_replaceable(path_);
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
   std::error_code ec;
-  // A path the user gave that cannot hold a file is bad input (exit status 2), as any other; a full
-  // disk or too many open files is the machine's trouble (1).
+  // A path the user gave that cannot hold a file is bad input (exit status 2).
   if (!fs::is_directory(dir, ec)) {
     throw InputError(fmt::format("cannot write {}: {} {}", path_.string(), dir.string(), fs::exists(dir, ec) ? "is not a directory" : "(its directory) does not exist"));
   }
@@ -102,9 +108,7 @@ AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
     // The output is written beside itself first, then renamed: a directory that takes no new file
     // (read-only, or /proc) cannot hold it, whatever the file itself is.
     const int err = errno;
-    const std::string message = fmt::format("cannot write {}: cannot create a file in {} to write it into first: {}", path_.string(), dir.string(), std::strerror(err));
-    if (err == ENOSPC || err == EDQUOT || err == EMFILE || err == ENFILE || err == ENOMEM) throw std::runtime_error(message);
-    throw InputError(message);
+    refuse_create(err, fmt::format("cannot write {}: cannot create a file in {} to write it into first: {}", path_.string(), dir.string(), std::strerror(err)));
   }
   slot_ = claim_slot(temporary_);
   buffer_.reserve(kBufferBytes);
@@ -197,10 +201,8 @@ void check_directory_writable(const fs::path& dir, std::string_view what) {
   const int fd = ::mkstemp(probe.data());
   if (fd < 0) {
     const int err = errno;
-    const std::string message = fmt::format("{} {}: expected a directory clustersim can write into, but it cannot create a file there: {}", what, dir.string(),
-                                            std::strerror(err));
-    if (err == ENOSPC || err == EDQUOT || err == EMFILE || err == ENFILE || err == ENOMEM) throw std::runtime_error(message);
-    throw InputError(message);
+    refuse_create(err, fmt::format("{} {}: expected a directory clustersim can write into, but it cannot create a file there: {}", what, dir.string(),
+                                   std::strerror(err)));
   }
   ::close(fd);
   ::unlink(probe.c_str());
