@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -105,6 +106,11 @@ bool replicas_send_differently(const ParallelismPlan& p, const topology::Topolog
 // The largest step, in compute tasks simulated rank by rank, that is unfolded on its own when its
 // replicas' pipeline sends differ (a few seconds on the 2-core development machine).
 constexpr std::int64_t kUnfoldOnItsOwnTasks = std::int64_t{1} << 17;
+// The most compute tasks an unfolded step (--no-fold) may hold over all its ranks: each takes about
+// 1 KB with its share of the flows and events (measured on the 2-core development machine: the
+// shipped 405B step, 2.49 million, 2.2 GB and 12 s; the same at 128 micro-batches, 4.49 million,
+// 4.5 GB and 18 s); past it memory runs out (a probe's 405B at 128 micro-batches and vpp 4, 17.2 million: bad_alloc).
+constexpr std::int64_t kMaxUnfoldedComputeTasks = std::int64_t{1} << 22;
 }  // namespace
 
 TrainingResult simulate_training(const TrainingJob& job, const topology::Topology& topo, TrainingOptions options) {
@@ -122,6 +128,18 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   result.micro_batches = micro;
 
   auto gpu_of = [&](int tp, int cp, int dp, int pp) { return rank_of(p, RankCoord{tp, cp, dp, pp}); };
+
+  // Unfolded, every rank of a stage holds its own tasks: the folded step's limit applies to all of
+  // them (a 405B step at 128 micro-batches on 16,384 GPUs had exhausted memory with no refusal).
+  if (!options.fold) {
+    const std::int64_t tasks = simulated_compute_tasks(job);
+    if (const std::int64_t unfolded = checked_product({tasks, p.tp, p.cp, p.dp}); unfolded > kMaxUnfoldedComputeTasks) {
+      throw PlanError("", fmt::format("simulating every rank would hold about {} compute tasks ({} with one rank a stage, times {} ranks a stage: tp {} x cp {} x dp {}); "
+                                      "at most {} are simulated: fold the ranks (leave out --no-fold) or shrink the plan",
+                                      unfolded == std::numeric_limits<std::int64_t>::max() ? std::string("more than 2^63") : fmt::format("{}", unfolded),
+                                      tasks, checked_product({p.tp, p.cp, p.dp}), p.tp, p.cp, p.dp, kMaxUnfoldedComputeTasks));
+    }
+  }
 
   // Folding would time the replicas whose sends stay inside a node alone (a probe's two-node plan came
   // out 3-5% fast on a non-blocking switch): a step small enough is simulated rank by rank, a larger
