@@ -55,6 +55,20 @@ std::string layout(const models::SizingCandidate& c) {
   return fmt::format("{} replica{}", c.replicas, c.replicas == 1 ? "" : "s");
 }
 
+// A fleet grown to fill its billed nodes: the fewest replicas that met the SLO, in the row's layout.
+std::string fewest_text(const models::SizingCandidate& c) {
+  if (c.fewest_replicas == 0) return "";
+  if (c.prefill > 0) return fmt::format("{}P + {}D", c.fewest_prefill, c.fewest_replicas - c.fewest_prefill);
+  return fmt::format("{} replica{}", c.fewest_replicas, c.fewest_replicas == 1 ? "" : "s");
+}
+
+// The verdict column: "meets", with the fewest that met where the row fills its nodes.
+std::string verdict(const models::SizingCandidate& c) {
+  if (!c.feasible) return c.reason;
+  if (c.fewest_replicas == 0) return "meets";
+  return fmt::format("meets; fills its billed nodes ({} meet{})", fewest_text(c), c.fewest_replicas == 1 ? "s" : "");
+}
+
 std::string slo_text(const models::Slo& s) {
   std::string out;
   const auto add = [&](const char* name, double v) {
@@ -98,6 +112,10 @@ nlohmann::json to_json(const models::InferenceScenario& sc, const models::Sizing
       k["e2e_p90_ms"] = c.metrics.e2e.p90 * 1e3;
     }
     if (!c.feasible) k["reason"] = c.reason;
+    if (c.fewest_replicas > 0) {
+      k["fewest_meeting"] = {{"replicas", c.fewest_replicas}, {"prefill", c.fewest_prefill}, {"decode", c.prefill > 0 ? c.fewest_replicas - c.fewest_prefill : 0},
+                             {"gpus", c.fewest_replicas * c.tp * c.pp}};
+    }
     cands.push_back(k);
   }
   j["candidates"] = cands;
@@ -132,17 +150,18 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
                                  ran ? gpus_text(c) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
                                  ran ? fmt::format("{:.3f}", c.cost_per_million_output_tokens) : "-", ran ? fmt::format("{:.1f}%", 100 * c.attainment) : "-",
                                  ran ? fmt::format("{:.0f}", c.metrics.ttft.p90 * 1e3) : "-", ran ? fmt::format("{:.1f}", c.metrics.tpot.p90 * 1e3) : "-",
-                                 ran ? fmt::format("{:.0f}", c.metrics.sustained_output_throughput) : "-", c.feasible ? "meets" : c.reason};
+                                 ran ? fmt::format("{:.0f}", c.metrics.sustained_output_throughput) : "-", verdict(c)};
     if (nodes_differ) row.insert(row.begin() + 1, c.node);
     t.add_row(row);
   }
   out += t.render("  ");
   if (!r.candidates.empty() && r.candidates.front().feasible) {
     const auto& c = r.candidates.front();
-    out += fmt::format("cheapest: {} x {} at TP {}{} ({}), {} GPU{}{}, ${:.2f}/hour, ${:.3f} per million output tokens\n", c.gpu, c.node, c.tp,
+    out += fmt::format("cheapest: {} x {} at TP {}{} ({}), {} GPU{}{}, ${:.2f}/hour, ${:.3f} per million output tokens{}\n", c.gpu, c.node, c.tp,
                        c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout(c), c.gpus, c.gpus == 1 ? "" : "s",
                        c.gpus_billed != c.gpus ? fmt::format(" (billed for their nodes' {})", c.gpus_billed) : std::string(), c.cost_per_hour,
-                       c.cost_per_million_output_tokens);
+                       c.cost_per_million_output_tokens,
+                       c.fewest_replicas > 0 ? fmt::format("; {} met the SLO, the rest of the billed nodes is headroom", fewest_text(c)) : std::string());
   } else {
     out += "cheapest: none of the configurations meets the SLO (raise max_gpus, relax the SLO, or offer other GPUs)\n";
   }
@@ -157,11 +176,12 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
 std::string to_csv(const models::SizingResult& r) {
   std::string csv =
       "gpu,node,tp,pp,replicas,prefill,decode,gpus,gpus_billed,cost_per_hour,cost_per_million_output_tokens,attainment,feasible,ttft_p90_s,tpot_p90_s,"
-      "output_tokens_per_s,sustained_output_tokens_per_s\n";
+      "output_tokens_per_s,sustained_output_tokens_per_s,fewest_replicas_meeting,fewest_prefill_meeting\n";
   for (const auto& c : r.candidates) {
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f},{:.3f}\n", c.gpu, c.node, c.tp, c.pp, c.replicas, c.prefill, c.decode,
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f},{:.3f},{},{}\n", c.gpu, c.node, c.tp, c.pp, c.replicas, c.prefill, c.decode,
                        c.gpus, c.gpus_billed, c.cost_per_hour, c.cost_per_million_output_tokens, c.attainment, c.feasible ? 1 : 0, c.metrics.ttft.p90, c.metrics.tpot.p90,
-                       c.metrics.output_throughput, c.metrics.sustained_output_throughput);
+                       c.metrics.output_throughput, c.metrics.sustained_output_throughput, c.fewest_replicas > 0 ? c.fewest_replicas : c.replicas,
+                       c.fewest_replicas > 0 ? c.fewest_prefill : c.prefill);
   }
   return csv;
 }

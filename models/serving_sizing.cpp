@@ -195,24 +195,36 @@ SizingResult size_fleet(const InferenceScenario& sc) {
         out.candidates.push_back(c);
         continue;
       }
-      const int limit = std::max(1, z.max_gpus / (tp * sc.replica.pp));
-      out.candidates.push_back(sizer.smallest(1, limit, [&](int n) { return sizer.evaluate(offer, tp, n, 0); }));
-      if (z.disaggregation && limit >= 2) {
-        out.candidates.push_back(sizer.smallest(2, limit, [&](int n) {
-          // The splits tried for n replicas; the one with the best attainment (then fewest prefill).
-          std::set<int> splits;
-          for (int p : {1, n - 1, n / 4, n / 3, n / 2, (2 * n) / 3, (3 * n) / 4}) {
-            if (p >= 1 && p <= n - 1) splits.insert(p);
-          }
-          SizingCandidate best;
-          best.attainment = -2;
-          for (int p : splits) {
-            SizingCandidate c = sizer.evaluate(offer, tp, n, p);
-            if (c.attainment > best.attainment) best = std::move(c);
-          }
-          return best;
-        }));
-      }
+      const int per_replica = tp * sc.replica.pp;
+      const int limit = std::max(1, z.max_gpus / per_replica);
+      const auto aggregated = [&](int n) { return sizer.evaluate(offer, tp, n, 0); };
+      const auto disaggregated = [&](int n) {
+        // The splits tried for n replicas; the one with the best attainment (then fewest prefill).
+        std::set<int> splits;
+        for (int p : {1, n - 1, n / 4, n / 3, n / 2, (2 * n) / 3, (3 * n) / 4}) {
+          if (p >= 1 && p <= n - 1) splits.insert(p);
+        }
+        SizingCandidate best;
+        best.attainment = -2;
+        for (int p : splits) {
+          SizingCandidate c = sizer.evaluate(offer, tp, n, p);
+          if (c.attainment > best.attainment) best = std::move(c);
+        }
+        return best;
+      };
+      // The fleet that meets the SLOs, grown to fill the nodes it is billed for: the same price, more
+      // headroom (a probe's 9 replicas of TP 2 paid for 24 GPUs and used 18).
+      const auto filled = [&](SizingCandidate c, const auto& eval) {
+        const int holds = std::min(c.gpus_billed, z.max_gpus) / per_replica;
+        if (!c.feasible || holds <= c.replicas) return c;
+        SizingCandidate grown = eval(holds);
+        if (!grown.feasible || grown.gpus_billed != c.gpus_billed) return c;
+        grown.fewest_replicas = c.replicas;
+        grown.fewest_prefill = c.prefill;
+        return grown;
+      };
+      out.candidates.push_back(filled(sizer.smallest(1, limit, aggregated), aggregated));
+      if (z.disaggregation && limit >= 2) out.candidates.push_back(filled(sizer.smallest(2, limit, disaggregated), disaggregated));
     }
   }
   std::stable_sort(out.candidates.begin(), out.candidates.end(), [](const SizingCandidate& a, const SizingCandidate& b) {

@@ -902,13 +902,15 @@ class Builder {
       if (d.contains("cheapest") && d["cheapest"].is_object()) {
         const json& c = d["cheapest"];
         const double pp = num(c, "pp", 1);
-        para(s, fmt::format("{}: the cheapest fleet that meets the SLO is {} on {} at TP {}{}, {}: GPUs {}, ${}/hour, ${} per million output tokens.",
+        const std::string fewest = fewest_text(c);
+        para(s, fmt::format("{}: the cheapest fleet that meets the SLO is {} on {} at TP {}{}, {}: GPUs {}, ${}/hour, ${} per million output tokens{}.",
                             who_of(*r), str(c, "gpu"), str(c, "node"), fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" x PP {}", fmt_num(pp)) : "",
                             fleet_text(c),
                             num(c, "gpus_billed", num(c, "gpus")) > num(c, "gpus")
                                 ? fmt::format("{} (billed for their nodes' {})", fmt_num(num(c, "gpus")), fmt_num(num(c, "gpus_billed")))
                                 : fmt_num(num(c, "gpus")),
-                            fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3)));
+                            fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3),
+                            fewest.empty() ? "" : fmt::format("; {} met the SLO, the rest of the nodes billed is headroom", fewest)));
       } else {
         para(s, fmt::format("{}: none of the configurations meets the SLO within the GPUs allowed (see Fleet sizing for how close each came).",
                             who_of(*r)));
@@ -941,6 +943,15 @@ class Builder {
     const double replicas = num(c, "replicas");
     return num(c, "prefill", 0) > 0 ? fmt::format("{} prefill + {} decode replicas", fmt_num(num(c, "prefill")), fmt_num(num(c, "decode")))
                                     : fmt::format("{} replica{}", fmt_num(replicas), replicas == 1 ? "" : "s");
+  }
+  // A fleet grown to fill the nodes billed for it names the fewest that met the SLO: "; 6 replicas
+  // met the SLO" (empty for a fleet that is the fewest, or a sizing.json from before the field).
+  static std::string fewest_text(const json& c) {
+    if (!c.contains("fewest_meeting") || !c["fewest_meeting"].is_object()) return "";
+    const json& f = c["fewest_meeting"];
+    const bool split = num(c, "prefill", 0) > 0;
+    return split ? fmt::format("{} prefill + {} decode", fmt_num(num(f, "prefill")), fmt_num(num(f, "decode")))
+                 : fmt::format("{} replica{}", fmt_num(num(f, "replicas")), num(f, "replicas") == 1 ? "" : "s");
   }
 
   // The simulated plan of a search with this key, or null.
@@ -1444,7 +1455,9 @@ class Builder {
         const std::string tp = pp > 1 ? fmt::format("{} (PP {})", fmt_num(num(c, "tp")), fmt_num(pp)) : fmt_num(num(c, "tp"));
         t.rows.push_back({gpu, tp, ran ? layout : "-", ran ? gpus_billed_text(c) : "-", ran ? fixed(num(c, "cost_per_hour"), 2) : "-",
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
-                          c.value("feasible", false) ? "meets the SLO" : str(c, "reason", "misses the SLO")});
+                          !c.value("feasible", false)        ? str(c, "reason", "misses the SLO")
+                          : fewest_text(c).empty()           ? std::string("meets the SLO")
+                                                             : fmt::format("meets the SLO; fills its billed nodes ({} meet)", fewest_text(c))});
         if (ran) {
           const std::string subject = fmt::format("{}: {} TP{}{}, {}", who_of(*r), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet_text(c));
           csv("sizing", subject, "gpus", num(c, "gpus"), "GPUs");

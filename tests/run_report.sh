@@ -44,9 +44,10 @@ if grep -q "Not in these results" "$md"; then
   grep "Not in these results" "$md"
   exit 1
 fi
-# A fleet on part of its nodes shows the GPUs billed for the whole nodes beside its own, as $/hour bills
-# them (a review found "12 | 54.90" reading as twice the GPU-hour price).
-grep -q '| 12 (16) | 54.90 |' "$md" && grep -q 'GPUs 12 (billed for their nodes. 16), \$54.90/hour' "$md" || { echo "report.md lacks the billed GPUs"; exit 1; }
+# A fleet fills the nodes billed for it and names the fewest replicas that met the SLO (it had shown
+# 12 GPUs of 16 billed; a review had found "12 | 54.90" reading as twice the GPU-hour price).
+grep -q '| 8 | 16 | 54.90 | 0.929 | 100.0% | meets the SLO; fills its billed nodes (6 replicas meet) |' "$md" &&
+  grep -q 'GPUs 16, \$54.90/hour, .*; 6 replicas met the SLO, the rest of the nodes billed is headroom' "$md" || { echo "report.md lacks the filled fleet"; exit 1; }
 grep -q '^sizing,.*,gpus_billed,16,' "$dir/all/report.csv" || { echo "report.csv lacks gpus_billed"; exit 1; }
 # Every input's SHA-256, as sha256sum computes it.
 for f in "$dir/train/summary.json" "$dir/cost/cost.json" "$dir/accuracy.json"; do

@@ -728,21 +728,30 @@ TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewe
     CHECK(c.attainment >= 0.9);
     CHECK(c.metrics.request_goodput <= c.metrics.request_throughput);
   }
-  // Billed for whole 8-GPU nodes: the 12 A100s of the cheapest fleet pay for 16 ($54.90 an hour),
-  // the 4 H100s of the next for 8 ($55.04); by the GPUs alone H100 had come first.
+  // Billed for whole 8-GPU nodes: the 12 A100s that meet the SLO pay for 16 ($54.90 an hour), the
+  // 4 H100s of the next for 8 ($55.04); by the GPUs alone H100 had come first. The fleet reported
+  // fills the nodes it pays for: 16 replicas, 12 the fewest that met the SLO.
   const SizingCandidate& best = r.candidates.front();
   CHECK(best.gpu == "A100-SXM4-80GB");
   CHECK(best.gpus_billed == (best.gpus + 7) / 8 * 8);
+  CHECK(best.gpus == best.gpus_billed);
   CHECK(best.cost_per_hour == Approx(best.gpus_billed * 3.431));
-  // Minimal: the cheapest configuration with one replica fewer misses the SLO.
-  REQUIRE(best.replicas > 1);
+  REQUIRE(best.fewest_replicas > 0);
+  CHECK(best.fewest_replicas < best.replicas);
+  CHECK(best.fewest_replicas * best.tp * best.pp > best.gpus_billed - 8);  // the same nodes
+  for (const auto& c : r.candidates) {
+    if (c.feasible) CHECK(c.gpus == c.gpus_billed);  // max_gpus 16 leaves room to fill each
+  }
+  // Minimal: the cheapest configuration with one replica fewer than the fewest misses the SLO.
+  const int fewest = best.fewest_replicas;
+  REQUIRE(fewest > 1);
   {
     InferenceScenario fewer = sc;
     topology::TopologySpec spec;
     spec.name = "fewer";
     IncludeStack includes;
     spec.node = topology::load_node_file(resolve_part(best.node, "nodes"), includes);
-    spec.nodes = (best.gpus + spec.node->gpus() - 1) / spec.node->gpus();
+    spec.nodes = (best.gpus_billed + spec.node->gpus() - 1) / spec.node->gpus();
     if (spec.nodes > 1) {
       spec.fabric.kind = topology::FabricKind::fat_tree;
       spec.fabric.technology = topology::Technology::infiniband;
@@ -751,7 +760,7 @@ TEST_CASE("sizing: the cheapest configuration meets the SLO and one replica fewe
     fewer.topology = std::make_shared<const topology::Topology>(topology::build_topology(spec));
     fewer.replica.tp = best.tp;
     fewer.replica.all_reduce_seconds = best.tp > 1 ? tp_all_reduce_seconds(fewer.topology, best.tp) : nullptr;
-    fewer.replicas = best.replicas - 1;
+    fewer.replicas = fewest - 1;
     const ServingMetrics m = simulate_inference(fewer).metrics;
     CHECK(m.request_goodput / m.request_throughput < 0.9);
   }
@@ -848,7 +857,10 @@ TEST_CASE("sizing: expert parallelism follows each TP tried, whatever the scenar
   at4.replica.all_reduce_seconds = tp_all_reduce_seconds(at4.topology, 4);
   const auto& four = from1.candidates[0].tp == 4 ? from1.candidates[0] : from1.candidates[1];
   REQUIRE(four.tp == 4);
-  REQUIRE(four.replicas == 1);
+  // One replica met the SLO; the fleet fills the node it pays for with two.
+  CHECK(four.fewest_replicas == 1);
+  REQUIRE(four.replicas == 2);
+  at4.replicas = four.replicas;
   CHECK(simulate_inference(at4).metrics.tpot.p90 == Approx(four.metrics.tpot.p90).epsilon(1e-9));
 }
 

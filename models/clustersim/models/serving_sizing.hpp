@@ -5,7 +5,9 @@
 // Search: for each (GPU offer, TP) the smallest replica count that meets the SLOs, found by doubling
 // then bisecting (more replicas never lower attainment for the same arrivals, up to simulation
 // noise); for disaggregation, the smallest total that meets them with one of the prefill:decode
-// splits 1:(n-1), 1:3, 1:2, 1:1, 2:1, 3:1, (n-1):1 of it, the best split kept. Every configuration is
+// splits 1:(n-1), 1:3, 1:2, 1:1, 2:1, 3:1, (n-1):1 of it, the best split kept. Nodes are rented
+// whole, so a fleet that meets the SLOs is then grown to the replicas its billed nodes hold (within
+// max_gpus), at the same price, and reported so with the fewest that met them. Every configuration is
 // a full simulation of the workload on a topology of whole nodes of that offer (a non-blocking
 // two-tier fat tree of 64-port InfiniBand switches between nodes).
 #pragma once
@@ -33,6 +35,10 @@ struct SizingCandidate {
   bool feasible = false;
   std::string reason;              // why not, when not feasible
   ServingMetrics metrics;          // of the configuration reported
+  // A fleet that meets the SLO fills the whole nodes billed for it: these are then the fewest
+  // replicas (and prefill replicas) that met it, the row's own being what those nodes hold. 0: the
+  // row is the fewest (its nodes hold no more, or max_gpus allows no more).
+  int fewest_replicas = 0, fewest_prefill = 0;
 };
 
 struct SizingResult {
