@@ -944,7 +944,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   result.hfu = result.hardware_flops_per_step / (step * p.gpus() * peak);
   result.tflops_per_gpu = result.model_flops_per_step / (step * p.gpus()) / 1e12;
   if (result.hfu < result.mfu) {
-    result.notes.push_back("HFU is below MFU: MFU counts the whole attention matrix (PaLM's and Megatron's formula), while the causal kernels compute only half of it");
+    result.notes.push_back("HFU is below MFU: MFU counts the whole attention matrix (PaLM's formula, and Megatron-LM's before 2025), while the causal kernels compute only half of it");
   }
   if (job.precision == hardware::Dtype::fp8 && peak_dtype != job.precision && hw.supports(peak_dtype)) {
     // MFU and HFU keep the 16-bit peak (docs/training.md, Results); the fp8 peak's share is said too,
