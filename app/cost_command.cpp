@@ -233,8 +233,9 @@ void inference_cost(const Options& o) {
   prepare_outputs(o.out, o.report, out_option(o), {"cost.json"});
   const models::InferenceResult r = models::simulate_inference(sc);
   const int gpus = sc.replicas * sc.replica.tp * sc.replica.pp;
-  // Whole nodes are rented: the fleet pays for every GPU of the nodes its replicas sit on.
-  const int billed = sc.topology->gpus_of_nodes_holding(gpus);
+  // Whole nodes are rented: the fleet pays for every GPU of the nodes its replicas sit on, those past
+  // a node's last whole TP group included.
+  const int billed = models::ServingLayout(*sc.topology, sc.replica.tp).gpus_billed(sc.replicas * sc.replica.pp);
   const auto& m = r.metrics;
   nlohmann::json j;
   j["scenario"] = sc.name;

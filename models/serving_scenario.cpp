@@ -159,31 +159,68 @@ double host_link_bandwidth(const topology::Topology& topo) {
   return best;
 }
 
-void check_placement(const topology::Topology& topo, int tp, int pp, int replicas) {
+ServingLayout::ServingLayout(const topology::Topology& topo, int tp) : tp_(tp) {
   const auto& gpus = topo.gpus();
-  if (static_cast<std::size_t>(tp) * pp * replicas > gpus.size()) {
-    throw std::invalid_argument(fmt::format("{} replicas x TP {} x PP {} need {} GPUs; the topology has {}", replicas, tp, pp,
-                                            static_cast<std::size_t>(tp) * pp * replicas, gpus.size()));
-  }
-  for (int g = 0; g < replicas * pp; ++g) {
-    const int node = topo.device(gpus[static_cast<std::size_t>(g * tp)]).node;
-    if (topo.device(gpus[static_cast<std::size_t>(g * tp + tp - 1)]).node != node) {
-      throw std::invalid_argument(fmt::format("the TP group of GPUs {} to {} spans two nodes (tp must divide the GPUs of a node)", g * tp, g * tp + tp - 1));
+  // Runs of GPUs of one node, in topology order.
+  for (std::size_t start = 0; start < gpus.size();) {
+    const int node = topo.device(gpus[start]).node;
+    std::size_t end = start + 1;
+    while (end < gpus.size() && topo.device(gpus[end]).node == node) ++end;
+    const int held = static_cast<int>(end - start);
+    for (std::size_t at = start; at + static_cast<std::size_t>(tp) <= end; at += static_cast<std::size_t>(tp)) {
+      first_.push_back(at);
+      node_gpus_.push_back(held);
+      node_.push_back(node);
     }
+    start = end;
   }
 }
 
-void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, Disaggregation& d) {
+std::size_t ServingLayout::first_gpu(int group) const {
+  if (group < 0 || group >= groups()) {
+    throw std::invalid_argument(fmt::format("TP group {} of {} GPUs is past the {} whole groups the topology's nodes hold", group + 1, tp_, groups()));
+  }
+  return first_[static_cast<std::size_t>(group)];
+}
+
+int ServingLayout::gpus_billed(int n) const {
+  int billed = 0;
+  for (int g = 0; g < std::min(n, groups()); ++g) {
+    if (g == 0 || node_[static_cast<std::size_t>(g)] != node_[static_cast<std::size_t>(g - 1)]) billed += node_gpus_[static_cast<std::size_t>(g)];
+  }
+  return billed;
+}
+
+void check_placement(const topology::Topology& topo, int tp, int pp, int replicas) {
+  const auto& gpus = topo.gpus();
+  const std::int64_t need = std::int64_t{tp} * pp * replicas;
+  if (need > static_cast<std::int64_t>(gpus.size())) {
+    throw std::invalid_argument(fmt::format("{} replicas x TP {} x PP {} need {} GPUs; the topology has {}", replicas, tp, pp, need, gpus.size()));
+  }
+  const ServingLayout layout(topo, tp);
+  if (std::int64_t{replicas} * pp > layout.groups()) {
+    const int node_gpus = topo.node_count() > 0 ? static_cast<int>(gpus.size()) / topo.node_count() : static_cast<int>(gpus.size());
+    throw std::invalid_argument(fmt::format("{} replicas x PP {} need {} TP groups of {} GPUs, each inside one node; the topology's {} nodes of {} GPUs hold {} "
+                                            "({} a node{})",
+                                            replicas, pp, std::int64_t{replicas} * pp, tp, topo.node_count(), node_gpus, layout.groups(),
+                                            tp > 0 ? node_gpus / tp : 0, node_gpus % tp != 0 ? fmt::format(", {} GPUs of each idle", node_gpus % tp) : ""));
+  }
+}
+
+void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, int pp, Disaggregation& d) {
   auto model = std::make_shared<CollectiveModel>(*topo);
   d.link_capacities = model->capacities();
   const int prefill = d.prefill;
-  d.kv_flows = [topo, model, tp, prefill](int p, int k, double bytes) {
+  const auto layout = std::make_shared<const ServingLayout>(*topo, tp);
+  d.kv_flows = [topo, model, layout, tp, pp, prefill](int p, int k, double bytes) {
     std::vector<sim::FlowSpec> flows;
     const auto& g = topo->gpus();
-    for (int j = 0; j < tp; ++j) {
+    // GPU j of a replica: stage j / tp's group, its (j mod tp)-th GPU.
+    const auto gpu = [&](int replica, int j) { return g[layout->first_gpu(replica * pp + j / tp) + static_cast<std::size_t>(j % tp)]; };
+    for (int j = 0; j < tp * pp; ++j) {
       Collective c;
       c.op = CollectiveOp::send_recv;
-      c.ranks = {g[static_cast<std::size_t>(p * tp + j)], g[static_cast<std::size_t>((prefill + k) * tp + j)]};
+      c.ranks = {gpu(p, j), gpu(prefill + k, j)};
       c.bytes = Bytes(std::max(bytes, 1.0));
       for (const auto& phase : model->plan(c).phases) flows.insert(flows.end(), phase.flows->begin(), phase.flows->end());
     }
@@ -198,21 +235,26 @@ std::function<double(int, int, double)> pp_send_seconds(const std::shared_ptr<co
   }
   auto model = std::make_shared<CollectiveModel>(*topo);
   auto cache = std::make_shared<std::map<std::tuple<int, int, std::int64_t>, double>>();
-  return [topo, model, cache, tp, pp](int replica, int boundary, double bytes) {
+  const auto layout = std::make_shared<const ServingLayout>(*topo, tp);
+  if (pp > layout->groups()) {
+    throw std::invalid_argument(fmt::format("{} pipeline stages of TP {} need {} TP groups inside nodes; the topology's nodes hold {}", pp, tp, pp, layout->groups()));
+  }
+  return [topo, model, cache, layout, tp, pp](int replica, int boundary, double bytes) {
     return between_size_classes(bytes, [&](std::int64_t size) {
       const auto key = std::make_tuple(replica, boundary, size);
       auto it = cache->find(key);
       if (it == cache->end()) {
         const auto& g = topo->gpus();
-        const std::size_t first = (static_cast<std::size_t>(replica) * pp + boundary) * tp;
-        if (first + 2 * static_cast<std::size_t>(tp) > g.size()) {
+        const int group = replica * pp + boundary;
+        if (group + 1 >= layout->groups()) {
           throw std::invalid_argument(fmt::format("replica {}'s stage {} has no GPUs past the topology's {}", replica, boundary + 1, g.size()));
         }
+        const std::size_t from = layout->first_gpu(group), to = layout->first_gpu(group + 1);
         std::vector<Collective> sends;
         for (int j = 0; j < tp; ++j) {
           Collective& c = sends.emplace_back();
           c.op = CollectiveOp::send_recv;
-          c.ranks = {g[first + static_cast<std::size_t>(j)], g[first + static_cast<std::size_t>(tp + j)]};
+          c.ranks = {g[from + static_cast<std::size_t>(j)], g[to + static_cast<std::size_t>(j)]};
           c.bytes = Bytes(static_cast<double>(size));
         }
         it = cache->emplace(key, model->simulate_together(sends).value()).first;
@@ -348,7 +390,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
       if (r.tp > 1) r.all_reduce_seconds = tp_all_reduce_seconds(sc.topology, r.tp);
       check_placement(*sc.topology, r.tp, r.pp, sc.replicas);
       if (r.pp > 1) r.pp_send_seconds = pp_send_seconds(sc.topology, r.tp, r.pp);
-      if (sc.disaggregation) kv_transfer_network(sc.topology, r.tp * r.pp, *sc.disaggregation);
+      if (sc.disaggregation) kv_transfer_network(sc.topology, r.tp, r.pp, *sc.disaggregation);
     } catch (const std::invalid_argument& e) {
       serving_node.fail_message(fmt::format("impossible plan: {}", e.what()));
     }

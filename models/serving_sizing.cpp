@@ -16,12 +16,18 @@ namespace cs::models {
 
 namespace {
 
-// A topology of whole nodes of the offer holding `gpus` GPUs.
-std::shared_ptr<const topology::Topology> cluster_of(const SizingOffer& offer, int gpus) {
+// The nodes of the offer that `groups` TP groups of `tp` GPUs take, each group inside one node
+// (ServingLayout's placement: a node holds floor(its GPUs / tp) groups).
+int nodes_for(const SizingOffer& offer, int tp, int groups) {
+  const int per_node = offer.node.gpus() / tp;
+  return (groups + per_node - 1) / per_node;
+}
+
+// A topology of `nodes` whole nodes of the offer.
+std::shared_ptr<const topology::Topology> cluster_of(const SizingOffer& offer, int nodes) {
   topology::TopologySpec spec;
-  spec.name = fmt::format("{}-x{}", offer.node.name, gpus);
-  const int per_node = offer.node.gpus();
-  spec.nodes = (gpus + per_node - 1) / per_node;
+  spec.name = fmt::format("{}-x{}", offer.node.name, nodes * offer.node.gpus());
+  spec.nodes = nodes;
   spec.node = offer.node;
   if (spec.nodes > 1) {
     spec.fabric.kind = topology::FabricKind::fat_tree;
@@ -48,14 +54,15 @@ class Sizer {
     c.decode = prefill > 0 ? replicas - prefill : 0;
     c.gpus = tp * sc_.replica.pp * replicas;
     c.price_per_gpu_hour = offer.price_per_gpu_hour;
-    // Whole nodes are rented: every GPU of the nodes the fleet holds is billed (its GPUs alone where
-    // no fabric joins that many nodes, which the run below then refuses).
+    // Whole nodes are rented: every GPU of the nodes the fleet holds is billed, a node's GPUs past its
+    // last whole TP group included (its GPUs alone where no fabric joins that many nodes, which the
+    // run below then refuses).
     c.gpus_billed = c.gpus;
     c.cost_per_hour = c.gpus * offer.price_per_gpu_hour;
     try {
       InferenceScenario sc = sc_;
-      sc.topology = cluster_of(offer, c.gpus);
-      c.gpus_billed = sc.topology->gpus_of_nodes_holding(c.gpus);
+      sc.topology = cluster_of(offer, nodes_for(offer, tp, replicas * sc_.replica.pp));
+      c.gpus_billed = ServingLayout(*sc.topology, tp).gpus_billed(replicas * sc_.replica.pp);
       c.cost_per_hour = c.gpus_billed * offer.price_per_gpu_hour;
       const hardware::HardwareProfile& hw = *sc.topology->gpu;
       ReplicaConfig& r = sc.replica;
@@ -77,7 +84,7 @@ class Sizer {
         Disaggregation d;
         d.prefill = prefill;
         d.decode = replicas - prefill;
-        kv_transfer_network(sc.topology, tp * r.pp, d);
+        kv_transfer_network(sc.topology, tp, r.pp, d);
         sc.disaggregation = std::move(d);
       }
       sc.requests = requests_;
@@ -180,7 +187,7 @@ SizingResult size_fleet(const InferenceScenario& sc) {
     }
     for (int tp : tps) {
       std::string why = tp_split_problem(sc.replica.model, tp);
-      if (tp > offer.node.gpus() || offer.node.gpus() % tp != 0) why = fmt::format("TP {} does not divide the node's {} GPUs (sizing fills nodes with whole replicas; `run` takes such a TP for a fleet you lay out)", tp, offer.node.gpus());
+      if (tp > offer.node.gpus()) why = fmt::format("TP {} is more than the node's {} GPUs (a TP group stays inside one node)", tp, offer.node.gpus());
       if (why.empty() && tp * sc.replica.pp > z.max_gpus) {
         why = fmt::format("one replica needs TP {} x PP {} = {} GPUs, more than max_gpus ({})", tp, sc.replica.pp, tp * sc.replica.pp, z.max_gpus);
       }
@@ -215,7 +222,9 @@ SizingResult size_fleet(const InferenceScenario& sc) {
       // The fleet that meets the SLOs, grown to fill the nodes it is billed for: the same price, more
       // headroom (a probe's 9 replicas of TP 2 paid for 24 GPUs and used 18).
       const auto filled = [&](SizingCandidate c, const auto& eval) {
-        const int holds = std::min(c.gpus_billed, z.max_gpus) / per_replica;
+        // The replicas the billed nodes' whole TP groups make (a node of 72 GPUs holds 4 of TP 16).
+        const int groups = c.gpus_billed / offer.node.gpus() * (offer.node.gpus() / tp);
+        const int holds = std::min(groups / sc.replica.pp, z.max_gpus / per_replica);
         if (!c.feasible || holds <= c.replicas) return c;
         SizingCandidate grown = eval(holds);
         if (!grown.feasible || grown.gpus_billed != c.gpus_billed) return c;

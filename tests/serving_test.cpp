@@ -901,6 +901,66 @@ TEST_CASE("serving: each pipeline boundary's send is timed where its GPUs are") 
   CHECK_THROWS_AS(pp_send_seconds(topo, 8, 3), std::invalid_argument);  // 24 GPUs of 16
 }
 
+TEST_CASE("serving: TP groups fill each node whole, a TP that does not divide the node leaving GPUs idle") {
+  // Groups had been packed GPU after GPU, so TP 6 on 8-GPU nodes was refused at a node's edge, and
+  // sizing skipped every TP that does not divide the node (TP 16 on a 72-GPU NVL72 rack).
+  const topology::Topology topo = test::topology_from_text(R"(topology:
+  name: two
+  node: dgx-h100
+  nodes: 2
+  fabric: {kind: fat-tree, tiers: [{radix: 64}, {radix: 64}]}
+)");
+  const ServingLayout six(topo, 6);
+  CHECK(six.groups() == 2);
+  CHECK(six.first_gpu(0) == 0);
+  CHECK(six.first_gpu(1) == 8);
+  CHECK_THROWS_AS(six.first_gpu(2), std::invalid_argument);
+  CHECK(six.gpus_billed(1) == 8);
+  CHECK(six.gpus_billed(2) == 16);
+  // Where TP divides the node, the groups are consecutive, as before.
+  const ServingLayout four(topo, 4);
+  CHECK(four.groups() == 4);
+  for (int g = 0; g < 4; ++g) CHECK(four.first_gpu(g) == static_cast<std::size_t>(4 * g));
+  CHECK(four.gpus_billed(3) == 16);
+  CHECK_NOTHROW(check_placement(topo, 6, 1, 2));
+  CHECK_NOTHROW(check_placement(topo, 6, 2, 1));
+  CHECK_THROWS_AS(check_placement(topo, 5, 1, 3), std::invalid_argument);  // 15 GPUs of 16, but 2 groups of 5
+  // TP 6 x PP 2: the one boundary crosses the fabric (GPUs 0-5 to 8-13), at a NIC's rate.
+  const auto shared = std::make_shared<const topology::Topology>(topo);
+  const auto send = pp_send_seconds(shared, 6, 2);
+  const double bytes = 64e6;
+  CHECK(send(0, 0, bytes) == Approx(bytes / 50e9).epsilon(0.15));
+}
+
+TEST_CASE("sizing: TP 16 on a 72-GPU NVL72 rack is sized, four replicas a rack, billed for the rack") {
+  test::TempDir dir;
+  const auto file = dir.write("nvl72.yaml", R"(scenario:
+  name: nvl72
+  kind: inference
+  model: llama3-70b
+  topology: {name: rack, node: gb200-nvl72, nodes: 1}
+  serving: {tp: 16, replicas: 1}
+  workload: {duration: 4s, arrival: {kind: poisson, rate: 5}, prompt_tokens: 500, output_tokens: 50, seed: 3}
+  slo: {ttft: 2s, tpot: 100ms}
+  sizing:
+    tp: [16]
+    max_gpus: 72
+    gpus: [{node: gb200-nvl72, price_per_gpu_hour: 10, as_of: "2026-11", source: test}]
+)");
+  const SizingResult r = size_fleet(load_inference_scenario(file));
+  REQUIRE(r.candidates.size() == 1);
+  const SizingCandidate& c = r.candidates.front();
+  CHECK(c.reason.find("divide") == std::string::npos);
+  REQUIRE(c.feasible);
+  CHECK(c.gpus_billed == 72);
+  CHECK(c.cost_per_hour == Approx(720));
+  // The fleet fills the rack it pays for: four groups of 16, eight GPUs idle.
+  CHECK(c.replicas == 4);
+  CHECK(c.gpus == 64);
+  CHECK(c.fewest_replicas >= 1);
+  CHECK(c.fewest_replicas < 4);
+}
+
 TEST_CASE("sizing: a sizing section needs an SLO, and a rate needs a generated workload") {
   test::TempDir dir;
   const auto scenario = [&](const std::string& slo, const std::string& arrival) {

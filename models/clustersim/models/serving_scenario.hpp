@@ -110,8 +110,8 @@ struct InferenceResult {
 std::function<double(double bytes)> tp_all_reduce_seconds(const std::shared_ptr<const topology::Topology>& topo, int tp);
 
 // The time of a replica's pipeline send across one stage boundary: each of the stage's tp GPUs sends
-// `bytes` to its counterpart in the next stage, all at once on the topology (replica r holds GPUs
-// r x tp x pp on, in topology order, a stage tp of them), from the collective model, cached by
+// `bytes` to its counterpart in the next stage, all at once on the topology (stages placed as
+// ServingLayout places them), from the collective model, cached by
 // replica, boundary and power-of-two size and interpolated between the two around the size. Until
 // 2026-12-06 every boundary was timed
 // as the first replica's first, so a later boundary that crossed nodes cost an NVLink send.
@@ -121,14 +121,35 @@ std::function<double(int replica, int boundary, double bytes)> pp_send_seconds(c
 // swap traffic takes; 0 when no CPU is reachable.
 double host_link_bandwidth(const topology::Topology& topo);
 
-// Replica k holds GPUs [k tp pp, (k+1) tp pp) in topology order (prefill replicas first when
-// disaggregated), stage s of it the tp GPUs from k tp pp + s tp. Throws std::invalid_argument when
-// the GPUs do not suffice or a TP group spans two nodes.
+// Where a fleet's TP groups sit: stage s of replica k (prefill replicas first when disaggregated) is
+// TP group k x pp + s; groups fill each node in topology order with as many whole groups as it
+// holds, a group never spanning two nodes, and a node's GPUs past its last whole group stay idle (TP
+// 16 on a 72-GPU NVL72 rack: 4 groups, 8 idle; where tp divides the node, replica k holds GPUs
+// [k tp pp, (k+1) tp pp) as before). Until 2026-12-07 groups were packed GPU after GPU, so a TP that
+// did not divide the node was refused once a group reached a node's edge.
+class ServingLayout {
+ public:
+  ServingLayout(const topology::Topology& topo, int tp);
+  // The index (in the topology's GPU order) of group g's first GPU; its GPUs are the tp from it.
+  // Throws std::invalid_argument past the groups the topology holds.
+  [[nodiscard]] std::size_t first_gpu(int group) const;
+  [[nodiscard]] int groups() const { return static_cast<int>(first_.size()); }
+  // The GPUs of the nodes that groups [0, n) sit on: whole nodes, as they are rented.
+  [[nodiscard]] int gpus_billed(int n) const;
+
+ private:
+  int tp_ = 1;
+  std::vector<std::size_t> first_;   // per group
+  std::vector<int> node_gpus_;       // per group: the GPUs of its node
+  std::vector<int> node_;            // per group: its node
+};
+
+// Throws std::invalid_argument when the topology's nodes do not hold replicas x pp TP groups.
 void check_placement(const topology::Topology& topo, int tp, int pp, int replicas);
-// Fills the disaggregation's network and KV-copy flows from the topology, for replicas of
-// `gpus_per_replica` GPUs (tp x pp): GPU j of the prefill replica sends its share to GPU j of the
-// decode replica, routed as NCCL's send/receive is.
-void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int gpus_per_replica, Disaggregation& d);
+// Fills the disaggregation's network and KV-copy flows from the topology, for replicas of tp x pp
+// GPUs placed as ServingLayout places them: GPU j of the prefill replica sends its share to GPU j of
+// the decode replica, routed as NCCL's send/receive is.
+void kv_transfer_network(const std::shared_ptr<const topology::Topology>& topo, int tp, int pp, Disaggregation& d);
 
 // Runs the workload on the scenario's replicas behind its router, on one event engine.
 InferenceResult simulate_inference(const InferenceScenario& sc);
