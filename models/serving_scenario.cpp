@@ -345,6 +345,13 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     r.max_num_seqs = s.get_or<int>("max_num_seqs", r.max_num_seqs, yaml::positive<int>());
     r.max_num_batched_tokens = s.get_or<int>("max_num_batched_tokens", r.max_num_batched_tokens, yaml::positive<int>());
     r.chunked_prefill = s.get_or<bool>("chunked_prefill", r.chunked_prefill);
+    // vLLM's SchedulerConfig refuses a token budget below max_num_seqs (each running sequence's
+    // decode token must fit one step); a budget of 1 had served 300 requests one at a time.
+    if (r.max_num_batched_tokens < r.max_num_seqs) {
+      s.at(s.find("max_num_batched_tokens") ? "max_num_batched_tokens" : "max_num_seqs", "")
+          .fail(fmt::format("max_num_batched_tokens at least max_num_seqs ({} and {}), as vLLM requires", r.max_num_batched_tokens, r.max_num_seqs),
+                fmt::format("max_num_batched_tokens {} below max_num_seqs {}", r.max_num_batched_tokens, r.max_num_seqs));
+    }
     // vLLM's blocks are 8 to 128 tokens (its --block-size choices); 4,096 leaves room for any engine.
     r.block_size = s.get_or<int>("block_size", r.block_size, yaml::in_range(1, 4096, "from 1 to 4096 tokens per block"));
     r.watermark = s.get_or<double>("watermark", r.watermark, yaml::in_range(0.0, 0.5, "a fraction from 0 to 0.5"));
@@ -538,11 +545,13 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
                                "static batch prefills (raise it)",
                                q.id, q.prompt_tokens, r.max_num_batched_tokens));
     }
-    if (!r.chunked_prefill && q.total_tokens() > r.max_num_batched_tokens) {
+    // Without chunked prefill a pass takes a sequence whole: its prompt, or after a preemption by
+    // recompute its prompt and every token generated but the last (which is never fed back).
+    if (!r.chunked_prefill && q.total_tokens() - 1 > r.max_num_batched_tokens) {
       fail_request(q, yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node),
-                   fmt::format("impossible workload: request {} has {} tokens ({} + {}), more than max_num_batched_tokens ({}) allows without "
-                               "chunked prefill (raise it or set chunked_prefill: true)",
-                               q.id, q.total_tokens(), q.prompt_tokens, q.output_tokens, r.max_num_batched_tokens));
+                   fmt::format("impossible workload: request {} may need a pass of {} tokens ({} prompt + {} generated, recomputed after a "
+                               "preemption), more than max_num_batched_tokens ({}) allows without chunked prefill (raise it or set chunked_prefill: true)",
+                               q.id, q.total_tokens() - 1, q.prompt_tokens, q.output_tokens - 1, r.max_num_batched_tokens));
     }
   }
   return sc;
