@@ -178,7 +178,7 @@ void add_collective_command(CLI::App& app) {
   cmd->add_option("--op", o->op, "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or send_recv")->default_val("all_reduce");
   CLI::Option* size = cmd->add_option("--size", o->size, "Size as nccl-tests counts it (e.g. 16GiB)")->default_val("1GiB");
   cmd->add_option("--sweep", o->sweep, "Sizes from MIN to MAX by powers of two (e.g. 8B:8GiB); instead of --size")->excludes(size);
-  cmd->add_option("--gpus", o->gpus, "GPU ranks taking part (e.g. 0-7,16-23); default all")
+  cmd->add_option("--gpus", o->gpus, "GPU ranks taking part, in communicator rank order (e.g. 0-7,16-23); default all. Rings visit the nodes in the order their GPUs first appear, as NCCL's rings follow ranks, so the order can change the time on an oversubscribed or hashed fabric")
       ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("expected GPU ranks such as 0-7,16-23, found an empty list") : std::string(); },
                              "RANKS"));
   cmd->add_option("--algorithm", o->algorithm, "Force ring, tree, hierarchical, nvls, collnet, pairwise or direct (default: NCCL's choice)");

@@ -336,6 +336,22 @@ TEST_CASE("paths never pass through a third server", "[topology][routing]") {
   }
 }
 
+TEST_CASE("GPUs of a node joined only through their NICs route out to the fabric and back", "[topology][routing]") {
+  // A probe: `topo` called such a topology connected (diameter 4), but no route joined the two GPUs
+  // of a node, as the structured routing searched inside the node only.
+  const Topology t = from_text(
+      "topology:\n  name: d\n  node:\n    name: tn\n    gpu: h100-sxm5-80gb\n    devices:\n      - {name: gpu, kind: gpu, count: 2}\n"
+      "      - {name: nic, kind: nic, count: 2, rate: 400Gbps}\n    links:\n      - {from: gpu, to: nic, pattern: zip, kind: pcie, bandwidth: 63GB/s}\n"
+      "  nodes: 2\n  fabric: {kind: fat-tree, tiers: [{radix: 8}]}\n");
+  const Router router(t);
+  const auto p = router.route(dev(t, "n0.gpu0"), dev(t, "n0.gpu1"));
+  REQUIRE(p);
+  CHECK(p->hops() == 4);
+  CHECK(p->hops() == router.distance(dev(t, "n0.gpu0"), dev(t, "n0.gpu1")));
+  CHECK(p->bottleneck.value() == Approx(50e9));
+  for (Vertex v : p->devices) CHECK((t.device(v).node == -1 || t.device(v).node == 0));
+}
+
 TEST_CASE("multi-plane fabrics give each NIC port its own plane", "[topology][planes]") {
   const std::string node =
       "    name: dual\n    gpu: h100-sxm5-80gb\n    devices:\n      - {name: gpu, kind: gpu, count: 1}\n"

@@ -152,9 +152,14 @@ std::optional<Path> Router::route_structured(Vertex src, Vertex dst, std::uint64
   const std::size_t src_offset = src - node_first_[static_cast<std::size_t>(s.node)];
   const std::size_t dst_offset = dst - node_first_[static_cast<std::size_t>(d.node)];
   if (s.node == d.node) {
-    if (!walk_local(s.node, src, dst_offset, p, flow_id, divisor, hop, dst_index)) return std::nullopt;
-    finish(p);
-    return p;
+    if (local_tree(dst_offset).hops[src_offset] >= 0) {
+      if (!walk_local(s.node, src, dst_offset, p, flow_id, divisor, hop, dst_index)) return std::nullopt;
+      finish(p);
+      return p;
+    }
+    // No path inside the node (GPUs joined only through their NICs): out to the fabric and back, as
+    // the full search allows a path to leave and re-enter its own node (a probe's topology had GPU
+    // pairs `topo` called connected but no route).
   }
   // Choose the pair of NIC ports: fewest hops, then widest, then the GPUs' own NICs.
   struct Choice {
@@ -175,6 +180,7 @@ std::optional<Path> Router::route_structured(Vertex src, Vertex dst, std::uint64
     if (plane >= 0 && topo_.device(leaf_b).plane != plane) continue;
     const LocalTree& ft = fabric_tree(leaf_b);
     for (const NicPortRef& a : node_ports_[static_cast<std::size_t>(s.node)]) {
+      if (a.nic == b.nic) continue;  // a path visits a NIC once
       const LocalTree& to_nic = local_tree(a.nic - node_first_[static_cast<std::size_t>(s.node)]);
       const int h1 = to_nic.hops[src_offset];
       if (h1 < 0) continue;
