@@ -62,11 +62,13 @@ std::string fewest_text(const models::SizingCandidate& c) {
   return fmt::format("{} replica{}", c.fewest_replicas, c.fewest_replicas == 1 ? "" : "s");
 }
 
-// The verdict column: "meets", with the fewest that met where the row fills its nodes.
+// The verdict column: "meets", with the fewest that met where the row was grown: to fill its billed
+// nodes, or as far as max_gpus lets it.
 std::string verdict(const models::SizingCandidate& c) {
   if (!c.feasible) return c.reason;
   if (c.fewest_replicas == 0) return "meets";
-  return fmt::format("meets; fills its billed nodes ({} meet{})", fewest_text(c), c.fewest_replicas == 1 ? "s" : "");
+  return fmt::format("meets; {} ({} meet{})", c.gpus < c.gpus_billed ? "grown to max_gpus" : "fills its billed nodes", fewest_text(c),
+                     c.fewest_replicas == 1 ? "s" : "");
 }
 
 std::string slo_text(const models::Slo& s) {
@@ -161,7 +163,9 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
                        c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout(c), c.gpus, c.gpus == 1 ? "" : "s",
                        c.gpus_billed != c.gpus ? fmt::format(" (billed for their nodes' {})", c.gpus_billed) : std::string(), c.cost_per_hour,
                        c.cost_per_million_output_tokens,
-                       c.fewest_replicas > 0 ? fmt::format("; {} met the SLO, the rest of the billed nodes is headroom", fewest_text(c)) : std::string());
+                       c.fewest_replicas > 0 ? fmt::format("; {} met the SLO, {}", fewest_text(c),
+                                                                      c.gpus < c.gpus_billed ? "grown to max_gpus" : "the rest of the billed nodes is headroom")
+                                             : std::string());
   } else {
     out += "cheapest: none of the configurations meets the SLO (raise max_gpus, relax the SLO, or offer other GPUs)\n";
   }
@@ -180,8 +184,10 @@ std::string to_csv(const models::SizingResult& r) {
   for (const auto& c : r.candidates) {
     csv += fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.6f},{},{:.6f},{:.6f},{:.3f},{:.3f},{},{}\n", c.gpu, c.node, c.tp, c.pp, c.replicas, c.prefill, c.decode,
                        c.gpus, c.gpus_billed, c.cost_per_hour, c.cost_per_million_output_tokens, c.attainment, c.feasible ? 1 : 0, c.metrics.ttft.p90, c.metrics.tpot.p90,
-                       c.metrics.output_throughput, c.metrics.sustained_output_throughput, c.fewest_replicas > 0 ? c.fewest_replicas : c.replicas,
-                       c.fewest_replicas > 0 ? c.fewest_prefill : c.prefill);
+                       c.metrics.output_throughput, c.metrics.sustained_output_throughput,
+                       // Empty where the row does not meet the SLO: no count of it met it.
+                       !c.feasible ? std::string() : std::to_string(c.fewest_replicas > 0 ? c.fewest_replicas : c.replicas),
+                       !c.feasible ? std::string() : std::to_string(c.fewest_replicas > 0 ? c.fewest_prefill : c.prefill));
   }
   return csv;
 }

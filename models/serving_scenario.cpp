@@ -195,14 +195,16 @@ void check_placement(const topology::Topology& topo, int tp, int pp, int replica
   const auto& gpus = topo.gpus();
   const std::int64_t need = std::int64_t{tp} * pp * replicas;
   if (need > static_cast<std::int64_t>(gpus.size())) {
-    throw std::invalid_argument(fmt::format("{} replicas x TP {} x PP {} need {} GPUs; the topology has {}", replicas, tp, pp, need, gpus.size()));
+    throw std::invalid_argument(fmt::format("{} replica{} x TP {} x PP {} need{} {} GPUs; the topology has {}", replicas, replicas == 1 ? "" : "s", tp, pp,
+                                            replicas == 1 ? "s" : "", need, gpus.size()));
   }
   const ServingLayout layout(topo, tp);
   if (std::int64_t{replicas} * pp > layout.groups()) {
     const int node_gpus = topo.node_count() > 0 ? static_cast<int>(gpus.size()) / topo.node_count() : static_cast<int>(gpus.size());
-    throw std::invalid_argument(fmt::format("{} replicas x PP {} need {} TP groups of {} GPUs, each inside one node; the topology's {} nodes of {} GPUs hold {} "
+    throw std::invalid_argument(fmt::format("{} replica{} x PP {} need{} {} TP groups of {} GPUs, each inside one node; the topology's {} nodes of {} GPUs hold {} "
                                             "({} a node{})",
-                                            replicas, pp, std::int64_t{replicas} * pp, tp, topo.node_count(), node_gpus, layout.groups(),
+                                            replicas, replicas == 1 ? "" : "s", pp, replicas == 1 ? "s" : "", std::int64_t{replicas} * pp, tp,
+                                            topo.node_count(), node_gpus, layout.groups(),
                                             tp > 0 ? node_gpus / tp : 0, node_gpus % tp != 0 ? fmt::format(", {} GPUs of each idle", node_gpus % tp) : ""));
   }
 }
@@ -389,7 +391,8 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     const int gpus = static_cast<int>(sc.topology->gpus().size());
     // In 64 bits: 2^31 - 1 replicas of TP 2 had wrapped to "need -2 GPUs".
     if (const std::int64_t need = std::int64_t{r.tp} * r.pp * sc.replicas; need > gpus) {
-      serving_node.fail_message(fmt::format("impossible plan: {} replicas x TP {} x PP {} need {} GPUs; {} has {}", sc.replicas, r.tp, r.pp, need,
+      serving_node.fail_message(fmt::format("impossible plan: {} replica{} x TP {} x PP {} need{} {} GPUs; {} has {}", sc.replicas, sc.replicas == 1 ? "" : "s",
+                                            r.tp, r.pp, sc.replicas == 1 ? "s" : "", need,
                                             sc.topology->name, gpus));
     }
     try {

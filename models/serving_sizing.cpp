@@ -187,7 +187,9 @@ SizingResult size_fleet(const InferenceScenario& sc) {
     }
     for (int tp : tps) {
       std::string why = tp_split_problem(sc.replica.model, tp);
-      if (tp > offer.node.gpus()) why = fmt::format("TP {} is more than the node's {} GPUs (a TP group stays inside one node)", tp, offer.node.gpus());
+      if (tp > offer.node.gpus()) {
+        why = fmt::format("TP {} is more than the node's {} GPU{} (a TP group stays inside one node)", tp, offer.node.gpus(), offer.node.gpus() == 1 ? "" : "s");
+      }
       if (why.empty() && tp * sc.replica.pp > z.max_gpus) {
         why = fmt::format("one replica needs TP {} x PP {} = {} GPUs, more than max_gpus ({})", tp, sc.replica.pp, tp * sc.replica.pp, z.max_gpus);
       }

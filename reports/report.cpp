@@ -910,7 +910,10 @@ class Builder {
                                 ? fmt::format("{} (billed for their nodes' {})", fmt_num(num(c, "gpus")), fmt_num(num(c, "gpus_billed")))
                                 : fmt_num(num(c, "gpus")),
                             fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3),
-                            fewest.empty() ? "" : fmt::format("; {} met the SLO, the rest of the nodes billed is headroom", fewest)));
+                            fewest.empty() ? ""
+                                           : fmt::format("; {} met the SLO, {}", fewest,
+                                                         num(c, "gpus") < num(c, "gpus_billed", num(c, "gpus")) ? "grown to max_gpus"
+                                                                                                                  : "the rest of the nodes billed is headroom")));
       } else {
         para(s, fmt::format("{}: none of the configurations meets the SLO within the GPUs allowed (see Fleet sizing for how close each came).",
                             who_of(*r)));
@@ -1457,7 +1460,9 @@ class Builder {
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
                           !c.value("feasible", false)        ? str(c, "reason", "misses the SLO")
                           : fewest_text(c).empty()           ? std::string("meets the SLO")
-                                                             : fmt::format("meets the SLO; fills its billed nodes ({} meet)", fewest_text(c))});
+                                                             : fmt::format("meets the SLO; {} ({} meet{})",
+                                        num(c, "gpus") < num(c, "gpus_billed", num(c, "gpus")) ? "grown to max_gpus" : "fills its billed nodes",
+                                        fewest_text(c), num(c["fewest_meeting"], "replicas") == 1 ? "s" : "")});
         if (ran) {
           const std::string subject = fmt::format("{}: {} TP{}{}, {}", who_of(*r), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet_text(c));
           csv("sizing", subject, "gpus", num(c, "gpus"), "GPUs");
@@ -1466,6 +1471,9 @@ class Builder {
           csv("sizing", subject, "cost_per_million_output_tokens", num(c, "cost_per_million_output_tokens"), "USD");
           csv("sizing", subject, "slo_attainment", num(c, "attainment"), "fraction");
           csv("sizing", subject, "meets_slo", c.value("feasible", false) ? 1.0 : 0.0, "1 if it does");
+          if (c.contains("fewest_meeting") && c["fewest_meeting"].is_object()) {
+            csv("sizing", subject, "fewest_replicas_meeting", num(c["fewest_meeting"], "replicas"), "replicas (the row grown from them)");
+          }
         }
       }
       para(s, fmt::format("{}: the configurations that meet the SLO, cheapest per hour first, then those that do not, most requests within it first; at "

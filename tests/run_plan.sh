@@ -14,6 +14,12 @@ trap 'rm -rf "$out"' EXIT
 # for 8; the fleet reported fills the 16 it pays for.
 grep -q '^cheapest: A100-SXM4-80GB x dgx-a100 at TP 2 (8 replicas), 16 GPUs, .*; 6 replicas met the SLO' "$out/a.txt" || { echo "no cheapest line"; cat "$out/a.txt"; exit 1; }
 grep -q '"cheapest"' "$out/a/sizing.json" || { echo "sizing.json has no cheapest"; exit 1; }
+# max_gpus 6 stops the growth short of the 8 GPUs billed: the verdict says so, not "fills"; rows that
+# do not meet the SLO leave the CSV's fewest-meeting columns empty (a probe found the row's own count).
+sed 's/max_gpus: 16/max_gpus: 6/' "$data/sizing-small.yaml" >"$out/six.yaml"
+"$cli" plan "$out/six.yaml" --out "$out/six" >"$out/six.txt"
+grep -q '6 (8) .* meets; grown to max_gpus (2 replicas meet)' "$out/six.txt" || { echo "no grown-to-max_gpus verdict"; cat "$out/six.txt"; exit 1; }
+grep -q '^A100-SXM4-80GB,.*,0,[0-9.]*,[0-9.]*,[0-9.]*,[0-9.]*,,$' "$out/six/sizing.csv" || { echo "a row missing the SLO names a fewest count"; cat "$out/six/sizing.csv"; exit 1; }
 head -n 1 "$out/a/sizing.csv" | grep -q '^gpu,node,tp,pp,replicas,prefill,decode,gpus,gpus_billed,cost_per_hour' || { echo "bad CSV header"; exit 1; }
 grep -q '^  gpu  *node  *TP  *layout' "$out/a.txt" || { echo "no node column though the offers' nodes differ"; cat "$out/a.txt"; exit 1; }
 # Replicas of two pipeline stages: the table, the cheapest line and the CSV say PP (a probe found none did).
