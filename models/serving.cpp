@@ -127,7 +127,10 @@ std::int64_t kv_block_capacity(const ReplicaConfig& c, const hardware::HardwareP
   if (c.ep > 1) {
     if (!c.model.moe) throw std::invalid_argument("expert parallelism (ep > 1) needs an MoE model");
     if (c.ep != c.tp) throw std::invalid_argument(fmt::format("ep must equal tp (experts spread over the replica's TP ranks); got ep {} and tp {}", c.ep, c.tp));
-    if (c.model.moe->experts % c.ep != 0) throw std::invalid_argument(fmt::format("ep {} does not divide the {} experts", c.ep, c.model.moe->experts));
+    if (c.model.moe->experts % c.ep != 0) {
+      throw std::invalid_argument(fmt::format("expert parallelism over the TP {} ranks (expert_parallel) needs tp to divide the {} experts", c.ep,
+                                              c.model.moe->experts));
+    }
   }
   const double usable = hw.memory_capacity.value() * c.gpu_memory_utilization;
   // Every stage allocates the same number of KV blocks (vLLM takes the fewest any worker can hold):
