@@ -571,7 +571,18 @@ void plan(const Options& o) {
   const models::InferenceScenario sc = models::load_inference_scenario(o.scenario);
   if (!sc.sizing) throw InputError(fmt::format("{}: no 'sizing' section (gpus with prices, tp, attainment) to plan from", o.scenario));
   prepare_outputs(o.out, o.report, out_option(o), {"sizing.json", "sizing.csv"});
-  const models::SizingResult r = models::size_fleet(sc);
+  // On a terminal, what is being simulated (a large sizing runs for minutes).
+  const bool terminal = !o.json && ::isatty(2);
+  const auto start = std::chrono::steady_clock::now();
+  models::SizingProgress progress;
+  if (terminal) {
+    progress = [&](const std::string& configuration, int simulated) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::cerr << fmt::format("\r{:<90}", fmt::format("{} simulated in {:.0f} s; now {}", simulated, el, configuration).substr(0, 90)) << std::flush;
+    };
+  }
+  const models::SizingResult r = models::size_fleet(sc, progress);
+  if (terminal) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);
   if (!o.out.empty()) {

@@ -39,8 +39,8 @@ std::shared_ptr<const topology::Topology> cluster_of(const SizingOffer& offer, i
 
 class Sizer {
  public:
-  Sizer(const InferenceScenario& sc, std::vector<ServingRequest> requests, SizingResult& out)
-      : sc_(sc), requests_(std::move(requests)), out_(out) {}
+  Sizer(const InferenceScenario& sc, std::vector<ServingRequest> requests, SizingResult& out, const SizingProgress& progress)
+      : sc_(sc), requests_(std::move(requests)), out_(out), progress_(progress) {}
 
   // One configuration's simulation; replicas = prefill + decode when disaggregated.
   SizingCandidate evaluate(const SizingOffer& offer, int tp, int replicas, int prefill) {
@@ -88,6 +88,11 @@ class Sizer {
         sc.disaggregation = std::move(d);
       }
       sc.requests = requests_;
+      if (progress_) {
+        progress_(fmt::format("{} TP {}{}, {}", c.gpu, tp, c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "",
+                              prefill > 0 ? fmt::format("{}P + {}D", prefill, replicas - prefill) : fmt::format("{} replica{}", replicas, replicas == 1 ? "" : "s")),
+                  out_.simulations);
+      }
       const InferenceResult res = simulate_inference(sc);
       ++out_.simulations;
       c.metrics = res.metrics;
@@ -162,11 +167,12 @@ class Sizer {
   const InferenceScenario& sc_;
   std::vector<ServingRequest> requests_;
   SizingResult& out_;
+  const SizingProgress& progress_;
 };
 
 }  // namespace
 
-SizingResult size_fleet(const InferenceScenario& sc) {
+SizingResult size_fleet(const InferenceScenario& sc, const SizingProgress& progress) {
   if (!sc.sizing) throw std::invalid_argument(fmt::format("{} has no sizing section to plan from", sc.name));
   const SizingSpec& z = *sc.sizing;
   SizingResult out;
@@ -179,7 +185,7 @@ SizingResult size_fleet(const InferenceScenario& sc) {
   out.requests = static_cast<int>(requests.size());
   if (requests.size() > 1) out.span_s = requests.back().arrival - requests.front().arrival;
   if (!sc.recipe && requests.size() > 1) out.rate = static_cast<double>(requests.size()) / std::max(1e-9, out.span_s);
-  Sizer sizer(sc, requests, out);
+  Sizer sizer(sc, requests, out, progress);
   for (const SizingOffer& offer : z.offers) {
     std::vector<int> tps = z.tp;
     if (tps.empty()) {

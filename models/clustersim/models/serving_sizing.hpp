@@ -12,6 +12,7 @@
 // two-tier fat tree of 64-port InfiniBand switches between nodes).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,11 @@ struct SizingResult {
   int simulations = 0;
 };
 
+// Called before each configuration's simulation with what it is ("H100-SXM5-80GB TP 4, 6 replicas")
+// and how many were simulated before it: a terminal's progress line.
+using SizingProgress = std::function<void(const std::string& configuration, int simulated)>;
+
 // Throws std::invalid_argument when the scenario has no sizing section.
-SizingResult size_fleet(const InferenceScenario& sc);
+SizingResult size_fleet(const InferenceScenario& sc, const SizingProgress& progress = {});
 
 }  // namespace cs::models
