@@ -842,8 +842,14 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       seen.push_back(std::move(where));
       placements.push_back(order);
     }
+    // Where nothing is sharded (one data-parallel rank, and for MoE one expert-data-parallel rank),
+    // every ZeRO stage is the same plan: the least listed stands for them (a probe found ZeRO 1 and
+    // 2 at DP 1 listed twice with one step time).
+    const bool unsharded = shape.dp * shape.cp == 1 && (!base.model.moe || shape.tp * shape.cp * shape.dp == shape.etp * shape.ep);
+    std::vector<int> shape_zeros;
+    for (int zero : zeros) shape_zeros.push_back(unsharded ? *std::min_element(zeros.begin(), zeros.end()) : zero);
     PlanChoice c = shape;
-    for (int zero : zeros) {
+    for (int zero : distinct(shape_zeros)) {
       c.zero = zero;
       for (Recompute rc : recomputes) {
         c.recompute = rc;

@@ -424,6 +424,27 @@ TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap: sett
   }
 }
 
+TEST_CASE("plan search: where nothing is sharded every ZeRO stage is one plan, the least listed") {
+  // A probe: ZeRO 1 and 2 at DP 1 were two rows with one step time. On 8 GPUs TP 8 leaves DP 1 (one
+  // plan, ZeRO 1); TP 4 leaves DP 2, where the stages differ (two plans).
+  test::TempDir dir;
+  const auto file = dir.write("s.yaml", R"(scenario:
+  name: zero
+  kind: training
+  model: llama3-8b
+  topology: {name: one, node: dgx-h100, nodes: 1}
+  parallelism: {tp: 8, pp: 1, dp: 1, sequence_parallel: true}
+  batch: {micro: 1, global: 8}
+  search: {tp: [4, 8], pp: [1], micro: [1], zero_stage: [2, 1], recompute: [selective]}
+)");
+  const TrainingScenario sc = load_training_scenario(file);
+  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, SearchOptions{});
+  std::map<int, std::set<int>> zeros;  // by dp
+  for (const auto& o : r.outcomes) zeros[o.plan.dp].insert(o.plan.zero);
+  CHECK(zeros[1] == std::set<int>{1});
+  CHECK(zeros[2] == std::set<int>{1, 2});
+}
+
 TEST_CASE("plan search: under FSDP the data-parallel bound holds for an MoE model with a dense first layer") {
   // A dense first layer and MoE layers after it gather different weights: the bound's per-pass
   // gathers must follow each pass's own order of layers (forward first to last, backward last to
