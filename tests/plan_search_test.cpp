@@ -424,25 +424,40 @@ TEST_CASE("plan search: every divisor, every rank order, TP and DP overlap: sett
   }
 }
 
-TEST_CASE("plan search: where nothing is sharded every ZeRO stage is one plan, the least listed") {
+TEST_CASE("plan search: where nothing is sharded every ZeRO stage is one plan, the scenario's or the least listed") {
   // A probe: ZeRO 1 and 2 at DP 1 were two rows with one step time. On 8 GPUs TP 8 leaves DP 1 (one
-  // plan, ZeRO 1); TP 4 leaves DP 2, where the stages differ (two plans).
+  // plan); TP 4 leaves DP 2, where the stages differ (two plans).
   test::TempDir dir;
-  const auto file = dir.write("s.yaml", R"(scenario:
+  const auto zeros_by_dp = [&](int scenario_zero) {
+    const auto file = dir.write(fmt::format("z{}.yaml", scenario_zero), fmt::format(R"(scenario:
   name: zero
   kind: training
   model: llama3-8b
-  topology: {name: one, node: dgx-h100, nodes: 1}
-  parallelism: {tp: 8, pp: 1, dp: 1, sequence_parallel: true}
-  batch: {micro: 1, global: 8}
-  search: {tp: [4, 8], pp: [1], micro: [1], zero_stage: [2, 1], recompute: [selective]}
-)");
-  const TrainingScenario sc = load_training_scenario(file);
-  const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, SearchOptions{});
-  std::map<int, std::set<int>> zeros;  // by dp
-  for (const auto& o : r.outcomes) zeros[o.plan.dp].insert(o.plan.zero);
-  CHECK(zeros[1] == std::set<int>{1});
-  CHECK(zeros[2] == std::set<int>{1, 2});
+  topology: {{name: one, node: dgx-h100, nodes: 1}}
+  parallelism: {{tp: 8, pp: 1, dp: 1, sequence_parallel: true, zero_stage: {}}}
+  batch: {{micro: 1, global: 8}}
+  search: {{tp: [4, 8], pp: [1], micro: [1], zero_stage: [2, 1], recompute: [selective]}}
+)",
+                                                                                   scenario_zero));
+    const TrainingScenario sc = load_training_scenario(file);
+    const SearchResult r = search_plans(sc.job, *sc.topology, sc.search, SearchOptions{});
+    std::map<int, std::multiset<int>> zeros;
+    for (const auto& o : r.outcomes) {
+      if (o.plan.vpp == 1) zeros[o.plan.dp].insert(o.plan.zero);
+    }
+    return zeros;
+  };
+  // The scenario's ZeRO 1 stands for both at DP 1.
+  auto one = zeros_by_dp(1);
+  CHECK(one[1] == std::multiset<int>{1});
+  CHECK(one[2] == std::multiset<int>{1, 2});
+  // A scenario of ZeRO 2 is its own plan's stage, not a second row beside ZeRO 1's.
+  auto two = zeros_by_dp(2);
+  CHECK(two[1] == std::multiset<int>{2});
+  CHECK(two[2] == std::multiset<int>{1, 2});
+  // Not listed: the least listed (ZeRO 3 is the scenario's, added as its own plan beside it).
+  auto three = zeros_by_dp(3);
+  CHECK(three[1] == std::multiset<int>{1, 3});
 }
 
 TEST_CASE("plan search: under FSDP the data-parallel bound holds for an MoE model with a dense first layer") {
