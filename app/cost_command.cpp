@@ -272,6 +272,7 @@ void inference_cost(const Options& o) {
     removed = remove_stale_companion(o.out, "distributions.csv", kDistributionsHeader, "cost.json", replaced);
   }
   if (o.json) {
+    if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "cost.json"}, false);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -282,6 +283,7 @@ void inference_cost(const Options& o) {
   for (const auto& n : sc.cost->notes) std::cout << "note: " << n << "\n";
   std::cout << "note: list prices; spot preemptions of a serving fleet (lost capacity, requests retried) are not modelled\n";
   if (!o.out.empty()) std::cout << fmt::format("wrote {}/cost.json{}\n", o.out, removed);
+  if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "cost.json"});
 }
 
 }  // namespace
@@ -302,11 +304,10 @@ void add_cost_command(CLI::App& app) {
             return ec == std::errc() && end == v.data() + v.size() ? std::string() : "expected a seed of 0 to 18446744073709551615, found " + v;
           },
           "SEED"));
-  cmd->add_option("--report", o->report, "Training: also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->transform(output_directory());
+  cmd->add_option("--report", o->report, "Also write the capacity-planning report (report.html, .md, .csv) into this directory (and --out's files, when --out is not given)")->transform(output_directory());
   cmd->callback([o] {
     if (!o->report.empty() && o->out.empty()) o->out = o->report;
     if (models::scenario_kind(o->scenario) == "inference") {
-      if (!o->report.empty()) throw InputError("--report: the cost of an inference fleet is not in reports yet (its cost.json has no Monte Carlo); leave --report out");
       // A fleet is priced by the hour, without trials: these would be ignored.
       if (o->trials > 0 || o->seed) throw InputError("--trials and --seed apply to training scenarios only (an inference fleet is priced without a Monte Carlo)");
       inference_cost(*o);

@@ -66,6 +66,7 @@ std::string kind_name(ReportSource::Kind k) {
     case ReportSource::Kind::inference_run: return "inference run (run --out summary.json)";
     case ReportSource::Kind::plans: return "plan search (plan --out plans.json)";
     case ReportSource::Kind::cost: return "cost (cost --out cost.json)";
+    case ReportSource::Kind::serving_cost: return "serving cost (cost --out cost.json on an inference scenario)";
     case ReportSource::Kind::sizing: return "fleet sizing (plan --out sizing.json)";
     case ReportSource::Kind::validation: return "accuracy (validate --json)";
   }
@@ -224,6 +225,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       {ReportSource::Kind::inference_run, {{"replicas", "tp", "pp"}, {"scenario", "model", "gpu", "batching", "router", "workload"}}},
       {ReportSource::Kind::plans, {{"enumerated", "rejected_constraint", "rejected_memory", "pruned_by_bound", "simulated"}, {"scenario", "cost_unit"}}},
       {ReportSource::Kind::cost, {{"gpus", "nodes", "trials"}, {"scenario", "sheet"}}},
+      {ReportSource::Kind::serving_cost, {{"gpus", "gpus_billed"}, {"scenario"}}},
       {ReportSource::Kind::sizing, {{"simulations"}, {"scenario"}}},
   };
   if (const auto it = kCountsAndNames.find(kind); it != kCountsAndNames.end()) {
@@ -354,6 +356,23 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
                     mem["fits"]);
       }
     }
+  } else if (kind == ReportSource::Kind::serving_cost) {
+    // Each offering's name, pricing and figures as `clustersim cost` writes them (a $ per million
+    // tokens is null where the fleet emitted none).
+    if (!d["offerings"].is_array() || d["offerings"].empty()) field_error(file, "offerings", "a non-empty list of offerings", d["offerings"]);
+    for (std::size_t i = 0; i < d["offerings"].size(); ++i) {
+      const json& o = d["offerings"][i];
+      const std::string at = fmt::format("offerings[{}]", i);
+      if (!o.is_object()) field_error(file, at, "an object", o);
+      for (const char* k : {"offering", "pricing"}) {
+        if (!o.contains(k) || !o[k].is_string()) field_error(file, at + "." + k, "text", o.contains(k) ? o[k] : json("missing"));
+      }
+      for (const char* k : {"price_per_gpu_hour", "fleet_cost_per_hour"}) check(o, at + ".", k, false);
+      for (const char* k : {"cost_per_million_output_tokens", "cost_per_million_total_tokens"}) {
+        if (!o.contains(k) || !(o[k].is_number() || o[k].is_null())) field_error(file, at + "." + k, "a number or null", o.contains(k) ? o[k] : json("missing"));
+      }
+    }
+    for (const char* k : {"output_token_throughput", "sustained_output_token_throughput"}) check(d, "", k, false);
   } else if (kind == ReportSource::Kind::inference_run) {
     for (const char* k : {"duration_s", "output_token_throughput", "request_throughput"}) check(d, "", k, false);
     for (const char* k : {"ttft", "tpot", "itl", "e2e_latency"}) {
@@ -458,9 +477,7 @@ ReportSource read_one(const fs::path& file) {
   } else if (has("cases") && has("summary")) {
     s.kind = ReportSource::Kind::validation;
   } else if (has("offerings") && has("output_token_throughput")) {
-    throw InputError(fmt::format("{}: the cost of a serving fleet (cost on an inference scenario) is not in reports yet; its $/hour and $ per "
-                                 "million tokens are in this file and in `clustersim cost`'s table",
-                                 file.string()));
+    s.kind = ReportSource::Kind::serving_cost;
   } else {
     // A result missing one of the fields that tell its kind (a hand edit): name the field rather than
     // call the file foreign. The kind is the one with most of its fields there.
@@ -802,6 +819,12 @@ class Builder {
                           who_of(*r), count(num(d, "train_tokens")), fmt_num(num(d, "gpus")), fmt_num(num(d, "nodes")), fixed(num(d, "step_time_s"), 3),
                           days_shown(num(d, "failure_free_days")), name(d, "sheet"), fmt_num(num(d, "trials")), fmt_num(num(d, "seed"))));
     }
+    for (const auto* r : of(ReportSource::Kind::serving_cost)) {
+      const json& d = r->data;
+      para(s, fmt::format("{}: the cost of a serving fleet of {} GPUs{} at its simulated steady rate of {} output tokens/s, on each offering of its cost "
+                          "sheet.",
+                          who_of(*r), fmt_num(num(d, "gpus")), billed_text(d), fixed(num(d, "sustained_output_token_throughput"), 0)));
+    }
     for (const auto* r : of(ReportSource::Kind::sizing)) {
       const json& d = r->data;
       para(s, fmt::format("{}: sizing for the cheapest fleet to serve {} requests/s with {} of requests within the SLO, among {} configurations simulated.",
@@ -896,6 +919,26 @@ class Builder {
       table(s, std::move(t));
       for (const std::string& n : notes) para(s, "Note: " + n + ".");
     }
+    for (const auto* r : of(ReportSource::Kind::serving_cost)) {
+      any = true;
+      const json& d = r->data;
+      const std::string who = who_of(*r);
+      // The cheapest offering per million output tokens (list prices; a fleet that emitted nothing has none).
+      const json* best = nullptr;
+      for (const json& o : d["offerings"]) {
+        if (o["cost_per_million_output_tokens"].is_number() && (!best || num(o, "cost_per_million_output_tokens") < num(*best, "cost_per_million_output_tokens"))) {
+          best = &o;
+        }
+      }
+      if (best) {
+        para(s, fmt::format("{}: the fleet's cheapest offering is {} ({}): ${}/hour for {} GPUs{}, ${} per million output tokens at the steady rate.", who,
+                            str(*best, "offering"), str(*best, "pricing"), fixed(num(*best, "fleet_cost_per_hour"), 2), fmt_num(num(d, "gpus")), billed_text(d),
+                            fixed(num(*best, "cost_per_million_output_tokens"), 3)));
+        csv("headline", fmt::format("{}: {}", who, str(*best, "offering")), "cost_per_million_output_tokens", num(*best, "cost_per_million_output_tokens"), "USD");
+      } else {
+        para(s, fmt::format("{}: the fleet emitted no output tokens at a steady rate, so no offering has a price per token.", who));
+      }
+    }
     for (const auto* r : of(ReportSource::Kind::sizing)) {
       any = true;
       const json& d = r->data;
@@ -939,6 +982,11 @@ class Builder {
   static std::string gpus_billed_text(const json& c) {
     const double gpus = num(c, "gpus"), billed = num(c, "gpus_billed", gpus);
     return billed > gpus ? fmt::format("{} ({})", fmt_num(gpus), fmt_num(billed)) : fmt_num(gpus);
+  }
+
+  // " (billed for their nodes' 16)" where a fleet's whole nodes hold more GPUs than it uses.
+  static std::string billed_text(const json& d) {
+    return num(d, "gpus_billed", num(d, "gpus")) > num(d, "gpus") ? fmt::format(" (billed for their nodes' {})", fmt_num(num(d, "gpus_billed"))) : "";
   }
 
   // A sizing candidate's replicas: "4 replicas", or "3 prefill + 2 decode replicas".
@@ -1231,9 +1279,32 @@ class Builder {
   void cost() {
     Section& s = section("Spot versus on-demand");
     const auto sources = of(ReportSource::Kind::cost);
-    if (sources.empty()) {
+    const auto fleets = of(ReportSource::Kind::serving_cost);
+    if (sources.empty() && fleets.empty()) {
       missing(s, "No cost result: `clustersim cost SCENARIO --out DIR` prices a run on every offering, with failures and spot preemptions.");
       return;
+    }
+    // A serving fleet on each offering at list prices: no Monte Carlo (spot preemptions of a fleet,
+    // its lost capacity and retried requests, are not modelled).
+    for (const auto* r : fleets) {
+      const json& d = r->data;
+      const std::string who = who_of(*r);
+      Table t{{"offering", "pricing", "$/GPU-h", "fleet $/hour", "$/M output tokens", "$/M total tokens"}, {false, false, true, true, true, true}, {}};
+      const auto per_million = [&](const json& o, const char* k) { return o[k].is_number() ? fixed(num(o, k), 3) : std::string("none emitted"); };
+      for (const json& o : d["offerings"]) {
+        t.rows.push_back({str(o, "offering"), str(o, "pricing"), fixed(num(o, "price_per_gpu_hour"), 3), fixed(num(o, "fleet_cost_per_hour"), 2),
+                          per_million(o, "cost_per_million_output_tokens"), per_million(o, "cost_per_million_total_tokens")});
+        const std::string subject = fmt::format("{}: {}", who, str(o, "offering"));
+        csv("cost", subject, "fleet_cost_per_hour", num(o, "fleet_cost_per_hour"), "USD/hour");
+        csv("cost", subject, "cost_per_million_output_tokens", o["cost_per_million_output_tokens"].is_number() ? num(o, "cost_per_million_output_tokens") : std::nan(""), "USD");
+        csv("cost", subject, "cost_per_million_total_tokens", o["cost_per_million_total_tokens"].is_number() ? num(o, "cost_per_million_total_tokens") : std::nan(""), "USD");
+      }
+      para(s, fmt::format("{}: the serving fleet, {} GPUs{}, on each offering at list prices, per million tokens at the simulated steady rates: {} output "
+                          "and {} total tokens/s. Spot rows pay the spot price; a fleet's spot preemptions (lost capacity, retried requests) are not "
+                          "modelled.",
+                          who, fmt_num(num(d, "gpus")), billed_text(d), fixed(num(d, "sustained_output_token_throughput"), 0),
+                          fixed(num(d, "sustained_total_token_throughput", num(d, "total_token_throughput", 0)), 0)));
+      table(s, std::move(t));
     }
     for (const auto* r : sources) {
       const json& d = r->data;

@@ -20,8 +20,9 @@ trap 'rm -rf "$dir"' EXIT
 "$cli" plan "$data/plan-small.yaml" --threads 2 --report "$dir/plan" >/dev/null
 "$cli" plan "$data/sizing-small.yaml" --report "$dir/size" >/dev/null
 "$cli" cost "$data/cost-small.yaml" --report "$dir/cost" >/dev/null
+"$cli" cost "$data/cost-serving.yaml" --report "$dir/fleet" >/dev/null
 "$cli" validate "$shared/validation/microbench.yaml" --json >"$dir/accuracy.json"
-for d in train serve plan size cost; do
+for d in train serve plan size cost fleet; do
   for f in report.html report.md report.csv; do
     [ -s "$dir/$d/$f" ] || { echo "--report in $d did not write $f"; exit 1; }
   done
@@ -30,7 +31,7 @@ grep -q '"scaling"' "$dir/train/summary.json" || { echo "run --report: no scalin
 grep -q '"rate_sweep"' "$dir/serve/summary.json" || { echo "run --report: no rate sweep in summary.json"; exit 1; }
 grep -q '"scenario_sha256"' "$dir/train/summary.json" || { echo "run: summary.json does not record its scenario's hash"; exit 1; }
 
-"$cli" report "$dir/train" "$dir/serve" "$dir/plan" "$dir/size" "$dir/cost" "$dir/accuracy.json" --out "$dir/all" >/dev/null
+"$cli" report "$dir/train" "$dir/serve" "$dir/plan" "$dir/size" "$dir/cost" "$dir/fleet" "$dir/accuracy.json" --out "$dir/all" >/dev/null
 md="$dir/all/report.md"
 # A result named twice (its directory and its file) counts once.
 "$cli" report "$dir/train" "$dir/train/summary.json" --out "$dir/twice" | grep -q "from 1 result$" || { echo "report: a result named twice counted twice"; exit 1; }
@@ -68,7 +69,7 @@ if grep -Eq '<script[^>]+src=|<link[^>]+stylesheet' "$dir/all/report.html"; then
   exit 1
 fi
 # Deterministic.
-"$cli" report "$dir/train" "$dir/serve" "$dir/plan" "$dir/size" "$dir/cost" "$dir/accuracy.json" --out "$dir/again" >/dev/null
+"$cli" report "$dir/train" "$dir/serve" "$dir/plan" "$dir/size" "$dir/cost" "$dir/fleet" "$dir/accuracy.json" --out "$dir/again" >/dev/null
 for f in report.html report.md report.csv; do cmp "$dir/all/$f" "$dir/again/$f"; done
 # A hostile scenario name reaches the page only as text.
 mkdir -p "$dir/hostile"
@@ -110,8 +111,14 @@ sed -e 's|^    sheet: .*|    sheet: {name: s, offerings: [{name: od, gpu: H100-S
   -e '/^    offerings:/d' -e '/^    deadline:/d' "$data/cost-small.yaml" >"$dir/dry.yaml"
 "$cli" cost "$dir/dry.yaml" --report "$dir/dry" >/dev/null
 grep -q 'Not drawn: dry (no trial finished)' "$dir/dry/report.md" || { echo "an offering with no finished trial is not named under the cost CDF"; exit 1; }
+# A serving fleet's cost (cost on an inference scenario) is reported (it had been refused): its
+# cheapest offering per million output tokens in the headline, each offering in the cost section.
+grep -q "the fleet's cheapest offering is lambda-h100-on-demand (on-demand): \$31.92/hour for 2 GPUs (billed for their nodes' 8), \$9.319 per million output tokens" "$dir/fleet/report.md" &&
+  grep -q '^| aws-p5-on-demand | on-demand | 6.880 | 55.04 | 16.069 | 2.715 |$' "$dir/fleet/report.md" &&
+  grep -q '^cost,cost-serving: lambda-h100-on-demand,cost_per_million_output_tokens,9.319' "$dir/fleet/report.csv" || { echo "a serving fleet's cost is not reported"; cat "$dir/fleet/report.md"; exit 1; }
+if grep -q "Not in these results.* cost" "$dir/fleet/report.md"; then echo "a serving fleet's cost report says no cost result"; exit 1; fi
 echo '{"scenario": "s", "offerings": [], "output_token_throughput": 1}' >"$dir/fleet-cost.json"
-refused "$dir/fleet-cost.json" "the cost of a serving fleet" "a serving fleet's cost"
+refused "$dir/fleet-cost.json" "field 'offerings': expected a non-empty list of offerings, found \[\]" "a serving fleet's cost without offerings"
 printf '{"plans": [' >"$dir/torn.json"
 refused "$dir/torn.json" "not JSON" "torn JSON"
 echo '{"step_time_s": 1e99999}' >"$dir/overflow.json"

@@ -19,7 +19,7 @@ std::string sha256_file(const std::filesystem::path& path);
 
 // One result file read for a report.
 struct ReportSource {
-  enum class Kind { training_run, inference_run, plans, cost, sizing, validation };
+  enum class Kind { training_run, inference_run, plans, cost, serving_cost, sizing, validation };
   Kind kind = Kind::training_run;
   std::filesystem::path path;
   nlohmann::json data;       // plans: only the simulated plans are kept in data["plans"]
