@@ -184,7 +184,17 @@ class Builder {
     return topo_.add_device(std::move(d));
   }
 
+  // Parallel cables between two switches: one link of their summed rate where the switches route by
+  // destination (InfiniBand's D-mod-k spreads destinations over them evenly), one link each where
+  // they hash flows (Ethernet ECMP takes each cable as a next hop of its own, so two flows can meet
+  // on one while another idles).
   void connect(Vertex lower, Vertex upper, int lanes, BytesPerSec per_lane, int tier) {
+    if (spec_.technology == Technology::roce && lanes > 1) {
+      for (int lane = 0; lane < lanes; ++lane) {
+        topo_.add_link(lower, upper, Link{.kind = link_kind_, .bandwidth = per_lane, .latency = cable_latency_, .lanes = 1, .tier = tier});
+      }
+      return;
+    }
     topo_.add_link(lower, upper,
                    Link{.kind = link_kind_, .bandwidth = per_lane * lanes, .latency = cable_latency_, .lanes = lanes, .tier = tier});
   }
