@@ -235,8 +235,9 @@ TEST_CASE("Ethernet ECMP spreads flows over all spines and keeps each flow on on
     CHECK(router.route(a, b, flow)->devices == p->devices);  // deterministic
   }
   CHECK(spines.size() == 16);
-  // Each leaf has two cables to each of the 16 spines, and hashing takes each as a path of its own.
-  CHECK(router.all_paths(a, b, 100).total == 32);
+  // Each leaf has two cables to each of the 16 spines, and hashing takes each as a next hop of its
+  // own, up and down: 16 x 2 x 2 paths.
+  CHECK(router.all_paths(a, b, 100).total == 64);
 }
 
 TEST_CASE("on the L40S box a cross-socket GPU pair routes GPU, switch, CPU, CPU, switch, GPU", "[topology][routing]") {
