@@ -49,25 +49,12 @@ std::string gpus_text(const models::SizingCandidate& c) {
   return c.gpus_billed > c.gpus ? fmt::format("{} ({})", c.gpus, c.gpus_billed) : std::to_string(c.gpus);
 }
 
-std::string layout(const models::SizingCandidate& c) {
-  if (c.replicas == 0) return "-";
-  if (c.prefill > 0) return fmt::format("{}P + {}D", c.prefill, c.decode);
-  return fmt::format("{} replica{}", c.replicas, c.replicas == 1 ? "" : "s");
-}
-
-// A fleet grown to fill its billed nodes: the fewest replicas that met the SLO, in the row's layout.
-std::string fewest_text(const models::SizingCandidate& c) {
-  if (c.fewest_replicas == 0) return "";
-  if (c.prefill > 0) return fmt::format("{}P + {}D", c.fewest_prefill, c.fewest_replicas - c.fewest_prefill);
-  return fmt::format("{} replica{}", c.fewest_replicas, c.fewest_replicas == 1 ? "" : "s");
-}
-
 // The verdict column: "meets", with the fewest that met where the row was grown: to fill its billed
 // nodes, or as far as max_gpus lets it.
 std::string verdict(const models::SizingCandidate& c) {
   if (!c.feasible) return c.reason;
   if (c.fewest_replicas == 0) return "meets";
-  return fmt::format("meets; {} ({} meet{})", c.gpus < c.gpus_billed ? "grown to max_gpus" : "fills its billed nodes", fewest_text(c),
+  return fmt::format("meets; {} ({} meet{})", c.capped_by_max_gpus ? "grown to max_gpus" : "fills its billed nodes", models::fewest_text(c),
                      c.fewest_replicas == 1 ? "s" : "");
 }
 
@@ -116,7 +103,7 @@ nlohmann::json to_json(const models::InferenceScenario& sc, const models::Sizing
     if (!c.feasible) k["reason"] = c.reason;
     if (c.fewest_replicas > 0) {
       k["fewest_meeting"] = {{"replicas", c.fewest_replicas}, {"prefill", c.fewest_prefill}, {"decode", c.prefill > 0 ? c.fewest_replicas - c.fewest_prefill : 0},
-                             {"gpus", c.fewest_replicas * c.tp * c.pp}};
+                             {"gpus", c.fewest_replicas * c.tp * c.pp}, {"capped_by_max_gpus", c.capped_by_max_gpus}};
     }
     cands.push_back(k);
   }
@@ -148,7 +135,7 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
     const bool ran = c.attainment >= 0;
     // The layout tried, run or not: an aggregated and a disaggregated row that both fail (an fp8 model
     // on A100) had read as two identical rows.
-    std::vector<std::string> row{c.gpu, pipelined ? fmt::format("{} x {}", c.tp, c.pp) : std::to_string(c.tp), layout(c),
+    std::vector<std::string> row{c.gpu, pipelined ? fmt::format("{} x {}", c.tp, c.pp) : std::to_string(c.tp), models::layout_text(c),
                                  ran ? gpus_text(c) : "-", ran ? fmt::format("{:.2f}", c.cost_per_hour) : "-",
                                  ran ? fmt::format("{:.3f}", c.cost_per_million_output_tokens) : "-", ran ? fmt::format("{:.1f}%", 100 * c.attainment) : "-",
                                  ran ? fmt::format("{:.0f}", c.metrics.ttft.p90 * 1e3) : "-", ran ? fmt::format("{:.1f}", c.metrics.tpot.p90 * 1e3) : "-",
@@ -160,11 +147,11 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   if (!r.candidates.empty() && r.candidates.front().feasible) {
     const auto& c = r.candidates.front();
     out += fmt::format("cheapest: {} x {} at TP {}{} ({}), {} GPU{}{}, ${:.2f}/hour, ${:.3f} per million output tokens{}\n", c.gpu, c.node, c.tp,
-                       c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout(c), c.gpus, c.gpus == 1 ? "" : "s",
+                       c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", models::layout_text(c), c.gpus, c.gpus == 1 ? "" : "s",
                        c.gpus_billed != c.gpus ? fmt::format(" (billed for their nodes' {})", c.gpus_billed) : std::string(), c.cost_per_hour,
                        c.cost_per_million_output_tokens,
-                       c.fewest_replicas > 0 ? fmt::format("; {} met the SLO, {}", fewest_text(c),
-                                                                      c.gpus < c.gpus_billed ? "grown to max_gpus" : "the rest of the billed nodes is headroom")
+                       c.fewest_replicas > 0 ? fmt::format("; {} met the SLO, {}", models::fewest_text(c),
+                                                                      c.capped_by_max_gpus ? "grown to max_gpus" : "the rest of the billed nodes is headroom")
                                              : std::string());
   } else {
     out += "cheapest: none of the configurations meets the SLO (raise max_gpus, relax the SLO, or offer other GPUs)\n";
@@ -581,8 +568,17 @@ void plan(const Options& o) {
       std::cerr << fmt::format("\r{:<90}", fmt::format("{} simulated in {:.0f} s; now {}", simulated, el, configuration).substr(0, 90)) << std::flush;
     };
   }
-  const models::SizingResult r = models::size_fleet(sc, progress);
-  if (terminal) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
+  // The line is cleared however the sizing ends, an error included (it would print over the line).
+  struct ClearLine {
+    bool on;
+    ~ClearLine() {
+      if (on) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
+    }
+  };
+  const models::SizingResult r = [&] {
+    const ClearLine clear{terminal};
+    return models::size_fleet(sc, progress);
+  }();
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);
   if (!o.out.empty()) {

@@ -450,7 +450,7 @@ void run(const Options& o) {
     } catch (const models::PlanError& e) {
       // The scenario passed its checks at load; what remains is the size --no-fold asks to simulate.
       if (!o.no_fold) throw;
-      throw InputError(fmt::format("--no-fold: {}", e.what()));
+      throw InputError(fmt::format("{}: --no-fold: {}", o.scenario, e.what()));
     } catch (const sim::TimeRangeError& e) {
       // Most often the batch: say which step ran past the clock, where the scenario sets it.
       throw InputError(sc.batch_where, fmt::format("the step of this batch (micro batch {} of {} tokens, global batch {}) runs past the clock: {}",

@@ -65,7 +65,8 @@ std::string render_summary(const TopologySummary& s) {
   out += fmt::format("  nodes       {} x {} ({} GPU{}, {} per node)\n", s.nodes, s.node_template, s.gpus, s.gpus == 1 ? "" : "s",
                      s.gpus_per_node);
   out += fmt::format("  fabric      {}{}\n", s.fabric_kind,
-                     s.technology.empty() ? "" : fmt::format(", {}, {} tier{}", s.technology, s.tiers.size(), s.tiers.size() == 1 ? "" : "s"));
+                     s.technology.empty() ? "" : fmt::format(", {}, {} tier{}{}", s.technology, s.tiers.size(), s.tiers.size() == 1 ? "" : "s",
+                                                             s.qps_per_connection > 1 ? fmt::format(", {} queue pairs per connection", s.qps_per_connection) : ""));
   out += "\ndevices\n";
   TextTable devices({"kind", "count", "note"}, {TextTable::Align::left, TextTable::Align::right, TextTable::Align::left});
   for (const auto& [kind, count] : s.devices) {
@@ -121,7 +122,7 @@ nlohmann::json summary_json(const TopologySummary& s) {
   j["nodes"] = s.nodes;
   j["gpus"] = s.gpus;
   j["gpus_per_node"] = s.gpus_per_node;
-  j["fabric"] = {{"kind", s.fabric_kind}, {"technology", s.technology}, {"tiers", s.tiers.size()}};
+  j["fabric"] = {{"kind", s.fabric_kind}, {"technology", s.technology}, {"tiers", s.tiers.size()}, {"qps_per_connection", s.qps_per_connection}};
   for (const auto& [kind, count] : s.devices) j["devices"][std::string(to_string(kind))] = count;
   for (const auto& [kind, count] : s.cables) j["cables"][std::string(to_string(kind))] = count;
   j["nvswitch_chips"] = s.nvswitch_chips;

@@ -48,18 +48,26 @@ void FlowBuilder::add(Vertex src, Vertex dst, double bytes, std::uint64_t flow_i
   // Between nodes of a multi-plane fabric the bytes go out through every port of the NIC, a share
   // on each plane (NCCL sees each port as a NIC of its own and gives each its channels).
   const int node_a = topo.device(src).node, node_b = topo.device(dst).node;
-  const int planes = topo.fabric_planes > 1 && node_a >= 0 && node_b >= 0 && node_a != node_b ? topo.fabric_planes : 1;
+  const bool between_nodes = node_a >= 0 && node_b >= 0 && node_a != node_b;
+  const int planes = topo.fabric_planes > 1 && between_nodes ? topo.fabric_planes : 1;
+  // On RoCE a connection of several queue pairs sends each share on a queue pair of its own, which
+  // the switches hash onto a path of its own (NCCL_IB_QPS_PER_CONNECTION; its UDP source port).
+  const int qps = between_nodes ? topo.qps_per_connection : 1;
   for (int plane = 0; plane < planes; ++plane) {
-    const auto path = router.route(src, dst, flow_id, planes > 1 ? plane : -1);
-    if (!path) {
-      throw std::invalid_argument(fmt::format("no route from {} to {}", topo.device(src).name, topo.device(dst).name));
+    for (int qp = 0; qp < qps; ++qp) {
+      // A queue pair's own hash input: the flow id mixed with its index (the golden ratio's bits).
+      const std::uint64_t id = flow_id + static_cast<std::uint64_t>(qp) * 0x9E3779B97F4A7C15ull;
+      const auto path = router.route(src, dst, id, planes > 1 ? plane : -1);
+      if (!path) {
+        throw std::invalid_argument(fmt::format("no route from {} to {}", topo.device(src).name, topo.device(dst).name));
+      }
+      sim::FlowSpec f;
+      for (topology::Edge e : path->links) f.path.push_back(topo.link(e).id);
+      f.bytes = bytes / (planes * qps);
+      f.latency = latency_;
+      f.rate_cap = cap_for(f.path, planes * qps);  // the transfer's protocol cap holds for all its planes and queue pairs together
+      flows_.push_back(std::move(f));
     }
-    sim::FlowSpec f;
-    for (topology::Edge e : path->links) f.path.push_back(topo.link(e).id);
-    f.bytes = bytes / planes;
-    f.latency = latency_;
-    f.rate_cap = cap_for(f.path, planes);  // the transfer's protocol cap holds for all its planes together
-    flows_.push_back(std::move(f));
   }
 }
 

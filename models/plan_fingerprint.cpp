@@ -89,7 +89,8 @@ void add_profile(Fnv& f, const hardware::HardwareProfile& hw) {
 
 std::string system_digest(const topology::Topology& topo) {
   Fnv f;
-  f << topo.node_template << topo.fabric_kind << topo.technology << topo.fabric_tiers << topo.in_network_reduction << topo.node_count();
+  f << topo.node_template << topo.fabric_kind << topo.technology << topo.fabric_tiers << topo.in_network_reduction << topo.node_count()
+    << topo.qps_per_connection;
   const topology::Graph& g = topo.graph();
   for (auto [v, end] = boost::vertices(g); v != end; ++v) {
     const topology::Device& d = topo.device(*v);

@@ -843,12 +843,11 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
       placements.push_back(order);
     }
     // Where nothing is sharded (one data-parallel rank, and for MoE one expert-data-parallel rank),
-    // every ZeRO stage is the same plan: the scenario's stands for them where listed, else the least
-    // listed (a probe found ZeRO 1 and 2 at DP 1 listed twice with one step time).
+    // every ZeRO stage is the same plan, and the scenario's stands for them: its own plan is always
+    // in the space (a probe found ZeRO 1 and 2 at DP 1 listed twice with one step time).
     const bool unsharded = shape.dp * shape.cp == 1 && (!base.model.moe || shape.tp * shape.cp * shape.dp == shape.etp * shape.ep);
-    const int representative = std::find(zeros.begin(), zeros.end(), own.zero) != zeros.end() ? own.zero : *std::min_element(zeros.begin(), zeros.end());
     std::vector<int> shape_zeros;
-    for (int zero : zeros) shape_zeros.push_back(unsharded ? representative : zero);
+    for (int zero : zeros) shape_zeros.push_back(unsharded ? own.zero : zero);
     PlanChoice c = shape;
     for (int zero : distinct(shape_zeros)) {
       c.zero = zero;

@@ -460,10 +460,9 @@ class Cluster final : public sim::EventHandler, public sim::FluidNetwork::Listen
         throw std::invalid_argument(fmt::format("request {} has a prompt of {} tokens, more than max_num_batched_tokens ({}), which bounds what a static "
                                                 "batch prefills", r.id, r.prompt_tokens, c.max_num_batched_tokens));
       }
-      // A recompute after a preemption prefills the prompt and every generated token but the last.
-      if (!c.chunked_prefill && r.total_tokens() - 1 > c.max_num_batched_tokens) {
+      if (!c.chunked_prefill && r.longest_pass_tokens() > c.max_num_batched_tokens) {
         throw std::invalid_argument(fmt::format("request {} may need a pass of {} tokens, more than max_num_batched_tokens ({}) without chunked prefill",
-                                                r.id, r.total_tokens() - 1, c.max_num_batched_tokens));
+                                                r.id, r.longest_pass_tokens(), c.max_num_batched_tokens));
       }
       Sequence s;
       s.request = r;

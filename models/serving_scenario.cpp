@@ -160,6 +160,7 @@ double host_link_bandwidth(const topology::Topology& topo) {
 }
 
 ServingLayout::ServingLayout(const topology::Topology& topo, int tp) : tp_(tp) {
+  if (tp < 1) throw std::invalid_argument(fmt::format("tp must be at least 1, not {}", tp));
   const auto& gpus = topo.gpus();
   // Runs of GPUs of one node, in topology order.
   for (std::size_t start = 0; start < gpus.size();) {
@@ -249,7 +250,8 @@ std::function<double(int, int, double)> pp_send_seconds(const std::shared_ptr<co
         const auto& g = topo->gpus();
         const int group = replica * pp + boundary;
         if (group + 1 >= layout->groups()) {
-          throw std::invalid_argument(fmt::format("replica {}'s stage {} has no GPUs past the topology's {}", replica, boundary + 1, g.size()));
+          throw std::invalid_argument(fmt::format("replica {}'s stage {} is TP group {}, past the {} whole groups of {} GPUs the topology's nodes hold",
+                                                  replica, boundary + 2, group + 2, layout->groups(), tp));
         }
         const std::size_t from = layout->first_gpu(group), to = layout->first_gpu(group + 1);
         std::vector<Collective> sends;
@@ -548,13 +550,12 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
                                "static batch prefills (raise it)",
                                q.id, q.prompt_tokens, r.max_num_batched_tokens));
     }
-    // Without chunked prefill a pass takes a sequence whole: its prompt, or after a preemption by
-    // recompute its prompt and every token generated but the last (which is never fed back).
-    if (!r.chunked_prefill && q.total_tokens() - 1 > r.max_num_batched_tokens) {
+    // Without chunked prefill a pass takes a sequence whole.
+    if (!r.chunked_prefill && q.longest_pass_tokens() > r.max_num_batched_tokens) {
       fail_request(q, yaml::Map(serving_node).find("max_num_batched_tokens").value_or(serving_node),
                    fmt::format("impossible workload: request {} may need a pass of {} tokens ({} prompt + {} generated, recomputed after a "
                                "preemption), more than max_num_batched_tokens ({}) allows without chunked prefill (raise it or set chunked_prefill: true)",
-                               q.id, q.total_tokens() - 1, q.prompt_tokens, q.output_tokens - 1, r.max_num_batched_tokens));
+                               q.id, q.longest_pass_tokens(), q.prompt_tokens, q.output_tokens - 1, r.max_num_batched_tokens));
     }
   }
   return sc;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -37,13 +38,26 @@ std::shared_ptr<const topology::Topology> cluster_of(const SizingOffer& offer, i
   return std::make_shared<const topology::Topology>(topology::build_topology(spec));
 }
 
+std::string fleet_text(int replicas, int prefill) {
+  if (prefill > 0) return fmt::format("{}P + {}D", prefill, replicas - prefill);
+  return fmt::format("{} replica{}", replicas, replicas == 1 ? "" : "s");
+}
+
 class Sizer {
  public:
   Sizer(const InferenceScenario& sc, std::vector<ServingRequest> requests, SizingResult& out, const SizingProgress& progress)
       : sc_(sc), requests_(std::move(requests)), out_(out), progress_(progress) {}
 
-  // One configuration's simulation; replicas = prefill + decode when disaggregated.
+  // One configuration's simulation; replicas = prefill + decode when disaggregated. Each is run once:
+  // growing a fleet to fill its nodes asks again for counts the search had tried.
   SizingCandidate evaluate(const SizingOffer& offer, int tp, int replicas, int prefill) {
+    const auto key = std::make_tuple(offer.node.name, tp, replicas, prefill);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    return memo_.emplace(key, simulate(offer, tp, replicas, prefill)).first->second;
+  }
+
+ private:
+  SizingCandidate simulate(const SizingOffer& offer, int tp, int replicas, int prefill) {
     SizingCandidate c;
     c.gpu = offer.node.gpu.name;
     c.node = offer.node.name;
@@ -88,11 +102,7 @@ class Sizer {
         sc.disaggregation = std::move(d);
       }
       sc.requests = requests_;
-      if (progress_) {
-        progress_(fmt::format("{} TP {}{}, {}", c.gpu, tp, c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "",
-                              prefill > 0 ? fmt::format("{}P + {}D", prefill, replicas - prefill) : fmt::format("{} replica{}", replicas, replicas == 1 ? "" : "s")),
-                  out_.simulations);
-      }
+      if (progress_) progress_(fmt::format("{} TP {}{}, {}", c.gpu, tp, c.pp > 1 ? fmt::format(" x PP {}", c.pp) : "", layout_text(c)), out_.simulations);
       const InferenceResult res = simulate_inference(sc);
       ++out_.simulations;
       c.metrics = res.metrics;
@@ -117,6 +127,7 @@ class Sizer {
     return c;
   }
 
+ public:
   // The smallest count in [1, limit] that `meets`, by doubling then bisecting; the best tried when none.
   template <class Eval>
   SizingCandidate smallest(int first, int limit, Eval eval) {
@@ -168,9 +179,14 @@ class Sizer {
   std::vector<ServingRequest> requests_;
   SizingResult& out_;
   const SizingProgress& progress_;
+  std::map<std::tuple<std::string, int, int, int>, SizingCandidate> memo_;  // (node, tp, replicas, prefill)
 };
 
 }  // namespace
+
+std::string layout_text(const SizingCandidate& c) { return c.replicas == 0 ? "-" : fleet_text(c.replicas, c.prefill); }
+
+std::string fewest_text(const SizingCandidate& c) { return c.fewest_replicas == 0 ? "" : fleet_text(c.fewest_replicas, c.fewest_prefill); }
 
 SizingResult size_fleet(const InferenceScenario& sc, const SizingProgress& progress) {
   if (!sc.sizing) throw std::invalid_argument(fmt::format("{} has no sizing section to plan from", sc.name));
@@ -230,14 +246,17 @@ SizingResult size_fleet(const InferenceScenario& sc, const SizingProgress& progr
       // The fleet that meets the SLOs, grown to fill the nodes it is billed for: the same price, more
       // headroom (a probe's 9 replicas of TP 2 paid for 24 GPUs and used 18).
       const auto filled = [&](SizingCandidate c, const auto& eval) {
-        // The replicas the billed nodes' whole TP groups make (a node of 72 GPUs holds 4 of TP 16).
-        const int groups = c.gpus_billed / offer.node.gpus() * (offer.node.gpus() / tp);
-        const int holds = std::min(groups / sc.replica.pp, z.max_gpus / per_replica);
+        // The replicas the billed nodes' whole TP groups make (the sizer's nodes are all the offer's:
+        // a node of 72 GPUs holds 4 groups of TP 16), and those max_gpus allows.
+        const int node_holds = c.gpus_billed / offer.node.gpus() * (offer.node.gpus() / tp) / sc.replica.pp;
+        const int cap_holds = z.max_gpus / per_replica;
+        const int holds = std::min(node_holds, cap_holds);
         if (!c.feasible || holds <= c.replicas) return c;
         SizingCandidate grown = eval(holds);
         if (!grown.feasible || grown.gpus_billed != c.gpus_billed) return c;
         grown.fewest_replicas = c.replicas;
         grown.fewest_prefill = c.prefill;
+        grown.capped_by_max_gpus = cap_holds < node_holds;
         return grown;
       };
       out.candidates.push_back(filled(sizer.smallest(1, limit, aggregated), aggregated));

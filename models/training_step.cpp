@@ -62,20 +62,42 @@ struct PassTasks {
   std::vector<TaskId> units;  // per unit when split, else empty
 };
 
+// The largest step, in compute tasks simulated rank by rank, that is unfolded on its own when its
+// replicas' pipeline sends differ (a few seconds on the 2-core development machine).
+constexpr std::int64_t kUnfoldOnItsOwnTasks = std::int64_t{1} << 17;
+// The most compute tasks an unfolded step (--no-fold) may hold over all its ranks: each takes about
+// 1 KB with its share of the flows and events (measured on the 2-core development machine: the
+// shipped 405B step, 2.49 million, 2.2 GB and 12 s; the same at 128 micro-batches, 4.49 million,
+// 4.5 GB and 18 s); past it memory runs out (a probe's 405B at 128 micro-batches and vpp 4, 17.2 million: bad_alloc).
+constexpr std::int64_t kMaxUnfoldedComputeTasks = std::int64_t{1} << 22;
+
+// The compute tasks of a step with every rank simulated: each stage's, times the ranks of a stage.
+std::int64_t unfolded_compute_tasks(const TrainingJob& job) {
+  const ParallelismPlan& p = job.plan;
+  return checked_product({simulated_compute_tasks(job), p.tp, p.cp, p.dp});
+}
+
+// What to do about folding's optimism: --no-fold where the step is small enough to unfold.
+std::string unfold_remedy(const TrainingJob& job) {
+  return unfolded_compute_tasks(job) <= kMaxUnfoldedComputeTasks ? "--no-fold simulates every rank"
+                                                                 : "the step is too large to simulate every rank (--no-fold's limit)";
+}
+
 // What folding leaves out: the other data-parallel replicas' pipeline sends meet the simulated
 // traffic where flows are hashed over equal-cost paths or a tier is oversubscribed (docs/training.md,
 // "Folding": random small plans on such fabrics came out fast; elsewhere within 1.1%). Empty where
 // the fabric does neither.
-std::string left_out_sends_note(const topology::Topology& topo, const topology::Router& router, int other_replicas) {
+std::string left_out_sends_note(const topology::Topology& topo, const topology::Router& router, int other_replicas, const std::string& remedy) {
   const auto tiers = topology::fabric_tiers(topo);
   const bool oversubscribed = std::any_of(tiers.begin(), tiers.end(), [](const topology::TierSummary& t) { return t.oversubscription() > 1 + 1e-9; });
   const bool hashed = hashes_flows(topo, router);
   if (!hashed && !oversubscribed) return {};
   return fmt::format(
       "folding leaves out the other {} data-parallel replicas' pipeline sends, which {} can put on the links of the simulated traffic: the "
-      "step may come out fast (docs/training.md, \"Folding\"); --no-fold simulates every rank",
+      "step may come out fast (docs/training.md, \"Folding\"); {}",
       other_replicas,
-      hashed && oversubscribed ? "hashing over equal-cost paths and an oversubscribed tier" : hashed ? "hashing over equal-cost paths" : "an oversubscribed tier");
+      hashed && oversubscribed ? "hashing over equal-cost paths and an oversubscribed tier" : hashed ? "hashing over equal-cost paths" : "an oversubscribed tier",
+      remedy);
 }
 
 
@@ -103,14 +125,7 @@ bool replicas_send_differently(const ParallelismPlan& p, const topology::Topolog
   return false;
 }
 
-// The largest step, in compute tasks simulated rank by rank, that is unfolded on its own when its
-// replicas' pipeline sends differ (a few seconds on the 2-core development machine).
-constexpr std::int64_t kUnfoldOnItsOwnTasks = std::int64_t{1} << 17;
-// The most compute tasks an unfolded step (--no-fold) may hold over all its ranks: each takes about
-// 1 KB with its share of the flows and events (measured on the 2-core development machine: the
-// shipped 405B step, 2.49 million, 2.2 GB and 12 s; the same at 128 micro-batches, 4.49 million,
-// 4.5 GB and 18 s); past it memory runs out (a probe's 405B at 128 micro-batches and vpp 4, 17.2 million: bad_alloc).
-constexpr std::int64_t kMaxUnfoldedComputeTasks = std::int64_t{1} << 22;
+
 }  // namespace
 
 TrainingResult simulate_training(const TrainingJob& job, const topology::Topology& topo, TrainingOptions options) {
@@ -133,7 +148,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   // them (a 405B step at 128 micro-batches on 16,384 GPUs had exhausted memory with no refusal).
   if (!options.fold) {
     const std::int64_t tasks = simulated_compute_tasks(job);
-    if (const std::int64_t unfolded = checked_product({tasks, p.tp, p.cp, p.dp}); unfolded > kMaxUnfoldedComputeTasks) {
+    if (const std::int64_t unfolded = unfolded_compute_tasks(job); unfolded > kMaxUnfoldedComputeTasks) {
       throw PlanError("", fmt::format("simulating every rank would hold about {} compute tasks ({} with one rank a stage, times {} ranks a stage: tp {} x cp {} x dp {}); "
                                       "at most {} are simulated: fold the ranks (leave out --no-fold) or shrink the plan",
                                       unfolded == std::numeric_limits<std::int64_t>::max() ? std::string("more than 2^63") : fmt::format("{}", unfolded),
@@ -145,14 +160,13 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   // out 3-5% fast on a non-blocking switch): a step small enough is simulated rank by rank, a larger
   // one says so.
   if (options.fold && replicas_send_differently(p, topo)) {
-    const std::int64_t unfolded = checked_product({simulated_compute_tasks(job), p.tp, p.cp, p.dp});
-    if (unfolded <= kUnfoldOnItsOwnTasks) {
+    if (unfolded_compute_tasks(job) <= kUnfoldOnItsOwnTasks) {
       options.fold = false;
       result.notes.push_back("the data-parallel replicas' pipeline sends cross the stage boundaries differently (some inside a node, some between "
                              "nodes): every rank simulated, as --no-fold does");
     } else {
       result.notes.push_back("the data-parallel replicas' pipeline sends cross the stage boundaries differently (some inside a node, some between "
-                             "nodes), and folding times the representative's alone: the step may come out fast; --no-fold simulates every rank");
+                             "nodes), and folding times the representative's alone: the step may come out fast; " + unfold_remedy(job));
     }
   }
 
@@ -841,7 +855,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   const Time end = graph.run();
   const double step = end.to_seconds();
   if (options.fold && p.pp > 1 && p.dp > 1) {
-    if (std::string note = left_out_sends_note(topo, cm.router(), p.dp - 1); !note.empty()) result.notes.push_back(std::move(note));
+    if (std::string note = left_out_sends_note(topo, cm.router(), p.dp - 1, unfold_remedy(job)); !note.empty()) result.notes.push_back(std::move(note));
   }
   result.step_time = Seconds(step);
   result.stats = sim.stats();

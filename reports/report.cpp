@@ -394,8 +394,8 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       // a stage's memory and a step's breakdown
       "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "comm_buffers_bytes", "allowance_bytes", "compute", "tp_comm",
       "cp_comm", "ep_comm", "dp_comm", "pp_comm", "pipeline_bubble", "optimizer"};
-  static const std::set<std::string> kFlags = {"async", "feasible", "fits", "prefix_caching"};
-  static const std::set<std::string> kMaps = {"breakdown_s", "checkpoint", "memory", "reliability", "train"};
+  static const std::set<std::string> kFlags = {"async", "capped_by_max_gpus", "feasible", "fits", "prefix_caching"};
+  static const std::set<std::string> kMaps = {"breakdown_s", "checkpoint", "fewest_meeting", "memory", "reliability", "train"};
   static const std::set<std::string> kLists = {"candidates", "pareto_front", "plans", "rate_sweep", "scaling", "stages"};
   const auto typed = [&](const std::string& key, const std::string& where, const json& x) {
     if (kNumbers.count(key) && !x.is_number() && !x.is_null()) field_error(file, where, "a number", x);
@@ -955,8 +955,7 @@ class Builder {
                             fixed(num(c, "cost_per_hour"), 2), fixed(num(c, "cost_per_million_output_tokens"), 3),
                             fewest.empty() ? ""
                                            : fmt::format("; {} met the SLO, {}", fewest,
-                                                         num(c, "gpus") < num(c, "gpus_billed", num(c, "gpus")) ? "grown to max_gpus"
-                                                                                                                  : "the rest of the nodes billed is headroom")));
+                                                         grown_to_cap(c) ? "grown to max_gpus" : "the rest of the billed nodes is headroom")));
       } else {
         para(s, fmt::format("{}: none of the configurations meets the SLO within the GPUs allowed (see Fleet sizing for how close each came).",
                             who_of(*r)));
@@ -997,6 +996,10 @@ class Builder {
   }
   // A fleet grown to fill the nodes billed for it names the fewest that met the SLO: "; 6 replicas
   // met the SLO" (empty for a fleet that is the fewest, or a sizing.json from before the field).
+  // Whether max_gpus, not the billed nodes, stopped a grown fleet (written by plan since 2026-12-07).
+  static bool grown_to_cap(const json& c) {
+    return c.contains("fewest_meeting") && c["fewest_meeting"].is_object() && c["fewest_meeting"].value("capped_by_max_gpus", false);
+  }
   static std::string fewest_text(const json& c) {
     if (!c.contains("fewest_meeting") || !c["fewest_meeting"].is_object()) return "";
     const json& f = c["fewest_meeting"];
@@ -1531,8 +1534,7 @@ class Builder {
                           ran ? fixed(num(c, "cost_per_million_output_tokens"), 3) : "-", ran ? pct(num(c, "attainment")) : "-",
                           !c.value("feasible", false)        ? str(c, "reason", "misses the SLO")
                           : fewest_text(c).empty()           ? std::string("meets the SLO")
-                                                             : fmt::format("meets the SLO; {} ({} meet{})",
-                                        num(c, "gpus") < num(c, "gpus_billed", num(c, "gpus")) ? "grown to max_gpus" : "fills its billed nodes",
+                                                             : fmt::format("meets the SLO; {} ({} meet{})", grown_to_cap(c) ? "grown to max_gpus" : "fills its billed nodes",
                                         fewest_text(c), num(c["fewest_meeting"], "replicas") == 1 ? "s" : "")});
         if (ran) {
           const std::string subject = fmt::format("{}: {} TP{}{}, {}", who_of(*r), gpu, fmt_num(num(c, "tp")), pp > 1 ? fmt::format(" PP{}", fmt_num(pp)) : "", fleet_text(c));

@@ -708,3 +708,25 @@ TEST_CASE("an all-to-all past 2,048 GPUs is refused by its flow count, before an
   // Other collectives over them are planned as before.
   CHECK(m.plan(all_reduce(t.gpus(), 1e9)).phases.size() > 0);
 }
+
+TEST_CASE("RoCE: parallel cables hash as paths of their own, and queue pairs per connection even out the collisions", "[collectives][roce]") {
+  // Expectations: a 2-tier RoCE Clos of 64 DGX H100 (two cables from each leaf to each spine). Each
+  // cable is an ECMP next hop of its own, so a ring over GPUs 64-127 meets collisions that GPUs 0-63
+  // escape, as in 3 tiers (the cables had been one bundled link in 2 tiers and hid them); with 4
+  // queue pairs per connection each share is hashed on its own and both sets run at the NIC rate.
+  const auto roce = [](int qps) {
+    return from_text(fmt::format("topology:\n  name: r\n  node: dgx-h100\n  nodes: 64\n  fabric:\n    kind: fat-tree\n    technology: roce\n"
+                                 "    qps_per_connection: {}\n    tiers: [{{radix: 64}}, {{radix: 64}}]\n",
+                                 qps));
+  };
+  const auto ring_time = [](const CollectiveModel& m, int first) {
+    std::vector<Vertex> ranks(m.topology().gpus().begin() + first, m.topology().gpus().begin() + first + 64);
+    return m.simulate(all_reduce(ranks, 1 << 30)).time.value();
+  };
+  const Topology one = roce(1), four = roce(4);
+  const CollectiveModel m1(one), m4(four);
+  const double clear = ring_time(m1, 0);
+  CHECK(ring_time(m1, 64) > 1.5 * clear);
+  CHECK(ring_time(m4, 64) == Approx(clear).epsilon(0.01));
+  CHECK(ring_time(m4, 0) == Approx(clear).epsilon(0.01));
+}

@@ -48,7 +48,7 @@ fi
 # A fleet fills the nodes billed for it and names the fewest replicas that met the SLO (it had shown
 # 12 GPUs of 16 billed; a review had found "12 | 54.90" reading as twice the GPU-hour price).
 grep -q '| 8 | 16 | 54.90 | 0.929 | 100.0% | meets the SLO; fills its billed nodes (6 replicas meet) |' "$md" &&
-  grep -q 'GPUs 16, \$54.90/hour, .*; 6 replicas met the SLO, the rest of the nodes billed is headroom' "$md" || { echo "report.md lacks the filled fleet"; exit 1; }
+  grep -q 'GPUs 16, \$54.90/hour, .*; 6 replicas met the SLO, the rest of the billed nodes is headroom' "$md" || { echo "report.md lacks the filled fleet"; exit 1; }
 grep -q '^sizing,.*,gpus_billed,16,' "$dir/all/report.csv" || { echo "report.csv lacks gpus_billed"; exit 1; }
 # Every input's SHA-256, as sha256sum computes it.
 for f in "$dir/train/summary.json" "$dir/cost/cost.json" "$dir/accuracy.json"; do

@@ -925,11 +925,46 @@ TEST_CASE("serving: TP groups fill each node whole, a TP that does not divide th
   CHECK_NOTHROW(check_placement(topo, 6, 1, 2));
   CHECK_NOTHROW(check_placement(topo, 6, 2, 1));
   CHECK_THROWS_AS(check_placement(topo, 5, 1, 3), std::invalid_argument);  // 15 GPUs of 16, but 2 groups of 5
-  // TP 6 x PP 2: the one boundary crosses the fabric (GPUs 0-5 to 8-13), at a NIC's rate.
+  CHECK_THROWS_AS(ServingLayout(topo, 0), std::invalid_argument);
   const auto shared = std::make_shared<const topology::Topology>(topo);
-  const auto send = pp_send_seconds(shared, 6, 2);
   const double bytes = 64e6;
-  CHECK(send(0, 0, bytes) == Approx(bytes / 50e9).epsilon(0.15));
+  // TP 3 x PP 2: a node holds two groups (GPUs 0-2 and 3-5; 6 and 7 idle), so replica 1 is GPUs 8-10
+  // and 11-13 and its boundary stays on NVLink; packed GPU after GPU it had been 6-8 and 9-11,
+  // across the fabric. Replica 0's boundary of TP 3 x PP 3 crosses (its third group is GPUs 8-10).
+  const auto three_by_two = pp_send_seconds(shared, 3, 2);
+  const auto three_by_three = pp_send_seconds(shared, 3, 3);
+  CHECK(three_by_three(0, 1, bytes) == Approx(bytes / 50e9).epsilon(0.15));  // a NIC's rate
+  CHECK(three_by_two(1, 0, bytes) * 5 < three_by_three(0, 1, bytes));
+  CHECK(three_by_two(1, 0, bytes) == Approx(three_by_two(0, 0, bytes)));
+  // KV copies of TP 6 from prefill replica 0 (GPUs 0-5) to decode replica 0 (the second group: GPUs
+  // 8-13): every GPU's copy leaves the node (GPU, PCIe switch, NIC, leaf and back: more than the two
+  // links of an NVLink path); packed, decode had been GPUs 6-11 and two copies had stayed on NVLink.
+  Disaggregation d;
+  d.prefill = 1;
+  d.decode = 1;
+  kv_transfer_network(shared, 6, 1, d);
+  const auto flows = d.kv_flows(0, 0, bytes);
+  REQUIRE(flows.size() >= 6);
+  for (const auto& f : flows) CHECK(f.path.size() > 2);
+}
+
+TEST_CASE("serving: without chunked prefill a request of max_num_batched_tokens + 1 tokens runs (its last token is never recomputed)") {
+  // A probe: prompt 500 + output 13 under a budget of 512 was refused, though a recompute after a
+  // preemption prefills at most the prompt and the 12 tokens generated before the last.
+  test::TempDir dir;
+  const auto scenario = [&](int budget) {
+    return dir.write(fmt::format("b{}.yaml", budget), fmt::format(R"(scenario:
+  name: budget
+  kind: inference
+  model: llama3-8b
+  topology: {{name: one, node: dgx-h100, nodes: 1}}
+  serving: {{tp: 1, chunked_prefill: false, max_num_batched_tokens: {}, max_num_seqs: 64}}
+  workload: {{requests: 20, arrival: {{kind: offline}}, prompt_tokens: 200, output_tokens: 10}}
+)",
+                                                                   budget));
+  };
+  CHECK(simulate_inference(load_inference_scenario(scenario(209))).metrics.completed == 20);
+  CHECK_THAT(test::input_error([&] { load_inference_scenario(scenario(208)); }), Catch::Contains("may need a pass of 209 tokens"));
 }
 
 TEST_CASE("sizing: TP 16 on a 72-GPU NVL72 rack is sized, four replicas a rack, billed for the rack") {
@@ -954,11 +989,15 @@ TEST_CASE("sizing: TP 16 on a 72-GPU NVL72 rack is sized, four replicas a rack, 
   REQUIRE(c.feasible);
   CHECK(c.gpus_billed == 72);
   CHECK(c.cost_per_hour == Approx(720));
-  // The fleet fills the rack it pays for: four groups of 16, eight GPUs idle.
+  // The fleet fills the rack it pays for: four groups of 16, eight GPUs idle, which the layout (not
+  // max_gpus) leaves (a review found such a row called "grown to max_gpus").
   CHECK(c.replicas == 4);
   CHECK(c.gpus == 64);
   CHECK(c.fewest_replicas >= 1);
   CHECK(c.fewest_replicas < 4);
+  CHECK_FALSE(c.capped_by_max_gpus);
+  // Growing asks again for counts the doubling had simulated: each configuration is simulated once.
+  CHECK(r.simulations <= 3);  // 1, 2 and 4 replicas at most
 }
 
 TEST_CASE("sizing: a sizing section needs an SLO, and a rate needs a generated workload") {

@@ -130,6 +130,7 @@ TopologySummary summarize(const Topology& topo, const Router& router) {
   s.node_template = topo.node_template;
   s.fabric_kind = topo.fabric_kind;
   s.technology = topo.technology;
+  s.qps_per_connection = topo.qps_per_connection;
   s.nodes = topo.node_count();
   s.gpus = static_cast<int>(topo.gpus().size());
   s.gpus_per_node = s.nodes > 0 ? s.gpus / s.nodes : 0;

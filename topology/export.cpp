@@ -38,7 +38,8 @@ std::string to_dot(const Topology& topo) {
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
     const Link& l = topo.link(*e);
     if (l.id & 1u) continue;  // one line per full-duplex link
-    // Parallel cables between two switches are one link of several lanes: the label says how many.
+    // Parallel cables between two switches are one link of several lanes on InfiniBand (the label
+    // says how many), one link each on RoCE (fabric.cpp, connect).
     const std::string label = l.lanes > 1 ? fmt::format("{} x {}", l.lanes, to_string(BytesPerSec(l.bandwidth.value() / l.lanes))) : to_string(l.bandwidth);
     out += fmt::format("  \"{}\" -- \"{}\" [kind={}, label=\"{}\"];\n", dot_escape(topo.device(boost::source(*e, g)).name),
                        dot_escape(topo.device(boost::target(*e, g)).name), to_string(l.kind), label);

@@ -60,7 +60,8 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
   }
   // Keys that describe what the kind does not have are refused rather than ignored.
   if (spec.kind == FabricKind::none) {
-    for (const char* key : {"technology", "scalable_unit", "planes", "link_bandwidth", "switch_latency", "cable_latency", "in_network_reduction", "tiers"}) {
+    for (const char* key : {"technology", "scalable_unit", "planes", "link_bandwidth", "switch_latency", "cable_latency", "in_network_reduction", "qps_per_connection",
+                            "tiers"}) {
       if (m.has(key)) m.find(key)->fail_message("applies to fat-tree, rail-optimized and rail-only fabrics, not to kind none, which has no switches or cables");
     }
   }
@@ -81,6 +82,20 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
     if (spec.in_network_reduction && spec.technology != Technology::infiniband) {
       sharp->fail("false: in-network reduction (SHARP) needs an InfiniBand fabric", "true");
     }
+  }
+  if (auto q = m.find("qps_per_connection")) {
+    // NCCL takes 1 to 128 (NCCL_IB_QPS_PER_CONNECTION).
+    spec.qps_per_connection = q->as<int>(yaml::in_range(1, 128, "1 to 128 queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION)"));
+    spec.qps_where = *q;
+  }
+  // Queue pairs spread a connection only where the switches hash flows: InfiniBand routes every
+  // queue pair to a destination by one path (also where an `extends:` base set the one and this
+  // map the other).
+  if (spec.qps_per_connection > 1 && spec.technology != Technology::roce) {
+    (spec.qps_where ? *spec.qps_where : node)
+        .fail(fmt::format("qps_per_connection 1 on InfiniBand, whose switches route every queue pair to a destination by one path (it spreads "
+                          "traffic on RoCE, whose switches hash each queue pair's UDP port)"),
+              fmt::format("{} with technology infiniband", spec.qps_per_connection));
   }
   // The same of the merged fabric, where an `extends:` base set one and this map the other (SHARP
   // from the base with RoCE here had been simulated as CollNet on Ethernet).

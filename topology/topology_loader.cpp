@@ -72,6 +72,7 @@ Topology build_topology(const TopologySpec& spec) {
   topo.fabric_tiers = spec.fabric.kind == FabricKind::none ? 0 : static_cast<int>(spec.fabric.tiers.size());
   topo.fabric_planes = spec.fabric.kind == FabricKind::none ? 1 : spec.fabric.planes;
   topo.in_network_reduction = spec.fabric.kind != FabricKind::none && spec.fabric.in_network_reduction;
+  topo.qps_per_connection = spec.fabric.kind != FabricKind::none ? spec.fabric.qps_per_connection : 1;
   topo.node_template = t.name;
   topo.gpu = std::make_shared<const hardware::HardwareProfile>(t.gpu);
 

@@ -61,6 +61,9 @@ struct ServingRequest {
   int trace_line = 0;      // the trace CSV's line it was read from (0: generated)
   // Prompt and output together, in 64 bits: each may be as large as an int.
   [[nodiscard]] std::int64_t total_tokens() const { return std::int64_t{prompt_tokens} + output_tokens; }
+  // The most tokens one pass of it prefills without chunking: its prompt, or after a preemption by
+  // recompute its prompt and every token generated but the last, which is never fed back.
+  [[nodiscard]] std::int64_t longest_pass_tokens() const { return total_tokens() - 1; }
 };
 
 enum class Batching { continuous, static_batch };

@@ -40,7 +40,15 @@ struct SizingCandidate {
   // replicas (and prefill replicas) that met it, the row's own being what those nodes hold. 0: the
   // row is the fewest (its nodes hold no more, or max_gpus allows no more).
   int fewest_replicas = 0, fewest_prefill = 0;
+  // Grown, but stopped by max_gpus short of what the billed nodes hold.
+  bool capped_by_max_gpus = false;
 };
+
+// A candidate's layout: "4 replicas", or "3P + 2D" when disaggregated; "-" when it has none.
+std::string layout_text(const SizingCandidate& c);
+// The fewest that met the SLO, in the candidate's layout ("5 replicas", "3P + 2D"); empty where the
+// candidate is the fewest.
+std::string fewest_text(const SizingCandidate& c);
 
 struct SizingResult {
   double rate = 0;                 // req/s the sizing used

@@ -39,6 +39,7 @@ struct TopologySummary {
   std::string node_template;
   std::string fabric_kind;
   std::string technology;
+  int qps_per_connection = 1;  // RoCE: queue pairs a NCCL connection spreads over
   int nodes = 0;
   int gpus = 0;
   int gpus_per_node = 0;

@@ -102,6 +102,7 @@ class Topology {
   int fabric_tiers = 0;
   int fabric_planes = 1;  // independent fabric planes (NIC port p on plane p)
   bool in_network_reduction = false;  // the fabric's switches reduce (SHARP), and NCCL may use CollNet
+  int qps_per_connection = 1;         // RoCE: flows a transfer between nodes is hashed as (NCCL_IB_QPS_PER_CONNECTION)
   std::vector<std::string> assumptions;  // defaults the builder applied, for the output to state
   std::shared_ptr<const hardware::HardwareProfile> gpu;  // the profile of every GPU (one node template)
 
