@@ -372,7 +372,32 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
         if (!o.contains(k) || !(o[k].is_number() || o[k].is_null())) field_error(file, at + "." + k, "a number or null", o.contains(k) ? o[k] : json("missing"));
       }
     }
-    for (const char* k : {"output_token_throughput", "sustained_output_token_throughput"}) check(d, "", k, false);
+    for (const char* k : {"output_token_throughput", "total_token_throughput", "sustained_output_token_throughput", "sustained_total_token_throughput"}) {
+      check(d, "", k, false);
+    }
+    // The figures hold together as `cost` computes them: whole nodes billed, each offering's $/hour
+    // its price times those GPUs, its $ per million tokens that over the steady rate (null where
+    // the fleet emitted none). A hand edit that breaks one had been printed as given.
+    const double gpus = d["gpus"].get<double>(), billed = d["gpus_billed"].get<double>();
+    if (billed < gpus) field_error(file, "gpus_billed", fmt::format("at least the {} GPUs the fleet uses", shown(d["gpus"])), d["gpus_billed"]);
+    const auto agrees = [](double a, double b) { return std::abs(a - b) <= 1e-6 * std::max({1.0, std::abs(a), std::abs(b)}); };
+    for (std::size_t i = 0; i < d["offerings"].size(); ++i) {
+      const json& o = d["offerings"][i];
+      const std::string at = fmt::format("offerings[{}].", i);
+      const double hourly = o["price_per_gpu_hour"].get<double>() * billed;
+      if (!agrees(o["fleet_cost_per_hour"].get<double>(), hourly)) {
+        field_error(file, at + "fleet_cost_per_hour", fmt::format("{:.9g}, price_per_gpu_hour x gpus_billed", hourly), o["fleet_cost_per_hour"]);
+      }
+      for (const auto& [k, rate_key] : {std::pair{"cost_per_million_output_tokens", "sustained_output_token_throughput"},
+                                        std::pair{"cost_per_million_total_tokens", "sustained_total_token_throughput"}}) {
+        const double rate = d[rate_key].get<double>();
+        if (rate <= 0) {
+          if (!o[k].is_null()) field_error(file, at + k, fmt::format("null: {} is 0", rate_key), o[k]);
+        } else if (!o[k].is_number() || !agrees(o[k].get<double>(), hourly / (rate * 3600.0) * 1e6)) {
+          field_error(file, at + k, fmt::format("{:.9g}, fleet_cost_per_hour over {} per hour, per million", hourly / (rate * 3600.0) * 1e6, rate_key), o[k]);
+        }
+      }
+    }
   } else if (kind == ReportSource::Kind::inference_run) {
     for (const char* k : {"duration_s", "output_token_throughput", "request_throughput"}) check(d, "", k, false);
     for (const char* k : {"ttft", "tpot", "itl", "e2e_latency"}) {
@@ -488,6 +513,7 @@ ReportSource read_one(const fs::path& file) {
     static const std::vector<Signature> kSignatures = {{"a summary.json of run", {"breakdown_s", "step_time_s", "memory"}},
                                                        {"a plans.json of plan", {"plans", "enumerated"}},
                                                        {"a cost.json of cost", {"offerings", "trials"}},
+                                                       {"a serving fleet's cost.json of cost", {"offerings", "output_token_throughput", "sustained_output_token_throughput"}},
                                                        {"a sizing.json of plan", {"candidates", "offers"}},
                                                        {"a validate --json output", {"cases", "summary"}}};
     const Signature* best = nullptr;
@@ -1306,7 +1332,7 @@ class Builder {
                           "and {} total tokens/s. Spot rows pay the spot price; a fleet's spot preemptions (lost capacity, retried requests) are not "
                           "modelled.",
                           who, fmt_num(num(d, "gpus")), billed_text(d), fixed(num(d, "sustained_output_token_throughput"), 0),
-                          fixed(num(d, "sustained_total_token_throughput", num(d, "total_token_throughput", 0)), 0)));
+                          fixed(num(d, "sustained_total_token_throughput"), 0)));
       table(s, std::move(t));
     }
     for (const auto* r : sources) {

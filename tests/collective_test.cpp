@@ -730,3 +730,21 @@ TEST_CASE("RoCE: parallel cables hash as paths of their own, and queue pairs per
   CHECK(ring_time(m4, 64) == Approx(clear).epsilon(0.01));
   CHECK(ring_time(m4, 0) == Approx(clear).epsilon(0.01));
 }
+
+TEST_CASE("RoCE: an all-to-all counts each queue pair's flow against the hashed fabric's limit", "[collectives][roce]") {
+  // A probe: 1,024 GPUs at 128 queue pairs needed 133 M flows and ended in bad_alloc. Expectation:
+  // 512 GPUs at 16 queue pairs (4.2 M flows, four times 1,024 GPUs' pairs) are refused up front, and
+  // at 1 queue pair they pass that check.
+  const Topology t = from_text(
+      "topology:\n  name: r\n  node: dgx-h100\n  nodes: 64\n  fabric:\n    kind: fat-tree\n    technology: roce\n    qps_per_connection: 16\n"
+      "    tiers: [{radix: 64}, {radix: 64}]\n");
+  const CollectiveModel m(t);
+  const std::vector<Vertex> ranks(m.topology().gpus().begin(), m.topology().gpus().end());
+  REQUIRE(ranks.size() == 512);
+  try {
+    (void)m.plan(collective(CollectiveOp::all_to_all, ranks, 1 << 20));
+    FAIL("an all-to-all of 4.2 M flows was accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK_THAT(e.what(), Catch::Contains("at 16 queue pairs per connection is up to 4.19e+06 flows"));
+  }
+}

@@ -117,6 +117,12 @@ grep -q "the fleet's cheapest offering is lambda-h100-on-demand (on-demand): \$3
   grep -q '^| aws-p5-on-demand | on-demand | 6.880 | 55.04 | 16.069 | 2.715 |$' "$dir/fleet/report.md" &&
   grep -q '^cost,cost-serving: lambda-h100-on-demand,cost_per_million_output_tokens,9.319' "$dir/fleet/report.csv" || { echo "a serving fleet's cost is not reported"; cat "$dir/fleet/report.md"; exit 1; }
 if grep -q "Not in these results.* cost" "$dir/fleet/report.md"; then echo "a serving fleet's cost report says no cost result"; exit 1; fi
+# A serving cost.json whose figures do not hold together is refused, naming the field (a probe's
+# hand edits had been printed as given: a $/hour below price x GPUs billed, 1e308 $ per million).
+sed 's|"fleet_cost_per_hour": 55.04|"fleet_cost_per_hour": 1.0|' "$dir/fleet/cost.json" >"$dir/fleet-hourly.json"
+refused "$dir/fleet-hourly.json" "field 'offerings\[0\].fleet_cost_per_hour': expected 55.04, price_per_gpu_hour x gpus_billed, found 1.0" "a fleet's \$/hour against its price"
+grep -v '"sustained_total_token_throughput"' "$dir/fleet/cost.json" >"$dir/fleet-no-total.json"
+refused "$dir/fleet-no-total.json" "field 'sustained_total_token_throughput': expected a non-negative number, found nothing" "a fleet's cost without its total rate"
 echo '{"scenario": "s", "offerings": [], "output_token_throughput": 1}' >"$dir/fleet-cost.json"
 refused "$dir/fleet-cost.json" "field 'offerings': expected a non-empty list of offerings, found \[\]" "a serving fleet's cost without offerings"
 printf '{"plans": [' >"$dir/torn.json"

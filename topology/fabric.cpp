@@ -84,8 +84,11 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
     }
   }
   if (auto q = m.find("qps_per_connection")) {
-    // NCCL takes 1 to 128 (NCCL_IB_QPS_PER_CONNECTION).
-    spec.qps_per_connection = q->as<int>(yaml::in_range(1, 128, "1 to 128 queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION)"));
+    // NCCL takes 1 to 128 (NCCL_IB_QPS_PER_CONNECTION); here each queue pair is a flow of its own,
+    // so the flows of every transfer between nodes multiply by it: 16 at most, which keeps a ring
+    // over 16,384 GPUs near 2 million flows.
+    spec.qps_per_connection = q->as<int>(yaml::in_range(
+        1, 16, "1 to 16 queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION; NCCL takes up to 128, but each is a flow of its own here)"));
     spec.qps_where = *q;
   }
   // Queue pairs spread a connection only where the switches hash flows: InfiniBand routes every
