@@ -845,7 +845,8 @@ SearchResult search_plans(const TrainingJob& base, const topology::Topology& top
     // Where nothing is sharded (one data-parallel rank, and for MoE one expert-data-parallel rank),
     // every ZeRO stage is the same plan, and the scenario's stands for them: its own plan is always
     // in the space (a probe found ZeRO 1 and 2 at DP 1 listed twice with one step time).
-    const bool unsharded = shape.dp * shape.cp == 1 && (!base.model.moe || shape.tp * shape.cp * shape.dp == shape.etp * shape.ep);
+    // (In 64 bits: a shape's degrees may be any int, and the constraints that refuse it come later.)
+    const bool unsharded = shape.dp == 1 && shape.cp == 1 && (!base.model.moe || std::int64_t{shape.tp} == std::int64_t{shape.etp} * shape.ep);
     std::vector<int> shape_zeros;
     for (int zero : zeros) shape_zeros.push_back(unsharded ? own.zero : zero);
     PlanChoice c = shape;
