@@ -147,10 +147,24 @@ nlohmann::json summary_json(const TopologySummary& s) {
   return j;
 }
 
+// A link's place among the parallel cables between its two devices (RoCE keeps each cable a link of
+// its own): "#2" for the second of several, empty for a link without parallels.
+std::string cable_of(const Topology& topo, topology::Edge e) {
+  const auto& g = topo.graph();
+  const topology::Vertex from = boost::source(e, g), to = boost::target(e, g);
+  int index = 0, count = 0;
+  for (auto [o, end] = boost::out_edges(from, g); o != end; ++o) {
+    if (boost::target(*o, g) != to) continue;
+    ++count;
+    if (topo.link(*o).id == topo.link(e).id) index = count;
+  }
+  return count > 1 ? fmt::format("#{}", index) : std::string();
+}
+
 std::string path_line(const Topology& topo, const Path& p) {
   std::string chain;
   for (std::size_t i = 0; i < p.devices.size(); ++i) {
-    if (i) chain += fmt::format(" -{}-> ", to_string(topo.link(p.links[i - 1]).kind));
+    if (i) chain += fmt::format(" -{}{}-> ", to_string(topo.link(p.links[i - 1]).kind), cable_of(topo, p.links[i - 1]));
     chain += topo.device(p.devices[i]).name;
   }
   return fmt::format("{} hops, bottleneck {}, latency {}: {}", p.hops(), to_string(p.bottleneck), to_string(p.latency), chain);
@@ -180,7 +194,9 @@ std::string render_path(const Topology& topo, const Router& router, Vertex a, Ve
 nlohmann::json path_json(const Topology& topo, const Path& p) {
   nlohmann::json devices = nlohmann::json::array(), links = nlohmann::json::array();
   for (const Vertex v : p.devices) devices.push_back(topo.device(v).name);
-  for (const Edge e : p.links) links.push_back(std::string(to_string(topo.link(e).kind)));
+  // A parallel cable is named by its place among them ("ethernet#2"), so equal-cost paths that differ
+  // only in their cable read apart.
+  for (const Edge e : p.links) links.push_back(std::string(to_string(topo.link(e).kind)) + cable_of(topo, e));
   return {{"hops", p.hops()}, {"bottleneck_Bps", p.bottleneck.value()}, {"latency_s", p.latency.value()}, {"devices", devices}, {"links", links}};
 }
 

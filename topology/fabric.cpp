@@ -89,13 +89,20 @@ void read_fabric(const yaml::Node& node, FabricSpec& spec) {
     // over 16,384 GPUs near 2 million flows.
     spec.qps_per_connection = q->as<int>(yaml::in_range(
         1, 16, "1 to 16 queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION; NCCL takes up to 128, but each is a flow of its own here)"));
-    spec.qps_where = *q;
   }
   // Queue pairs spread a connection only where the switches hash flows: InfiniBand routes every
   // queue pair to a destination by one path (also where an `extends:` base set the one and this
   // map the other).
   if (spec.qps_per_connection > 1 && spec.technology != Technology::roce) {
-    (spec.qps_where ? *spec.qps_where : node)
+    // Blame this map's key: its qps_per_connection, else the technology it switched to over a base's.
+    const auto here = m.find("qps_per_connection");
+    const auto technology = m.find("technology");
+    if (!here && technology) {
+      technology->fail_message(fmt::format("technology infiniband with qps_per_connection {} from the base topology, which spreads traffic on RoCE "
+                                           "only (InfiniBand routes every queue pair to a destination by one path): add qps_per_connection: 1",
+                                           spec.qps_per_connection));
+    }
+    (here ? *here : node)
         .fail(fmt::format("qps_per_connection 1 on InfiniBand, whose switches route every queue pair to a destination by one path (it spreads "
                           "traffic on RoCE, whose switches hash each queue pair's UDP port)"),
               fmt::format("{} with technology infiniband", spec.qps_per_connection));

@@ -47,7 +47,6 @@ struct FabricSpec {
   // RoCE: queue pairs a NCCL connection spreads its data over (NCCL_IB_QPS_PER_CONNECTION, 1 by
   // default); each has its own UDP source port, so ECMP hashes each onto a path of its own.
   int qps_per_connection = 1;
-  std::optional<yaml::Node> qps_where;        // its value, for messages
   std::optional<yaml::Node> where;            // the YAML it came from, for messages
   std::optional<yaml::Node> kind_where;       // its `kind:` value, for messages
 };
