@@ -184,16 +184,16 @@ class BoundModel {
  public:
   // Where flows are hashed over equal-cost paths, a collective alone on the topology is no lower
   // bound: the step's buckets are other flows, which may hash onto fewer colliding paths (a RoCE
-  // Clos gave a ZeRO-0 step 0.7% under its bound). There the data-parallel part is left out.
+  // Clos gave a ZeRO-0 step 0.7% under its bound). There the data-parallel part is bounded by what
+  // any algorithm must move through each node's NICs instead (injection_bound).
   explicit BoundModel(const topology::Topology& topo)
-      : topo_(topo), cm_(topo), hashed_(hashes_flows(topo, cm_.router())) {}
+      : topo_(topo), cm_(topo), hashed_(hashes_flows(topo, cm_.router())), node_nic_rate_(node_nic_rates(topo)) {}
 
   // See search_plans in the header: the largest over the stages of every micro-batch's work on the
   // stage plus the first micro-batch's forward and the last one's backward through the first chunk
   // of each stage before it. With `data_parallel`, also what the stage's data-parallel traffic
   // forces (more expensive: it times the stage's collectives alone on the topology).
   double operator()(const TrainingJob& j, bool data_parallel = false) {
-    data_parallel = data_parallel && !hashed_;
     const TransformerSpec& m = j.model;
     const ParallelismPlan& p = j.plan;
     const LayerTimes& t = layer_times(j);
@@ -346,9 +346,11 @@ class BoundModel {
   }
 
   // The time of one collective on each of the groups at once, on the topology with nothing else: the
-  // step's collectives of the same bytes start together and may only meet more traffic there.
+  // step's collectives of the same bytes start together and may only meet more traffic there. Where
+  // flows are hashed, what the NICs must carry instead.
   double together(CollectiveOp op, const Groups& g, double bytes) {
     if (g.groups.empty() || g.groups.front().size() < 2 || bytes <= 0) return 0;
+    if (hashed_) return injection_bound(g, bytes);
     std::string key = fmt::format("{} {}{}", static_cast<int>(op), bytes, g.key);
     if (auto it = collectives_.find(key); it != collectives_.end()) return it->second;
     std::vector<Collective> all;
@@ -394,9 +396,48 @@ class BoundModel {
     return cache_.emplace(std::move(key), t).first->second;
   }
 
+  // What any algorithm must move through the NICs, for an all-gather, reduce-scatter or all-reduce
+  // of `bytes` (the whole buffer) on each group at once. A node holding k of a group's n members
+  // takes in, for an all-gather, the (n - k)/n of the data its outside members hold and sends out the
+  // k/n its own hold; a reduce-scatter the other way round (each shard's sums must leave or enter the
+  // node once, partial sums at best); an all-reduce produces a reduce-scatter's results, so no less.
+  // Each direction of the node's NICs carries its share at their summed rate at most, whatever the
+  // hash does in the switches: so max(k, n - k)/n x bytes over that rate, summed over the groups
+  // in the node, bounds the time. (Latencies and the NVLink side are left out: a bound may leave
+  // work out, never add it.)
+  double injection_bound(const Groups& g, double bytes) const {
+    std::map<int, double> heavier;  // node -> bytes of its busier direction, over the groups
+    for (const auto& group : g.groups) {
+      std::map<int, int> members;  // node -> members of this group in it
+      for (topology::Vertex v : group) ++members[topo_.device(v).node];
+      if (members.size() < 2) continue;  // inside one node: no NIC traffic to count
+      const double n = static_cast<double>(group.size());
+      for (const auto& [node, k] : members) heavier[node] += std::max<double>(k, n - k) / n * bytes;
+    }
+    double t = 0;
+    for (const auto& [node, b] : heavier) {
+      const auto rate = node_nic_rate_.find(node);
+      if (rate != node_nic_rate_.end() && rate->second > 0) t = std::max(t, b / rate->second);
+    }
+    return t;
+  }
+
+  // Each node's NIC ports' summed rate into the fabric (bytes/s, one direction).
+  static std::map<int, double> node_nic_rates(const topology::Topology& topo) {
+    std::map<int, double> rates;
+    const topology::Graph& g = topo.graph();
+    for (auto [e, end] = boost::edges(g); e != end; ++e) {
+      const topology::Device& from = topo.device(boost::source(*e, g));
+      const topology::Device& to = topo.device(boost::target(*e, g));
+      if (from.kind == topology::DeviceKind::nic && from.node >= 0 && to.node < 0) rates[from.node] += topo.link(*e).bandwidth.value();
+    }
+    return rates;
+  }
+
   const topology::Topology& topo_;
   CollectiveModel cm_;
   bool hashed_ = false;
+  std::map<int, double> node_nic_rate_;
   std::map<std::string, LayerTimes> cache_;
   std::map<std::string, double> collectives_;  // times together, by op, bytes and groups
 };

@@ -289,10 +289,12 @@ TEST_CASE("plan search: the scenario's micro-batch group is kept where a plan ca
   CHECK_THAT(keys.at({4, 2}), Catch::Contains("mb_group=6"));  // 6 micro-batches: one group
 }
 
-TEST_CASE("plan search: on a fabric that hashes flows the bound leaves data-parallel traffic out, and holds") {
+TEST_CASE("plan search: on a fabric that hashes flows the bound counts data-parallel traffic by what the NICs must carry, and holds") {
   // Expectation: Llama 3 8B on 64 GPUs of the shipped 3-tier RoCE Clos, gradients reduced after the
   // backward pass. A collective timed alone there is no lower bound: the step's own flows hash onto
-  // other paths (its ZeRO-0 step came out 0.7% under a bound that counted the reduction).
+  // other paths (its ZeRO-0 step came out 0.7% under a bound that counted the reduction so). What
+  // each node's NICs must carry is one whatever the hash: the refined bound now counts the reduction
+  // (it had left it out, and stayed at the compute's bound), and still holds.
   test::TempDir dir;
   const auto file = dir.write("roce.yaml", R"(scenario:
   name: roce
@@ -305,7 +307,23 @@ TEST_CASE("plan search: on a fabric that hashes flows the bound leaves data-para
   precision: bf16
   search: {gpus: [64], tp: [8], pp: [2], vpp: [1], micro: [1], zero_stage: [0, 1], recompute: [selective], dp_overlap: [false], order: [tp-pp-dp-cp-ep]}
 )");
-  CHECK(simulated_above_bound(load_training_scenario(file), 1, 1) == 2);
+  const TrainingScenario sc = load_training_scenario(file);
+  CHECK(simulated_above_bound(sc, 1, 1) == 2);
+  SearchOptions coarse, refined;
+  refined.bound = true;
+  refined.keep = 100;  // every plan refined and simulated
+  const SearchResult a = search_plans(sc.job, *sc.topology, sc.search, coarse), b = search_plans(sc.job, *sc.topology, sc.search, refined);
+  REQUIRE(a.outcomes.size() == b.outcomes.size());
+  int refined_plans = 0;
+  for (std::size_t i = 0; i < a.outcomes.size(); ++i) {
+    // (The scenario's own plan is simulated whatever its bound, which is not refined.)
+    if (b.outcomes[i].status != PlanOutcome::Status::simulated || i == b.own) continue;
+    ++refined_plans;
+    INFO(b.text(b.outcomes[i]) << ": coarse bound " << a.outcomes[i].lower_bound_s << " s, refined " << b.outcomes[i].lower_bound_s << " s");
+    CHECK(b.outcomes[i].lower_bound_s > a.outcomes[i].lower_bound_s * 1.001);  // the reduction counts
+    CHECK(b.outcomes[i].step_s >= b.outcomes[i].lower_bound_s);
+  }
+  CHECK(refined_plans == 1);  // ZeRO 0 (ZeRO 1 is the scenario's)
 }
 
 TEST_CASE("plan search: branch and bound finds the same best plans as the exhaustive search, for any thread count") {
