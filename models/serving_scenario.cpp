@@ -353,7 +353,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
     // decode token must fit one step); a budget of 1 had served 300 requests one at a time.
     if (r.max_num_batched_tokens < r.max_num_seqs) {
       s.at(s.find("max_num_batched_tokens") ? "max_num_batched_tokens" : "max_num_seqs", "")
-          .fail(fmt::format("max_num_batched_tokens at least max_num_seqs ({} and {}), as vLLM requires", r.max_num_batched_tokens, r.max_num_seqs),
+          .fail("max_num_batched_tokens at least max_num_seqs, as vLLM requires (each running sequence's next token must fit one step)",
                 fmt::format("max_num_batched_tokens {} below max_num_seqs {}", r.max_num_batched_tokens, r.max_num_seqs));
     }
     // vLLM's blocks are 8 to 128 tokens (its --block-size choices); 4,096 leaves room for any engine.
