@@ -128,15 +128,17 @@ CollectivePlan CollectiveModel::plan(const Collective& c) const {
     fail(fmt::format("all_to_all among {} GPUs is {} x {} = {:.3g} flows, one per pair; at most {} (2,048 GPUs) are simulated", c.ranks.size(),
                      c.ranks.size(), c.ranks.size() - 1, pairs, kMaxAllToAllFlows));
   }
-  // Each queue pair of a connection between nodes is a flow of its own (qps_per_connection): the
-  // hashed limit counts them (a probe's 1,024 GPUs at 128 queue pairs needed 133 M flows, bad_alloc).
+  // On a fabric that hashes flows, 1,024 GPUs' pairs at most, each queue pair of a connection between
+  // nodes a flow of its own (qps_per_connection: a probe's 1,024 GPUs at 128 queue pairs needed 133 M
+  // flows, bad_alloc).
+  constexpr double kMaxHashedFlows = static_cast<double>(kMaxHashedAllToAllGpus) * (kMaxHashedAllToAllGpus - 1);
   if (const double flows = static_cast<double>(c.ranks.size()) * static_cast<double>(c.ranks.size() - 1) * topo_.qps_per_connection;
-      c.op == CollectiveOp::all_to_all && topo_.qps_per_connection > 1 && flows > static_cast<double>(kMaxHashedAllToAllGpus) * (kMaxHashedAllToAllGpus - 1)) {
-    fail(fmt::format("all_to_all among {} GPUs at {} queue pairs per connection is up to {:.3g} flows (one per pair and queue pair); at most {:.3g}, "
-                     "1,024 GPUs' pairs, are simulated on a fabric that hashes flows (lower fabric.qps_per_connection or the GPUs)",
-                     c.ranks.size(), topo_.qps_per_connection, flows, static_cast<double>(kMaxHashedAllToAllGpus) * (kMaxHashedAllToAllGpus - 1)));
-  }
-  if (c.op == CollectiveOp::all_to_all && c.ranks.size() > kMaxHashedAllToAllGpus && !router_.routes_by_destination()) {
+      c.op == CollectiveOp::all_to_all && !router_.routes_by_destination() && flows > kMaxHashedFlows) {
+    if (topo_.qps_per_connection > 1) {
+      fail(fmt::format("all_to_all among {} GPUs at {} queue pairs per connection is up to {:.3g} flows (one per pair and queue pair); at most {:.3g}, "
+                       "1,024 GPUs' pairs, are simulated on a fabric that hashes flows (lower fabric.qps_per_connection or the GPUs)",
+                       c.ranks.size(), topo_.qps_per_connection, flows, kMaxHashedFlows));
+    }
     fail(fmt::format("all_to_all among {} GPUs on a fabric that hashes flows over its paths ({} ECMP): at most {} GPUs are simulated there "
                      "(the solver's cost grows as the cube of the GPU count: 1,024 take minutes, 2,048 hours; fabrics routed by destination, "
                      "as InfiniBand is, take up to 2,048)",

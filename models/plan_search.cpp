@@ -350,9 +350,9 @@ class BoundModel {
   // flows are hashed, what the NICs must carry instead.
   double together(CollectiveOp op, const Groups& g, double bytes) {
     if (g.groups.empty() || g.groups.front().size() < 2 || bytes <= 0) return 0;
-    if (hashed_) return injection_bound(g, bytes);
     std::string key = fmt::format("{} {}{}", static_cast<int>(op), bytes, g.key);
     if (auto it = collectives_.find(key); it != collectives_.end()) return it->second;
+    if (hashed_) return collectives_.emplace(std::move(key), injection_bound(g, bytes)).first->second;
     std::vector<Collective> all;
     for (const auto& group : g.groups) {
       Collective& c = all.emplace_back();

@@ -206,7 +206,7 @@ void check_placement(const topology::Topology& topo, int tp, int pp, int replica
                                             "({} a node{})",
                                             replicas, replicas == 1 ? "" : "s", pp, replicas == 1 ? "s" : "", std::int64_t{replicas} * pp, tp,
                                             topo.node_count(), node_gpus, layout.groups(),
-                                            tp > 0 ? node_gpus / tp : 0, node_gpus % tp != 0 ? fmt::format(", {} GPUs of each idle", node_gpus % tp) : ""));
+                                            node_gpus / tp, node_gpus % tp != 0 ? fmt::format(", {} GPUs of each idle", node_gpus % tp) : ""));
   }
 }
 

@@ -17,12 +17,11 @@ namespace cs::models {
 
 namespace {
 
-// The nodes of the offer that `groups` TP groups of `tp` GPUs take, each group inside one node
-// (ServingLayout's placement: a node holds floor(its GPUs / tp) groups).
-int nodes_for(const SizingOffer& offer, int tp, int groups) {
-  const int per_node = offer.node.gpus() / tp;
-  return (groups + per_node - 1) / per_node;
-}
+// The TP groups of `tp` GPUs a node of the offer holds, each inside it (ServingLayout's placement).
+int groups_per_node(const SizingOffer& offer, int tp) { return offer.node.gpus() / tp; }
+
+// The nodes of the offer that `groups` TP groups of `tp` GPUs take.
+int nodes_for(const SizingOffer& offer, int tp, int groups) { return (groups + groups_per_node(offer, tp) - 1) / groups_per_node(offer, tp); }
 
 // A topology of `nodes` whole nodes of the offer.
 std::shared_ptr<const topology::Topology> cluster_of(const SizingOffer& offer, int nodes) {
@@ -248,7 +247,7 @@ SizingResult size_fleet(const InferenceScenario& sc, const SizingProgress& progr
       const auto filled = [&](SizingCandidate c, const auto& eval) {
         // The replicas the billed nodes' whole TP groups make (the sizer's nodes are all the offer's:
         // a node of 72 GPUs holds 4 groups of TP 16), and those max_gpus allows.
-        const int node_holds = c.gpus_billed / offer.node.gpus() * (offer.node.gpus() / tp) / sc.replica.pp;
+        const int node_holds = c.gpus_billed / offer.node.gpus() * groups_per_node(offer, tp) / sc.replica.pp;
         const int cap_holds = z.max_gpus / per_replica;
         const int holds = std::min(node_holds, cap_holds);
         if (!c.feasible || holds <= c.replicas) return c;
