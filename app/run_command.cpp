@@ -340,9 +340,11 @@ std::string inference_trace(const models::InferenceResult& r) {
 
 // For the report's scaling curve: the plan at a quarter, half, twice and four times its data-parallel
 // degree (where the global batch, the interleaving, the topology and the GPUs' memory allow), the
-// global batch kept.
-nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& own, bool fold) {
+// global batch kept. A degree that cannot run goes into `left_out` with its reason, for the report to
+// say (the curve had lost such points without a word).
+nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& own, bool fold, nlohmann::json& left_out) {
   nlohmann::json points = nlohmann::json::array();
+  left_out = nlohmann::json::array();
   const int dp = sc.job.plan.dp;
   for (const int d : {dp / 4, dp / 2, dp, dp * 2, dp * 4}) {
     if (d < 1 || (!points.empty() && points.back()["dp"].get<int>() >= d)) continue;
@@ -355,20 +357,28 @@ nlohmann::json scaling_sweep(const TrainingScenario& sc, const TrainingResult& o
     }
     double step = own.step_time.value(), mfu = own.mfu, days = own.time_to_train.value() / 86400.0;
     if (d != dp) {
+      // Each reason is one the simulation gives: the batch, the interleaving or the cluster's size
+      // (check_job), --no-fold's task count, a step past the clock (fewer replicas on a very slow system).
+      const auto leave_out = [&](std::string reason) { left_out.push_back({{"dp", d}, {"gpus", job.plan.gpus()}, {"reason", std::move(reason)}}); };
       try {
         models::check_job(job, static_cast<int>(sc.topology->gpus().size()));
+        // Out of memory at this degree: not a point anyone could run, so not worth simulating.
+        if (const models::MemoryReport memory = models::estimate_memory(job, *sc.topology->gpu); !memory.fits()) {
+          leave_out(memory.verdict());
+          continue;
+        }
         models::TrainingOptions opt;
         opt.fold = fold;
-        // Out of memory at this degree: not a point anyone could run, so not worth simulating.
-        if (!models::estimate_memory(job, *sc.topology->gpu).fits()) continue;
         const TrainingResult r = models::simulate_training(job, *sc.topology, opt);
         step = r.step_time.value();
         mfu = r.mfu;
         days = r.time_to_train.value() / 86400.0;
-      } catch (const std::invalid_argument&) {
-        continue;  // this degree breaks a constraint (batch, interleaving, cluster size)
-      } catch (const sim::TimeRangeError&) {
-        continue;  // this degree's step runs past the clock (fewer replicas on a very slow system)
+      } catch (const std::invalid_argument& e) {
+        leave_out(e.what());
+        continue;
+      } catch (const sim::TimeRangeError& e) {
+        leave_out(e.what());
+        continue;
       }
     }
     points.push_back({{"dp", d}, {"gpus", job.plan.gpus()}, {"step_s", step}, {"mfu", mfu}, {"days", sc.job.token_budget > 0 ? days : 0.0},
@@ -459,7 +469,11 @@ void run(const Options& o) {
   }();
   nlohmann::json j = to_json(sc, r);
   j["source"] = source_of(o.scenario);
-  if (!o.report.empty()) j["scaling"] = scaling_sweep(sc, r, opt.fold);
+  if (!o.report.empty()) {
+    nlohmann::json left_out;
+    j["scaling"] = scaling_sweep(sc, r, opt.fold, left_out);
+    if (!left_out.empty()) j["scaling_left_out"] = std::move(left_out);
+  }
   std::string removed;
   if (!o.out.empty()) {
     reports::make_output_directory(o.out, out_option(o));

@@ -411,7 +411,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
   // cost offering's fields, its percentiles) is not listed again here.
   static const std::set<std::string> kNumbers = {
       "attainment", "attainment_required", "bytes", "capacity_bytes", "cost", "cost_per_hour", "cost_per_million_output_tokens", "days", "decode",
-      "detect_s", "failure_free_days", "failures_per_1000_node_days", "fallback_price_per_gpu_hour",
+      "detect_s", "dp", "failure_free_days", "failures_per_1000_node_days", "fallback_price_per_gpu_hour",
       "gpu_hours", "gpus", "gpus_billed", "hfu", "kv_cache_use", "mean_ms", "median_ms", "memory_gib", "mfu", "nodes",
       "output_token_throughput", "p90_ms", "p99_ms", "pp", "preemptions", "prefill", "rate_rps",
       "replicas", "request_goodput", "request_throughput", "restart_s", "seed", "step_s", "step_time_s", "tflops_per_gpu", "time_to_train_days",
@@ -421,7 +421,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       "cp_comm", "ep_comm", "dp_comm", "pp_comm", "pipeline_bubble", "optimizer"};
   static const std::set<std::string> kFlags = {"async", "capped_by_max_gpus", "feasible", "fits", "prefix_caching"};
   static const std::set<std::string> kMaps = {"breakdown_s", "checkpoint", "fewest_meeting", "memory", "reliability", "train"};
-  static const std::set<std::string> kLists = {"candidates", "pareto_front", "plans", "rate_sweep", "scaling", "stages"};
+  static const std::set<std::string> kLists = {"candidates", "pareto_front", "plans", "rate_sweep", "scaling", "scaling_left_out", "stages"};
   const auto typed = [&](const std::string& key, const std::string& where, const json& x) {
     if (kNumbers.count(key) && !x.is_number() && !x.is_null()) field_error(file, where, "a number", x);
     if (kFlags.count(key) && !x.is_boolean()) field_error(file, where, "true or false", x);
@@ -1165,6 +1165,7 @@ class Builder {
       if (!d.contains("scaling") || d["scaling"].size() < 2) continue;
       any = true;
       scaling_chart(s, who_of(*r), who_of(*r) + ": the plan's data-parallel degree varied, the global batch kept", d["scaling"], "plan");
+      if (const std::string left = left_out_degrees(d); !left.empty()) para(s, fmt::format("{}: not on the curve: {}.", who_of(*r), left));
     }
     for (const auto* r : of(ReportSource::Kind::plans)) {
       // The fastest simulated plan at each GPU count.
@@ -1189,12 +1190,27 @@ class Builder {
       // A run whose sweep kept only its own plan ran the command already: say why the others went.
       const auto runs = of(ReportSource::Kind::training_run);
       const bool swept = std::any_of(runs.begin(), runs.end(), [](const ReportSource* r) { return r->data.contains("scaling"); });
+      std::string why;
+      for (const auto* r : runs) {
+        if (const std::string left = left_out_degrees(r->data); !left.empty()) why += fmt::format(" {}: {}.", who_of(*r), left);
+      }
       missing(s, swept ? "No scaling curve: the run's sweep of the data-parallel degree (a quarter, half, twice and four times its own) found no other degree "
-                         "that runs: each breaks the global batch or the interleaving, needs more GPUs than the topology has, or does not fit in memory. "
-                         "A plan search over several GPU counts (search: gpus: [...]) gives the fastest plan at each."
+                         "that runs: each breaks the global batch or the interleaving, needs more GPUs than the topology has, or does not fit in memory." +
+                             why + " A plan search over several GPU counts (search: gpus: [...]) gives the fastest plan at each."
                        : "No scaling data: `clustersim run SCENARIO --report DIR` simulates the plan at other data-parallel degrees, and a plan search over "
                          "several GPU counts (search: gpus: [...]) gives the fastest plan at each.");
     }
+  }
+
+  // The degrees a run's scaling sweep could not run, each with its reason ("DP 64 (512 GPUs): ...").
+  static std::string left_out_degrees(const json& run) {
+    std::string out;
+    if (!run.contains("scaling_left_out")) return out;
+    for (const json& p : run["scaling_left_out"]) {
+      if (!out.empty()) out += "; ";
+      out += fmt::format("DP {} ({} GPUs): {}", fmt_num(num(p, "dp"), 6), fmt_num(num(p, "gpus"), 6), str(p, "reason"));
+    }
+    return out;
   }
 
   static double gpus_of(const json& p) {

@@ -28,6 +28,11 @@ for d in train serve plan size cost fleet; do
   done
 done
 grep -q '"scaling"' "$dir/train/summary.json" || { echo "run --report: no scaling sweep in summary.json"; exit 1; }
+# The degrees the sweep cannot run are named with their reasons (the curve had dropped them without
+# a word): DP 1 of cost-small does not fit, DP 8 and 16 need more GPUs than its one node.
+grep -q '"scaling_left_out"' "$dir/train/summary.json" || { echo "run --report: the degrees left out of the sweep are not in summary.json"; exit 1; }
+grep -q 'not on the curve: DP 1 (2 GPUs): OOM: stage 0 needs .*; DP 8 (16 GPUs): the plan needs .* 16 GPUs; the topology has 8' "$dir/train/report.md" ||
+  { echo "run --report: the report does not say which degrees the scaling curve left out and why"; grep -n "curve" "$dir/train/report.md"; exit 1; }
 grep -q '"rate_sweep"' "$dir/serve/summary.json" || { echo "run --report: no rate sweep in summary.json"; exit 1; }
 grep -q '"scenario_sha256"' "$dir/train/summary.json" || { echo "run: summary.json does not record its scenario's hash"; exit 1; }
 
