@@ -109,10 +109,18 @@ void check_job(const TrainingJob& job, int cluster_gpus, const hardware::Hardwar
     // splits them (attention.py: divide(num_query_groups, tp), which asserts).
     fail("parallelism.tp", fmt::format("tp = {} must divide the model's {} key/value heads (Megatron-Core splits them over the TP group)", p.tp, m.kv_heads));
   }
-  if (m.ffn_hidden % p.tp != 0) fail("parallelism.tp", fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
-  if (m.moe && m.moe->shared_experts > 0 && m.moe->shared_expert_ffn_hidden % p.tp != 0) {
-    // Shared experts are split over the TP group as a dense FFN is.
-    fail("parallelism.tp", fmt::format("tp = {} must divide the shared experts' FFN width {}", p.tp, m.moe->shared_expert_ffn_hidden));
+  // ffn_hidden is the dense layers' width: a model whose every layer is a mixture of experts has none.
+  if ((!m.moe || m.moe->dense_layers > 0) && m.ffn_hidden % p.tp != 0) {
+    fail("parallelism.tp", fmt::format("tp = {} must divide ffn_hidden = {}", p.tp, m.ffn_hidden));
+  }
+  if (m.moe && m.moe->shared_experts > 0) {
+    // Megatron-Core runs the shared experts as one MLP of their summed width
+    // (moe_shared_expert_intermediate_size), split over the TP group as a dense FFN is.
+    const std::int64_t shared = std::int64_t{m.moe->shared_experts} * m.moe->shared_expert_ffn_hidden;
+    if (shared % p.tp != 0) {
+      fail("parallelism.tp", fmt::format("tp = {} must divide the shared experts' summed FFN width {} x {} = {}", p.tp, m.moe->shared_experts,
+                                         m.moe->shared_expert_ffn_hidden, shared));
+    }
   }
   if (checked_product({p.pp, p.vpp}) > m.layers) {
     fail(p.vpp > 1 ? "parallelism.vpp" : "parallelism.pp", fmt::format("pp x vpp = {} x {} model chunks but the model has only {} layers", p.pp, p.vpp, m.layers));

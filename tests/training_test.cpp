@@ -1834,3 +1834,31 @@ TEST_CASE("fp8 plans whose GEMM shapes Transformer Engine refuses are refused, a
   all_moe.moe->dense_layers = 3;
   CHECK_THROWS_WITH(check_job(job(all_moe, 8, 1), 1 << 20), Catch::Contains("ffn_hidden / tp"));
 }
+
+TEST_CASE("TP divides the FFN widths a rank runs: none for a model of experts only, the shared experts' summed width") {
+  const auto job = [](TransformerSpec m, int tp) {
+    TrainingJob j;
+    j.model = std::move(m);
+    j.plan.tp = tp;
+    j.plan.ep = 1;
+    j.plan.dp = 1;
+    j.plan.sequence_parallel = tp > 1;
+    j.global_batch = 1;
+    return j;
+  };
+  // Every layer has experts: ffn_hidden is never run, so TP need not divide it (a probe's Mixtral
+  // with ffn_hidden 1004 had been refused at TP 8, though its step does not depend on the field).
+  TransformerSpec mixtral = preset("mixtral-8x7b");
+  REQUIRE(mixtral.moe->dense_layers == 0);
+  mixtral.ffn_hidden = 1004;
+  CHECK_NOTHROW(check_job(job(mixtral, 8), 1 << 20));
+  mixtral.moe->dense_layers = 1;
+  CHECK_THROWS_WITH(check_job(job(mixtral, 8), 1 << 20), Catch::Contains("tp = 8 must divide ffn_hidden = 1004"));
+  // Two shared experts of 1028 are one MLP of 2056, which TP 8 divides; three of 1028 (3084) not.
+  TransformerSpec ds = preset("deepseek-v3");
+  ds.moe->shared_experts = 2;
+  ds.moe->shared_expert_ffn_hidden = 1028;
+  CHECK_NOTHROW(check_job(job(ds, 8), 1 << 20));
+  ds.moe->shared_experts = 3;
+  CHECK_THROWS_WITH(check_job(job(ds, 8), 1 << 20), Catch::Contains("summed FFN width 3 x 1028 = 3084"));
+}
