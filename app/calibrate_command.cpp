@@ -17,17 +17,23 @@
 #include "clustersim/calibrate/cpu_probe.hpp"
 #include "clustersim/calibrate/nccl_tests.hpp"
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/input_file.hpp"
 #include "clustersim/common/parts.hpp"
 #include "clustersim/models/training_scenario.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "output_dir.hpp"
+#include "report_command.hpp"
 
 namespace cs::app {
 
 namespace {
 
 namespace fs = std::filesystem;
+
+// Every file calibrate may write into --out (attention.csv only with attention kernels, cuda-probe.json
+// only under --device cuda).
+constexpr const char* kOutputFiles[] = {"profile.yaml", "measurements.json", "gemm.csv", "memory.csv", "collectives.csv", "attention.csv", "cuda-probe.json"};
 
 struct Options {
   std::string device;                      // cpu or cuda: run the probes here
@@ -158,6 +164,8 @@ void run(const Options& o) {
     throw InputError("calibrate: --op, --link, --algorithm, --ranks and --nodes describe the runs of --from-nccl-tests files, and none is given");
   }
   if (!o.compare.empty()) (void)load_profile(o.compare);
+  // So is --scenario (a training scenario only): its mistakes had shown after the fit was written.
+  if (!o.scenario.empty()) (void)models::load_training_scenario(o.scenario);
 
   hardware::HardwareProfile fitted;
   if (has_data) {
@@ -169,10 +177,28 @@ void run(const Options& o) {
     if (o.device == "cpu" && base.architecture != "cpu") {
       throw InputError(fmt::format("calibrate: --device cpu measures this machine's CPU, but --base {} is a {} GPU profile", o.base, base.architecture));
     }
+    if (!o.out.empty()) {
+      // No output may replace a file this command reads (a torch-probe file named measurements.json
+      // in --out had been overwritten, its kernels lost): checked before any probe runs.
+      std::vector<fs::path> inputs;
+      for (const auto* list : {&o.from, &o.nccl_tests, &o.torch_probe}) inputs.insert(inputs.end(), list->begin(), list->end());
+      for (const auto& f : InputsRead::all()) inputs.push_back(f);
+      for (const char* name : kOutputFiles) {
+        if (std::string_view(name) == "cuda-probe.json" && o.device != "cuda") continue;  // the probe's own record
+        const fs::path output = fs::path(o.out) / name;
+        for (const auto& input : inputs) {
+          if (same_output(output, input)) {
+            throw InputError(fmt::format("--out: {} is a file this command reads: writing there would replace it; give another directory", output.string()));
+          }
+        }
+      }
+    }
     calibrate::Measurements m;
     calibrate::CalibrationOptions copt;
     copt.gemm.residual_table = !o.no_table;
-    if (!o.out.empty()) reports::make_output_directory(o.out, "--out");
+    // The probes write into --out as they run; a fit of files makes it once they have been read (a
+    // refused input had left an empty directory behind).
+    if (!o.out.empty() && !o.device.empty()) reports::make_output_directory(o.out, "--out");
     if (o.device == "cpu") {
       std::cerr << "calibrate: probing this machine's CPU (GEMM, memory copies, transfers between processes)...\n";
       m.append(calibrate::probe_cpu({.quick = o.quick}));
@@ -239,6 +265,7 @@ void run(const Options& o) {
       copt.sources.push_back("torch-probe " + fs::path(f).filename().string());
     }
     check_attention_options(!m.attention.empty());
+    if (!o.out.empty() && o.device.empty()) reports::make_output_directory(o.out, "--out");
     if (o.attention_backend) copt.attention.backend = *o.attention_backend;
     if (o.attention_head_dim) copt.attention.head_dim = *o.attention_head_dim;
     const calibrate::CalibrationResult r = calibrate::calibrate(base, m, copt);
@@ -251,8 +278,13 @@ void run(const Options& o) {
         names += (names.empty() ? "" : ", ") + f.name;
         files.push_back(std::move(f));
       }
+      std::error_code ec;
+      const bool replaced = fs::exists(dir / "measurements.json", ec);
       reports::write_files_atomically(dir, files);
-      std::cout << fmt::format("wrote {0}/profile.yaml, {0}/measurements.json and {0}/{1}\n", o.out, names);
+      // An earlier fit's attention.csv beside measurements.json that holds no attention kernels.
+      const std::string removed =
+          m.attention.empty() ? remove_stale_companion(o.out, "attention.csv", calibrate::kAttentionCsvHeader, "measurements.json", replaced) : "";
+      std::cout << fmt::format("wrote {0}/profile.yaml, {0}/measurements.json and {0}/{1}{2}\n", o.out, names, removed);
     }
     fitted = r.profile;
   } else {

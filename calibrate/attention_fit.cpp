@@ -21,6 +21,9 @@ namespace {
 // times by per 0.1 block; up to hardware::kAttentionMaxTailBlocks.
 constexpr double kTailStep = 0.005;
 constexpr double kTailMax = hardware::kAttentionMaxTailBlocks;
+// The range of plausible fitted rates against the peak: GEMM's (gemm_fit.cpp).
+constexpr double kAttentionPeakMargin = 1.5;
+constexpr double kAttentionImplausibleFactor = 100.0;
 
 bool chosen(const AttentionSample& a, const AttentionFitOptions& options) { return a.backend == options.backend && a.head_dim == options.head_dim; }
 
@@ -132,6 +135,16 @@ AttentionFit fit_attention(const hardware::HardwareProfile& base, const std::vec
   }
   for (auto [rate, eff, pass] : {std::tuple{rate_f, &fit.params.forward_efficiency, "forward"}, std::tuple{rate_b, &fit.params.backward_efficiency, "backward"}}) {
     *eff = rate / peak;
+    // As for GEMMs (gemm_fit.cpp): past 1.5 x the peak, or under a hundredth of it, the times are in
+    // another unit (a whole sweep in ms written as seconds had fitted an efficiency of 0.0007, and a
+    // step 200 times slower, exit 0).
+    if (*eff > kAttentionPeakMargin || *eff < 1.0 / kAttentionImplausibleFactor) {
+      throw InputError(fmt::format("calibrate: the {} attention kernels fit {:.3g} TFLOP/s, {:.3g} x the {}'s bf16 peak of {}: {}; the kernels' "
+                                   "times (seconds) or shapes are wrong",
+                                   pass, rate / 1e12, *eff, base.name, to_string(FlopsPerSec(peak)),
+                                   *eff > 1.0 ? fmt::format("no kernel runs past {} x its peak", kAttentionPeakMargin)
+                                              : fmt::format("no fused kernel runs {} times slower than its peak", kAttentionImplausibleFactor)));
+    }
     if (*eff > 1.0) {
       fit.notes.push_back(fmt::format("the fitted {} attention rate is {:.0f} TFLOP/s, above the {} bf16 peak: efficiency capped at 1 (are the "
                                       "kernels' FLOPs counted as the model counts them?)",

@@ -94,6 +94,9 @@ void check_collective_samples(const hardware::HardwareProfile& base, const std::
 // dtype (a unit slip, seconds for milliseconds, gave a fit of 19 PFLOP/s on an H100 and a 1 ns
 // launch overhead). Boost clocks do not take a GPU past its datasheet peak, which is quoted at them.
 constexpr double kGemmPeakMargin = 1.5;
+// Copies and collectives fitted more than this many times below what the hardware carries are in
+// another unit (ms or us written as seconds), as GEMMs past 100 x their prediction are (gemm_fit.cpp).
+constexpr double kImplausibleSlowdown = 100.0;
 
 void check_gemm_samples(const hardware::HardwareProfile& base, const std::vector<GemmSample>& samples, const std::string& from) {
   for (std::size_t i = 0; i < samples.size(); ++i) {
@@ -195,6 +198,13 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
                                        "measurements' sizes or times are wrong",
                                        from, traffic / 1e9, eff, base.name, to_string(base.memory_bandwidth)));
         }
+        // Nor a hundred times slower: a sweep timed in ms written as seconds (a probe's fit of 0.0008,
+        // which then broke the GEMM fit, exit 0).
+        if (eff < 1.0 / kImplausibleSlowdown) {
+          throw InputError(fmt::format("calibrate{}: the device-to-device copies move {:.3g} GB/s of HBM traffic, {:.2g} of the {}'s {} peak, "
+                                       "more than {} times slower than any GPU copies: the measurements' sizes or times are wrong",
+                                       from, traffic / 1e9, eff, base.name, to_string(base.memory_bandwidth), kImplausibleSlowdown));
+        }
         if (eff > 1.0) {
           r.notes.push_back(fmt::format("copies move {:.0f} GB/s of HBM traffic, above the profile's {} peak: memory_efficiency capped at 1",
                                         traffic / 1e9, to_string(base.memory_bandwidth)));
@@ -203,6 +213,9 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
         hw.gemm.memory_efficiency = eff;
       }
       memory_measured = true;
+    } else if (c.kind == MemoryKind::host) {
+      // A GPU's profile has no host memory: said, as the copies table shows the fit.
+      r.notes.push_back("host copies left out of the profile: a GPU profile holds no host memory bandwidth (they fit a CPU profile, --device cpu)");
     } else if (c.kind == MemoryKind::h2d || c.kind == MemoryKind::d2h) {
       // A host copy crosses the GPU's PCIe link (or, on a Grace superchip, its NVLink-C2C, no faster
       // than its NVLink): nothing carries it faster.
@@ -214,6 +227,12 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
         if (s.kind == c.kind) largest = std::max(largest, s.bytes);
       }
       const bool bandwidth_bound = largest / c.transfer.bandwidth.value() >= c.transfer.latency.value();
+      if (ceiling > 0 && bandwidth_bound && c.transfer.bandwidth.value() < ceiling / kImplausibleSlowdown) {
+        throw InputError(fmt::format("calibrate{}: the {} copies fit {}, more than {} times below {}'s host link ({}): the measurements' sizes "
+                                     "or times are wrong",
+                                     from, c.kind == MemoryKind::h2d ? "host-to-device" : "device-to-host", to_string(c.transfer.bandwidth),
+                                     kImplausibleSlowdown, base.name, to_string(BytesPerSec(ceiling))));
+      }
       if (ceiling > 0 && bandwidth_bound && c.transfer.bandwidth.value() > ceiling) {
         throw InputError(fmt::format("calibrate{}: the {} copies fit {}, more than {}'s host link can carry ({}, its PCIe or NVLink rate per "
                                      "direction): the measurements' sizes or times are wrong",
@@ -279,6 +298,23 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   for (LinkFit& l : r.links) {
     const auto link = std::find_if(m.collectives.begin(), m.collectives.end(), [&](const CollectiveSample& s) { return to_string(s.link) == l.result.link; });
     const double ceiling = link == m.collectives.end() ? 0.0 : busbw_ceiling(base, link->link);
+    // Inside a node only: what a fabric carries is not in the GPU's profile (25 GbE gives a
+    // thousandth of NVLink's rate).
+    const bool in_node = link != m.collectives.end() && (link->link == LinkClass::nvlink || link->link == LinkClass::pcie);
+    if (l.bandwidth_bound && in_node && ceiling > 0 && l.result.busbw.value() < ceiling / kImplausibleSlowdown) {
+      throw InputError(fmt::format("calibrate{}: {} over {} ({} ranks) fits a bus bandwidth of {}, more than {} times below what {}'s links "
+                                   "carry ({}): the measurements' sizes or times are wrong",
+                                   from, l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(l.result.busbw),
+                                   kImplausibleSlowdown, base.name, to_string(BytesPerSec(ceiling / 2))));
+    }
+    // A profile holds bandwidths from 1 KB/s to 1 PB/s (yaml::bandwidth): a link without a ceiling
+    // here (between processes, or NVLink on a GPU without it) had written 119,304,646 GB/s into a
+    // profile.yaml that no command could load.
+    if (l.bandwidth_bound && !yaml::bandwidth().ok(l.result.busbw)) {
+      throw InputError(fmt::format("calibrate{}: {} over {} ({} ranks) fits a bus bandwidth of {}, outside a profile's 1 KB/s to 1 PB/s: the "
+                                   "measurements' sizes or times are wrong",
+                                   from, l.result.op, l.result.link, nodes_by_ranks(l.result.nodes, l.result.ranks), to_string(l.result.busbw)));
+    }
     if (l.bandwidth_bound && ceiling > 0 && l.result.busbw.value() > ceiling) {
       throw InputError(fmt::format("calibrate{}: {} over {} ({} ranks) fits a bus bandwidth of {}, more than {}, twice what {}'s links carry "
                                    "(a reduction in the switches at best halves a GPU's bytes): the measurements' sizes or times are wrong",
@@ -329,7 +365,8 @@ CalibrationResult calibrate(const hardware::HardwareProfile& base, const Measure
   cal["base_profile"] = base.file.empty() ? base.name : base.file.filename().string();
   if (!sources.empty()) cal["sources"] = sources;
   for (const auto& [k, v] : m.meta) cal["meta_" + k] = v;
-  cal["samples"] = fmt::format("{} GEMM, {} copy, {} collective", m.gemm.size(), m.memory.size(), m.collectives.size());
+  // The GEMMs fitted: one per dtype and shape (a repeated shape had been counted in the total).
+  cal["samples"] = fmt::format("{} GEMM, {} copy, {} collective", r.gemm ? r.gemm->model_overall.samples : 0, m.memory.size(), m.collectives.size());
   if (!m.attention.empty()) cal["samples"] += fmt::format(", {} attention", m.attention.size());
   if (r.gemm) {
     cal["gemm_fit"] = fmt::format("model R2 {}, worst {:.1f}%, mean {:.1f}%; with residual tables R2 {}, worst {:.1f}%",

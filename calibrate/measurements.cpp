@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/plain_text.hpp"
 #include "clustersim/hardware/attention_model.hpp"
 #include "clustersim/reports/atomic_file.hpp"
 #include "json_input.hpp"
@@ -162,15 +163,23 @@ void Measurements::append(const Measurements& other) {
   // be merged into a profile of neither. Device names are compared by the GPU model they name, when
   // both name one: probes word the same GPU differently ("NVIDIA H100 80GB HBM3" from CUDA, with its
   // SM count and power limit added by others).
-  for (const char* key : {"device", "sm_count", "torch_probe_gpu", "torch_probe_sm_count"}) {
-    const auto mine = meta.find(key);
-    const auto theirs = other.meta.find(key);
+  // A probe sweep names its GPU `device`, a torch-probe file `torch_probe_gpu`: each against each (a
+  // sweep of an H200 and attention kernels of an H100 had been merged onto a base whose name holds no
+  // GPU model).
+  using Pair = std::pair<const char*, const char*>;
+  for (const auto& [key_mine, key_theirs] : {Pair{"device", "device"}, Pair{"sm_count", "sm_count"}, Pair{"torch_probe_gpu", "torch_probe_gpu"},
+                                             Pair{"torch_probe_sm_count", "torch_probe_sm_count"}, Pair{"device", "torch_probe_gpu"},
+                                             Pair{"torch_probe_gpu", "device"}, Pair{"sm_count", "torch_probe_sm_count"},
+                                             Pair{"torch_probe_sm_count", "sm_count"}}) {
+    const auto mine = meta.find(key_mine);
+    const auto theirs = other.meta.find(key_theirs);
     if (mine == meta.end() || theirs == other.meta.end()) continue;
     const std::string a = gpu_model_of(mine->second), b = gpu_model_of(theirs->second);
     const bool same = !a.empty() && !b.empty() ? a == b : mine->second == theirs->second;
     if (!same) {
-      throw InputError(fmt::format("calibrate: the measurements given are of two devices (meta.{} '{}' and '{}'): fit each device's on its own",
-                                   key, mine->second, theirs->second));
+      const std::string keys = std::string_view(key_mine) == key_theirs ? fmt::format("meta.{}", key_mine) : fmt::format("meta.{} and meta.{}", key_mine, key_theirs);
+      throw InputError(fmt::format("calibrate: the measurements given are of two devices ({} '{}' and '{}'): fit each device's on its own", keys,
+                                   mine->second, theirs->second));
     }
   }
   for (const auto& [k, v] : other.meta) meta.emplace(k, v);
@@ -223,6 +232,9 @@ Measurements from_json(const std::string& text, const std::filesystem::path& fil
       const bool plain = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
       if (!plain) r.fail("meta", "keys of letters, digits, '_', '-' and '.'", "'" + k + "'");
       if (!v.is_string()) r.fail("meta." + k, "a string", std::string(json_type(v)));
+      if (const std::string why = plain_text_problem(v.get<std::string>()); !why.empty()) {
+        r.fail("meta." + k, "text without control characters", fmt::format("{} ({})", v.dump(), why));
+      }
       m.meta[k] = v.get<std::string>();
     }
   }
@@ -311,7 +323,7 @@ std::vector<reports::OutputFile> csv_files(const Measurements& m) {
   }
   std::vector<reports::OutputFile> files{{"gemm.csv", std::move(gemm)}, {"memory.csv", std::move(memory)}, {"collectives.csv", std::move(coll)}};
   if (!m.attention.empty()) {
-    std::string att = "backend,pass,batch,heads,kv_heads,seq,head_dim,seconds,tflops\n";
+    std::string att = std::string(kAttentionCsvHeader) + "\n";
     for (const auto& a : m.attention) {
       att += fmt::format("{},{},{},{},{},{},{},{:.9g},{:.6g}\n", a.backend, a.backward ? "backward" : "forward", a.batch, a.heads,
                          a.kv_heads > 0 ? a.kv_heads : a.heads, a.seq, a.head_dim, a.seconds, a.flops() / a.seconds / 1e12);
@@ -337,9 +349,24 @@ Measurements read_torch_probe(const std::filesystem::path& file) {
   if (r.text(doc, "<document>", "format") != kTorchProbe) r.fail("format", std::string("'") + kTorchProbe + "'", "'" + doc["format"].get<std::string>() + "'");
   Measurements m;
   m.meta["source"] = "scripts/torch-probe.py";
-  for (const char* key : {"gpu", "torch", "cuda", "started"}) {
-    if (auto it = doc.find(key); it != doc.end() && it->is_string()) m.meta[std::string("torch_probe_") + key] = it->get<std::string>();
+  // What scripts/torch-probe.py writes, and nothing else (an unknown field, or a number where the GPU's
+  // name belongs, had been passed over: the GPU-model check then had nothing to compare).
+  r.only(doc, "<document>", {"format", "gpu", "sm_count", "memory_bytes", "torch", "cuda", "cudnn", "started", "finished", "errors", "samples"});
+  for (const char* key : {"gpu", "torch", "cuda", "started", "finished"}) {
+    const auto it = doc.find(key);
+    if (it == doc.end() || it->is_null()) continue;  // PyTorch without CUDA's version (a ROCm build) writes null
+    if (!it->is_string()) r.fail(key, "a string", std::string(json_type(*it)));
+    if (const std::string why = plain_text_problem(it->get<std::string>()); !why.empty()) {
+      r.fail(key, "text without control characters", fmt::format("{} ({})", it->dump(), why));
+    }
+    if (std::string_view(key) != "finished") m.meta[std::string("torch_probe_") + key] = it->get<std::string>();
   }
+  for (const char* key : {"cudnn", "memory_bytes"}) {
+    if (auto it = doc.find(key); it != doc.end() && !it->is_null() && !(it->is_number_integer() && it->get<long long>() >= 0)) {
+      r.fail(key, "a whole number (or null)", it->dump());
+    }
+  }
+  if (auto it = doc.find("errors"); it != doc.end() && !it->is_object()) r.fail("errors", "an object", std::string(json_type(*it)));
   if (auto it = doc.find("cudnn"); it != doc.end() && it->is_number_integer()) m.meta["torch_probe_cudnn"] = std::to_string(it->get<long long>());
   int sm_count = 0;
   if (auto it = doc.find("sm_count"); it != doc.end()) {
@@ -351,6 +378,7 @@ Measurements read_torch_probe(const std::filesystem::path& file) {
   if (auto it = doc.find("errors"); it != doc.end() && it->is_object() && !it->empty()) {
     std::string failed;
     for (const auto& [k, v] : it->items()) failed += (failed.empty() ? "" : ", ") + k;
+    if (const std::string why = plain_text_problem(failed); !why.empty()) r.fail("errors", "keys without control characters", fmt::format("'{}' ({})", failed, why));
     m.meta["torch_probe_errors"] = failed;
   }
   const Json& samples = r.member(doc, "<document>", "samples");

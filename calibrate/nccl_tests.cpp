@@ -70,6 +70,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/plain_text.hpp"
 #include "json_input.hpp"
 
 namespace cs::calibrate {
@@ -350,7 +351,9 @@ class TextReader {
       read_row(tokens);
     } else if (tokens.size() >= 3 && tokens[0] == "NCCL" && tokens[1] == "version") {
       // NCCL's own banner (NCCL_DEBUG=VERSION or INFO): "NCCL version 2.14.3+cuda11.7".
-      m_.meta.emplace("nccl_version", std::string(tokens[2].substr(0, tokens[2].find('+'))));
+      const std::string_view version = tokens[2].substr(0, tokens[2].find('+'));
+      if (const std::string why = plain_text_problem(version); !why.empty()) fail(fmt::format("NCCL's version: expected text without control characters, found {} ({})", quoted_text(version), why), tokens[2]);
+      m_.meta.emplace("nccl_version", std::string(version));
     }
   }
 
@@ -367,6 +370,9 @@ class TextReader {
       if (r.saw_nthread || r.rows > 0 || !r.rank_lines.empty()) new_run();
       run().saw_nthread = true;
     } else if (tokens[0] == "nccl-tests" && tokens.size() >= 3 && tokens[1] == "version") {
+      if (const std::string why = plain_text_problem(tokens[2]); !why.empty()) {
+        fail(fmt::format("nccl-tests' version: expected text without control characters, found {} ({})", quoted_text(tokens[2]), why), tokens[2]);
+      }
       m_.meta.emplace("nccl_tests_version", std::string(tokens[2]));
       for (auto t : tokens) {
         if (t.starts_with("nccl-library=")) {
@@ -406,6 +412,9 @@ class TextReader {
         if (!name.empty()) name += ' ';
         name += *it;
       }
+      // The name goes into the profile's provenance: text it can hold (a terminal colour code had
+      // written a profile.yaml nothing could load, a 0xff byte ended in the JSON library's words).
+      if (const std::string why = plain_text_problem(name); !why.empty()) fail(fmt::format("the GPU's name: expected text without control characters, found {} ({})", quoted_text(name), why), *(dev + 3));
       // Every rank's GPU, not the first alone: the fit describes one GPU model (a probe's log with
       // rank 15 on an A100 was fitted onto the H100 profile).
       if (const auto it = m_.meta.find("device"); it == m_.meta.end()) {
@@ -576,6 +585,9 @@ class JsonReader {
       run.hosts[host.get<std::string>()] += threads * gpus;
       if (auto g = d.find("group"); g != d.end()) run.groups.insert(g->dump());
       if (auto info = d.find("device_info"); info != d.end() && info->is_string()) {
+        if (const std::string why = plain_text_problem(info->get<std::string>()); !why.empty()) {
+          fail(path + ".device_info", "text without control characters", fmt::format("{} ({})", info->dump(), why));
+        }
         // Every process's GPU: the fit describes one model (a probe's list had an A100 among H100s).
         if (const auto it = m.meta.find("device"); it == m.meta.end()) {
           m.meta.emplace("device", info->get<std::string>());

@@ -872,12 +872,20 @@ TEST_CASE("calibrate: the attention fit recovers known constants and refuses dat
   CHECK(f2.samples == 10);
   REQUIRE(f2.notes.size() == 1);
   CHECK_THAT(f2.notes[0], Catch::Contains("1 attention kernels no longer than twice the launch overhead"));
-  // Times too short for any rate under the peak: the efficiency is capped at 1, with a note.
+  // Times too short for any rate under the peak: the efficiency is capped at 1, with a note (the
+  // forward at 1.2 x the peak); past 1.5 x it, or under a hundredth, the times are in another unit
+  // and refused, as GEMMs' are (a sweep in ms written as seconds had fitted 0.0007, exit 0).
   std::vector<AttentionSample> fast = s;
-  for (auto& a : fast) a.seconds = 3.3e-6 + (a.seconds - 3.3e-6) / 3;
+  for (auto& a : fast) a.seconds = 3.3e-6 + (a.seconds - 3.3e-6) / 2;
   const AttentionFit f3 = fit_attention(base, fast);
   CHECK(f3.params.forward_efficiency == 1.0);
   CHECK_THAT(f3.notes.back(), Catch::Contains("capped at 1"));
+  for (auto& a : fast) a.seconds = 3.3e-6 + (a.seconds - 3.3e-6) * 2 / 3;  // 1.8 x the peak forward
+  CHECK_THAT(test::input_error([&] { (void)fit_attention(base, fast); }), Catch::Contains("1.8 x the H200-SXM-141GB's bf16 peak") &&
+                                                                               Catch::Contains("no kernel runs past 1.5 x its peak"));
+  std::vector<AttentionSample> in_ms = s;
+  for (auto& a : in_ms) a.seconds *= 1000;
+  CHECK_THAT(test::input_error([&] { (void)fit_attention(base, in_ms); }), Catch::Contains("no fused kernel runs 100 times slower than its peak"));
   // Kernels measured on a GPU of another SM count are refused against this base, even among
   // kernels of the right one (two torch-probe files from two GPUs).
   Measurements m;

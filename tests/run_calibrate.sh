@@ -109,3 +109,76 @@ if [ $status -ne 2 ] || [[ "$err" != *"no case runs on a GPU named L40S"* ]]; th
   echo "validate --hardware l40s: expected status 2 and a message, got $status: $err"
   exit 1
 fi
+
+# --out may not replace a file the command reads (a torch-probe file named measurements.json in
+# --out had been overwritten, exit 0), and a refused input leaves no empty --out behind.
+mkdir -p "$dir/own"
+cp "$data/h200-device-2026-12-04/torch-probe.json" "$dir/own/measurements.json"
+expect_bad "--out: $dir/own/measurements.json is a file this command reads" \
+  --from-torch-probe "$dir/own/measurements.json" --base h200-sxm-141gb --out "$dir/own"
+cmp "$dir/own/measurements.json" "$data/h200-device-2026-12-04/torch-probe.json"
+echo '{}' >"$dir/empty.json"
+expect_bad "empty.json" --from "$dir/empty.json" --base h100-sxm5-80gb --out "$dir/never-made"
+[ ! -e "$dir/never-made" ] || { echo "calibrate: a refused input left its --out directory behind"; exit 1; }
+# --scenario is read before the fit: an inference scenario is refused before any file is written.
+expect_bad "expected one of training" --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/sc" \
+  --compare h100-sxm5-80gb --scenario "$data/../../../scenarios/inference/llama3-70b-sizing.yaml"
+[ ! -e "$dir/sc" ] || { echo "calibrate: an inference --scenario was refused only after the fit was written"; exit 1; }
+# A fit into a directory with an earlier fit's attention.csv removes it when this one has no kernels.
+"$cli" calibrate --from "$data/h100-cublas-waynehacking8.json" --base h100-sxm5-80gb --out "$dir/att" | grep -q "removed $dir/att/attention.csv"
+[ ! -e "$dir/att/attention.csv" ] || { echo "calibrate: an earlier fit's attention.csv stayed beside measurements that hold none"; exit 1; }
+# A whole sweep in another time unit is refused for copies and collectives, as for GEMMs (it had
+# fitted memory_efficiency 0.0008 and an NVLink of 313 KB/s, exit 0).
+python3 - "$data/h200-device-2026-12-04/measurements.json" "$dir/d2d-ms.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["gemm"] = []
+for s in d["memory"]:
+    if s["kind"] == "d2d":
+        s["seconds"] *= 1000
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_bad "more than 100 times slower than any GPU copies" --from "$dir/d2d-ms.json" --base h200-sxm-141gb
+cat >"$dir/coll-slow.json" <<'JSON'
+{"format": "clustersim-measurements/1", "collectives": [
+ {"op": "all_gather", "link": "nvlink", "ranks": 8, "nodes": 1, "bytes": 1073741824, "seconds": 3000},
+ {"op": "all_gather", "link": "nvlink", "ranks": 8, "nodes": 1, "bytes": 2147483648, "seconds": 6000}]}
+JSON
+expect_bad "more than 100 times below what H100-SXM5-80GB's links carry" --from "$dir/coll-slow.json" --base h100-sxm5-80gb
+# A bus bandwidth no profile can hold (between processes, where no link bounds it) is refused, not
+# written into a profile.yaml that cannot be loaded.
+cat >"$dir/coll-fast.json" <<'JSON'
+{"format": "clustersim-measurements/1", "collectives": [
+ {"op": "all_reduce", "link": "process", "ranks": 2, "nodes": 1, "bytes": 8, "seconds": 1e-9},
+ {"op": "all_reduce", "link": "process", "ranks": 2, "nodes": 1, "bytes": 1073741824, "seconds": 1e-8}]}
+JSON
+expect_bad "outside a profile's 1 KB/s to 1 PB/s" --from "$dir/coll-fast.json" --base h100-sxm5-80gb
+# Metadata a profile cannot hold: a control character (a terminal colour code in a log's device
+# name) or a byte that is not UTF-8 is refused where it is read, with its line.
+sed 's/NVIDIA A100-SXM4-40GB/&\x1b[31m/' "$data/../nccl-tests/all_reduce_perf-2x8-a100-oci.txt" >"$dir/all_reduce_perf-colour.txt"
+expect_bad "the GPU's name: expected text without control characters, found 'NVIDIA A100-SXM4-40GB\x1b[31m' (it holds the control character \x1b)" \
+  --from-nccl-tests "$dir/all_reduce_perf-colour.txt" --base a100-sxm4-40gb
+sed 's/NVIDIA A100-SXM4-40GB/&\xff/' "$data/../nccl-tests/all_reduce_perf-2x8-a100-oci.txt" >"$dir/all_reduce_perf-byte.txt"
+expect_bad "(it holds the byte \xff, which is not UTF-8)" --from-nccl-tests "$dir/all_reduce_perf-byte.txt" --base a100-sxm4-40gb --out "$dir/byte"
+python3 - "$data/h100-cublas-waynehacking8.json" "$dir/meta-control.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d.setdefault("meta", {})["note"] = "a\u0001b"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_bad "field 'meta.note': expected text without control characters" --from "$dir/meta-control.json" --base h100-sxm5-80gb
+# A torch-probe file's fields are typed (a number for the GPU's name had turned the GPU-model check
+# off), and an H100's attention kernels are not merged with an H200's sweep whatever the base's name.
+python3 - "$data/h200-device-2026-12-04/torch-probe.json" "$dir/tp-gpu-number.json" "$dir/tp-h100.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["gpu"] = 5
+json.dump(d, open(sys.argv[2], "w"))
+d["gpu"] = "NVIDIA H100 80GB HBM3"
+json.dump(d, open(sys.argv[3], "w"))
+PY
+expect_bad "field 'gpu': expected a string, found number" --from-torch-probe "$dir/tp-gpu-number.json" --base h200-sxm-141gb
+sed 's/^  name: H200-SXM-141GB/  name: mygpu/' "$data/../../../scenarios/hardware/h200-sxm-141gb.yaml" >"$dir/mygpu.yaml"
+grep -q "name: mygpu" "$dir/mygpu.yaml"
+expect_bad "are of two devices (meta.device and meta.torch_probe_gpu" \
+  --from "$data/h200-device-2026-12-04/measurements.json" --from-torch-probe "$dir/tp-h100.json" --base "$dir/mygpu.yaml"

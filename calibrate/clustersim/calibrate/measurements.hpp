@@ -120,6 +120,8 @@ std::string utc_timestamp();
 std::vector<std::string> write_csv(const Measurements& m, const std::filesystem::path& dir);
 // The same files' names and contents, to be written with others (reports::write_files_atomically).
 std::vector<reports::OutputFile> csv_files(const Measurements& m);
+// attention.csv's first line (written only when there are attention kernels).
+inline constexpr const char* kAttentionCsvHeader = "backend,pass,batch,heads,kv_heads,seq,head_dim,seconds,tflops";
 
 // Reads scripts/torch-probe.py's output ("clustersim-torch-probe/1"): its attention samples, and
 // the GPU and library versions as meta. The other sections (ops, layer, step) are not fitted and
