@@ -28,8 +28,20 @@ using sim::Time;
 
 constexpr int kComputeStream = 0;
 constexpr int kDpStream = 1;       // data-parallel reductions and gathers
-constexpr int kSendForward = 2;    // pipeline sends of activations
-constexpr int kSendBackward = 3;   // pipeline sends of gradients
+// Pipeline sends: a stream per pair of neighbouring stages and direction (activations, gradients).
+// PyTorch runs each pair of ranks' point-to-point operations on a communicator and stream of their own,
+// so a stage's receive from the previous stage and its send to the next proceed side by side (on one
+// stream a stage had queued its first send behind the receives of its later micro-batches: overlapped
+// sends came out slower than blocking ones on slow links, a probe's find). Pairs (s, s+1) alternate
+// between two slots, so no GPU holds two pairs on one; the interleaved schedule's pair of the last and
+// first stages takes the slot its parity leaves free, a third when pp is odd.
+constexpr int kPipelineStreams = 2;  // the first of 6: slot x 2 + (0 activations, 1 gradients)
+constexpr int kStreams = kPipelineStreams + 6;
+int pipeline_stream(int from, int to, bool forward, int pp) {
+  const int low = std::min(from, to), high = std::max(from, to);
+  const int slot = high - low == 1 ? low % 2 : pp % 2 == 0 ? 1 : 2;
+  return kPipelineStreams + 2 * slot + (forward ? 0 : 1);
+}
 
 
 // A stretch of layers that becomes one task when nothing needs to see inside it.
@@ -245,7 +257,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
   sim::Simulator sim;
   sim::FluidNetwork net(sim, cm.capacities());
   sim::ExecutorOptions exec;
-  exec.streams_per_gpu = 4;
+  exec.streams_per_gpu = kStreams;
   sim::TaskGraph graph(sim, net, static_cast<int>(gpus.size()), exec);
   if (options.trace) {
     std::vector<std::string> names(topo.directed_link_count());
@@ -762,7 +774,7 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
           send(rep, gpu_of(rep.tp, rep.cp, rep.dp, h.from), gpu_of(rep.tp, rep.cp, rep.dp, h.to),
                grid[r][static_cast<std::size_t>(h.from)][static_cast<std::size_t>(h.from_chunk)][static_cast<std::size_t>(i)].last,
                grid[r][static_cast<std::size_t>(h.to)][static_cast<std::size_t>(h.to_chunk)][static_cast<std::size_t>(i)].first,
-               h.forward ? kSendForward : kSendBackward, r, h.from, h.to);
+               pipeline_stream(h.from, h.to, h.forward, p.pp), r, h.from, h.to);
         }
       }
     }
@@ -987,7 +999,9 @@ TrainingResult simulate_training(const TrainingJob& job, const topology::Topolog
     result.notes.push_back(fmt::format("the plan uses {} of the topology's {} GPUs (the first ones in topology order)", p.gpus(), gpus.size()));
   }
   if (options.trace) {
-    graph.trace_streams({"compute", "data-parallel collectives", "pipeline sends (activations)", "pipeline sends (gradients)"});
+    graph.trace_streams({"compute", "data-parallel collectives", "pipeline activations (stages 0-1, 2-3, ...)", "pipeline gradients (stages 0-1, 2-3, ...)",
+                         "pipeline activations (stages 1-2, 3-4, ...; last and first at even pp)", "pipeline gradients (stages 1-2, 3-4, ...; last and first at even pp)",
+                         "pipeline activations (last and first stage, odd pp)", "pipeline gradients (last and first stage, odd pp)"});
     result.trace = graph.chrome_trace();
   }
   return result;

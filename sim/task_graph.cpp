@@ -274,9 +274,19 @@ std::string TaskGraph::chrome_trace() const {
     first = false;
     out += event;
   };
+  // Names for the GPUs and streams that ran something only: a plan on part of a node (or a stream
+  // a plan does not use) had shown empty rows in Perfetto.
+  std::vector<char> used(static_cast<std::size_t>(gpus_) * static_cast<std::size_t>(options_.streams_per_gpu), 0);
+  for (const Task& t : tasks_) {
+    if (!t.record.done()) continue;
+    for (int g : t.gpus) used[static_cast<std::size_t>(g) * static_cast<std::size_t>(options_.streams_per_gpu) + static_cast<std::size_t>(t.stream)] = 1;
+  }
   for (int g = 0; g < gpus_; ++g) {
+    const auto row = used.begin() + static_cast<std::ptrdiff_t>(g) * options_.streams_per_gpu;
+    if (std::none_of(row, row + options_.streams_per_gpu, [](char u) { return u != 0; })) continue;
     add(fmt::format(R"({{"ph": "M", "name": "process_name", "pid": {}, "args": {{"name": "GPU {}"}}}})", g, g));
-    for (std::size_t s = 0; s < stream_names_.size(); ++s) {
+    for (std::size_t s = 0; s < stream_names_.size() && s < static_cast<std::size_t>(options_.streams_per_gpu); ++s) {
+      if (!row[static_cast<std::ptrdiff_t>(s)]) continue;
       add(fmt::format(R"({{"ph": "M", "name": "thread_name", "pid": {}, "tid": {}, "args": {{"name": "{}"}}}})", g, s, json_escape(stream_names_[s])));
     }
   }
