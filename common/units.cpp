@@ -19,7 +19,7 @@ constexpr std::array kBytes{
 // Byte rates, and bit rates as networking gear is sold (400Gbps = 50 GB/s).
 constexpr std::array kBytesPerSec{
     UnitSpelling{"B/s", 1.0},        UnitSpelling{"KB/s", 1e3},         UnitSpelling{"MB/s", 1e6},
-    UnitSpelling{"GB/s", 1e9},       UnitSpelling{"TB/s", 1e12},        UnitSpelling{"KiB/s", 1024.0},
+    UnitSpelling{"GB/s", 1e9},       UnitSpelling{"TB/s", 1e12},        UnitSpelling{"PB/s", 1e15},  UnitSpelling{"KiB/s", 1024.0},
     UnitSpelling{"MiB/s", 1048576.0}, UnitSpelling{"GiB/s", 1073741824.0}, UnitSpelling{"TiB/s", 1099511627776.0},
     UnitSpelling{"bps", 1.0 / 8},    UnitSpelling{"Kbps", 1e3 / 8},     UnitSpelling{"Mbps", 1e6 / 8},
     UnitSpelling{"Gbps", 1e9 / 8},   UnitSpelling{"Tbps", 1e12 / 8},    UnitSpelling{"Gb/s", 1e9 / 8},

@@ -24,11 +24,13 @@ TEST_CASE("units parse into base units", "[units]") {
   CHECK(yaml::Map(n("1.2e3TFLOP/s")).get<FlopsPerSec>("v").value() == Approx(1.2e15));
   CHECK(yaml::Map(n("700W")).get<Watts>("v").value() == Approx(700));
   CHECK(yaml::Map(n("1830MHz")).get<Hertz>("v").value() == Approx(1.83e9));
+  // The top of a bandwidth's range (yaml::bandwidth, 1 KB/s to 1 PB/s) in the unit the docs give it.
+  CHECK(yaml::Map(n("1PB/s")).get<BytesPerSec>("v").value() == Approx(1e15));
 }
 
 TEST_CASE("a bare number where a unit is required is an error listing the units", "[units]") {
   const std::string msg = test::input_error([] { yaml::Map(test::parse("bw: 400")).get<BytesPerSec>("bw"); });
-  CHECK(msg == "test.yaml:1:5: field 'bw': expected a bandwidth with a unit (B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, "
+  CHECK(msg == "test.yaml:1:5: field 'bw': expected a bandwidth with a unit (B/s, KB/s, MB/s, GB/s, TB/s, PB/s, KiB/s, MiB/s, "
                "GiB/s, TiB/s, bps, Kbps, Mbps, Gbps, Tbps, Gb/s, Tb/s), found '400' (a bare number: the unit is required)");
 }
 
