@@ -119,6 +119,17 @@ void add_report_command(CLI::App& app) {
         if (seen.insert(ec ? s.path : key).second) sources.push_back(std::move(s));
       }
     }
+    // No report file may replace a result it is made from (a result named report.md in --out had
+    // been overwritten, exit 0).
+    for (const auto& name : reports::report_file_names()) {
+      const std::filesystem::path output = std::filesystem::path(o->out) / name;
+      for (const auto& s : sources) {
+        if (same_output(output, s.path)) {
+          throw InputError(fmt::format("--out: {} is a result this report reads ({}): writing there would replace it; give another directory", output.string(),
+                                       s.path.string()));
+        }
+      }
+    }
     reports::write_report(o->out, sources, report_options(o->title));
     std::cout << fmt::format("wrote {0}/report.html, {0}/report.md and {0}/report.csv from {1} result{2}\n", o->out, sources.size(), sources.size() == 1 ? "" : "s");
   });

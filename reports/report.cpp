@@ -107,6 +107,14 @@ void check_validation(const json& d, const fs::path& file) {
       const json& v = get(c, at, k);
       if (!v.is_string() || v.get<std::string>().empty()) fail(at + "." + k, "text", v);
     }
+    for (const char* k : {"defaults_applied", "notes"}) {
+      // Counted in the report's table of defaults: a list of text (a string had been skipped unsaid).
+      if (!c.contains(k)) continue;
+      if (!c[k].is_array()) fail(at + "." + k, "a list of text", c[k]);
+      for (std::size_t j = 0; j < c[k].size(); ++j) {
+        if (!c[k][j].is_string()) fail(fmt::format("{}.{}[{}]", at, k, j), "text", c[k][j]);
+      }
+    }
     if (const auto [it, fresh] = ids.emplace(c["id"].get<std::string>(), i); !fresh) {
       fail(at + ".id", fmt::format("an id no other case has (cases[{}] has it)", it->second), c["id"]);
     }
@@ -421,8 +429,24 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       "cp_comm", "ep_comm", "dp_comm", "pp_comm", "pipeline_bubble", "optimizer"};
   static const std::set<std::string> kFlags = {"async", "capped_by_max_gpus", "feasible", "fits", "prefix_caching"};
   static const std::set<std::string> kMaps = {"breakdown_s", "checkpoint", "fewest_meeting", "memory", "reliability", "train"};
-  static const std::set<std::string> kLists = {"candidates", "pareto_front", "plans", "rate_sweep", "scaling", "scaling_left_out", "stages"};
+  static const std::set<std::string> kLists = {"candidates", "pareto_front", "parts", "plans", "rate_sweep", "scaling", "scaling_left_out", "stages"};
+  // Text the report prints (a number where the preemption mode belongs had printed "preemption by ,"),
+  // counts that are whole (4.5 replicas had been printed as given), and lists of lines.
+  static const std::set<std::string> kStrings = {"batching", "gpu", "key", "model", "name", "node", "offering", "plan", "preemption", "pricing",
+                                                 "reason", "router", "scenario", "scenario_file", "scenario_sha256", "status", "topology"};
+  static const std::set<std::string> kWhole = {"decode", "gpus", "gpus_billed", "nodes", "pp", "prefill", "replicas", "tp", "trials"};
+  static const std::set<std::string> kTextLists = {"defaults_applied", "notes"};
   const auto typed = [&](const std::string& key, const std::string& where, const json& x) {
+    if (kStrings.count(key) && !x.is_string() && !x.is_null()) field_error(file, where, "text", x);
+    if (kWhole.count(key) && !x.is_null() && !(x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() == std::floor(x.get<double>()))) {
+      field_error(file, where, "a whole number", x);
+    }
+    if (kTextLists.count(key)) {
+      if (!x.is_array()) field_error(file, where, "a list of text", x);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!x[i].is_string()) field_error(file, fmt::format("{}[{}]", where, i), "text", x[i]);
+      }
+    }
     if (kNumbers.count(key) && !x.is_number() && !x.is_null()) field_error(file, where, "a number", x);
     if (kFlags.count(key) && !x.is_boolean()) field_error(file, where, "true or false", x);
     if (kMaps.count(key) && !x.is_object()) field_error(file, where, "a map", x);
@@ -453,6 +477,16 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       }
     };
     walk(walk, d, "");
+    // Fields whose type depends on the kind of result, or that only stand at the top.
+    if (d.contains("source") && !d["source"].is_object()) field_error(file, "source", "a map (the scenario file, its SHA-256, the parts read)", d["source"]);
+    if (kind == ReportSource::Kind::sizing && d.contains("cheapest") && !d["cheapest"].is_object() && !d["cheapest"].is_null()) {
+      field_error(file, "cheapest", "a map (the cheapest fleet that meets the SLO) or null", d["cheapest"]);  // "x" had read as no fleet meeting it
+    }
+    if (kind == ReportSource::Kind::plans) {
+      for (const char* k : {"cheapest", "fastest"}) {
+        if (d.contains(k) && !d[k].is_string() && !d[k].is_null()) field_error(file, k, "a plan's key or null", d[k]);
+      }
+    }
   }
 }
 
@@ -473,6 +507,13 @@ ReportSource read_one(const fs::path& file) {
     }
     if (event == json::parse_event_t::object_end && parsed.is_object() && parsed.contains("key") && parsed.contains("status")) {
       const auto& st = parsed["status"];
+      // A plan's status is one plan writes (one that was not had been dropped with the unsimulated
+      // plans, and the report then counted one simulated plan fewer than its own headline).
+      static const std::set<std::string> kStatuses = {"simulated", "constraint", "memory", "bound"};
+      if (!st.is_string() || !kStatuses.count(st.get<std::string>())) {
+        throw InputError(fmt::format("{}: field 'plans[{}].status': expected simulated, constraint, memory or bound, found {}", file.string(), plans_seen,
+                                     st.dump()));
+      }
       const bool simulated = st.is_string() && st.get_ref<const std::string&>() == "simulated";
       if (simulated) s.plan_positions.push_back(plans_seen);
       ++plans_seen;

@@ -172,8 +172,9 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
         item.fail("an NVLink link between GPUs, NVSwitches or CPUs", fmt::format("an nvlink link from a {} to a {}", to_string(from_kind), to_string(to_kind)));
       }
       if (lg.from.group == lg.to.group && !(lg.from.index && lg.to.index && *lg.from.index != *lg.to.index)) {
+        const bool one_device = lg.from.index && lg.to.index;
         item.fail("a link between two different devices (two groups, or two single devices such as cpu0 and cpu1)",
-                  "a link from a group to itself");
+                  one_device ? fmt::format("a link from {}{} to itself", t.groups[lg.from.group].name, *lg.from.index) : std::string("a link from a group to itself"));
       }
       const int nf = lg.from.index ? 1 : t.groups[lg.from.group].count;
       const int nt = lg.to.index ? 1 : t.groups[lg.to.group].count;
@@ -221,6 +222,29 @@ static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
         if (const auto links = m.find("links")) links->fail(expected, found);
         throw InputError(m.node().where(), m.node().field().empty() ? "links" : m.node().field() + ".links", expected, found + " (no links at all)");
       }
+    }
+  }
+  // A GPU's NVLinks reach one NVSwitch: the model's convention is one logical switch per NVLink
+  // domain (`chips` counts the physical ones), since NCCL stripes a transfer over all of a GPU's
+  // NVLinks while routing takes one path. Four switch devices linked to every GPU had been accepted,
+  // and each transfer then rode one of them: collectives at a quarter of the node's rate.
+  {
+    std::map<std::pair<std::size_t, int>, std::pair<std::pair<std::size_t, int>, const LinkGroup*>> switch_of;
+    for (const LinkGroup& lg : t.links) {
+      if (lg.kind != LinkKind::nvlink) continue;
+      for_each_pair(lg, t.groups, [&](int i, int j) {
+        for (const auto& [g, sw] : {std::make_pair(std::make_pair(lg.from.group, i), std::make_pair(lg.to.group, j)),
+                                    std::make_pair(std::make_pair(lg.to.group, j), std::make_pair(lg.from.group, i))}) {
+          if (t.groups[g.first].kind != DeviceKind::gpu || t.groups[sw.first].kind != DeviceKind::nvswitch) continue;
+          const auto [it, fresh] = switch_of.emplace(g, std::make_pair(sw, &lg));
+          if (!fresh && it->second.first != sw) {
+            lg.where.fail(fmt::format("each GPU's NVLinks to one NVSwitch device: the NVLink domain's chips as one logical switch "
+                                      "({{kind: nvswitch, count: 1, chips: N}}) with each GPU's link at its whole NVLink rate"),
+                          fmt::format("{}{} linked to {}{} and {}{}", t.groups[g.first].name, g.second, t.groups[it->second.first.first].name,
+                                      it->second.first.second, t.groups[sw.first].name, sw.second));
+          }
+        }
+      });
     }
   }
   // A GPU's NVLinks together carry at most what its profile says (per direction): a mesh of 400 GB/s
