@@ -147,6 +147,39 @@ sed 's|"stages": \[|"stages": "x", "stages_were": [|' "$dir/train/summary.json" 
 refused "$dir/stages-text" "field 'memory.stages': expected a list of every pipeline stage's memory (at least one), found 'x'" "a list written as text"
 sed 's|"fits": true|"fits": "yes"|' "$dir/train/summary.json" >"$dir/fits-text/summary.json"
 refused "$dir/fits-text" "field 'memory.fits': expected true or false, found 'yes'" "a flag written as text"
+# Text, whole counts, lists of text and kind-dependent fields are typed too (a probe's edits had
+# printed "preemption by ,", 4.5 replicas, "none meets the SLO" for cheapest "x", dropped a plan of
+# status "weird" while the headline counted it, and ended in the JSON library's words for notes[0]).
+edit() {  # edit NAME FILE PYTHON-STATEMENT: a copy of FILE in $dir/NAME with one field changed
+  mkdir -p "$dir/$1"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $3; json.dump(d, open(sys.argv[2], 'w'))" "$2" "$dir/$1/$(basename "$2")"
+}
+edit cheapest-text "$dir/size/sizing.json" 'd["cheapest"] = "x"'
+refused "$dir/cheapest-text" "field 'cheapest': expected a map (the cheapest fleet that meets the SLO) or null, found 'x'" "a sizing's cheapest fleet as text"
+edit replicas-half "$dir/size/sizing.json" 'd["candidates"][0]["replicas"] = 4.5'
+refused "$dir/replicas-half" "field 'candidates\[0\].replicas': expected a whole number, found 4.5" "a fleet of 4.5 replicas"
+edit gpu-number "$dir/size/sizing.json" 'd["candidates"][0]["gpu"] = 5'
+refused "$dir/gpu-number" "field 'candidates\[0\].gpu': expected text, found 5" "a GPU named by a number"
+edit preemption-number "$dir/serve/summary.json" 'd["preemption"] = 5'
+refused "$dir/preemption-number" "field 'preemption': expected text, found 5" "a preemption mode as a number"
+edit notes-number "$dir/train/summary.json" 'd["notes"] = [5]'
+refused "$dir/notes-number" "field 'notes\[0\]': expected text, found 5" "a note as a number"
+edit source-number "$dir/train/summary.json" 'd["source"] = 5'
+refused "$dir/source-number" "field 'source': expected a map" "a source as a number"
+edit plan-status "$dir/plan/plans.json" 'next(p for p in d["plans"] if p["status"] == "simulated")["status"] = "weird"'
+refused "$dir/plan-status" "field 'plans\[[0-9]*\].status': expected simulated, constraint, memory or bound, found \"weird\"" "a plan of an unknown status"
+edit defaults-text "$dir/accuracy.json" 'd["cases"][0]["defaults_applied"] = "x"'
+refused "$dir/defaults-text/accuracy.json" "field 'cases\[0\].defaults_applied': expected a list of text" "a case's defaults as text"
+# No report file may replace a result it reads (a result named report.md in --out had been
+# overwritten, exit 0).
+mkdir -p "$dir/over"
+cp "$dir/accuracy.json" "$dir/over/report.md"
+set +e
+out=$("$cli" report "$dir/over/report.md" --out "$dir/over" 2>&1)
+status=$?
+set -e
+[ $status -eq 2 ] && echo "$out" | grep -q "is a result this report reads" || { echo "report --out over its input: status $status: $out"; exit 1; }
+cmp -s "$dir/accuracy.json" "$dir/over/report.md" || { echo "report --out replaced its input"; exit 1; }
 grep -v '"rate_rps"' "$dir/size/sizing.json" >"$dir/no-rate/sizing.json"
 "$cli" report "$dir/no-rate" --out "$dir/no-rate-report" >/dev/null
 grep -q "to serve - requests/s" "$dir/no-rate-report/report.md" || { echo "a sizing without its rate does not show '-'"; grep "to serve" "$dir/no-rate-report/report.md"; exit 1; }
