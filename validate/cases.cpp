@@ -102,6 +102,9 @@ ClusterSpec read_cluster(const Node& node) {
 
 void read_parallelism(const Node& node, TrainingSpec& t) {
   Map m(node);
+  for (const char* key : {"tp", "pp", "dp", "cp", "ep", "vpp", "zero_stage", "sequence_parallel"}) {
+    if (!m.find(key)) t.not_given.push_back(fmt::format("parallelism.{}", key));
+  }
   t.tp = m.get_or<int>("tp", 1, kPositive);
   t.pp = m.get_or<int>("pp", 1, kPositive);
   t.dp = m.get_or<int>("dp", 1, kPositive);
@@ -128,6 +131,7 @@ void read_parallelism(const Node& node, TrainingSpec& t) {
 
 void read_batch(const Node& node, TrainingSpec& t) {
   Map m(node);
+  if (!m.find("micro")) t.not_given.push_back("batch.micro");
   t.micro_batch = int_or_unknown(m, "micro");
   t.global_batch = m.get<int>("global", kPositive);
   m.finish();

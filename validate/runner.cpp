@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "clustersim/common/parts.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
@@ -164,7 +165,12 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
   const int nodes = cl.gpus / cl.gpus_per_node;
   spec.nodes = nodes;
   if (nodes > 1) {
-    if (cl.fabric.empty()) throw Unsupported("a multi-node case needs cluster.scale_out");
+    if (cl.fabric.empty()) {
+      // The case leaves out what its own GPU count needs: its mistake (it had read "unsupported").
+      throw InputError(SourceLocation{std::make_shared<const std::string>(c.file), c.line, 0},
+                       fmt::format("case {}: field 'cluster.scale_out': expected the fabric between the {} nodes of {} GPUs, found nothing (the key is missing)",
+                                   c.id, nodes, cl.gpus));
+    }
     // The case's per-GPU rate spread over the template's NIC ports.
     const int ports = node.nic_ports();
     if (ports == 0) throw Unsupported(fmt::format("node template {} has no NICs", node.name));
@@ -201,6 +207,8 @@ void guarded(Result& out, Body&& body) {
   } catch (const Unsupported& e) {
     out.status = "unsupported";
     out.reason = e.what();
+  } catch (const InputError&) {
+    throw;  // a mistake in the case (an impossible plan it states): exit 2 naming it, not a result
   } catch (const std::exception& e) {
     out.status = "failed";
     out.reason = e.what();
@@ -228,6 +236,10 @@ models::TrainingJob training_job(const Case& c, CaseResult& r) {
   models::TrainingJob job;
   job.model = t.model;
   models::ParallelismPlan& p = job.plan;
+  if (!t.not_given.empty()) {
+    // Keys the case leaves out (the format lists them all): said, where they had been taken unsaid.
+    r.defaults_applied.push_back(fmt::format("not given in the case, so read as 1 (a parallel degree) or unknown: {}", fmt::join(t.not_given, ", ")));
+  }
   p.tp = t.tp;
   p.pp = t.pp;
   p.dp = t.dp;
@@ -431,6 +443,34 @@ PreparedTraining prepare_training(const Case& c, CaseResult& r, const RunOptions
   software_defaults(c, p.job, r, options);
   try {
     models::check_job(p.job, static_cast<int>(p.topo.gpus().size()), p.topo.gpu.get());
+  } catch (const models::PlanError& e) {
+    // A clash of settings the case states (tp not dividing the heads, vpp at pp 1) is a mistake in
+    // the case, refused at its line as a scenario's is; one a default or an option caused (a software
+    // setting read from the source's date, --attention unfused with cp > 1) is what the simulator
+    // cannot run: unsupported. Told apart by the plan at the most permissive software settings: a
+    // clash it still has, blamed on a setting the case states, is the case's. Until 2026-12-07 both
+    // read "unsupported", exit 0.
+    models::TrainingJob permissive = p.job;
+    permissive.plan.flash_attention = true;
+    permissive.plan.tp_overlap = false;
+    permissive.plan.overlap_p2p = std::nullopt;
+    permissive.plan.grad_accumulation_fusion = true;
+    permissive.plan.all_reduce_gradients = false;
+    permissive.plan.overlap_grad_reduce = permissive.plan.overlap_param_gather = true;
+    try {
+      models::check_job(permissive, static_cast<int>(p.topo.gpus().size()), p.topo.gpu.get());
+    } catch (const models::PlanError& own) {
+      const std::string& f = own.field;
+      const bool stated = f == "parallelism.tp" || f == "parallelism.pp" || f == "parallelism.dp" || f == "parallelism.cp" || f == "parallelism.ep" ||
+                          f == "batch.global" || f == "precision" || f.starts_with("model") || (f == "parallelism.vpp" && q.vpp) ||
+                          (f == "batch.micro" && q.micro_batch) || (f == "parallelism.zero_stage" && q.zero_stage) ||
+                          (f == "parallelism.sequence_parallel" && q.sequence_parallel != "unknown") || (f == "recompute" && q.recompute != "unknown");
+      if (stated) {
+        throw InputError(SourceLocation{std::make_shared<const std::string>(c.file), c.line, 0},
+                         fmt::format("case {}: field '{}': impossible plan: {}", c.id, f, own.what()));
+      }
+    }
+    throw Unsupported(e.what());
   } catch (const std::invalid_argument& e) {
     throw Unsupported(e.what());
   }
@@ -497,6 +537,11 @@ void run_inference(const Case& c, CaseResult& r, const RunOptions& options) {
   auto shared = std::make_shared<const topology::Topology>(topo);
   // What `run` refuses in a scenario is a mistake in the case too.
   const std::int64_t serving_gpus = std::int64_t{s.replicas} * s.tp * s.pp;
+  if (serving_gpus < c.cluster.gpus) {
+    // Said, not refused: a serving benchmark names the machine it ran on, whose other GPUs idled.
+    r.defaults_applied.push_back(fmt::format("the serving plan ({} replica{} of TP {} x PP {}) uses {} of the cluster's {} GPUs", s.replicas,
+                                             s.replicas == 1 ? "" : "s", s.tp, s.pp, serving_gpus, c.cluster.gpus));
+  }
   if (serving_gpus > c.cluster.gpus) {
     throw std::runtime_error(fmt::format("{} replicas of TP {} x PP {} need {} GPUs, but the case's cluster has {}", s.replicas, s.tp, s.pp, serving_gpus,
                                          c.cluster.gpus));
@@ -795,6 +840,8 @@ CaseResult run_case(const Case& c, const RunOptions& options) {
     r.reason = e.what();
     r.predicted.clear();
     return r;
+  } catch (const InputError&) {
+    throw;  // a mistake in the case itself: exit 2 naming it
   } catch (const std::exception& e) {
     r.status = "failed";
     r.reason = e.what();

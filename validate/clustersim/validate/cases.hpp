@@ -48,6 +48,9 @@ struct TrainingSpec {
   int global_batch = 0;
   std::string recompute = "unknown";
   std::string precision = "bf16";
+  // Plan and batch keys the case leaves out, read as 1 (a parallel degree) or as unknown (the rest);
+  // listed among the defaults applied, as the format does not make them optional.
+  std::vector<std::string> not_given;
 };
 
 // An inference case's serving setup and workload as published.
