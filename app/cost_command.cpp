@@ -157,7 +157,9 @@ void training_cost(const Options& o) {
     k["expected_cost_usd"] = std::isfinite(e.expected_cost) ? nlohmann::json(e.expected_cost) : nlohmann::json(nullptr);
     if (!e.verdict.empty()) k["verdict"] = e.verdict;
     if (e.pricing == models::Pricing::mixed) k["on_demand_fraction"] = e.on_demand_fraction;
-    if (e.break_even_preemptions_per_node_hour) k["break_even_preemptions_per_node_hour"] = *e.break_even_preemptions_per_node_hour;
+    if (e.break_even_preemptions_per_node_hour) {
+      k[e.break_even_per_zone ? "break_even_preemptions_per_zone_hour" : "break_even_preemptions_per_node_hour"] = *e.break_even_preemptions_per_node_hour;
+    }
     if (e.break_even_utilisation) k["break_even_utilisation"] = *e.break_even_utilisation;
     list.push_back(k);
   }
@@ -194,7 +196,8 @@ void training_cost(const Options& o) {
   for (const auto& e : rows) {
     std::string even;
     if (e.break_even_preemptions_per_node_hour) {
-      even = *e.break_even_preemptions_per_node_hour > 0 ? fmt::format("{:.2g} preemptions/node-h", *e.break_even_preemptions_per_node_hour)
+      even = *e.break_even_preemptions_per_node_hour > 0 ? fmt::format("{:.2g} preemptions/{}-h", *e.break_even_preemptions_per_node_hour,
+                                                                       e.break_even_per_zone ? "zone" : "node")
                                                           : e.break_even_none;
     }
     if (e.break_even_utilisation) even = fmt::format("utilisation {:.0f}%", 100 * *e.break_even_utilisation);

@@ -1192,6 +1192,7 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
     if (cheapest_on_demand && plan.spot && o.preemption.kind == PreemptionProcess::Kind::poisson) {
       // The preemption rate at which spot's expected cost (closed form) reaches on-demand's, bisected.
       const double nodes = o.preemption.zone ? 1.0 : run.nodes;
+      e.break_even_per_zone = o.preemption.zone;  // a zone's rate is per zone-hour (it had been labelled per node-hour)
       const auto cost_at = [&](double per_node_hour) {
         const double rate = with_lifetime(per_node_hour * nodes / kHour, plan.max_lifetime);
         Plan at = plan;
@@ -1242,8 +1243,34 @@ std::vector<CostEstimate> estimate_costs(const RunSpec& run, const std::vector<O
   }
   // Mixed: each spot offering with the cheapest on-demand one as the fallback that meets the deadline.
   if (options.deadline_s > 0 && cheapest_on_demand) {
+    const auto row_of = [&](const std::string& name, Pricing pricing) -> CostEstimate* {
+      const auto it = std::find_if(out.begin(), out.end(), [&](const CostEstimate& e) { return e.offering == name && e.pricing == pricing; });
+      return it == out.end() ? nullptr : &*it;
+    };
     for (const Offering& o : offerings) {
       if (!cheaper_than_fallback(o)) continue;
+      CostEstimate* spot_row = row_of(o.name, Pricing::spot);
+      const CostEstimate* od_row = row_of(cheapest_on_demand->name, cheapest_on_demand->pricing);
+      // Capacity that is never taken away: on-demand has the same failures, so falling back never
+      // helps, and the row had fallen back anyway on a reserve that counted a wait for capacity that
+      // cannot come (a probe's row went 100% on-demand at twice the spot row's cost).
+      if (o.preemption.kind == PreemptionProcess::Kind::none && o.max_lifetime_s <= 0) {
+        if (spot_row) add_note(*spot_row, fmt::format("no mixed row with {}: this capacity is never preempted, so falling back would never help", cheapest_on_demand->name));
+        continue;
+      }
+      // Past its break-even (expected to cost as much as on-demand or more): a row that stays on spot
+      // until the deadline forces the switch then costs less the more often spot fails, and more than
+      // on-demand alone (a probe's rows at 6 to 60 preemptions per node-hour), as a dearer spot
+      // offering's would. The closed forms decide: seed-independent.
+      if (spot_row && od_row && (!spot_row->can_finish || !(spot_row->expected_cost < od_row->expected_cost))) {
+        add_note(*spot_row, spot_row->can_finish && std::isfinite(spot_row->expected_cost)
+                                ? fmt::format("no mixed row with {}: expected to cost ${:.0f} on spot alone against ${:.0f} on {}, past its break-even, "
+                                              "so falling back would only make it cheaper the more it failed",
+                                              cheapest_on_demand->name, spot_row->expected_cost, od_row->expected_cost, cheapest_on_demand->name)
+                                : fmt::format("no mixed row with {}: spot alone cannot finish (past its break-even), so {} alone is the answer",
+                                              cheapest_on_demand->name, cheapest_on_demand->name));
+        continue;
+      }
       Plan plan = plan_of(o);
       plan.fallback_price = cheapest_on_demand->price_per_gpu_hour;
       plan.fallback_granularity = cheapest_on_demand->billing_granularity_s;

@@ -466,7 +466,7 @@ TEST_CASE("cost: the on-demand fallback is the offering with the smallest bill, 
   daily.billing_granularity_s = 24 * kHour;
   by_second.name = "od-second";
   Offering spot = poisson_spot(30, 0.1 * kHour, 0.05);
-  spot.price_per_gpu_hour = 3.85;
+  spot.price_per_gpu_hour = 3.0;  // below its break-even: a mixed row (at 3.85 it is past it, and gets none)
   CostOptions opt;
   opt.trials = 50;
   opt.deadline_s = 60 * kHour;
@@ -835,8 +835,8 @@ TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the p
   CHECK(std::isinf(s.cost.mean));
   CHECK(s.cost_per_million_tokens == 0);
 
-  // Expectation: with a deadline, a market that never has capacity sends the mixed row to on-demand
-  // at the start: every trial finishes, all of it on on-demand.
+  // Expectation: with a deadline, a market that never has capacity gets no mixed row (spot alone
+  // cannot finish, so on-demand alone is the answer), and its spot row says so.
   Offering never = spot;
   never.name = "never";
   never.preemption = {};
@@ -845,11 +845,46 @@ TEST_CASE("cost: a capacity wait of 0 s is at once, unfinished trials make the p
   opt.cap_factor = 100;
   opt.deadline_s = 40 * kHour;
   const auto mixed = estimate_costs(run, {on_demand(3.0), never}, opt);
-  const auto m = std::find_if(mixed.begin(), mixed.end(), [](const CostEstimate& e) { return e.pricing == Pricing::mixed; });
-  REQUIRE(m != mixed.end());
-  CHECK(m->finished == 100);
-  CHECK(m->can_finish);
-  CHECK(m->on_demand_fraction == Approx(1.0));
+  CHECK(std::none_of(mixed.begin(), mixed.end(), [](const CostEstimate& e) { return e.pricing == Pricing::mixed; }));
+  const auto n = std::find_if(mixed.begin(), mixed.end(), [](const CostEstimate& e) { return e.offering == "never"; });
+  REQUIRE(n != mixed.end());
+  CHECK_FALSE(n->can_finish);
+  CHECK_THAT(n->verdict, Catch::Contains("no mixed row with od: spot alone cannot finish"));
+}
+
+TEST_CASE("cost: a mixed row only for spot capacity that can be taken away and is expected to cost less than on-demand") {
+  // A probe's finds: a spot market never preempted went 100% on on-demand behind a reserve that
+  // counted a wait for capacity that cannot come (twice the spot row's cost); and markets past their
+  // break-even gave mixed rows that cost less the more often spot failed, and more than on-demand alone.
+  RunSpec run = daly_run(18 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.nodes = 1;
+  run.gpus = 8;
+  run.reliability.failures_per_1000_node_days = 3.79;
+  Offering od = on_demand(4.0);
+  Offering calm = poisson_spot(6 * 3600, 0, 0.0);
+  calm.name = "calm";
+  calm.preemption = {};  // kind none: never preempted
+  calm.price_per_gpu_hour = 2.0;
+  Offering stormy = poisson_spot(0, 0.1 * kHour, 6.0);  // 6 preemptions a node-hour, without notice
+  stormy.name = "stormy";
+  stormy.price_per_gpu_hour = 2.0;
+  Offering fair = poisson_spot(3600, 0, 0.02);
+  fair.name = "fair";
+  fair.price_per_gpu_hour = 2.0;
+  CostOptions opt;
+  opt.trials = 100;
+  opt.deadline_s = 36 * kHour;
+  const auto rows = estimate_costs(run, {od, calm, stormy, fair}, opt);
+  const auto row = [&](const std::string& name) {
+    const auto it = std::find_if(rows.begin(), rows.end(), [&](const CostEstimate& e) { return e.offering == name; });
+    REQUIRE(it != rows.end());
+    return *it;
+  };
+  CHECK_THAT(row("calm").verdict, Catch::Contains("no mixed row with od: this capacity is never preempted"));
+  CHECK_THAT(row("stormy").verdict, Catch::Contains("no mixed row with od"));
+  CHECK(row("fair").expected_cost < row("od").expected_cost);
+  CHECK(row("fair + od").pricing == Pricing::mixed);
+  CHECK(std::count_if(rows.begin(), rows.end(), [](const CostEstimate& e) { return e.pricing == Pricing::mixed; }) == 1);
 }
 
 TEST_CASE("cost: a trace repeats, so the change where it wraps round is a loss like any other, and a trace never available cannot finish") {

@@ -142,6 +142,7 @@ struct CostEstimate {
   double cost_per_million_tokens = 0;  // mean cost / tokens
   double on_demand_fraction = 0;       // mixed: share of billed GPU-hours on on-demand
   std::optional<double> break_even_preemptions_per_node_hour;  // spot: where it costs as much as on-demand
+  bool break_even_per_zone = false;    // that rate is per zone-hour (a zone's nodes go together)
   std::string break_even_none;         // spot whose break-even is 0: why ("no cheaper than on-demand unpreempted")
   std::optional<double> break_even_utilisation;                // owned: where it costs as much as on-demand
   std::vector<double> walls, costs;    // every finished trial, in trial order
