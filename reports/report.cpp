@@ -1227,6 +1227,15 @@ class Builder {
       // same GPU counts (the CSV had held one key twice).
       scaling_chart(s, who_of(*r) + " (fastest plan)", who_of(*r) + ": the fastest plan found at each GPU count", points, "plan");
     }
+    if (any) {
+      // A training run without a sweep beside curves of other results: said, as a serving run's
+      // missing rate sweep is (it had been passed over without a word).
+      for (const auto* r : of(ReportSource::Kind::training_run)) {
+        if (!r->data.contains("scaling")) {
+          missing(s, fmt::format("{}: no scaling sweep (the run was made without --report; `clustersim run SCENARIO --report DIR` adds one).", who_of(*r)));
+        }
+      }
+    }
     if (!any) {
       // A run whose sweep kept only its own plan ran the command already: say why the others went.
       const auto runs = of(ReportSource::Kind::training_run);
@@ -1667,14 +1676,19 @@ class Builder {
       para(s, fmt::format("{}: cost unit {}.", who_of(*r), str(r->data, "cost_unit")));
       any = true;
     }
-    std::map<std::string, int> defaults;
-    for (const auto* r : of(ReportSource::Kind::validation)) {
+    // Counted per validation result: two results of one file (with and without --tp-overlap, say)
+    // had been summed into one table, 72 uses of a default over 36 cases.
+    const auto validations = of(ReportSource::Kind::validation);
+    for (const auto* r : validations) {
+      std::map<std::string, int> defaults;
       for (const auto& c : r->data["cases"]) {
         for (const auto& a : c.value("defaults_applied", json::array())) ++defaults[a.get<std::string>()];
       }
-    }
-    if (!defaults.empty()) {
-      Table t{{"default applied to published cases", "cases"}, {false, true}, {}};
+      if (defaults.empty()) continue;
+      Table t{{validations.size() > 1 ? fmt::format("default applied to published cases ({})", r->path.string()) : std::string("default applied to published cases"),
+               "cases"},
+              {false, true},
+              {}};
       for (const auto& [text, n] : defaults) t.rows.push_back({text, std::to_string(n)});
       table(s, std::move(t));
       any = true;
@@ -1835,6 +1849,23 @@ class Builder {
 // Rendering
 
 std::string html_escape(const std::string& s) { return xml_escape(s); }
+// A report's sentence in HTML: escaped, and its `commands` as <code> as the Markdown shows them (the
+// page had printed the backticks). Text with an odd number of them keeps them as written.
+std::string html_text(const std::string& s) {
+  const std::string e = html_escape(s);
+  if (std::count(e.begin(), e.end(), '`') % 2 != 0) return e;
+  std::string out;
+  bool open = false;
+  for (const char c : e) {
+    if (c == '`') {
+      out += open ? "</code>" : "<code>";
+      open = !open;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 // Inline script text must not close its <script> element.
 std::string script_safe(std::string s) {
@@ -1874,9 +1905,9 @@ std::string render_html(const Document& d) {
     body += fmt::format("<h2>{}</h2>\n", html_escape(sec.title));
     for (const auto& b : sec.blocks) {
       switch (b.kind) {
-        case Block::Kind::paragraph: body += fmt::format("<p>{}</p>\n", html_escape(b.text)); break;
-        case Block::Kind::note: body += fmt::format("<p class=\"note\">{}</p>\n", html_escape(b.text)); break;
-        case Block::Kind::missing: body += fmt::format("<p class=\"missing\">{}</p>\n", html_escape(b.text)); break;
+        case Block::Kind::paragraph: body += fmt::format("<p>{}</p>\n", html_text(b.text)); break;
+        case Block::Kind::note: body += fmt::format("<p class=\"note\">{}</p>\n", html_text(b.text)); break;
+        case Block::Kind::missing: body += fmt::format("<p class=\"missing\">{}</p>\n", html_text(b.text)); break;
         case Block::Kind::table: body += html_table(b.table); break;
         case Block::Kind::link: body += fmt::format("<p><a href=\"{}\">{}</a></p>\n", html_escape(b.href), html_escape(b.text)); break;
         case Block::Kind::chart: {

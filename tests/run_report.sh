@@ -170,6 +170,19 @@ edit plan-status "$dir/plan/plans.json" 'next(p for p in d["plans"] if p["status
 refused "$dir/plan-status" "field 'plans\[[0-9]*\].status': expected simulated, constraint, memory or bound, found \"weird\"" "a plan of an unknown status"
 edit defaults-text "$dir/accuracy.json" 'd["cases"][0]["defaults_applied"] = "x"'
 refused "$dir/defaults-text/accuracy.json" "field 'cases\[0\].defaults_applied': expected a list of text" "a case's defaults as text"
+# Two validation results count their defaults apart (they had been summed: 72 uses over 36 cases),
+# a training run without a sweep beside a plan search's curve is said to have none, and the HTML
+# shows commands as code, not between backticks.
+"$cli" validate "$shared/validation/microbench.yaml" --json >"$dir/accuracy2.json"
+"$cli" report "$dir/accuracy.json" "$dir/accuracy2.json" "$dir/plan" --out "$dir/two-validations" >/dev/null
+[ "$(grep -c '^| default applied to published cases (' "$dir/two-validations/report.md")" = 2 ] ||
+  { echo "two validation results: their defaults are not counted apart"; grep "default applied" "$dir/two-validations/report.md"; exit 1; }
+mkdir -p "$dir/no-sweep"
+"$cli" run "$data/cost-small.yaml" --out "$dir/no-sweep" >/dev/null
+"$cli" report "$dir/no-sweep" "$dir/plan" --out "$dir/no-sweep-report" >/dev/null
+grep -q "cost-small: no scaling sweep (the run was made without --report" "$dir/no-sweep-report/report.md" ||
+  { echo "a run without a sweep beside a plan's curve is not said to have none"; exit 1; }
+grep -q '<code>clustersim run SCENARIO --report DIR</code>' "$dir/no-sweep-report/report.html" || { echo "the HTML shows a command between backticks"; exit 1; }
 # No report file may replace a result it reads (a result named report.md in --out had been
 # overwritten, exit 0).
 mkdir -p "$dir/over"

@@ -233,7 +233,10 @@ Case read_case(const Node& node) {
         auto v = meas.find(key);
         if (!v) continue;
         const double value = v->as<double>(key == "mfu" ? fraction : positive);
-        if (kind != c.kind) v->fail_message(fmt::format("a {} case is not compared on {}, a {} case's metric (it would be ignored)", c.kind, key, kind));
+        if (kind != c.kind) {
+          const auto article = [](const std::string& w) { return w.starts_with("i") ? "an" : "a"; };  // an inference case
+          v->fail_message(fmt::format("{} {} case is not compared on {}, {} {} case's metric (it would be ignored)", article(c.kind), c.kind, key, article(kind), kind));
+        }
         c.measured[key] = value;
       }
     }
