@@ -1307,6 +1307,9 @@ class Builder {
       const json& d = r->data;
       const std::string who = who_of(*r);
       const bool days = !d["plans"].empty() && d["plans"].front().contains("time_to_train_days");
+      // Dollars as the cost section shows them ("$13.32 M", where it had printed 1.3318e+07); GPU-hours as numbers.
+      const bool dollars = str(d, "cost_unit").starts_with("USD");
+      const auto cost_text = [&](const json& p) { return dollars ? usd(num(p, "cost")) : fmt_num(num(p, "cost"), 5); };
       const std::vector<const json*> all = fastest_plans(d, SIZE_MAX);
       if (all.empty()) {
         // Nothing to rank: say why rather than print empty tables (a probe's "nothing fits" search).
@@ -1324,7 +1327,7 @@ class Builder {
         int n = 0;
         for (const json* p : v) {
           t.rows.push_back({std::to_string(++n), str(*p, "plan"), fmt_num(gpus_of(*p), 6), fixed(num(*p, "step_s"), 3), pct(num(*p, "mfu")),
-                            days ? days_figure(num(*p, "time_to_train_days")) : "-", fmt_num(num(*p, "cost"), 5), fixed(num(*p, "memory_gib"), 1)});
+                            days ? days_figure(num(*p, "time_to_train_days")) : "-", cost_text(*p), fixed(num(*p, "memory_gib"), 1)});
         }
         return t;
       };
@@ -1347,7 +1350,6 @@ class Builder {
       std::vector<const json*> shown = all;
       if (shown.size() > 5000) shown.resize(5000);
       const auto x_of = [&](const json& p) { return days ? num(p, "time_to_train_days") : num(p, "step_s"); };
-      const bool dollars = str(d, "cost_unit").rfind("USD", 0) == 0;
       const double scale = dollars ? 1e-6 : 1.0;
       for (const json* p : shown) cloud.push_back({x_of(*p), num(*p, "cost") * scale, str(*p, "plan")});
       std::vector<const json*> on_front;
@@ -1357,7 +1359,7 @@ class Builder {
       std::stable_sort(on_front.begin(), on_front.end(), [&](const json* a, const json* b) { return x_of(*a) < x_of(*b); });
       for (const json* p : on_front) {
         line.push_back({x_of(*p), num(*p, "cost") * scale, str(*p, "plan")});
-        ft.rows.push_back({str(*p, "plan"), days ? days_figure(x_of(*p)) : fixed(x_of(*p), 3), fmt_num(num(*p, "cost"), 5)});
+        ft.rows.push_back({str(*p, "plan"), days ? days_figure(x_of(*p)) : fixed(x_of(*p), 3), cost_text(*p)});
         csv("pareto_front", fmt::format("{}: {}", who, str(*p, "key")), days ? "time_to_train" : "step_time", x_of(*p), days ? "days" : "s");
         csv("pareto_front", fmt::format("{}: {}", who, str(*p, "key")), "cost", num(*p, "cost"), str(d, "cost_unit"));
       }
