@@ -544,6 +544,12 @@ ReportSource read_one(const fs::path& file) {
     s.kind = ReportSource::Kind::validation;
   } else if (has("offerings") && has("output_token_throughput")) {
     s.kind = ReportSource::Kind::serving_cost;
+  } else if ((has("unknowns") && has("cases")) || (has("compared") && has("plans"))) {
+    // validate's other outputs are not results a report reads (they had been refused as a validate
+    // --json output or a plans.json each missing a field).
+    throw InputError(fmt::format("{}: the output of validate {}, which a report does not read: give the output of validate --json (without --unknowns "
+                                 "or --plans)",
+                                 file.string(), has("unknowns") ? "--unknowns" : "--plans"));
   } else {
     // A result missing one of the fields that tell its kind (a hand edit): name the field rather than
     // call the file foreign. The kind is the one with most of its fields there.

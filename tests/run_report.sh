@@ -183,6 +183,9 @@ mkdir -p "$dir/no-sweep"
 grep -q "cost-small: no scaling sweep (the run was made without --report" "$dir/no-sweep-report/report.md" ||
   { echo "a run without a sweep beside a plan's curve is not said to have none"; exit 1; }
 grep -q '<code>clustersim run SCENARIO --report DIR</code>' "$dir/no-sweep-report/report.html" || { echo "the HTML shows a command between backticks"; exit 1; }
+# validate's other outputs are named as such (they had been refused as results missing a field).
+echo '{"cases": [], "unknowns": [], "measured_inside": 0}' >"$dir/unknowns.json"
+refused "$dir/unknowns.json" "the output of validate --unknowns, which a report does not read" "validate --unknowns output"
 # No report file may replace a result it reads (a result named report.md in --out had been
 # overwritten, exit 0).
 mkdir -p "$dir/over"
