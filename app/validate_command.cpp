@@ -287,6 +287,10 @@ void run(const Options& o) {
     return;
   }
   if (o.unknowns) {
+    // As --plans: nothing to vary is a mistake, not an empty table (exit 0 before 2026-12-07).
+    if (std::none_of(cases.begin(), cases.end(), [](const validate::Case& c) { return c.kind == "training"; })) {
+      throw InputError("--unknowns varies the unknown plan settings of training cases, and the files given have none");
+    }
     print_unknowns(cases, run_options, o.pairs, o.json);
     return;
   }
