@@ -1190,3 +1190,28 @@ TEST_CASE("cost: holds cut by a lifetime take the renewal form whatever ends the
   CHECK(*t.break_even_preemptions_per_node_hour > 0);
   CHECK(*t.break_even_preemptions_per_node_hour == Approx(*m.break_even_preemptions_per_node_hour).epsilon(1e-3));
 }
+
+TEST_CASE("cost: a mixed row keeps a rarely preempted market on spot: its reserve is weighted by the chance of a preemption") {
+  // A probe's find: CoreWeave's shipped 0.00027 preemptions a node-hour and 1.1 h wait, a 19 h run with
+  // 2.35 h of slack before its deadline. A reserve of a whole wait for capacity (3.4 h) started every
+  // trial on on-demand, at twice the spot row's cost, where a preemption comes in 0.5% of runs.
+  RunSpec run = daly_run(18 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
+  run.nodes = 1;
+  run.gpus = 8;
+  run.reliability.failures_per_1000_node_days = 3.79;
+  Offering od = on_demand(4.0);
+  Offering rare = poisson_spot(30, 1.1 * kHour, 0.00027);
+  rare.name = "rare";
+  rare.price_per_gpu_hour = 2.0;
+  CostOptions opt;
+  opt.trials = 200;
+  opt.deadline_s = 21 * kHour;
+  const auto rows = estimate_costs(run, {od, rare}, opt);
+  const auto mixed = std::find_if(rows.begin(), rows.end(), [](const CostEstimate& e) { return e.pricing == Pricing::mixed; });
+  REQUIRE(mixed != rows.end());
+  CHECK(mixed->on_demand_fraction < 0.05);
+  CHECK(mixed->started_on_demand == 0);
+  const auto spot = std::find_if(rows.begin(), rows.end(), [](const CostEstimate& e) { return e.offering == "rare"; });
+  REQUIRE(spot != rows.end());
+  CHECK(mixed->cost.mean < 1.1 * spot->cost.mean);
+}
