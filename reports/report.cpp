@@ -936,7 +936,10 @@ class Builder {
       csv("headline", who, "hfu", num(d, "hfu"), "fraction");
       csv("headline", who, "tokens_per_s", num(d, "tokens_per_s"), "tokens/s");
       csv("headline", who, "tflops_per_gpu", num(d, "tflops_per_gpu"), "TFLOP/s");
-      if (d.contains("train")) csv("headline", who, "time_to_train", num(d["train"], "days"), "days");
+      if (d.contains("train")) {
+        csv("headline", who, "time_to_train", num(d["train"], "days"), "days");
+        csv("headline", who, "gpu_hours_to_train", num(d["train"], "gpu_hours"), "GPU-hours");  // as report.md shows it
+      }
       csv_text("headline", who, "fits_in_memory", m.value("fits", false) ? "yes" : "no");
     }
     for (const auto* r : of(ReportSource::Kind::inference_run)) {
@@ -1189,6 +1192,7 @@ class Builder {
           csv("memory", fmt::format("{} {}", who, categories.back()), name, num(st, key) / kGiB, "GiB");
         }
         row.push_back(fixed(num(st, "total_bytes") / kGiB, 2));
+        csv("memory", fmt::format("{} {}", who, categories.back()), "total", num(st, "total_bytes") / kGiB, "GiB");  // as report.md's table
         t.rows.push_back(std::move(row));
         ++i;
       }

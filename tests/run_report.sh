@@ -186,6 +186,10 @@ grep -q '<code>clustersim run SCENARIO --report DIR</code>' "$dir/no-sweep-repor
 # validate's other outputs are named as such (they had been refused as results missing a field).
 echo '{"cases": [], "unknowns": [], "measured_inside": 0}' >"$dir/unknowns.json"
 refused "$dir/unknowns.json" "the output of validate --unknowns, which a report does not read" "validate --unknowns output"
+# report.csv holds what report.md's headline and memory tables show: GPU-hours to train and each
+# stage's total (they had been in the Markdown only).
+grep -q '^headline,[^,]*,gpu_hours_to_train,[0-9.e+]*,GPU-hours$' "$dir/all/report.csv" || { echo "report.csv: no GPU-hours to train"; exit 1; }
+grep -q '^memory,[^,]* stage 0,total,[0-9.e+]*,GiB$' "$dir/all/report.csv" || { echo "report.csv: no stage total"; exit 1; }
 # No report file may replace a result it reads (a result named report.md in --out had been
 # overwritten, exit 0).
 mkdir -p "$dir/over"
