@@ -180,18 +180,15 @@ void run(const Options& o) {
     if (!o.out.empty()) {
       // No output may replace a file this command reads (a torch-probe file named measurements.json
       // in --out had been overwritten, its kernels lost): checked before any probe runs.
-      std::vector<fs::path> inputs;
-      for (const auto* list : {&o.from, &o.nccl_tests, &o.torch_probe}) inputs.insert(inputs.end(), list->begin(), list->end());
-      for (const auto& f : InputsRead::all()) inputs.push_back(f);
+      for (const auto* list : {&o.from, &o.nccl_tests, &o.torch_probe}) {
+        for (const auto& f : *list) InputsRead::note(f);
+      }
+      std::vector<fs::path> outputs;
       for (const char* name : kOutputFiles) {
         if (std::string_view(name) == "cuda-probe.json" && o.device != "cuda") continue;  // the probe's own record
-        const fs::path output = fs::path(o.out) / name;
-        for (const auto& input : inputs) {
-          if (same_output(output, input)) {
-            throw InputError(fmt::format("--out: {} is a file this command reads: writing there would replace it; give another directory", output.string()));
-          }
-        }
+        outputs.push_back(fs::path(o.out) / name);
       }
+      refuse_outputs_over_inputs(outputs, "--out");
     }
     calibrate::Measurements m;
     calibrate::CalibrationOptions copt;

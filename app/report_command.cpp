@@ -121,15 +121,10 @@ void add_report_command(CLI::App& app) {
     }
     // No report file may replace a result it is made from (a result named report.md in --out had
     // been overwritten, exit 0).
-    for (const auto& name : reports::report_file_names()) {
-      const std::filesystem::path output = std::filesystem::path(o->out) / name;
-      for (const auto& s : sources) {
-        if (same_output(output, s.path)) {
-          throw InputError(fmt::format("--out: {} is a result this report reads ({}): writing there would replace it; give another directory", output.string(),
-                                       s.path.string()));
-        }
-      }
-    }
+    std::vector<std::filesystem::path> outputs;
+    for (const auto& name : reports::report_file_names()) outputs.push_back(std::filesystem::path(o->out) / name);
+    for (const auto& s : sources) InputsRead::note(s.path);
+    refuse_outputs_over_inputs(outputs, "--out");
     reports::write_report(o->out, sources, report_options(o->title));
     std::cout << fmt::format("wrote {0}/report.html, {0}/report.md and {0}/report.csv from {1} result{2}\n", o->out, sources.size(), sources.size() == 1 ? "" : "s");
   });

@@ -334,6 +334,13 @@ class TextReader {
     throw InputError(where(line_no_, column_of(token)), field, expected, in_quotes(token));
   }
 
+  // Text kept in the profile's provenance (a device name, a version): refused at `token` unless plain.
+  void require_plain_text(const char* what, std::string_view text, std::string_view token) const {
+    if (const std::string why = plain_text_problem(text); !why.empty()) {
+      fail(fmt::format("{}: expected text without control characters, found {} ({})", what, quoted_text(text), why), token);
+    }
+  }
+
   void new_run() { runs_.emplace_back(); }
   Run& run() {
     if (runs_.empty()) new_run();
@@ -352,7 +359,7 @@ class TextReader {
     } else if (tokens.size() >= 3 && tokens[0] == "NCCL" && tokens[1] == "version") {
       // NCCL's own banner (NCCL_DEBUG=VERSION or INFO): "NCCL version 2.14.3+cuda11.7".
       const std::string_view version = tokens[2].substr(0, tokens[2].find('+'));
-      if (const std::string why = plain_text_problem(version); !why.empty()) fail(fmt::format("NCCL's version: expected text without control characters, found {} ({})", quoted_text(version), why), tokens[2]);
+      require_plain_text("NCCL's version", version, tokens[2]);
       m_.meta.emplace("nccl_version", std::string(version));
     }
   }
@@ -370,9 +377,7 @@ class TextReader {
       if (r.saw_nthread || r.rows > 0 || !r.rank_lines.empty()) new_run();
       run().saw_nthread = true;
     } else if (tokens[0] == "nccl-tests" && tokens.size() >= 3 && tokens[1] == "version") {
-      if (const std::string why = plain_text_problem(tokens[2]); !why.empty()) {
-        fail(fmt::format("nccl-tests' version: expected text without control characters, found {} ({})", quoted_text(tokens[2]), why), tokens[2]);
-      }
+      require_plain_text("nccl-tests' version", tokens[2], tokens[2]);
       m_.meta.emplace("nccl_tests_version", std::string(tokens[2]));
       for (auto t : tokens) {
         if (t.starts_with("nccl-library=")) {
@@ -414,7 +419,7 @@ class TextReader {
       }
       // The name goes into the profile's provenance: text it can hold (a terminal colour code had
       // written a profile.yaml nothing could load, a 0xff byte ended in the JSON library's words).
-      if (const std::string why = plain_text_problem(name); !why.empty()) fail(fmt::format("the GPU's name: expected text without control characters, found {} ({})", quoted_text(name), why), *(dev + 3));
+      require_plain_text("the GPU's name", name, *(dev + 3));
       // Every rank's GPU, not the first alone: the fit describes one GPU model (a probe's log with
       // rank 15 on an A100 was fitted onto the H100 profile).
       if (const auto it = m_.meta.find("device"); it == m_.meta.end()) {

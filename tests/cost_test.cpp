@@ -38,6 +38,15 @@ Offering on_demand(double price) {
   return o;
 }
 
+// A job of `work_s` on one 8-GPU node, at the shipped scenarios' 3.79 failures per 1,000 node-days.
+RunSpec one_node_run(double work_s) {
+  RunSpec run = daly_run(work_s, 1 * kMinute, 5 * kMinute, 1e12);
+  run.nodes = 1;
+  run.gpus = 8;
+  run.reliability.failures_per_1000_node_days = 3.79;
+  return run;
+}
+
 // Spot at $1 per GPU-hour, preempted node by node at a Poisson rate, with this notice and wait.
 Offering poisson_spot(double notice_s, double capacity_wait_s, double per_node_hour) {
   Offering o = on_demand(1.0);
@@ -856,10 +865,7 @@ TEST_CASE("cost: a mixed row only for spot capacity that can be taken away and i
   // A probe's finds: a spot market never preempted went 100% on on-demand behind a reserve that
   // counted a wait for capacity that cannot come (twice the spot row's cost); and markets past their
   // break-even gave mixed rows that cost less the more often spot failed, and more than on-demand alone.
-  RunSpec run = daly_run(18 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
-  run.nodes = 1;
-  run.gpus = 8;
-  run.reliability.failures_per_1000_node_days = 3.79;
+  const RunSpec run = one_node_run(18 * kHour);
   Offering od = on_demand(4.0);
   Offering calm = poisson_spot(6 * 3600, 0, 0.0);
   calm.name = "calm";
@@ -1195,10 +1201,7 @@ TEST_CASE("cost: a mixed row keeps a rarely preempted market on spot: its reserv
   // A probe's find: CoreWeave's shipped 0.00027 preemptions a node-hour and 1.1 h wait, a 19 h run with
   // 2.35 h of slack before its deadline. A reserve of a whole wait for capacity (3.4 h) started every
   // trial on on-demand, at twice the spot row's cost, where a preemption comes in 0.5% of runs.
-  RunSpec run = daly_run(18 * kHour, 1 * kMinute, 5 * kMinute, 1e12);
-  run.nodes = 1;
-  run.gpus = 8;
-  run.reliability.failures_per_1000_node_days = 3.79;
+  const RunSpec run = one_node_run(18 * kHour);
   Offering od = on_demand(4.0);
   Offering rare = poisson_spot(30, 1.1 * kHour, 0.00027);
   rare.name = "rare";

@@ -114,7 +114,7 @@ fi
 # --out had been overwritten, exit 0), and a refused input leaves no empty --out behind.
 mkdir -p "$dir/own"
 cp "$data/h200-device-2026-12-04/torch-probe.json" "$dir/own/measurements.json"
-expect_bad "--out: $dir/own/measurements.json is a file this command reads" \
+expect_bad "--out: $dir/own/measurements.json is a file this command read" \
   --from-torch-probe "$dir/own/measurements.json" --base h200-sxm-141gb --out "$dir/own"
 cmp "$dir/own/measurements.json" "$data/h200-device-2026-12-04/torch-probe.json"
 echo '{}' >"$dir/empty.json"

@@ -198,7 +198,7 @@ set +e
 out=$("$cli" report "$dir/over/report.md" --out "$dir/over" 2>&1)
 status=$?
 set -e
-[ $status -eq 2 ] && echo "$out" | grep -q "is a result this report reads" || { echo "report --out over its input: status $status: $out"; exit 1; }
+[ $status -eq 2 ] && echo "$out" | grep -q "is a file this command read: writing there would replace it" || { echo "report --out over its input: status $status: $out"; exit 1; }
 cmp -s "$dir/accuracy.json" "$dir/over/report.md" || { echo "report --out replaced its input"; exit 1; }
 grep -v '"rate_rps"' "$dir/size/sizing.json" >"$dir/no-rate/sizing.json"
 "$cli" report "$dir/no-rate" --out "$dir/no-rate-report" >/dev/null

@@ -27,6 +27,9 @@ struct Unsupported : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where a case begins, for an error that is the case's own mistake.
+SourceLocation case_location(const Case& c) { return SourceLocation{std::make_shared<const std::string>(c.file), c.line, 0}; }
+
 // The shipped profiles and node templates, read once for all cases.
 const std::vector<hardware::HardwareProfile>& shipped_profiles() {
   static const std::vector<hardware::HardwareProfile> profiles = [] {
@@ -167,7 +170,7 @@ topology::Topology build_cluster(const Case& c, CaseResult& r, const RunOptions&
   if (nodes > 1) {
     if (cl.fabric.empty()) {
       // The case leaves out what its own GPU count needs: its mistake (it had read "unsupported").
-      throw InputError(SourceLocation{std::make_shared<const std::string>(c.file), c.line, 0},
+      throw InputError(case_location(c),
                        fmt::format("case {}: field 'cluster.scale_out': expected the fabric between the {} nodes of {} GPUs, found nothing (the key is missing)",
                                    c.id, nodes, cl.gpus));
     }
@@ -466,7 +469,7 @@ PreparedTraining prepare_training(const Case& c, CaseResult& r, const RunOptions
                           (f == "batch.micro" && q.micro_batch) || (f == "parallelism.zero_stage" && q.zero_stage) ||
                           (f == "parallelism.sequence_parallel" && q.sequence_parallel != "unknown") || (f == "recompute" && q.recompute != "unknown");
       if (stated) {
-        throw InputError(SourceLocation{std::make_shared<const std::string>(c.file), c.line, 0},
+        throw InputError(case_location(c),
                          fmt::format("case {}: field '{}': impossible plan: {}", c.id, f, own.what()));
       }
     }
