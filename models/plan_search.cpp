@@ -574,7 +574,7 @@ std::string plan_key(const TrainingJob& j, int unfilled_gpus) {
   if (dp_overlap_applies(j) && !p.overlap_param_gather) s += " param_overlap=0";
   if (const std::string o = unusual_order(p, j.model.moe.has_value()); !o.empty()) s += " order=" + o;
   if (!p.flash_attention) s += " attention=unfused";
-  if (p.overlap_p2p) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);
+  if (p.overlap_p2p && p.pp > 1) s += fmt::format(" p2p_overlap={}", *p.overlap_p2p ? 1 : 0);  // no sends at pp 1
   if (!p.grad_accumulation_fusion) s += " grad_fusion=0";
   if (p.whole_gradient_all_reduce()) s += " grad_all_reduce=1";
   if (p.etp > 1) s += fmt::format(" etp={}", p.etp);

@@ -113,6 +113,18 @@ TEST_CASE("plan search: DP overlap settings apply where only an MoE model's expe
   CHECK_THAT(plan_key(apply_choice(dense, c)), !Catch::Contains("grad_overlap"));
 }
 
+TEST_CASE("plan search: a key shows the pipeline-send setting only where there are pipeline sends") {
+  // A probe: a scenario's overlap_p2p went into the key of every plan searched from it, PP 1 included,
+  // so one plan read differently by where it came from.
+  TrainingScenario sc = small();
+  sc.job.plan.overlap_p2p = true;
+  PlanChoice c = choice_of(sc.job);
+  c.tp = 1, c.pp = 1, c.dp = 4, c.cp = 1, c.ep = 1, c.etp = 1, c.vpp = 1;
+  CHECK_THAT(plan_key(apply_choice(sc.job, c)), !Catch::Contains("p2p_overlap"));
+  c.pp = 2, c.dp = 2;
+  CHECK_THAT(plan_key(apply_choice(sc.job, c)), Catch::Contains(" p2p_overlap=1"));
+}
+
 TEST_CASE("plan search: constraints and memory prune before simulating: every plan has an outcome and a reason") {
   const TrainingScenario sc = small();
   SearchOptions opt;
