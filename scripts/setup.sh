@@ -2,9 +2,9 @@
 # Installs the Debian packages clustersim needs (only those missing), configures with a CMake preset
 # and builds on all cores. `scripts/setup.sh test` also runs the whole test suite; with no --preset
 # it then builds the `sanitize` preset (clang, AddressSanitizer and UndefinedBehaviorSanitizer, the
-# libFuzzer targets), runs the suite again under the sanitizers (all but the 8 tests labelled `long`,
-# which repeat the simulations over every published case and take minutes there), and runs each
-# fuzzer on its corpus for a few seconds (scripts/fuzz.sh). This is what CI runs.
+# libFuzzer targets), runs the suite again under the sanitizers (all but the 9 tests labelled `long`,
+# which repeat the simulations over every published case, or plan a million flows, and take minutes
+# there), and runs each fuzzer on its corpus for a few seconds (scripts/fuzz.sh). This is what CI runs.
 #
 #   scripts/setup.sh [build|test] [--preset release|debug|sanitize]
 #

@@ -677,7 +677,7 @@ TEST_CASE("the same collective twice gives identical results", "[collectives][de
   CHECK(a.stats.events == b.stats.events);
 }
 
-TEST_CASE("an all-to-all past 1,024 GPUs on a hashed fabric is refused, and on one routed by destination is not", "[collectives]") {
+TEST_CASE("an all-to-all past 1,024 GPUs on a hashed fabric is refused, and on one routed by destination is not", "[collectives][long]") {
   // A probe's 2,048-GPU all-to-all on the RoCE Clos was accepted and would have run for hours (1,024:
   // 7.6 min, the solver's cost growing as the cube of the GPU count where flows end at many times).
   const auto fabric = [](const char* technology) {
