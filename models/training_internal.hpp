@@ -10,6 +10,9 @@
 
 namespace cs::models {
 
+// Bytes of an activation element: activations are kept in 16-bit floats, fp8 GEMMs included.
+inline constexpr double kActivationBytes = 2.0;
+
 // One forward or backward pass of a model chunk over a micro-batch, in a stage's execution order.
 struct Pass {
   bool forward = true;

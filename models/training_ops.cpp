@@ -7,12 +7,12 @@
 
 #include "clustersim/hardware/attention_model.hpp"
 #include "clustersim/models/training.hpp"
+#include "training_internal.hpp"
 
 namespace cs::models {
 
 namespace {
 
-constexpr double kActivationBytes = 2.0;  // activations are kept in 16-bit floats, fp8 GEMMs included
 // Transformer Engine's userbuffer overlap of the TP collectives (Megatron's --tp-comm-overlap with
 // no --tp-comm-overlap-cfg, which leaves every layer at initialize_ub's default; TE 1.x
 // transformer_engine/pytorch/module/base.py):

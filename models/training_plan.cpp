@@ -483,7 +483,6 @@ constexpr double kNcclBytesPerCommunicator = 0.5e9;
 // Allocator fragmentation: runs Fujii et al. estimated below 80% of HBM never ran out of memory;
 // a 10% allowance over tensors is taken (an assumption between that and exact accounting).
 constexpr double kFragmentation = 0.10;
-constexpr double kActivationBytes = 2.0;
 
 }  // namespace
 

@@ -13,7 +13,7 @@ constexpr double kUnit = 1e3;  // capacities in kB/s
 constexpr std::int64_t kUnbounded = std::numeric_limits<std::int64_t>::max() / 1024;
 
 using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
-using Graph = boost::adjacency_list<
+using FlowGraph = boost::adjacency_list<
     boost::vecS, boost::vecS, boost::directedS, boost::no_property,
     boost::property<boost::edge_capacity_t, std::int64_t,
                     boost::property<boost::edge_residual_capacity_t, std::int64_t,
@@ -31,7 +31,7 @@ void FlowNetwork::add_arc(std::size_t from, std::size_t to, BytesPerSec capacity
 void FlowNetwork::add_unbounded_arc(std::size_t from, std::size_t to) { arcs_.push_back({from, to, kUnbounded}); }
 
 BytesPerSec FlowNetwork::max_flow(std::size_t source, std::size_t sink) const {
-  Graph g(vertices_);
+  FlowGraph g(vertices_);
   auto capacity = boost::get(boost::edge_capacity, g);
   auto reverse = boost::get(boost::edge_reverse, g);
   for (const Arc& a : arcs_) {
