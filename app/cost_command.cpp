@@ -21,6 +21,7 @@
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "output_dir.hpp"
+#include "plan_does_not_fit.hpp"
 #include "report_command.hpp"
 
 namespace cs::app {
@@ -63,7 +64,9 @@ nlohmann::json distribution(const models::Distribution& d, double scale) {
 // The header of distributions.csv, by which an inference cost into the same directory knows it as clustersim's.
 constexpr const char* kDistributionsHeader = "offering,trial,wall_days,cost_usd";
 
-void training_cost(const Options& o) {
+// Prices a training run; returns the message for exit status 3 when its plan does not fit in memory
+// (the table and files are written all the same, with the verdict among the notes).
+std::optional<std::string> training_cost(const Options& o) {
   const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
   if (!sc.cost) throw InputError(fmt::format("{}: no 'cost' section (sheet, checkpoint, reliability) to price", o.scenario));
   models::CostSection cost = *sc.cost;
@@ -72,7 +75,11 @@ void training_cost(const Options& o) {
   prepare_outputs(o.out, o.report, out_option(o), {"cost.json", "distributions.csv"});
   const models::TrainingResult r = models::simulate_training(sc.job, *sc.topology);
   // `run` and `plan` say so; a price of a run that cannot start must too.
-  if (!r.memory.fits()) cost.notes.insert(cost.notes.begin(), fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", r.memory.verdict()));
+  std::optional<std::string> unfit;
+  if (!r.memory.fits()) {
+    cost.notes.insert(cost.notes.begin(), fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", r.memory.verdict()));
+    if (!r.memory.marginal()) unfit = fmt::format("{}: the plan does not fit in memory ({}); the prices above are for a run that cannot start", o.scenario, r.memory.verdict());
+  }
   models::RunSpec run;
   run.work_s = r.time_to_train.value();
   std::set<int> nodes;
@@ -180,7 +187,7 @@ void training_cost(const Options& o) {
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "cost.json"}, false);
     std::cout << j.dump(2) << "\n";
-    return;
+    return unfit;
   }
   std::cout << fmt::format("{}: {:.4g} tokens on {} GPUs ({} nodes{}), step {:.3f} s: {:.2f} days failure-free\n", sc.name, run.tokens, r.gpus, run.nodes,
                            run.gpus != r.gpus ? fmt::format(", billed for their {} GPUs", run.gpus) : std::string(), r.step_time.value(), run.work_s / kDay);
@@ -228,6 +235,7 @@ void training_cost(const Options& o) {
   std::cout << fmt::format("Monte Carlo: {} trials per offering, seed {}; closed form (Daly) beside it in --json\n", cost.options.trials, cost.options.seed);
   if (!o.out.empty()) std::cout << fmt::format("wrote {0}/cost.json and {0}/distributions.csv\n", o.out);
   if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "cost.json"});
+  return unfit;
 }
 
 void inference_cost(const Options& o) {
@@ -315,7 +323,7 @@ void add_cost_command(CLI::App& app) {
       if (o->trials > 0 || o->seed) throw InputError("--trials and --seed apply to training scenarios only (an inference fleet is priced without a Monte Carlo)");
       inference_cost(*o);
     } else {
-      training_cost(*o);
+      if (const std::optional<std::string> unfit = training_cost(*o)) throw PlanDoesNotFit(*unfit);
     }
   });
 }

@@ -19,6 +19,7 @@
 #include "calibrate_command.hpp"
 #include "collective_command.hpp"
 #include "cost_command.hpp"
+#include "plan_does_not_fit.hpp"
 #include "plan_command.hpp"
 #include "report_command.hpp"
 #include "run_command.hpp"
@@ -88,6 +89,9 @@ int main(int argc, char** argv) {
   } catch (const cs::InputError& e) {
     std::cerr << "clustersim: error: " << e.what() << "\n";
     return 2;
+  } catch (const cs::app::PlanDoesNotFit& e) {
+    std::cerr << "clustersim: error: " << e.what() << "\n";
+    return cs::app::kExitPlanDoesNotFit;
   } catch (const cs::sim::TimeRangeError& e) {
     // Durations beyond the engine's range come from the input's values: bad input, status 2.
     std::cerr << "clustersim: error: " << e.what() << "\n";

@@ -718,6 +718,16 @@ MemoryReport estimate_memory(const TrainingJob& job, const hardware::HardwarePro
   return report;
 }
 
+namespace {
+// A stage's memory less the fragmentation share of its allowance (kFragmentation, an assumption).
+double firm_bytes(const StageMemory& m) { return m.total().value() - std::max(0.0, m.allowance.value() - kContextBytes); }
+}  // namespace
+
+bool MemoryReport::marginal() const {
+  if (fits()) return false;
+  return std::all_of(stages.begin(), stages.end(), [&](const StageMemory& m) { return firm_bytes(m) <= capacity.value(); });
+}
+
 std::string MemoryReport::verdict() const {
   const StageMemory& w = worst();
   if (fits()) return fmt::format("fits: {:.1f} of {:.1f} GiB on the fullest GPU (stage {})", w.total().value() / (1ull << 30),
@@ -744,8 +754,8 @@ std::string MemoryReport::verdict() const {
   // The fragmentation share of the allowance is an assumption (kFragmentation), not a measurement:
   // where only it tips the stage over, say so and how little fragmentation the plan would tolerate.
   const double fragmentation = std::max(0.0, w.allowance.value() - kContextBytes);
-  const double firm = w.total().value() - fragmentation;
-  if (firm <= capacity.value() && fragmentation > 0) {
+  const double firm = firm_bytes(w);
+  if (marginal() && fragmentation > 0) {
     const double tensors = firm - kContextBytes - w.comm_buffers.value();
     text += fmt::format("; without the {:.0f}% fragmentation allowance ({:.1f} GiB) it takes {:.1f} GiB and fits, so it runs only if the allocator "
                         "wastes under {:.1f} GiB ({:.1f}% of the tensors): marginal",

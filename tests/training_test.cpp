@@ -1417,8 +1417,19 @@ TEST_CASE("an OOM that only the fragmentation allowance causes is called margina
   // 72 + 0.5 + 1 = 73.5 GiB without fragmentation: 1.0 GiB to spare, 1.4% of the tensors.
   CHECK_THAT(m.verdict(), Catch::Contains("OOM") && Catch::Contains("takes 73.5 GiB and fits") && Catch::Contains("wastes under 1.0 GiB (1.4% of the tensors)") &&
                               Catch::Contains("marginal"));
+  CHECK(m.marginal());
+  // A second stage over without the allowance makes the plan a plain OOM, though the first, fuller
+  // by its allowance, is marginal (the verdict describes the fullest stage).
+  StageMemory firm = s;
+  firm.allowance = gib(1.0);
+  firm.comm_buffers = gib(3.0);  // 72 + 3 + 1 = 76 GiB
+  m.stages.push_back(firm);
+  CHECK_FALSE(m.marginal());
+  CHECK_THAT(m.verdict(), Catch::Contains("OOM") && !Catch::Contains("marginal"));
+  m.stages.pop_back();
   // One GiB more of activations and even the tensors overflow: a plain OOM.
   m.stages[0].activations = gib(19.5);
+  CHECK_FALSE(m.marginal());
   CHECK_THAT(m.verdict(), Catch::Contains("OOM") && !Catch::Contains("marginal"));
   // A few MiB over reads as over, not "74.5 GiB of 74.5 GiB, 0.0 GiB over".
   m.stages[0].allowance = Bytes(0);

@@ -267,6 +267,10 @@ struct MemoryReport {
   Bytes capacity;
   [[nodiscard]] const StageMemory& worst() const { return stages.at(static_cast<std::size_t>(worst_stage)); }
   [[nodiscard]] bool fits() const { return worst().total() <= capacity; }
+  // Over capacity only through the fragmentation share of the allowance, an assumption: every stage's
+  // tensors, context and buffers fit, so the plan runs if the allocator wastes little (false when
+  // the plan fits, or when some stage is over without it).
+  [[nodiscard]] bool marginal() const;
   // "fits" or what overflows and by how much.
   [[nodiscard]] std::string verdict() const;
 };

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# run_oom.sh CLI DATA_DIR: a training plan that does not fit in memory. `run` and `cost` still print
+# and write their results (the memory table says what overflows), then exit with status 3 and say on
+# stderr that the plan does not fit, so that a script cannot take the figures for a plan that runs
+# (both had exited 0, the verdict one line of the output).
+set -euo pipefail
+cli=$1
+data=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+expect_unfit() {  # NAME COMMAND...: status 3, the verdict on stderr
+  local name=$1
+  shift
+  set +e
+  "$@" >"$dir/$name.out" 2>"$dir/$name.err"
+  local status=$?
+  set -e
+  if [ $status -ne 3 ] || ! grep -q "run-oom.yaml: the plan does not fit in memory (OOM: stage 0 needs" "$dir/$name.err"; then
+    echo "$name: expected status 3 and the verdict on stderr, got $status"
+    cat "$dir/$name.err"
+    exit 1
+  fi
+}
+expect_unfit run "$cli" run "$data/run-oom.yaml" --out "$dir/run"
+grep -q "^  OOM: stage 0 needs" "$dir/run.out" || { echo "run: no OOM line in the memory table"; cat "$dir/run.out"; exit 1; }
+grep -q "^  step time" "$dir/run.out" || { echo "run: the step was not printed"; exit 1; }
+grep -q '"fits": false' "$dir/run/summary.json" || { echo "run: summary.json not written with fits false"; exit 1; }
+expect_unfit run-json "$cli" run "$data/run-oom.yaml" --json
+grep -q '"fits": false' "$dir/run-json.out" || { echo "run --json: no JSON printed"; exit 1; }
+expect_unfit cost "$cli" cost "$data/run-oom.yaml" --out "$dir/cost"
+grep -q "note: the plan does not fit in memory, so no offering can run it as priced" "$dir/cost.out" || { echo "cost: no note"; cat "$dir/cost.out"; exit 1; }
+grep -q '"fits_in_memory": false' "$dir/cost/cost.json" || { echo "cost: cost.json not written"; exit 1; }
+expect_unfit cost-json "$cli" cost "$data/run-oom.yaml" --json
+# A plan that fits exits 0.
+"$cli" run "$data/run-tiny.yaml" >/dev/null
+echo ok
