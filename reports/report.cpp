@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -19,6 +20,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/input_file.hpp"
+#include "clustersim/common/json_keys.hpp"
 #include "clustersim/common/markup.hpp"
 #include "clustersim/common/pareto.hpp"
 #include "clustersim/common/sampling.hpp"
@@ -501,10 +503,14 @@ ReportSource read_one(const fs::path& file) {
   // refused before the checks below recurse through it.
   constexpr int kMaxDepth = 64;
   std::size_t plans_seen = 0;
+  // A key written twice is refused (a hand edit's "gpus": 8, "gpus": 16 had reported 16 GPUs beside
+  // the 8 of its plan), as calibrate refuses it.
+  JsonKeyTracker keys(SourceLocation{std::make_shared<const std::string>(file.string())});
   const json::parser_callback_t keep = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxDepth) {
       throw InputError(fmt::format("{}: not a result clustersim wrote: it nests more than {} levels deep", file.string(), kMaxDepth));
     }
+    keys.on(event, parsed);
     if (event == json::parse_event_t::object_end && parsed.is_object() && parsed.contains("key") && parsed.contains("status")) {
       const auto& st = parsed["status"];
       // A plan's status is one plan writes (one that was not had been dropped with the unsimulated

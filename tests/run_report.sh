@@ -147,6 +147,11 @@ sed 's|"stages": \[|"stages": "x", "stages_were": [|' "$dir/train/summary.json" 
 refused "$dir/stages-text" "field 'memory.stages': expected a list of every pipeline stage's memory (at least one), found 'x'" "a list written as text"
 sed 's|"fits": true|"fits": "yes"|' "$dir/train/summary.json" >"$dir/fits-text/summary.json"
 refused "$dir/fits-text" "field 'memory.fits': expected true or false, found 'yes'" "a flag written as text"
+# A key written twice is refused, not read as its last value (a hand edit's second "gpus" had been
+# reported beside the first's plan).
+mkdir -p "$dir/twice"
+sed '0,/"fits": true/s//"fits": true, "fits": false/' "$dir/train/summary.json" >"$dir/twice/summary.json"
+refused "$dir/twice" "twice/summary.json: field 'memory.fits': expected each key once in an object (which value is meant?), found 'fits' twice" "a key written twice"
 # Text, whole counts, lists of text and kind-dependent fields are typed too (a probe's edits had
 # printed "preemption by ,", 4.5 replicas, "none meets the SLO" for cheapest "x", dropped a plan of
 # status "weird" while the headline counted it, and ended in the JSON library's words for notes[0]).

@@ -1,0 +1,73 @@
+// A key written twice in one JSON object: nlohmann::json keeps its last value without a word (a
+// record edited by hand, two records merged). Readers of clustersim's JSON inputs (calibrate's
+// measurements and probes, report's results) refuse it through this tracker, fed from their parser
+// callbacks, naming where the key stands (gemm[999].seconds) as the readers name a field.
+#pragma once
+
+#include <cstddef>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "clustersim/common/input_error.hpp"
+
+namespace cs {
+
+class JsonKeyTracker {
+ public:
+  explicit JsonKeyTracker(SourceLocation where) : where_(std::move(where)) {}
+
+  // Every event of a parse, in order; throws InputError at a key its object already has.
+  void on(nlohmann::json::parse_event_t event, const nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        stack_.push_back({event == Event::array_start, 0, {}, {}});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        if (!stack_.empty()) stack_.pop_back();
+        element_done();
+        break;
+      case Event::key:
+        if (!stack_.empty()) {
+          Frame& f = stack_.back();
+          f.key = parsed.get<std::string>();
+          if (!f.keys.insert(f.key).second) {
+            throw InputError(where_, path(), "each key once in an object (which value is meant?)", fmt::format("'{}' twice", f.key));
+          }
+        }
+        break;
+      case Event::value:
+        element_done();
+        break;
+    }
+  }
+
+  // Where the parse stands: "gemm[3].seconds".
+  [[nodiscard]] std::string path() const {
+    std::string p;
+    for (const Frame& f : stack_) p += f.array ? fmt::format("[{}]", f.index) : (p.empty() ? f.key : "." + f.key);
+    return p;
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    std::size_t index = 0;  // arrays: the element being read
+    std::string key;        // objects: the key being read
+    std::set<std::string> keys;
+  };
+  void element_done() {
+    if (!stack_.empty() && stack_.back().array) ++stack_.back().index;
+  }
+
+  SourceLocation where_;
+  std::vector<Frame> stack_;
+};
+
+}  // namespace cs
