@@ -19,6 +19,7 @@
 
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/input_file.hpp"
+#include "clustersim/common/plain_text.hpp"
 #include "clustersim/common/sampling.hpp"
 #include "clustersim/hardware/gemm_model.hpp"
 #include "clustersim/sim/fluid_network.hpp"
@@ -1370,6 +1371,11 @@ std::vector<ServingRequest> read_trace(const std::filesystem::path& file) {
   while (std::getline(in, line)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // A control character or a byte that is not UTF-8 (a binary file, a NUL in a row) is refused at
+    // its line: quoted in a message it had cut the message short on the terminal.
+    if (const std::string why = plain_text_problem(line); !why.empty()) {
+      throw InputError(where(number), fmt::format("expected a text row of comma-separated values, but {}", why));
+    }
     if (number == 1) {
       if (line == "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens") {
         with_prefix = true;

@@ -250,6 +250,9 @@ TEST_CASE("serving: a trace replay reproduces its arrival times exactly") {
              Catch::Contains("bad.csv:2:8: field 'output_tokens': expected a token count from 1 to 2147483647, found '0'"));
   // A header and no request; an arrival beyond the simulated clock; one prefix given two lengths.
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n"), Catch::Contains("the trace holds no request"));
+  // A NUL or another control character in a row is refused at its line, not quoted into the message.
+  CHECK_THAT(bad(std::string("arrival_s,prompt_tokens,output_tokens\n0,1") + '\0' + "00,10\n"),
+             Catch::Contains("bad.csv:2:1: expected a text row of comma-separated values, but it holds the control character \\x00"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens\n1e300,10,10\n"), Catch::Contains("bad.csv:2:1: field 'arrival_s': expected a time in seconds from 0 to 2.31e+09, found '1e300'"));
   CHECK_THAT(bad("arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,900,10,1,500\n1,900,10,1,600\n"),
              Catch::Contains("bad.csv:3:12: field 'prefix_tokens': expected 500 tokens, as the earlier rows with prefix id 1 give, found '600'"));

@@ -307,6 +307,14 @@ Case read_case(const Node& node) {
 
 std::vector<Case> read_cases(const std::filesystem::path& file) {
   auto doc = yaml::Document::load_file(file);
+  // Another kind of clustersim file (a scenario, a topology) is named as such, not as a validation
+  // file missing its format.
+  if (doc->root().is_map()) {
+    const auto keys = Map(doc->root()).keys();
+    if (keys.size() == 1 && keys.front() != "format" && keys.front() != "cases") {
+      doc->root().fail("a validation file (format: clustersim-validation/1, cases)", fmt::format("a {} file (root key '{}')", keys.front(), keys.front()));
+    }
+  }
   Map root(doc->root());
   root.choice("format", {"clustersim-validation/1"});
   std::vector<Case> cases;
