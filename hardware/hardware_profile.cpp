@@ -110,7 +110,7 @@ yaml::Check<std::string> compute_capability() {
 HardwareProfile read_hardware_profile(const yaml::Node& node) {
   HardwareProfile hw;
   yaml::Map m(node);
-  hw.name = m.get<std::string>("name");
+  hw.name = m.get<std::string>("name", yaml::name());
   hw.vendor = m.get_or<std::string>("vendor", "");
   hw.architecture = m.choice("architecture", {"ampere", "ada", "hopper", "blackwell", "cpu"});
   hw.compute_capability = m.get_or<std::string>("compute_capability", "", compute_capability());

@@ -195,7 +195,7 @@ std::string shape_mismatch(const Offering& o, int node_gpus, bool training) {
 CostSheet read_cost_sheet(const yaml::Node& body) {
   yaml::Map m(body);
   CostSheet sheet;
-  sheet.name = m.get<std::string>("name");
+  sheet.name = m.get<std::string>("name", yaml::name());
   sheet.description = m.get_or<std::string>("description", "");
   const yaml::Node list = m.at("offerings", "a list of offerings");
   if (!list.is_list() || list.items().empty()) list.fail("a non-empty list of offerings");

@@ -307,7 +307,7 @@ InferenceScenario load_inference_scenario(const std::filesystem::path& file) {
   yaml::Map m(body);
   InferenceScenario sc;
   sc.file = file;
-  sc.name = m.get<std::string>("name");
+  sc.name = m.get<std::string>("name", yaml::name());
   sc.description = m.get_or<std::string>("description", "");
   m.choice("kind", {"inference"});
   IncludeStack includes;

@@ -175,7 +175,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   yaml::Map m(body);
   TrainingScenario sc;
   sc.file = file;
-  sc.name = m.get<std::string>("name");
+  sc.name = m.get<std::string>("name", yaml::name());
   sc.description = m.get_or<std::string>("description", "");
   m.choice("kind", {"training"});
   IncludeStack includes;

@@ -99,7 +99,7 @@ TransformerSpec read_transformer(const yaml::Node& node) {
   yaml::Map m(node);
   TransformerSpec t;
   const auto positive = yaml::positive<int>();
-  t.name = m.get<std::string>("name");
+  t.name = m.get<std::string>("name", yaml::name());
   t.description = m.get_or<std::string>("description", "");
   // The largest published models have a few hundred layers; the bound keeps a typo from building
   // a step graph of billions of tasks.

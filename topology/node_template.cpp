@@ -122,7 +122,7 @@ static void for_each_pair(const LinkGroup& lg, const std::vector<DeviceGroup>& g
 static NodeTemplate read_node(const yaml::Node& node, IncludeStack& includes) {
   yaml::Map m(node);
   NodeTemplate t;
-  t.name = m.get<std::string>("name");
+  t.name = m.get<std::string>("name", yaml::name());
   t.description = m.get_or<std::string>("description", "");
   t.gpu = hardware::load_hardware_reference(m.at("gpu", "a hardware profile (name, path or map)"), includes);
 

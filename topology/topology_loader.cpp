@@ -14,7 +14,7 @@ void read_topology(const yaml::Node& node, TopologySpec& spec, IncludeStack& inc
   if (auto base = m.find("extends")) {
     spec = load_topology_spec(resolve_part(*base, "topologies"), includes, base->where());
   }
-  m.read("name", spec.name);
+  m.read("name", spec.name, yaml::name());
   m.read("description", spec.description);
   if (auto n = m.find("node")) spec.node = load_node_reference(*n, includes);
   if (auto n = m.find("nodes")) {

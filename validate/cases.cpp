@@ -168,9 +168,7 @@ Case read_case(const Node& node) {
   Case c;
   // An id names the case in every table and in --plans: empty, it printed a blank row.
   // ... and blank or broken over lines it did the same, or split the row.
-  c.id = m.get<std::string>("id", yaml::Check<std::string>{"a case id (not empty, not only spaces, on one line)", [](const std::string& s) {
-                                return s.find_first_not_of(" \t") != std::string::npos && s.find_first_of("\n\r\t") == std::string::npos;
-                              }});
+  c.id = m.get<std::string>("id", yaml::name("a case id (not empty, not only spaces, on one line)"));
   c.kind = m.choice("kind", {"training", "inference", "gemm", "collective"});
   c.source = m.get<std::string>("source");
   c.confidence = m.choice_or("confidence", "exact", {"exact", "derived-from-tflops", "derived-from-tokens-per-s", "secondary"});

@@ -82,6 +82,15 @@ Check<T> in_range(T low, T high, std::string expected) {
   return {std::move(expected), [low, high](const T& v) { return !(v < low) && !(high < v); }};
 }
 
+// A name that heads outputs (a scenario's, a topology's, a model's, a case id): not empty, not only
+// blanks, on one line. An empty scenario name had printed ": llama3-8b on one-dgx-h100 ...", and one
+// broken over lines splits the table rows it stands in.
+inline Check<std::string> name(std::string expected = "a name (not empty, not only spaces, on one line)") {
+  return {std::move(expected), [](const std::string& s) {
+            return s.find_first_not_of(" \t") != std::string::npos && s.find_first_of("\n\r\t") == std::string::npos;
+          }};
+}
+
 // The bandwidth of a link, a NIC or a memory: from 1 KB/s to 1 PB/s. Anything slower is a unit typed
 // many orders of magnitude off, whose transfers would outlast the simulated clock (146 years); a
 // petabyte per second is a hundred times the fastest HBM and would overflow the max-flow's integer
