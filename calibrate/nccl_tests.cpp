@@ -153,6 +153,33 @@ std::string_view strip_mpi_tag(std::string_view line) {
 
 std::string in_quotes(std::string_view s) { return fmt::format("'{}'", s); }
 
+// Bytes of an element of nccl-tests' type column (test_typenames in nccl-tests' common.cu: "char"
+// and "int" before NCCL 2, bfloat16 from NCCL 2.10, the fp8 types from 2.24); 0 for a name it never
+// prints.
+int element_bytes(std::string_view type) {
+  static const std::map<std::string_view, int> kBytes = {{"int8", 1},   {"uint8", 1},    {"char", 1},     {"f8e4m3", 1}, {"f8e5m2", 1},
+                                                         {"half", 2},   {"bfloat16", 2}, {"int32", 4},    {"uint32", 4}, {"int", 4},
+                                                         {"float", 4},  {"int64", 8},    {"uint64", 8},   {"double", 8}};
+  const auto it = kBytes.find(type);
+  return it == kBytes.end() ? 0 : it->second;
+}
+
+// The count nccl-tests prints beside a size: the elements each rank passes to NCCL, so the whole
+// buffer's over the ranks for all_gather, reduce_scatter and alltoall (setupArgs' paramCount), the
+// buffer's for the others. Empty when `count` agrees, else what the size or the count should read.
+struct CountMismatch {
+  bool size = false;  // the size is no whole number of such counts; else the count is wrong
+  std::string expected;
+};
+std::optional<CountMismatch> count_mismatch(CollectiveOp op, int ranks, std::uint64_t size, std::uint64_t count, int element) {
+  const bool per_rank = op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter || op == CollectiveOp::all_to_all;
+  const std::uint64_t divisor = static_cast<std::uint64_t>(element) * static_cast<std::uint64_t>(per_rank ? ranks : 1);
+  const std::string over = per_rank ? fmt::format(" over {} ranks", ranks) : "";
+  if (divisor == 0 || (size % divisor == 0 && size / divisor == count)) return std::nullopt;
+  if (size % divisor != 0) return CountMismatch{true, fmt::format("a whole number of {}-byte elements{}", element, over)};
+  return CountMismatch{false, fmt::format("{} ({} bytes{} in {}-byte elements)", size / divisor, size, over, element)};
+}
+
 // ---- what a run says about itself --------------------------------------------------------------
 
 // The layout a column header line announces.
@@ -494,6 +521,10 @@ class TextReader {
     ++rows_;
     const auto size = to_number<std::uint64_t>(t[0]);
     if (!size) fail(t[0], "size", "a size in bytes");
+    const int element = element_bytes(t[2]);
+    if (element == 0) fail(t[2], "type", "one of nccl-tests' types (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)");
+    const auto count = to_number<std::uint64_t>(t[1]);
+    if (!count) fail(t[1], "count", "a count of elements");
 
     // The halves present: out-of-place first when the row has both.
     const int halves = n == full ? c.groups : 1;
@@ -508,6 +539,8 @@ class TextReader {
     r.listed = static_cast<int>(r.rank_lines.size());
     if (!r.resolved) resolve(r, file_, options_, [&](const std::string& message) { fail(message, t[0]); });
     if (auto mismatch = busbw_mismatch(r, algbw, busbw)) fail(*mismatch, t[g + c.busbw]);
+    // A count that contradicts the size is a row edited by hand, or a table of another collective.
+    if (auto m = count_mismatch(r.op, r.ranks, *size, *count, element)) m->size ? fail(t[0], "size", m->expected) : fail(t[1], "count", m->expected);
     if (auto expected = time_mismatch(*size, us, algbw)) fail(t[g], fmt::format("time ({}, us)", which), *expected);
     if (*size == 0) return;
     m_.collectives.push_back(CollectiveSample{r.op, r.link, r.ranks, r.nodes, static_cast<double>(*size), us * 1e-6});
@@ -641,6 +674,17 @@ class JsonReader {
       if (auto mismatch = busbw_mismatch(run, algbw, busbw)) throw InputError(where_, path + ": " + *mismatch);
       const auto bytes = size.get<std::uint64_t>();
       if (auto expected = time_mismatch(bytes, us, algbw)) fail(half_path + ".time", *expected, fmt::format("{:g}", us));
+      // The type and count, where the document gives them, agree with the size as in a text row.
+      if (auto type = row.find("type"); type != row.end()) {
+        const int element = type->is_string() ? element_bytes(type->get<std::string>()) : 0;
+        if (element == 0) fail(path + ".type", "one of nccl-tests' types (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)", type->dump());
+        if (auto count = row.find("count"); count != row.end()) {
+          if (!count->is_number_unsigned() && !(count->is_number_integer() && count->get<long>() >= 0)) fail(path + ".count", "a count of elements", count->dump());
+          if (auto m = count_mismatch(run.op, run.ranks, bytes, count->get<std::uint64_t>(), element)) {
+            fail(path + (m->size ? ".size" : ".count"), m->expected, m->size ? size.dump() : count->dump());
+          }
+        }
+      }
       if (bytes == 0) continue;
       zero_only = false;
       m.collectives.push_back(CollectiveSample{run.op, run.link, run.ranks, run.nodes, static_cast<double>(bytes), us * 1e-6});

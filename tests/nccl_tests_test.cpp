@@ -210,6 +210,17 @@ TEST_CASE("nccl-tests: bad output is refused with file, line and what was expect
                              "     1048576        262144     float     sum      -1    50.00   20.97   36.70       0    51.00   20.56   35.98     1e+06\n";
     CHECK_THAT(error_of(text, "all_reduce_perf.txt"), Contains(":14:") && Contains("'#wrong (in-place)'") && Contains("found 1e+06"));
   }
+  SECTION("a count that contradicts the size, and a type nccl-tests never prints") {
+    // A probe's hand-edited row (count 999 beside 1 MiB of floats) and type 'quux' had been read.
+    std::string row = good_row;
+    row.replace(row.find("262144"), 6, "   999");
+    CHECK_THAT(error_of(devices() + kHeader + row, "all_reduce_perf.txt"),
+               Contains("all_reduce_perf.txt:14:") && Contains("field 'count': expected 262144 (1048576 bytes in 4-byte elements), found '999'"));
+    row = good_row;
+    row.replace(row.find("float"), 5, " quux");
+    CHECK_THAT(error_of(devices() + kHeader + row, "all_reduce_perf.txt"),
+               Contains("all_reduce_perf.txt:14:") && Contains("field 'type': expected one of nccl-tests' types") && Contains("found 'quux'"));
+  }
   SECTION("a time that disagrees with its algbw, and a device list with a gap") {
     // Expectation: 1 MiB at 20.97 GB/s takes 50 us; a row saying 5000 us is refused at its time.
     const std::string slow = "     1048576        262144     float     sum      -1  5000.00   20.97   36.70       0    51.00   20.56   35.98       0\n";
@@ -388,6 +399,11 @@ TEST_CASE("nccl-tests: the -J JSON document", "[calibrate][nccl-tests]") {
   fast.replace(fast.find("\"time\":100.0"), 12, "\"time\":10.00");
   CHECK_THAT(test::input_error([&] { parse_nccl_tests(fast, "ag.json"); }),
              Contains("ag.json: field 'results[0].out_of_place.time': expected about 100 us") && Contains("found 10"));
+  // The count is each rank's share of an all_gather's buffer: 1 MiB of floats over 8 ranks is 32768.
+  std::string count = nccl_tests_json();
+  count.replace(count.find("\"count\":32768"), 13, "\"count\":32769");
+  CHECK_THAT(test::input_error([&] { parse_nccl_tests(count, "ag.json"); }),
+             Contains("ag.json: field 'results[0].count': expected 32768 (1048576 bytes over 8 ranks in 4-byte elements), found 32769"));
   // Version 1 (commit cfa8a96) wrote the same records.
   CHECK(parse_nccl_tests(nccl_tests_json("1"), "ag.json").collectives.size() == 2);
 }
