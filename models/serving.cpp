@@ -1344,6 +1344,7 @@ std::vector<ServingRequest> generate_requests(int count, const ArrivalProcess& a
         r.prompt_tokens = prompt.sample(again);
         r.output_tokens = output.sample(again);
       }
+      r.redrawn = true;
     }
     if (prefix.tokens > 0) {
       r.prefix_id = static_cast<int>(uniform01(prefix_state) * prefix.groups);

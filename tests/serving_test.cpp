@@ -285,6 +285,9 @@ TEST_CASE("serving: random lengths are drawn to fit the model's context, and the
     CHECK(fitted[i].total_tokens() <= context);
     CHECK(fitted[i].arrival == free[i].arrival);
     CHECK(fitted[i].prefix_id == free[i].prefix_id);
+    CHECK_FALSE(free[i].redrawn);
+    // Flagged exactly where the first draw did not fit (run's `lengths` line counts them).
+    CHECK(fitted[i].redrawn == (free[i].total_tokens() > context));
     if (free[i].total_tokens() <= context) {
       CHECK(fitted[i].prompt_tokens == free[i].prompt_tokens);
       CHECK(fitted[i].output_tokens == free[i].output_tokens);

@@ -59,6 +59,7 @@ struct ServingRequest {
   int prefix_id = -1;      // requests with the same id start with the same prefix_tokens (a system prompt)
   int prefix_tokens = 0;
   int trace_line = 0;      // the trace CSV's line it was read from (0: generated)
+  bool redrawn = false;    // generated: its first lengths exceeded the context, these were drawn again
   // Prompt and output together, in 64 bits: each may be as large as an int.
   [[nodiscard]] std::int64_t total_tokens() const { return std::int64_t{prompt_tokens} + output_tokens; }
   // The most tokens one pass of it prefills without chunking: its prompt, or after a preemption by
