@@ -78,6 +78,14 @@ bool resolve(std::string_view reference, std::string_view kind, const fs::path& 
                          names.empty() ? fmt::format("none found in {}{}", (scenario_library_dir() / kind).string(), chosen)
                                        : join_alternatives(names));
   found = fmt::format("'{}'{}", reference, did_you_mean(reference, names));
+  // A bare name is a shipped part's; one that names something here (a directory, a file without
+  // .yaml) was likely meant as a path: say so, and how to give it as one.
+  const fs::path local = base / fs::path(reference);
+  if (!reference.empty() && fs::exists(local, ec)) {
+    found += fs::is_regular_file(local, ec)
+                 ? fmt::format(" (a file {} is here: a file is given by a path, with a '/' or ending in .yaml: ./{})", local.string(), reference)
+                 : fmt::format(" ({} is here, {}, not a part file)", local.string(), not_regular_file_kind(local));
+  }
   return false;
 }
 

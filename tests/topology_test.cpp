@@ -409,6 +409,21 @@ TEST_CASE("topology errors are clear", "[topology][errors]") {
              Contains("expected a device of group 'gpu' (indices 0 to 1), found 'gpu9'"));
 }
 
+TEST_CASE("a bare name that is no shipped part but names something beside the file says what is there", "[topology][parts]") {
+  // A probe's `topology: dd` beside a directory dd, and `mytopo` beside a file of that name without
+  // .yaml, had read only "expected a file path or a shipped name ..., found 'dd'".
+  test::TempDir dir;
+  std::filesystem::create_directory(dir.path() / "dd");
+  dir.write("mytopo", "topology: {name: t, node: single-gpu-host}\n");
+  const auto refuse = [&](const std::string& name) {
+    const auto doc = yaml::Document::load_file(dir.write("s.yaml", "ref: " + name + "\n"));
+    return test::input_error([&] { (void)resolve_part(yaml::Map(doc->root()).at("ref", "a reference"), "topologies"); });
+  };
+  CHECK_THAT(refuse("dd"), Contains("found 'dd' (") && Contains("dd is here, a directory, not a part file)"));
+  CHECK_THAT(refuse("mytopo"), Contains("found 'mytopo' (a file ") && Contains("a file is given by a path, with a '/' or ending in .yaml: ./mytopo)"));
+  CHECK_THAT(refuse("nothing-here"), !Contains(" is here"));
+}
+
 TEST_CASE("every shipped node template and topology loads", "[topology][shipped]") {
   for (const auto& name : shipped_part_names("nodes")) {
     INFO(name);
