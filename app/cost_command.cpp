@@ -77,7 +77,8 @@ std::optional<std::string> training_cost(const Options& o) {
   // `run` and `plan` say so; a price of a run that cannot start must too.
   std::optional<std::string> unfit;
   if (!r.memory.fits()) {
-    cost.notes.insert(cost.notes.begin(), fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", r.memory.verdict()));
+    cost.notes.insert(cost.notes.begin(), r.memory.marginal() ? fmt::format("the plan fits in memory only if the allocator wastes little: {}", r.memory.verdict())
+                                                              : fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", r.memory.verdict()));
     if (!r.memory.marginal()) unfit = fmt::format("{}: the plan does not fit in memory ({}); the prices above are for a run that cannot start", o.scenario, r.memory.verdict());
   }
   models::RunSpec run;

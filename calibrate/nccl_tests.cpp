@@ -164,9 +164,13 @@ int element_bytes(std::string_view type) {
   return it == kBytes.end() ? 0 : it->second;
 }
 
+// What a refused type column should hold.
+constexpr const char* kNcclTestsTypes = "one of nccl-tests' types (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)";
+
 // The count nccl-tests prints beside a size: the elements each rank passes to NCCL, so the whole
 // buffer's over the ranks for all_gather, reduce_scatter and alltoall (setupArgs' paramCount), the
-// buffer's for the others. Empty when `count` agrees, else what the size or the count should read.
+// buffer's for the others. The whole buffer's count is taken for those three as well, as a version
+// may print it. Empty when `count` agrees, else what the size or the count should read.
 struct CountMismatch {
   bool size = false;  // the size is no whole number of such counts; else the count is wrong
   std::string expected;
@@ -176,6 +180,7 @@ std::optional<CountMismatch> count_mismatch(CollectiveOp op, int ranks, std::uin
   const std::uint64_t divisor = static_cast<std::uint64_t>(element) * static_cast<std::uint64_t>(per_rank ? ranks : 1);
   const std::string over = per_rank ? fmt::format(" over {} ranks", ranks) : "";
   if (divisor == 0 || (size % divisor == 0 && size / divisor == count)) return std::nullopt;
+  if (per_rank && size % static_cast<std::uint64_t>(element) == 0 && size / static_cast<std::uint64_t>(element) == count) return std::nullopt;
   if (size % divisor != 0) return CountMismatch{true, fmt::format("a whole number of {}-byte elements{}", element, over)};
   return CountMismatch{false, fmt::format("{} ({} bytes{} in {}-byte elements)", size / divisor, size, over, element)};
 }
@@ -522,7 +527,7 @@ class TextReader {
     const auto size = to_number<std::uint64_t>(t[0]);
     if (!size) fail(t[0], "size", "a size in bytes");
     const int element = element_bytes(t[2]);
-    if (element == 0) fail(t[2], "type", "one of nccl-tests' types (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)");
+    if (element == 0) fail(t[2], "type", kNcclTestsTypes);
     const auto count = to_number<std::uint64_t>(t[1]);
     if (!count) fail(t[1], "count", "a count of elements");
 
@@ -677,7 +682,7 @@ class JsonReader {
       // The type and count, where the document gives them, agree with the size as in a text row.
       if (auto type = row.find("type"); type != row.end()) {
         const int element = type->is_string() ? element_bytes(type->get<std::string>()) : 0;
-        if (element == 0) fail(path + ".type", "one of nccl-tests' types (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)", type->dump());
+        if (element == 0) fail(path + ".type", kNcclTestsTypes, type->dump());
         if (auto count = row.find("count"); count != row.end()) {
           if (!count->is_number_unsigned() && !(count->is_number_integer() && count->get<long>() >= 0)) fail(path + ".count", "a count of elements", count->dump());
           if (auto m = count_mismatch(run.op, run.ranks, bytes, count->get<std::uint64_t>(), element)) {
