@@ -236,7 +236,10 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
     throw InputError(location_of(display, e.mark, without_bom(text)),
                      "malformed YAML: nested too deeply (the parser's recursion limit is a few hundred levels)");
   } catch (const YAML::Exception& e) {
-    throw InputError(location_of(display, e.mark, without_bom(text)), "malformed YAML: " + e.msg);
+    // YAML caps an implicit key at 1,024 characters: past it the parser sees no key, only a stray ':'.
+    const bool long_key = e.msg == YAML::ErrorMsg::MAP_VALUE && e.mark.column >= 1024;
+    throw InputError(location_of(display, e.mark, without_bom(text)),
+                     "malformed YAML: " + e.msg + (long_key ? " (a key may be at most 1,024 characters long: YAML's limit for a key without '?')" : ""));
   }
   return std::shared_ptr<const Document>(new Document(std::move(root), std::move(path), name, text));
 }
@@ -331,7 +334,9 @@ Map::Map(const Node& node) : node_(node) {
     const YAML::Node key = it->first;  // a copy: the iterator hands out a temporary proxy
     SourceLocation key_where = node.document().locate(key.Mark());
     if (!key.IsScalar()) {
-      throw InputError(key_where, child_field(node.field(), "?"), "a plain key", "a complex key");
+      // `~:` or `null:` is a null key, `[a, b]:` or `{a: 1}:` a list or map used as a key.
+      throw InputError(key_where, child_field(node.field(), "?"), "a plain key",
+                       key.IsNull() ? "a null key (~ or null; quote it if the text is meant)" : key.IsSequence() ? "a list as a key" : "a map as a key");
     }
     const std::string k = key.Scalar();
     if (const auto seen = index_.find(k); seen != index_.end()) {
