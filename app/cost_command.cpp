@@ -134,6 +134,7 @@ std::optional<std::string> training_cost(const Options& o) {
   j["nodes"] = run.nodes;
   j["step_time_s"] = r.step_time.value();
   j["fits_in_memory"] = r.memory.fits();
+  j["marginal_in_memory"] = r.memory.marginal();  // over only through the assumed fragmentation allowance
   j["train_tokens"] = run.tokens;
   j["failure_free_days"] = run.work_s / kDay;
   j["checkpoint"] = {{"bytes", run.checkpoint.bytes},

@@ -136,7 +136,7 @@ nlohmann::json to_json(const TrainingScenario& sc, const TrainingResult& r) {
                       {"allowance_bytes", s.allowance.value()},
                       {"total_bytes", s.total().value()}});
   }
-  j["memory"] = {{"capacity_bytes", r.memory.capacity.value()}, {"fits", r.memory.fits()}, {"verdict", r.memory.verdict()},
+  j["memory"] = {{"capacity_bytes", r.memory.capacity.value()}, {"fits", r.memory.fits()}, {"marginal", r.memory.marginal()}, {"verdict", r.memory.verdict()},
                  {"worst_stage", r.memory.worst_stage}, {"stages", stages}};
   if (sc.job.token_budget > 0) {
     j["train"] = {{"tokens", sc.job.token_budget}, {"seconds", r.time_to_train.value()}, {"days", r.time_to_train.value() / 86400.0},

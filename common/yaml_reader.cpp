@@ -237,7 +237,22 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
                      "malformed YAML: nested too deeply (the parser's recursion limit is a few hundred levels)");
   } catch (const YAML::Exception& e) {
     // YAML caps an implicit key at 1,024 characters: past it the parser sees no key, only a stray ':'.
-    const bool long_key = e.msg == YAML::ErrorMsg::MAP_VALUE && e.mark.column >= 1024;
+    // Only where the line holds no colon in its first 1,024 characters after the indentation: a
+    // long value with a ': ' in it fails the same way, and wants quotes instead.
+    bool long_key = false;
+    if (e.msg == YAML::ErrorMsg::MAP_VALUE && e.mark.column >= 1024) {
+      const std::string_view body = without_bom(text);
+      std::size_t begin = 0;
+      for (int line = 0; line < e.mark.line && begin != std::string_view::npos; ++line) {
+        begin = body.find('\n', begin);
+        if (begin != std::string_view::npos) ++begin;
+      }
+      if (begin != std::string_view::npos) {
+        std::string_view row = body.substr(begin, body.find('\n', begin) - begin);
+        row.remove_prefix(std::min(row.find_first_not_of(" -"), row.size()));
+        long_key = row.substr(0, 1024).find(':') == std::string_view::npos;
+      }
+    }
     throw InputError(location_of(display, e.mark, without_bom(text)),
                      "malformed YAML: " + e.msg + (long_key ? " (a key may be at most 1,024 characters long: YAML's limit for a key without '?')" : ""));
   }
@@ -336,7 +351,7 @@ Map::Map(const Node& node) : node_(node) {
     if (!key.IsScalar()) {
       // `~:` or `null:` is a null key, `[a, b]:` or `{a: 1}:` a list or map used as a key.
       throw InputError(key_where, child_field(node.field(), "?"), "a plain key",
-                       key.IsNull() ? "a null key (~ or null; quote it if the text is meant)" : key.IsSequence() ? "a list as a key" : "a map as a key");
+                       key.IsNull() ? "a null key (~, null or nothing before the colon; quote it if the text is meant)" : key.IsSequence() ? "a list as a key" : "a map as a key");
     }
     const std::string k = key.Scalar();
     if (const auto seen = index_.find(k); seen != index_.end()) {

@@ -729,7 +729,15 @@ bool MemoryReport::marginal() const {
 }
 
 std::string MemoryReport::verdict() const {
-  const StageMemory& w = worst();
+  // The fullest stage, unless it is over only through the fragmentation allowance while another is
+  // over without it: then that one, which is what stops the plan.
+  const StageMemory* fullest = &worst();
+  if (!fits() && !marginal() && firm_bytes(*fullest) <= capacity.value()) {
+    for (const StageMemory& m : stages) {
+      if (firm_bytes(m) > firm_bytes(*fullest)) fullest = &m;
+    }
+  }
+  const StageMemory& w = *fullest;
   if (fits()) return fmt::format("fits: {:.1f} of {:.1f} GiB on the fullest GPU (stage {})", w.total().value() / (1ull << 30),
                                  capacity.value() / (1ull << 30), w.stage);
   struct Part {

@@ -429,7 +429,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       // a stage's memory and a step's breakdown
       "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "comm_buffers_bytes", "allowance_bytes", "compute", "tp_comm",
       "cp_comm", "ep_comm", "dp_comm", "pp_comm", "pipeline_bubble", "optimizer"};
-  static const std::set<std::string> kFlags = {"async", "capped_by_max_gpus", "feasible", "fits", "prefix_caching"};
+  static const std::set<std::string> kFlags = {"async", "capped_by_max_gpus", "feasible", "fits", "marginal", "prefix_caching"};
   static const std::set<std::string> kMaps = {"breakdown_s", "checkpoint", "fewest_meeting", "memory", "reliability", "train"};
   static const std::set<std::string> kLists = {"candidates", "pareto_front", "parts", "plans", "rate_sweep", "scaling", "scaling_left_out", "stages"};
   // Text the report prints (a number where the preemption mode belongs had printed "preemption by ,"),
@@ -933,7 +933,9 @@ class Builder {
         row("GPU-hours to train", count(num(d["train"], "gpu_hours")));
       }
       const json& m = d["memory"];
-      row("fits in GPU memory", m.value("fits", false) ? "yes" : "NO");
+      // A marginal plan (over only through the assumed fragmentation allowance) is neither.
+      const char* fits = m.value("fits", false) ? "yes" : m.value("marginal", false) ? "marginal" : "NO";
+      row("fits in GPU memory", fits);
       row("memory", str(m, "verdict"));
       para(s, who);
       table(s, std::move(t));
@@ -946,7 +948,7 @@ class Builder {
         csv("headline", who, "time_to_train", num(d["train"], "days"), "days");
         csv("headline", who, "gpu_hours_to_train", num(d["train"], "gpu_hours"), "GPU-hours");  // as report.md shows it
       }
-      csv_text("headline", who, "fits_in_memory", m.value("fits", false) ? "yes" : "no");
+      csv_text("headline", who, "fits_in_memory", m.value("fits", false) ? "yes" : m.value("marginal", false) ? "marginal" : "no");
     }
     for (const auto* r : of(ReportSource::Kind::inference_run)) {
       any = true;

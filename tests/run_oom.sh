@@ -31,6 +31,13 @@ expect_unfit cost "$cli" cost "$data/run-oom.yaml" --out "$dir/cost"
 grep -q "note: the plan does not fit in memory, so no offering can run it as priced" "$dir/cost.out" || { echo "cost: no note"; cat "$dir/cost.out"; exit 1; }
 grep -q '"fits_in_memory": false' "$dir/cost/cost.json" || { echo "cost: cost.json not written"; exit 1; }
 expect_unfit cost-json "$cli" cost "$data/run-oom.yaml" --json
+grep -q '"marginal": false' "$dir/run/summary.json" || { echo "run: summary.json does not say the plan is not marginal"; exit 1; }
+grep -q '"marginal_in_memory": false' "$dir/cost/cost.json" || { echo "cost: cost.json does not say the plan is not marginal"; exit 1; }
+# A marginal plan (over only through the assumed fragmentation allowance; NeMo ran this one) exits 0,
+# and its summary.json says marginal beside fits false, so that a script can tell it from an OOM.
+"$cli" run "$(dirname "$0")/../validate/extra/nemo-24.07-fp8/llama3-8b-8gpu.yaml" --out "$dir/marginal" >/dev/null
+grep -q '"fits": false' "$dir/marginal/summary.json" && grep -q '"marginal": true' "$dir/marginal/summary.json" ||
+  { echo "a marginal plan's summary.json lacks fits false and marginal true"; exit 1; }
 # A plan that fits exits 0.
 "$cli" run "$data/run-tiny.yaml" >/dev/null
 echo ok

@@ -18,6 +18,14 @@ TEST_CASE("malformed YAML names the file, line and column", "[yaml]") {
   CHECK_THAT(msg, Catch::StartsWith("broken.yaml:") && Contains("malformed YAML"));
 }
 
+TEST_CASE("a plain key past 1,024 characters is said to be one, and a long value holding a colon is not", "[yaml]") {
+  const std::string long_key = test::input_error([] { test::parse("a: 1\n" + std::string(1100, 'k') + ": 2\n", "k.yaml"); });
+  CHECK_THAT(long_key, Contains("k.yaml:2:") && Contains("illegal map value (a key may be at most 1,024 characters long"));
+  // A review's find: the hint had fired on any such error past column 1,024.
+  const std::string long_value = test::input_error([] { test::parse("description: " + std::string(1100, 'a') + " note: this\n", "v.yaml"); });
+  CHECK_THAT(long_value, Contains("v.yaml:1:") && Contains("illegal map value") && !Contains("1,024"));
+}
+
 TEST_CASE("binary garbage is rejected as malformed", "[yaml]") {
   const std::string garbage("\x7f" "ELF\x02\x01\x01\0\0\0", 10);
   CHECK_THAT(test::input_error([&] { test::parse(garbage, "garbage.bin"); }), Contains("NUL bytes"));

@@ -168,7 +168,7 @@ Case read_case(const Node& node) {
   Case c;
   // An id names the case in every table and in --plans: empty, it printed a blank row.
   // ... and blank or broken over lines it did the same, or split the row.
-  c.id = m.get<std::string>("id", yaml::name("a case id (not empty, not only spaces, on one line)"));
+  c.id = m.get<std::string>("id", yaml::name("a case id (not empty, not only spaces, on one line, without tabs)"));
   c.kind = m.choice("kind", {"training", "inference", "gemm", "collective"});
   c.source = m.get<std::string>("source");
   c.confidence = m.choice_or("confidence", "exact", {"exact", "derived-from-tflops", "derived-from-tokens-per-s", "secondary"});
@@ -308,8 +308,9 @@ std::vector<Case> read_cases(const std::filesystem::path& file) {
   // Another kind of clustersim file (a scenario, a topology) is named as such, not as a validation
   // file missing its format.
   if (doc->root().is_map()) {
+    static const std::set<std::string> kOtherParts = {"scenario", "topology", "node", "hardware", "model", "cost_sheet"};
     const auto keys = Map(doc->root()).keys();
-    if (keys.size() == 1 && keys.front() != "format" && keys.front() != "cases") {
+    if (keys.size() == 1 && kOtherParts.count(keys.front())) {
       doc->root().fail("a validation file (format: clustersim-validation/1, cases)", fmt::format("a {} file (root key '{}')", keys.front(), keys.front()));
     }
   }

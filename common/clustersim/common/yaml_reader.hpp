@@ -85,7 +85,7 @@ Check<T> in_range(T low, T high, std::string expected) {
 // A name that heads outputs (a scenario's, a topology's, a model's, a case id): not empty, not only
 // blanks, on one line. An empty scenario name had printed ": llama3-8b on one-dgx-h100 ...", and one
 // broken over lines splits the table rows it stands in.
-inline Check<std::string> name(std::string expected = "a name (not empty, not only spaces, on one line)") {
+inline Check<std::string> name(std::string expected = "a name (not empty, not only spaces, on one line, without tabs)") {
   return {std::move(expected), [](const std::string& s) {
             return s.find_first_not_of(" \t") != std::string::npos && s.find_first_of("\n\r\t") == std::string::npos;
           }};
