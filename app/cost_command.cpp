@@ -76,10 +76,12 @@ std::optional<std::string> training_cost(const Options& o) {
   const models::TrainingResult r = models::simulate_training(sc.job, *sc.topology);
   // `run` and `plan` say so; a price of a run that cannot start must too.
   std::optional<std::string> unfit;
+  const bool marginal = r.memory.marginal();
   if (!r.memory.fits()) {
-    cost.notes.insert(cost.notes.begin(), r.memory.marginal() ? fmt::format("the plan fits in memory only if the allocator wastes little: {}", r.memory.verdict())
-                                                              : fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", r.memory.verdict()));
-    if (!r.memory.marginal()) unfit = fmt::format("{}: the plan does not fit in memory ({}); the prices above are for a run that cannot start", o.scenario, r.memory.verdict());
+    const std::string verdict = r.memory.verdict();
+    cost.notes.insert(cost.notes.begin(), marginal ? fmt::format("the plan fits in memory only if the allocator wastes little: {}", verdict)
+                                                   : fmt::format("the plan does not fit in memory, so no offering can run it as priced: {}", verdict));
+    if (!marginal) unfit = fmt::format("{}: the plan does not fit in memory ({}); the prices above are for a run that cannot start", o.scenario, verdict);
   }
   models::RunSpec run;
   run.work_s = r.time_to_train.value();
@@ -134,7 +136,7 @@ std::optional<std::string> training_cost(const Options& o) {
   j["nodes"] = run.nodes;
   j["step_time_s"] = r.step_time.value();
   j["fits_in_memory"] = r.memory.fits();
-  j["marginal_in_memory"] = r.memory.marginal();  // over only through the assumed fragmentation allowance
+  j["marginal_in_memory"] = marginal;  // over only through the assumed fragmentation allowance
   j["train_tokens"] = run.tokens;
   j["failure_free_days"] = run.work_s / kDay;
   j["checkpoint"] = {{"bytes", run.checkpoint.bytes},

@@ -25,12 +25,18 @@ namespace {
 // yaml-cpp counts columns in bytes: in a line with a name in another script before the value, the
 // column an editor shows is the characters before it (a probe's "日本語" had moved one by 6).
 // `text`: the document's text, or empty where it is plain ASCII.
+// The offset where the line holding byte `pos` of `text` starts.
+std::size_t line_start(std::string_view text, std::size_t pos) {
+  const std::size_t newline = pos == 0 ? std::string_view::npos : text.rfind('\n', pos - 1);
+  return newline == std::string_view::npos ? 0 : newline + 1;
+}
+
 SourceLocation location_of(const std::shared_ptr<const std::string>& file, const YAML::Mark& mark, std::string_view text = {}) {
   if (mark.is_null()) return {file, 0, 0};
   int column = mark.column + 1;
   if (!text.empty() && mark.pos >= 0 && static_cast<std::size_t>(mark.pos) <= text.size()) {
     const auto pos = static_cast<std::size_t>(mark.pos);
-    const std::size_t start = pos == 0 ? 0 : text.rfind('\n', pos - 1) == std::string_view::npos ? 0 : text.rfind('\n', pos - 1) + 1;
+    const std::size_t start = line_start(text, pos);
     column = 1;
     for (std::size_t i = start; i < pos; ++i) {
       if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++column;
@@ -41,6 +47,17 @@ SourceLocation location_of(const std::shared_ptr<const std::string>& file, const
 
 // yaml-cpp's marks count from after a UTF-8 byte-order mark: the text their positions index.
 std::string_view without_bom(std::string_view text) { return text.starts_with("\xEF\xBB\xBF") ? text.substr(3) : text; }
+
+// Whether a parse error is a plain key past YAML's 1,024 characters, where the parser sees no key,
+// only a stray ':': the error's line holds no colon in its first 1,024 characters after the
+// indentation (a long value holding ': ' fails the same way, and wants quotes instead).
+bool key_past_limit(const YAML::Exception& e, std::string_view text) {
+  if (e.msg != YAML::ErrorMsg::MAP_VALUE || e.mark.column < 1024 || e.mark.pos < 0) return false;
+  const std::size_t start = line_start(text, std::min(static_cast<std::size_t>(e.mark.pos), text.size()));
+  std::string_view row = text.substr(start, text.find('\n', start) - start);
+  row.remove_prefix(std::min(row.find_first_not_of(" -"), row.size()));
+  return row.substr(0, 1024).find(':') == std::string_view::npos;
+}
 
 bool has_non_ascii(std::string_view text) {
   return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
@@ -236,25 +253,8 @@ std::shared_ptr<const Document> Document::parse(std::string_view text, std::file
     throw InputError(location_of(display, e.mark, without_bom(text)),
                      "malformed YAML: nested too deeply (the parser's recursion limit is a few hundred levels)");
   } catch (const YAML::Exception& e) {
-    // YAML caps an implicit key at 1,024 characters: past it the parser sees no key, only a stray ':'.
-    // Only where the line holds no colon in its first 1,024 characters after the indentation: a
-    // long value with a ': ' in it fails the same way, and wants quotes instead.
-    bool long_key = false;
-    if (e.msg == YAML::ErrorMsg::MAP_VALUE && e.mark.column >= 1024) {
-      const std::string_view body = without_bom(text);
-      std::size_t begin = 0;
-      for (int line = 0; line < e.mark.line && begin != std::string_view::npos; ++line) {
-        begin = body.find('\n', begin);
-        if (begin != std::string_view::npos) ++begin;
-      }
-      if (begin != std::string_view::npos) {
-        std::string_view row = body.substr(begin, body.find('\n', begin) - begin);
-        row.remove_prefix(std::min(row.find_first_not_of(" -"), row.size()));
-        long_key = row.substr(0, 1024).find(':') == std::string_view::npos;
-      }
-    }
     throw InputError(location_of(display, e.mark, without_bom(text)),
-                     "malformed YAML: " + e.msg + (long_key ? " (a key may be at most 1,024 characters long: YAML's limit for a key without '?')" : ""));
+                     "malformed YAML: " + e.msg + (key_past_limit(e, without_bom(text)) ? " (a key may be at most 1,024 characters long: YAML's limit for a key without '?')" : ""));
   }
   return std::shared_ptr<const Document>(new Document(std::move(root), std::move(path), name, text));
 }

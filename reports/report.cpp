@@ -934,8 +934,8 @@ class Builder {
       }
       const json& m = d["memory"];
       // A marginal plan (over only through the assumed fragmentation allowance) is neither.
-      const char* fits = m.value("fits", false) ? "yes" : m.value("marginal", false) ? "marginal" : "NO";
-      row("fits in GPU memory", fits);
+      const std::string fits = m.value("fits", false) ? "yes" : m.value("marginal", false) ? "marginal" : "no";
+      row("fits in GPU memory", fits == "no" ? "NO" : fits);
       row("memory", str(m, "verdict"));
       para(s, who);
       table(s, std::move(t));
@@ -948,7 +948,7 @@ class Builder {
         csv("headline", who, "time_to_train", num(d["train"], "days"), "days");
         csv("headline", who, "gpu_hours_to_train", num(d["train"], "gpu_hours"), "GPU-hours");  // as report.md shows it
       }
-      csv_text("headline", who, "fits_in_memory", m.value("fits", false) ? "yes" : m.value("marginal", false) ? "marginal" : "no");
+      csv_text("headline", who, "fits_in_memory", fits);
     }
     for (const auto* r : of(ReportSource::Kind::inference_run)) {
       any = true;
