@@ -21,7 +21,7 @@
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "output_dir.hpp"
-#include "plan_does_not_fit.hpp"
+#include "infeasible.hpp"
 #include "report_command.hpp"
 
 namespace cs::app {
@@ -327,7 +327,7 @@ void add_cost_command(CLI::App& app) {
       if (o->trials > 0 || o->seed) throw InputError("--trials and --seed apply to training scenarios only (an inference fleet is priced without a Monte Carlo)");
       inference_cost(*o);
     } else {
-      if (const std::optional<std::string> unfit = training_cost(*o)) throw PlanDoesNotFit(*unfit);
+      if (const std::optional<std::string> unfit = training_cost(*o)) throw Infeasible(*unfit);
     }
   });
 }

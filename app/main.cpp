@@ -20,7 +20,7 @@
 #include "collective_command.hpp"
 #include "cost_command.hpp"
 #include "plan_command.hpp"
-#include "plan_does_not_fit.hpp"
+#include "infeasible.hpp"
 #include "report_command.hpp"
 #include "run_command.hpp"
 #include "topo_command.hpp"
@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
   } catch (const cs::InputError& e) {
     std::cerr << "clustersim: error: " << e.what() << "\n";
     return 2;
-  } catch (const cs::app::PlanDoesNotFit& e) {
+  } catch (const cs::app::Infeasible& e) {
     std::cerr << "clustersim: error: " << e.what() << "\n";
-    return cs::app::kExitPlanDoesNotFit;
+    return cs::app::kExitInfeasible;
   } catch (const cs::sim::TimeRangeError& e) {
     // Durations beyond the engine's range come from the input's values: bad input, status 2.
     std::cerr << "clustersim: error: " << e.what() << "\n";

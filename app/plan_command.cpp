@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include "clustersim/reports/report.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "clustersim/sim/time.hpp"
+#include "infeasible.hpp"
 #include "output_dir.hpp"
 #include "report_command.hpp"
 
@@ -265,7 +267,9 @@ void check_results_path(const std::string& results) {
   std::_Exit(input ? 2 : 1);
 }
 
-void search_training_plans(const Options& o, const World& world);
+// Returns why nothing in the space runs, where nothing does (rank 0 only): the caller throws it
+// as Infeasible once the MPI world is left.
+std::optional<std::string> search_training_plans(const Options& o, const World& world);
 
 void training_plan(const Options& o) {
   check_results_path(o.results);
@@ -281,19 +285,21 @@ void training_plan(const Options& o) {
     }
   }
   const World world = join_world();
+  std::optional<std::string> none_runs;
   if (!world.mpi) {
-    search_training_plans(o, world);
-    return;
+    none_runs = search_training_plans(o, world);
+  } else {
+    try {
+      none_runs = search_training_plans(o, world);
+    } catch (const std::exception& e) {
+      abort_world(world, e);
+    }
+    leave_world(world);
   }
-  try {
-    search_training_plans(o, world);
-  } catch (const std::exception& e) {
-    abort_world(world, e);
-  }
-  leave_world(world);
+  if (none_runs) throw Infeasible(*none_runs);
 }
 
-void search_training_plans(const Options& o, const World& world) {
+std::optional<std::string> search_training_plans(const Options& o, const World& world) {
   const models::TrainingScenario sc = models::load_training_scenario(o.scenario);
   if (world.rank == 0) prepare_outputs(o.out, o.report, out_option(o), {"plans.json", "plans.csv"});
   if (!o.results.empty()) refuse_outputs_over_inputs({std::filesystem::path(o.results)}, "--results");
@@ -334,7 +340,7 @@ void search_training_plans(const Options& o, const World& world) {
   if (terminal) std::cerr << "\r" << std::string(100, ' ') << "\r";
   if (world.size > 1) {
     gather(world, r, sc.job.token_budget);
-    if (world.rank != 0) return;
+    if (world.rank != 0) return std::nullopt;
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const bool budget = sc.job.token_budget > 0;
@@ -348,6 +354,10 @@ void search_training_plans(const Options& o, const World& world) {
   std::stable_sort(by_time.begin(), by_time.end(), [&](auto a, auto b) { return r.outcomes[a].step_s < r.outcomes[b].step_s; });
   std::stable_sort(by_cost.begin(), by_cost.end(), [&](auto a, auto b) { return r.outcomes[a].cost < r.outcomes[b].cost; });
   const std::vector<std::size_t> front = models::pareto_front(r);
+  const std::optional<std::string> none_runs =
+      by_time.empty() ? std::optional<std::string>(fmt::format("{}: no plan in the space runs: of its {} plan{}, {} break a constraint and {} do not fit in memory",
+                                                               o.scenario, r.enumerated, r.enumerated == 1 ? "" : "s", r.constraint, r.memory))
+                      : std::nullopt;
 
   nlohmann::json j;
   j["scenario"] = sc.name;
@@ -441,7 +451,7 @@ void search_training_plans(const Options& o, const World& world) {
   if (o.json) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "plans.json"}, false);
     write_json([](std::string_view text) { std::cout << text; });
-    return;
+    return none_runs;
   }
   std::cout << fmt::format("{}: {} plan{} enumerated: {} break a constraint, {} do not fit in memory, {}{} simulated ({} resumed) in {:.2f} s{}\n", sc.name,
                            r.enumerated, r.enumerated == 1 ? "" : "s", r.constraint, r.memory, o.bound > 0 ? fmt::format("{} cannot reach the top {} (lower bound), ", r.bound, o.bound) : "",
@@ -537,6 +547,7 @@ void search_training_plans(const Options& o, const World& world) {
   std::cout << fmt::format("cost unit: {}\n", price_note);
   if (!o.out.empty()) std::cout << fmt::format("wrote {0}/plans.json and {0}/plans.csv\n", o.out);
   if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "plans.json"});
+  return none_runs;
 }
 
 void plan(const Options& o) {
@@ -593,6 +604,10 @@ void plan(const Options& o) {
     std::cout << to_text(sc, r);
     if (!o.out.empty()) std::cout << fmt::format("wrote {0}/sizing.json and {0}/sizing.csv\n", o.out);
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "sizing.json"});
+  }
+  if (r.candidates.empty() || !r.candidates.front().feasible) {
+    throw Infeasible(fmt::format("{}: no configuration meets the SLO for {:.0f}% of requests within max_gpus {}", o.scenario,
+                                 100 * sc.sizing->attainment, sc.sizing->max_gpus));
   }
 }
 

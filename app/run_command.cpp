@@ -16,7 +16,7 @@
 #include "clustersim/reports/text_table.hpp"
 #include "clustersim/sim/time.hpp"
 #include "output_dir.hpp"
-#include "plan_does_not_fit.hpp"
+#include "infeasible.hpp"
 #include "report_command.hpp"
 
 namespace cs::app {
@@ -531,7 +531,7 @@ void run(const Options& o) {
   // A marginal verdict (over only through the assumed fragmentation allowance) is a warning: such
   // plans have run (NeMo's Llama 3 8B in fp8 on one node, validate/extra/nemo-24.07-fp8).
   if (!r.memory.fits() && !r.memory.marginal()) {
-    throw PlanDoesNotFit(fmt::format("{}: the plan does not fit in memory ({}); the step above is what it would take on GPUs with that memory",
+    throw Infeasible(fmt::format("{}: the plan does not fit in memory ({}); the step above is what it would take on GPUs with that memory",
                                      o.scenario, r.memory.verdict()));
   }
 }
