@@ -214,6 +214,11 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
   if (auto z = m.find("search")) {
     search_node = *z;
     yaml::Map sm(*z);
+    // A value listed twice would be searched once (the space is a set): refused at its second place,
+    // as a typo for another value is likelier than a wish to say it twice.
+    const auto once = [](const yaml::Node& v, const auto& earlier, const auto& value, std::string_view text) {
+      if (std::find(earlier.begin(), earlier.end(), value) != earlier.end()) v.fail("each value once", fmt::format("{} a second time", text));
+    };
     // Other systems (GPU types, fabrics) to try: topologies as the scenario's own is given.
     if (auto n = sm.find("topology")) {
       if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of topologies (shipped names, paths or maps)");
@@ -252,7 +257,11 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       if (!n->is_list() || n->items().empty()) n->fail(fmt::format("a non-empty list of integers from {} to {} ({})", low, high, why));
       into.clear();
       const auto check = yaml::in_range(low, high, fmt::format("an integer from {} to {} ({})", low, high, why));
-      for (const yaml::Node& v : n->items()) into.push_back(v.as<int>(check));
+      for (const yaml::Node& v : n->items()) {
+        const int value = v.as<int>(check);
+        once(v, into, value, std::to_string(value));
+        into.push_back(value);
+      }
     };
     int largest_topology = static_cast<int>(sc.topology->gpus().size());
     for (const auto& t : sc.search_topologies) largest_topology = std::max(largest_topology, static_cast<int>(t->gpus().size()));
@@ -284,13 +293,13 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       const auto check = yaml::in_range(1, most_gpus, item);
       for (const yaml::Node& v : n->items()) {
         const std::string text = v.is_scalar() ? v.scalar("") : std::string();
-        if (text == "tp") {
-          sc.search.etp.push_back(SearchSpace::kEtpFollowsTp);
-        } else if (!text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos) {
-          sc.search.etp.push_back(v.as<int>(check));
-        } else {
-          v.fail(item);
+        int value = SearchSpace::kEtpFollowsTp;
+        if (text != "tp") {
+          if (text.empty() || text.find_first_not_of("+-0123456789") != std::string::npos) v.fail(item);
+          value = v.as<int>(check);
         }
+        once(v, sc.search.etp, value, text == "tp" ? text : std::to_string(value));
+        sc.search.etp.push_back(value);
       }
     }
     ints_or_all("micro", sc.search.micro, sc.search.every_micro, sc.job.global_batch,
@@ -301,26 +310,32 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       sc.search.recompute.clear();
       for (const yaml::Node& v : n->items()) {
         const std::string r = yaml::parse_choice(v, {"none", "selective", "full"});
-        sc.search.recompute.push_back(r == "none" ? Recompute::none : r == "full" ? Recompute::full : Recompute::selective);
+        const Recompute value = r == "none" ? Recompute::none : r == "full" ? Recompute::full : Recompute::selective;
+        once(v, sc.search.recompute, value, r);
+        sc.search.recompute.push_back(value);
       }
-    }
-    if (auto n = sm.find("sequence_parallel")) {
-      if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of true, false");
-      sc.search.sequence_parallel.clear();
-      for (const yaml::Node& v : n->items()) sc.search.sequence_parallel.push_back(v.as<bool>());
     }
     const auto bools = [&](const char* key, std::vector<bool>& into) {
       auto n = sm.find(key);
       if (!n) return;
       if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of true, false");
       into.clear();
-      for (const yaml::Node& v : n->items()) into.push_back(v.as<bool>());
+      for (const yaml::Node& v : n->items()) {
+        const bool value = v.as<bool>();
+        once(v, into, value, value ? "true" : "false");
+        into.push_back(value);
+      }
     };
+    bools("sequence_parallel", sc.search.sequence_parallel);
     bools("tp_overlap", sc.search.tp_overlap);
     bools("dp_overlap", sc.search.dp_overlap);
     if (auto n = sm.find("attention")) {
       if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of flash, unfused");
-      for (const yaml::Node& v : n->items()) sc.search.flash_attention.push_back(yaml::parse_choice(v, {"flash", "unfused"}) == "flash");
+      for (const yaml::Node& v : n->items()) {
+        const std::string kernel = yaml::parse_choice(v, {"flash", "unfused"});
+        once(v, sc.search.flash_attention, kernel == "flash", kernel);
+        sc.search.flash_attention.push_back(kernel == "flash");
+      }
     }
     if (auto n = sm.find("order")) {
       if (n->is_scalar() && n->scalar("") == "all") {
@@ -332,7 +347,11 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
         while (std::next_permutation(dims.begin(), dims.end()));
       } else {
         if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of rank orders such as tp-cp-ep-dp-pp, or all");
-        for (const yaml::Node& v : n->items()) sc.search.orders.push_back(parse_order(v));
+        for (const yaml::Node& v : n->items()) {
+          const std::vector<ParallelDim> order = parse_order(v);
+          once(v, sc.search.orders, order, v.scalar(""));
+          sc.search.orders.push_back(order);
+        }
       }
     }
     if (auto n = sm.find("cost_sheet")) {
