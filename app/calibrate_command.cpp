@@ -313,11 +313,11 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "Run the probes here: cpu (Eigen GEMM, memcpy, processes) or cuda (clustersim-probe-cuda)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--quick", o->quick, "Smaller probe sweeps (seconds instead of minutes)");
-  cmd->add_option("--from", o->from, "Recorded measurements (clustersim-measurements/1 JSON) to fit")->check(CLI::ExistingFile);
-  cmd->add_option("--from-nccl-tests", o->nccl_tests, "nccl-tests output files (text or -J JSON) to fit the fabric from")->check(CLI::ExistingFile);
+  cmd->add_option("--from", o->from, "Recorded measurements (clustersim-measurements/1 JSON) to fit")->check(input_file());
+  cmd->add_option("--from-nccl-tests", o->nccl_tests, "nccl-tests output files (text or -J JSON) to fit the fabric from")->check(input_file());
   cmd->add_option("--from-torch-probe", o->torch_probe,
                   "scripts/torch-probe.py output (clustersim-torch-probe/1) whose fused attention kernels set the profile's attention constants")
-      ->check(CLI::ExistingFile);
+      ->check(input_file());
   cmd->add_option("--attention-backend", o->attention_backend, "The attention backend of --from-torch-probe to fit (default cudnn; flash: FlashAttention-2)");
   cmd->add_option("--attention-head-dim", o->attention_head_dim, "The head dim of the attention kernels to fit (default 128)")->check(CLI::Range(1, 1024));
   cmd->add_option("--op", o->op, "The collective of nccl-tests files that do not name it (all_reduce, all_gather, ...)");
@@ -329,7 +329,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Directory for profile.yaml, measurements.json and CSV files")->transform(output_directory());
   cmd->add_option("--profile", o->profile, "An already fitted profile to compare (instead of new measurements)");
   cmd->add_option("--compare", o->compare, "Shipped profile (name or file) to compare the fitted parameters with");
-  cmd->add_option("--scenario", o->scenario, "Training scenario whose step time --compare shows under both profiles")->check(CLI::ExistingFile);
+  cmd->add_option("--scenario", o->scenario, "Training scenario whose step time --compare shows under both profiles")->check(input_file());
   cmd->add_flag("--no-residual-table", o->no_table, "Fit the GEMM model alone, without the residual table");
   cmd->callback([o] { run(*o); });
 }

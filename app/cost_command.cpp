@@ -306,7 +306,7 @@ void inference_cost(const Options& o) {
 void add_cost_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("cost", "Price a scenario's run on each offering of its cost sheet: finish-time and cost distributions with failures, preemptions and checkpoints");
-  cmd->add_option("scenario", o->scenario, "Training or inference scenario YAML file with a cost section")->required()->check(CLI::ExistingFile);
+  cmd->add_option("scenario", o->scenario, "Training or inference scenario YAML file with a cost section")->required()->check(input_file());
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--out", o->out, "Directory to write cost.json and, for a training run, distributions.csv (every trial's finish time and cost)")->transform(output_directory());
   cmd->add_option("--trials", o->trials, "Monte Carlo trials per offering (default: the scenario's, else 1000)")->check(CLI::Range(1, 1000000));

@@ -1,5 +1,5 @@
-// The output options (--out and --report directories, single output files): what they accept. reports::make_output_directory
-// creates them.
+// The path options: what the output options (--out and --report directories, single output files)
+// and the input files accept. reports::make_output_directory creates the output directories.
 #pragma once
 
 #include <filesystem>
@@ -48,6 +48,29 @@ inline CLI::Validator output_file() {
                                                      : fmt::format("expected a file in an existing directory, but directory {} does not exist", parent.string());
         }
         return "";
+      },
+      "FILE");
+}
+
+// An input file given on the command line: refused, as a command-line mistake naming the option,
+// where nothing is there, a directory is, or a symbolic link leads nowhere (CLI11's ExistingFile
+// said "File does not exist" of a link loop and of a dangling link alike).
+inline CLI::Validator input_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (path.empty()) return "expected a file to read, found an empty path";
+        const std::filesystem::path p(path);
+        std::error_code ec;
+        const auto status = std::filesystem::status(p, ec);
+        if (ec == std::errc::too_many_symbolic_link_levels) return fmt::format("expected a file to read, found a loop of symbolic links: {}", path);
+        if (std::filesystem::is_directory(status)) return fmt::format("expected a file to read, found a directory: {}", path);
+        if (std::filesystem::exists(status)) return "";
+        std::error_code link_ec;
+        if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, link_ec))) {
+          return fmt::format("expected a file to read, found a symbolic link to {}, which does not exist: {}", std::filesystem::read_symlink(p, link_ec).string(), path);
+        }
+        if (ec && ec != std::errc::no_such_file_or_directory) return fmt::format("expected a file to read, but {}: {}", ec.message(), path);
+        return fmt::format("expected a file to read, found nothing at {}", path);
       },
       "FILE");
 }

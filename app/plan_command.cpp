@@ -616,7 +616,7 @@ void plan(const Options& o) {
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("plan", "Search a training scenario's plan space (fastest and cheapest plans, Pareto front, rejections), or size the cheapest inference fleet that meets its SLOs");
-  cmd->add_option("scenario", o->scenario, "Training scenario (optional search section) or inference scenario with a sizing section")->required()->check(CLI::ExistingFile);
+  cmd->add_option("scenario", o->scenario, "Training scenario (optional search section) or inference scenario with a sizing section")->required()->check(input_file());
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--out", o->out, "Directory to write sizing.json and sizing.csv (inference) or plans.json and plans.csv (training)")->transform(output_directory());
   const std::vector<CLI::Option*> training_only = {

@@ -541,7 +541,7 @@ void run(const Options& o) {
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Simulate a scenario: a training step (step time, MFU, breakdown, memory, time to train) or an inference workload (TTFT, TPOT, throughput)");
-  cmd->add_option("scenario", o->scenario, "Scenario YAML file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("scenario", o->scenario, "Scenario YAML file")->required()->check(input_file());
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
   cmd->add_option("--out", o->out, "Directory to write summary.json and a Perfetto trace of the step (trace.json)")->transform(output_directory());
   cmd->add_flag("--ops", o->ops, "Training: also print each operation's forward, backward and recompute time for one micro-batch");

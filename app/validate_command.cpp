@@ -16,6 +16,7 @@
 #include "clustersim/common/parts.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "clustersim/validate/runner.hpp"
+#include "output_dir.hpp"
 
 namespace cs::app {
 
@@ -351,7 +352,7 @@ void run(const Options& o) {
 void add_validate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("validate", "Compare predictions with published measurements (clustersim-validation/1 files)");
-  cmd->add_option("files", o->files, "Validation YAML files")->required()->check(CLI::ExistingFile);
+  cmd->add_option("files", o->files, "Validation YAML files")->required()->check(input_file());
   cmd->add_flag("--json", o->json, "Print one JSON object (cases and summary per kind)");
   cmd->add_option("--attention", o->attention, "Attention kernel for every training case: flash or unfused (Megatron before FlashAttention); default: unfused for sources published before 2023, flash after")
       ->check(CLI::IsMember({"flash", "unfused"}));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_special_files.sh CLI DATA_DIR: an input that is a named pipe (FIFO) is refused, naming it, by
 # every command that reads files, where it had blocked the read for ever (a probe's find): the
-# scenario or file given, and a file a scenario or option names (a request trace, --results).
+# scenario or file given, and a file a scenario or option names (a request trace, --results). A loop
+# of symbolic links or a link to nothing given as the input file is named as what it is.
 set -uo pipefail
 cli=$1
 data=$2
@@ -56,6 +57,25 @@ expect_refused "$dir/out.fifo" topo l40s-box --dot "$dir/out.fifo"
 mkdir -p "$dir/outdir"
 ln -s "$dir/elsewhere.json" "$dir/outdir/summary.json"
 expect_refused "$dir/outdir/summary.json" run "$data/plan-small.yaml" --out "$dir/outdir"
+# A loop of symbolic links, and a link to nothing, where an input file belongs: each named as what
+# it is (CLI11's check had said "File does not exist" of both).
+ln -s loop.yaml "$dir/loop.yaml"
+ln -s "$dir/no-such-file.yaml" "$dir/dangling.yaml"
+expect_said() {  # expect_said TEXT ARGS...: exit status 2 and TEXT in the message
+  local text=$1 out status
+  shift
+  out=$(timeout 20 "$cli" "$@" 2>&1 >/dev/null)
+  status=$?
+  if [ $status -ne 2 ] || [[ "$out" != *"$text"* ]]; then
+    echo "clustersim $*: expected status 2 and '$text', got $status: $out"
+    fail=1
+  fi
+}
+for command in run plan cost validate; do
+  expect_said ": expected a file to read, found a loop of symbolic links: $dir/loop.yaml" "$command" "$dir/loop.yaml"
+  expect_said "found a symbolic link to $dir/no-such-file.yaml, which does not exist: $dir/dangling.yaml" "$command" "$dir/dangling.yaml"
+done
+expect_said "--from-nccl-tests: expected a file to read, found a loop of symbolic links" calibrate --from-nccl-tests "$dir/loop.yaml" --op all_reduce --ranks 8 --base h100-sxm5-80gb
 # Standard output that cannot be written (a full disk: /dev/full) is a failure, not exit 0 with the
 # output cut short.
 if [ -c /dev/full ]; then
