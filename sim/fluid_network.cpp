@@ -166,11 +166,14 @@ void FluidNetwork::solve() {
   }
   sim_.stats().solved_flows += comp_flows_.size();
 
-  // Bring every flow's remaining bytes up to now at its old rate.
-  for (FlowId fid : comp_flows_) {
-    Flow& f = flows_[fid];
+  // Bring every flow's remaining bytes up to now at its old rate, which is kept to tell whose rate
+  // the solve changes.
+  old_rates_.resize(comp_flows_.size());
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    Flow& f = flows_[comp_flows_[i]];
     f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.updated).to_seconds());
     f.updated = now;
+    old_rates_[i] = f.rate;
   }
 
   // Progressive filling with a heap of link shares (left / unfixed), smallest first. Fixing a flow at
@@ -250,11 +253,16 @@ void FluidNetwork::solve() {
     }
   }
 
-  // New completion times.
-  for (FlowId fid : comp_flows_) {
-    Flow& f = flows_[fid];
+  // New completion times. A flow whose rate is unchanged keeps the completion event it has: the time
+  // it names is still its end (re-deriving it from the bytes left could only add rounding), and a
+  // re-solve of a large component changes few flows' rates (a tree all-reduce over a hashed fabric
+  // re-solves hundreds of thousands of flows at each completion).
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    Flow& f = flows_[comp_flows_[i]];
+    if (f.rate == old_rates_[i] && f.rate > 0) continue;
     ++f.version;
     if (f.rate <= 0) continue;
+    const FlowId fid = comp_flows_[i];
     const double ns = std::ceil(f.remaining / f.rate * 1e9 - kEps);
     sim_.schedule_at(now + Time::nanoseconds(std::max(0.0, ns)), this, encode(kComplete, fid, f.version));
     ++scheduled_completions_;

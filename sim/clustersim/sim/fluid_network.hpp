@@ -98,8 +98,8 @@ class FluidNetwork final : public EventHandler {
   bool solve_pending_ = false;
   std::uint32_t epoch_ = 0;
   std::size_t active_ = 0;
-  // Completion events in the queue, current and superseded: every solve schedules its component's
-  // flows again and leaves their old events behind, which grew without bound where many flows end at
+  // Completion events in the queue, current and superseded: every solve schedules the flows of its
+  // component whose rate it changed again and leaves their old events behind, which grew without bound where many flows end at
   // many different times (a probe's all-to-all of 1,024 GPUs on a hashed Clos: 22.7 GB). Past
   // kCompactAt and 4 x the active flows, the superseded ones are discarded.
   std::size_t scheduled_completions_ = 0;
@@ -109,6 +109,7 @@ class FluidNetwork final : public EventHandler {
   std::vector<LinkId> comp_links_;
   std::vector<FlowId> comp_flows_;
   std::vector<char> fixed_;
+  std::vector<double> old_rates_;  // each component flow's rate before the solve
   std::vector<std::uint32_t> scratch_position_;  // component index of each flow during a solve
   std::vector<std::pair<double, LinkId>> scratch_heap_;
   std::vector<std::uint32_t> scratch_capped_;
