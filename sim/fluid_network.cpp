@@ -13,6 +13,7 @@ constexpr double kEps = 1e-9;
 
 FluidNetwork::FluidNetwork(Simulator& sim, std::vector<double> capacities) : sim_(sim) {
   links_.resize(capacities.size());
+  link_mark_.assign(capacities.size(), 0);
   for (std::size_t i = 0; i < capacities.size(); ++i) {
     assert(capacities[i] > 0 && "link capacities are positive");
     links_[i].capacity = capacities[i];
@@ -32,6 +33,7 @@ FluidNetwork::FlowId FluidNetwork::start(std::vector<LinkId> path, double bytes,
   } else {
     id = static_cast<FlowId>(flows_.size());
     flows_.emplace_back();
+    flow_mark_.push_back(0);
   }
   Flow& f = flows_[id];
   f.path = std::move(path);
@@ -144,21 +146,22 @@ void FluidNetwork::solve() {
   comp_links_.clear();
   comp_flows_.clear();
   // The connected component of the dirty links: links -> their active flows -> those flows' links.
+  // The marks are dense arrays of their own: a flow is met once per link of its path, and a large
+  // component's flows and links do not fit in the cache.
   for (LinkId l : dirty_) {
-    if (links_[l].mark == epoch_) continue;
-    links_[l].mark = epoch_;
+    if (link_mark_[l] == epoch_) continue;
+    link_mark_[l] = epoch_;
     comp_links_.push_back(l);
   }
   dirty_.clear();
   for (std::size_t i = 0; i < comp_links_.size(); ++i) {
     for (FlowId fid : links_[comp_links_[i]].flows) {
-      Flow& f = flows_[fid];
-      if (f.mark == epoch_) continue;
-      f.mark = epoch_;
+      if (flow_mark_[fid] == epoch_) continue;
+      flow_mark_[fid] = epoch_;
       comp_flows_.push_back(fid);
-      for (LinkId l : f.path) {
-        if (links_[l].mark != epoch_) {
-          links_[l].mark = epoch_;
+      for (LinkId l : flows_[fid].path) {
+        if (link_mark_[l] != epoch_) {
+          link_mark_[l] = epoch_;
           comp_links_.push_back(l);
         }
       }

@@ -65,7 +65,6 @@ class FluidNetwork final : public EventHandler {
     double cap = 0;
     Time updated;
     std::uint32_t version = 0;
-    std::uint32_t mark = 0;
     State state = State::pending;
     Listener* listener = nullptr;
     std::uint64_t tag = 0;
@@ -74,7 +73,6 @@ class FluidNetwork final : public EventHandler {
     double capacity = 0;
     double load = 0;  // sum of its flows' rates after the last solve
     std::vector<FlowId> flows;
-    std::uint32_t mark = 0;
     // Scratch for progressive filling.
     double left = 0;
     std::uint32_t unfixed = 0;
@@ -93,6 +91,7 @@ class FluidNetwork final : public EventHandler {
   Simulator& sim_;
   std::vector<Link> links_;
   std::vector<Flow> flows_;
+  std::vector<std::uint32_t> flow_mark_, link_mark_;  // the solve's epoch that last reached each
   std::vector<FlowId> free_;  // slots of finished flows, taken again by later starts
   std::vector<LinkId> dirty_;
   bool solve_pending_ = false;
