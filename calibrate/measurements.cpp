@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/json_position.hpp"
 #include "clustersim/common/plain_text.hpp"
 #include "clustersim/hardware/attention_model.hpp"
 #include "clustersim/reports/atomic_file.hpp"
@@ -32,10 +33,11 @@ std::string_view json_type(const Json& j) { return j.type_name(); }
 // Reads records from one JSON document, naming the file and the record's path in every error.
 class Reader {
  public:
-  explicit Reader(const std::filesystem::path& file) : where_{std::make_shared<const std::string>(file.string())} {}
+  explicit Reader(const std::filesystem::path& file) : file_(file), where_{std::make_shared<const std::string>(file.string())} {}
 
+  // At the field's line in the document (read again: the parsed JSON keeps no positions).
   [[noreturn]] void fail(const std::string& field, const std::string& expected, const std::string& found) const {
-    throw InputError(where_, field, expected, found);
+    throw InputError(json_location(file_, field), field, expected, found);
   }
   const Json& member(const Json& obj, const std::string& path, const char* key) const {
     auto it = obj.find(key);
@@ -102,6 +104,7 @@ class Reader {
   }
 
  private:
+  std::filesystem::path file_;
   SourceLocation where_;
 };
 

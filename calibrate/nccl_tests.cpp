@@ -70,6 +70,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/json_position.hpp"
 #include "clustersim/common/plain_text.hpp"
 #include "json_input.hpp"
 
@@ -670,13 +671,13 @@ class JsonReader {
       }
       if (!half) fail(path, "an out_of_place or in_place result", "neither");
       if (half->contains("cpu_time")) {
-        throw InputError(where_, half_path + ": this document reports CPU time (-C 1): the time to launch the calls, not their "
+        throw InputError(json_location(file_, half_path), half_path + ": this document reports CPU time (-C 1): the time to launch the calls, not their "
                                              "duration; rerun without -C");
       }
       const double us = number(*half, half_path, "time", true);
       const double algbw = number(*half, half_path, "alg_bw", false);
       const double busbw = number(*half, half_path, "bus_bw", false);
-      if (auto mismatch = busbw_mismatch(run, algbw, busbw)) throw InputError(where_, path + ": " + *mismatch);
+      if (auto mismatch = busbw_mismatch(run, algbw, busbw)) throw InputError(json_location(file_, path), path + ": " + *mismatch);
       const auto bytes = size.get<std::uint64_t>();
       if (auto expected = time_mismatch(bytes, us, algbw)) fail(half_path + ".time", *expected, fmt::format("{:g}", us));
       // The type and count, where the document gives them, agree with the size as in a text row.
@@ -703,8 +704,9 @@ class JsonReader {
   }
 
  private:
+  // At the field's line in the document (read again: the parsed JSON keeps no positions).
   [[noreturn]] void fail(const std::string& field, const std::string& expected, const std::string& found) const {
-    throw InputError(where_, field, expected, found);
+    throw InputError(json_location(file_, field), field, expected, found);
   }
   const Json& member(const Json& obj, const std::string& path, const char* key) const {
     auto it = obj.find(key);

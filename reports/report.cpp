@@ -21,6 +21,7 @@
 #include "clustersim/common/input_error.hpp"
 #include "clustersim/common/input_file.hpp"
 #include "clustersim/common/json_keys.hpp"
+#include "clustersim/common/json_position.hpp"
 #include "clustersim/common/markup.hpp"
 #include "clustersim/common/pareto.hpp"
 #include "clustersim/common/sampling.hpp"
@@ -78,9 +79,10 @@ std::string kind_name(ReportSource::Kind k) {
 // A result's value as a refusal shows it: text quoted, anything else as JSON.
 std::string shown(const json& v) { return v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump(); }
 
-// A result's field that is not what its command writes: "FILE: field 'WHERE': expected ..., found ...".
+// A result's field that is not what its command writes: "FILE:LINE:COL: field 'WHERE': expected ...,
+// found ..." (the file is read again for the line: the parsed JSON keeps no positions).
 [[noreturn]] void field_error(const fs::path& file, const std::string& where, const std::string& expected, const json& v) {
-  throw InputError(fmt::format("{}: field '{}': expected {}, found {}", file.string(), where, expected, shown(v)));
+  throw InputError(json_location(file, where), where, expected, shown(v));
 }
 
 // A validate --json result as validate writes it: each case typed (an ok case with its signed error,
@@ -90,7 +92,7 @@ std::string shown(const json& v) { return v.is_string() ? fmt::format("'{}'", v.
 void check_validation(const json& d, const fs::path& file) {
   const auto fail = [&](const std::string& where, const std::string& expected, const json& v) { field_error(file, where, expected, v); };
   const auto get = [&](const json& o, const std::string& at, const char* key) -> const json& {
-    if (!o.contains(key)) throw InputError(fmt::format("{}: field '{}.{}': missing", file.string(), at, key));
+    if (!o.contains(key)) throw InputError(json_location(file, at + "." + key), fmt::format("field '{}.{}': missing", at, key));
     return o[key];
   };
   const auto finite = [](const json& v) { return v.is_number() && std::isfinite(v.get<double>()); };
@@ -201,12 +203,11 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
     const bool ok = parent.contains(key) && parent[key].is_number() && std::isfinite(parent[key].get<double>()) &&
                     (positive ? parent[key].get<double>() > 0 : parent[key].get<double>() >= 0);
     if (!ok) {
-      throw InputError(fmt::format("{}: field '{}{}': expected a {} number, found {}", file.string(), where, key, positive ? "positive" : "non-negative",
-                                   found()));
+      throw InputError(json_location(file, where + key), where + key, fmt::format("a {} number", positive ? "positive" : "non-negative"), found());
     }
   };
   const auto numbers_in = [&](const char* object) {
-    if (!d[object].is_object()) throw InputError(fmt::format("{}: field '{}': expected an object, found {}", file.string(), object, d[object].dump()));
+    if (!d[object].is_object()) throw InputError(json_location(file, object), object, "an object", d[object].dump());
     for (const auto& [k, v] : d[object].items()) {
       if (v.is_number() || !v.is_object()) check(d[object], std::string(object) + ".", k.c_str(), false);
     }
@@ -227,7 +228,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
   };
   const auto text_of = [&](const char* key) {
     if (d.contains(key) && !d[key].is_string()) {
-      throw InputError(fmt::format("{}: field '{}': expected text, found {}", file.string(), key, d[key].dump()));
+      throw InputError(json_location(file, key), key, "text", d[key].dump());
     }
   };
   static const std::map<ReportSource::Kind, std::pair<std::vector<const char*>, std::vector<const char*>>> kCountsAndNames = {
@@ -254,7 +255,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       const std::string at = fmt::format("offerings[{}]", i);
       if (!o.is_object()) fail(at, "an object", o);
       const auto field = [&](const char* k) -> const json& {
-        if (!o.contains(k)) throw InputError(fmt::format("{}: field '{}.{}': missing", file.string(), at, k));
+        if (!o.contains(k)) throw InputError(json_location(file, at + "." + k), fmt::format("field '{}.{}': missing", at, k));
         return o[k];
       };
       for (const char* k : {"offering", "pricing"}) {
@@ -291,7 +292,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       const json& p = plans[i];
       for (const char* k : {"key", "plan"}) {
         if (!p.contains(k) || !p[k].is_string()) {
-          throw InputError(fmt::format("{}: field '{}{}': expected text, found {}", file.string(), at, k, p.contains(k) ? shown(p[k]) : "nothing (the key is missing)"));
+          throw InputError(json_location(file, at + k), at + k, "text", p.contains(k) ? shown(p[k]) : "nothing (the key is missing)");
         }
       }
       check(p, at, "step_s", true);
@@ -310,7 +311,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       if (sim.empty() || !d.contains(field)) return;
       const std::size_t best = *std::min_element(sim.begin(), sim.end(), less);
       if (d[field] != json(key(best))) {
-        throw InputError(fmt::format("{}: field '{}': expected {}, the {} of the plans listed, found {}", file.string(), field, shown(json(key(best))), what, shown(d[field])));
+        throw InputError(json_location(file, field), field, fmt::format("{}, the {} of the plans listed", shown(json(key(best))), what), shown(d[field]));
       }
     };
     pick("fastest", "fastest", [&](std::size_t a, std::size_t b) { return number(a, "step_s") < number(b, "step_s"); });
@@ -324,9 +325,9 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
       json front = json::array();
       for (std::size_t k : cs::pareto_front(times, costs)) front.push_back(key(sim[k]));
       if (d["pareto_front"] != front) {
-        throw InputError(fmt::format("{}: field 'pareto_front': expected the {} plans of the plans listed that no other is both faster and cheaper than "
-                                     "({}), found {}",
-                                     file.string(), front.size(), shown(front), shown(d["pareto_front"])));
+        throw InputError(json_location(file, "pareto_front"), "pareto_front",
+                         fmt::format("the {} plans of the plans listed that no other is both faster and cheaper than ({})", front.size(), shown(front)),
+                         shown(d["pareto_front"]));
       }
     }
   }
@@ -474,7 +475,7 @@ void check_figures(const json& d, const fs::path& file, ReportSource::Kind kind,
         const double x = v.get<double>();
         const bool sentinel = kind == ReportSource::Kind::sizing && x == -1 && where.ends_with(".attainment");
         if (!std::isfinite(x) || (x < 0 && !sentinel)) {
-          throw InputError(fmt::format("{}: field '{}': expected a non-negative number, found {}", file.string(), where, v.dump()));
+          throw InputError(json_location(file, where), where, "a non-negative number", v.dump());
         }
       }
     };
@@ -517,8 +518,8 @@ ReportSource read_one(const fs::path& file) {
       // plans, and the report then counted one simulated plan fewer than its own headline).
       static const std::set<std::string> kStatuses = {"simulated", "constraint", "memory", "bound"};
       if (!st.is_string() || !kStatuses.count(st.get<std::string>())) {
-        throw InputError(fmt::format("{}: field 'plans[{}].status': expected simulated, constraint, memory or bound, found {}", file.string(), plans_seen,
-                                     st.dump()));
+        const std::string where = fmt::format("plans[{}].status", plans_seen);
+        throw InputError(json_location(file, where), where, "simulated, constraint, memory or bound", st.dump());
       }
       const bool simulated = st.is_string() && st.get_ref<const std::string&>() == "simulated";
       if (simulated) s.plan_positions.push_back(plans_seen);

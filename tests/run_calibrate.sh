@@ -79,7 +79,7 @@ echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "fp4", "m": 64,
 expect_bad "fp4.json: gemm[0].dtype: expected a dtype with a peak in --base H100-SXM5-80GB, found fp4" --from "$dir/fp4.json" --base h100-sxm5-80gb
 # A key written twice (named with its record), and a file of empty lists, are refused naming the file.
 echo '{"format": "clustersim-measurements/1", "gemm": [{"dtype": "bf16", "m": 64, "n": 64, "k": 64, "seconds": 1e-5, "seconds": 2e-5}]}' >"$dir/twice.json"
-expect_bad "twice.json: field 'gemm[0].seconds': expected each key once in an object (which value is meant?), found 'seconds' twice" --from "$dir/twice.json" --base h100-sxm5-80gb
+expect_bad "twice.json:1:123: field 'gemm[0].seconds': expected each key once in an object (which value is meant?), found 'seconds' twice" --from "$dir/twice.json" --base h100-sxm5-80gb
 echo '{"format": "clustersim-measurements/1", "gemm": []}' >"$dir/none.json"
 expect_bad "none.json: the gemm, memory, collectives and attention lists are all empty" --from "$dir/none.json" --base h100-sxm5-80gb
 expect_bad "GPU profile" --device cpu --base h100-sxm5-80gb

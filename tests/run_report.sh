@@ -137,7 +137,7 @@ refused "$dir/overflow.json" "not valid JSON" "a number beyond double range"
 # A result with a field of the wrong type is refused naming its file, not with a bare JSON error.
 mkdir -p "$dir/wrong-type"
 sed 's|"memory": {|"memory": null, "memory_was": {|' "$dir/train/summary.json" >"$dir/wrong-type/summary.json"
-refused "$dir/wrong-type" "wrong-type/summary.json: field 'memory': expected a map, found null" "a wrong-typed field"
+refused "$dir/wrong-type" "wrong-type/summary.json:16:13: field 'memory': expected a map, found null" "a wrong-typed field"
 # Fields the report reads are typed wherever they stand (a probe's strings had printed "nan days",
 # been charted as 0, or ended in the JSON library's own words), and one that is missing shows "-".
 mkdir -p "$dir/days-text" "$dir/stages-text" "$dir/fits-text" "$dir/no-rate"
@@ -151,7 +151,7 @@ refused "$dir/fits-text" "field 'memory.fits': expected true or false, found 'ye
 # reported beside the first's plan).
 mkdir -p "$dir/twice"
 sed '0,/"fits": true/s//"fits": true, "fits": false/' "$dir/train/summary.json" >"$dir/twice/summary.json"
-refused "$dir/twice" "twice/summary.json: field 'memory.fits': expected each key once in an object (which value is meant?), found 'fits' twice" "a key written twice"
+refused "$dir/twice" "twice/summary.json:18:27: field 'memory.fits': expected each key once in an object (which value is meant?), found 'fits' twice" "a key written twice"
 # Text, whole counts, lists of text and kind-dependent fields are typed too (a probe's edits had
 # printed "preemption by ,", 4.5 replicas, "none meets the SLO" for cheapest "x", dropped a plan of
 # status "weird" while the headline counted it, and ended in the JSON library's words for notes[0]).

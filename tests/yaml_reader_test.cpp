@@ -4,6 +4,7 @@
 
 #include "catch.hpp"
 
+#include "clustersim/common/json_position.hpp"
 #include "clustersim/common/parts.hpp"
 #include "clustersim/common/suggest.hpp"
 #include "clustersim/hardware/hardware_profile.hpp"
@@ -231,4 +232,38 @@ TEST_CASE("a second YAML document is refused, but not an empty one after a closi
   // A line that opens with ',' after a comment made YAML::LoadAll loop for ever, adding documents
   // until memory ran out (found by fuzzing three of the readers); only two documents are read now.
   CHECK_NOTHROW(test::parse("# a comment\n,# another\nscenario: {name: x}\n", "comma.yaml"));
+}
+
+TEST_CASE("a JSON input's field is found at its line and column", "[json]") {
+  const std::string text =
+      "{\n"
+      "  \"name\": \"a \\\"quoted\\\" ] } [ {\",\n"
+      "  \"gemm\": [\n"
+      "    {\"m\": 1, \"seconds\": 2},\n"
+      "    {\"m\": [1, [2, {\"x\": 3}]], \"seconds\": 4, \"seconds\": 5}\n"
+      "  ],\n"
+      "  \"memory\": {\"fits\": true}\n"
+      "}\n";
+  const auto at = [&](std::string_view path, int occurrence = 0) {
+    const TextPosition p = json_position(text, path, occurrence);
+    return std::pair{p.line, p.column};
+  };
+  CHECK(at("name") == std::pair{2, 11});
+  CHECK(at("gemm") == std::pair{3, 11});
+  CHECK(at("gemm[0].seconds") == std::pair{4, 25});
+  // Past a value holding nested lists and objects, and a string holding brackets and quotes.
+  CHECK(at("gemm[1].m[1][1].x") == std::pair{5, 25});
+  CHECK(at("memory.fits") == std::pair{7, 22});
+  // A key written twice: the last (the value the parser keeps), or the one asked for.
+  CHECK(at("gemm[1].seconds") == std::pair{5, 56});
+  CHECK(at("gemm[1].seconds", 1) == std::pair{5, 42});
+  CHECK(at("gemm[1].seconds", 2) == std::pair{5, 56});
+  // A missing field or element: the deepest object or list on the path that is there.
+  CHECK(at("gemm[1].flops") == std::pair{5, 5});
+  CHECK(at("gemm[7].seconds") == std::pair{3, 11});
+  CHECK(at("nothing.at.all") == std::pair{1, 1});
+  // Text that is not JSON where the path leads, and no text at all.
+  CHECK(json_position("[1, 2", "[5]").line == 1);
+  CHECK(json_position("", "a").line == 0);
+  CHECK(json_position("   ", "a").line == 0);
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clustersim/common/input_error.hpp"
+#include "clustersim/common/json_position.hpp"
 
 namespace cs {
 
@@ -38,7 +39,10 @@ class JsonKeyTracker {
           Frame& f = stack_.back();
           f.key = parsed.get<std::string>();
           if (!f.keys.insert(f.key).second) {
-            throw InputError(where_, path(), "each key once in an object (which value is meant?)", fmt::format("'{}' twice", f.key));
+            // At the second time it is written (the file is read again: the parse keeps no positions).
+            const std::string at = path();
+            throw InputError(where_.file ? json_location(*where_.file, at, 2) : where_, at, "each key once in an object (which value is meant?)",
+                             fmt::format("'{}' twice", f.key));
           }
         }
         break;
