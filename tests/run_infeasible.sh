@@ -10,18 +10,23 @@ cli=$1
 data=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-expect_unfit() {  # NAME COMMAND...: status 3, the verdict on stderr
-  local name=$1
-  shift
+expect_status3() {  # NAME MESSAGE COMMAND...: status 3, MESSAGE on stderr; NAME.out and NAME.err kept
+  local name=$1 message=$2
+  shift 2
   set +e
   "$@" >"$dir/$name.out" 2>"$dir/$name.err"
   local status=$?
   set -e
-  if [ $status -ne 3 ] || ! grep -q "run-oom.yaml: the plan does not fit in memory (OOM: stage 0 needs" "$dir/$name.err"; then
-    echo "$name: expected status 3 and the verdict on stderr, got $status"
+  if [ $status -ne 3 ] || ! grep -q "$message" "$dir/$name.err"; then
+    echo "$name: expected status 3 and '$message' on stderr, got $status"
     cat "$dir/$name.err"
     exit 1
   fi
+}
+expect_unfit() {  # NAME COMMAND...: status 3, the OOM verdict on stderr
+  local name=$1
+  shift
+  expect_status3 "$name" "run-oom.yaml: the plan does not fit in memory (OOM: stage 0 needs" "$@"
 }
 expect_unfit run "$cli" run "$data/run-oom.yaml" --out "$dir/run"
 grep -q "^  OOM: stage 0 needs" "$dir/run.out" || { echo "run: no OOM line in the memory table"; cat "$dir/run.out"; exit 1; }
@@ -42,19 +47,6 @@ grep -q '"fits": false' "$dir/marginal/summary.json" && grep -q '"marginal": tru
   { echo "a marginal plan's summary.json lacks fits false and marginal true"; exit 1; }
 # A plan that fits exits 0.
 "$cli" run "$data/run-tiny.yaml" >/dev/null
-expect_status3() {  # NAME MESSAGE COMMAND...: status 3, MESSAGE on stderr
-  local name=$1 message=$2
-  shift 2
-  set +e
-  "$@" >"$dir/$name.out" 2>"$dir/$name.err"
-  local status=$?
-  set -e
-  if [ $status -ne 3 ] || ! grep -q "$message" "$dir/$name.err"; then
-    echo "$name: expected status 3 and '$message' on stderr, got $status"
-    cat "$dir/$name.err"
-    exit 1
-  fi
-}
 nothing="plan-nothing-fits.yaml: no plan in the space runs: of its 49 plans, 19 break a constraint and 30 do not fit in memory"
 expect_status3 plan-none "$nothing" "$cli" plan "$data/plan-nothing-fits.yaml" --out "$dir/none"
 grep -q '^no plan in the space runs' "$dir/plan-none.out" || { echo "plan: no line saying nothing runs"; cat "$dir/plan-none.out"; exit 1; }

@@ -12,16 +12,8 @@ data=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail=0
-expect_refusal() {  # expect_refusal TEXT ARGS...: exit status 2 and TEXT in the message
-  local text=$1 out status
-  shift
-  out=$(timeout 120 "$cli" "$@" 2>&1 >/dev/null)
-  status=$?
-  if [ $status -ne 2 ] || [[ "$out" != *"$text"* ]]; then
-    echo "clustersim $*: expected status 2 and '$text', got $status: $out"
-    fail=1
-  fi
-}
+# shellcheck source=expect_refusal.sh
+. "$(dirname "$0")/expect_refusal.sh"
 training=$scenarios/training/llama3-8b-1-node-h100.yaml
 inference=$scenarios/inference/llama3-8b-chat-h100.yaml
 expect_refusal "--report /proc/no-such-dir: expected a directory to write into" run "$training" --out "$dir/a" --report /proc/no-such-dir

@@ -10,14 +10,11 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mkfifo "$dir/pipe.yaml" "$dir/pipe.csv" "$dir/pipe.jsonl"
 fail=0
+# shellcheck source=expect_refusal.sh
+. "$(dirname "$0")/expect_refusal.sh"
+refusal_timeout=20
 expect_fifo() {  # expect_fifo ARGS...: exit status 2 within 20 s and "FIFO" in the message
-  local out status
-  out=$(timeout 20 "$cli" "$@" 2>&1 >/dev/null)
-  status=$?
-  if [ $status -ne 2 ] || [[ "$out" != *"FIFO"* ]]; then
-    echo "clustersim $*: expected status 2 naming a FIFO, got $status: $out"
-    fail=1
-  fi
+  expect_refusal FIFO "$@"
 }
 for command in topo run plan cost validate; do expect_fifo "$command" "$dir/pipe.yaml"; done
 expect_fifo report "$dir/pipe.yaml" --out "$dir/report"
@@ -61,21 +58,11 @@ expect_refused "$dir/outdir/summary.json" run "$data/plan-small.yaml" --out "$di
 # it is (CLI11's check had said "File does not exist" of both).
 ln -s loop.yaml "$dir/loop.yaml"
 ln -s "$dir/no-such-file.yaml" "$dir/dangling.yaml"
-expect_said() {  # expect_said TEXT ARGS...: exit status 2 and TEXT in the message
-  local text=$1 out status
-  shift
-  out=$(timeout 20 "$cli" "$@" 2>&1 >/dev/null)
-  status=$?
-  if [ $status -ne 2 ] || [[ "$out" != *"$text"* ]]; then
-    echo "clustersim $*: expected status 2 and '$text', got $status: $out"
-    fail=1
-  fi
-}
 for command in run plan cost validate; do
-  expect_said ": expected a file to read, found a loop of symbolic links: $dir/loop.yaml" "$command" "$dir/loop.yaml"
-  expect_said "found a symbolic link to $dir/no-such-file.yaml, which does not exist: $dir/dangling.yaml" "$command" "$dir/dangling.yaml"
+  expect_refusal ": expected a file to read, found a loop of symbolic links: $dir/loop.yaml" "$command" "$dir/loop.yaml"
+  expect_refusal "found a symbolic link to $dir/no-such-file.yaml, which does not exist: $dir/dangling.yaml" "$command" "$dir/dangling.yaml"
 done
-expect_said "--from-nccl-tests: expected a file to read, found a loop of symbolic links" calibrate --from-nccl-tests "$dir/loop.yaml" --op all_reduce --ranks 8 --base h100-sxm5-80gb
+expect_refusal "--from-nccl-tests: expected a file to read, found a loop of symbolic links" calibrate --from-nccl-tests "$dir/loop.yaml" --op all_reduce --ranks 8 --base h100-sxm5-80gb
 # Standard output that cannot be written (a full disk: /dev/full) is a failure, not exit 0 with the
 # output cut short.
 if [ -c /dev/full ]; then
