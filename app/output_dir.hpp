@@ -67,7 +67,7 @@ inline CLI::Validator input_file() {
         if (std::filesystem::exists(status)) return "";
         std::error_code link_ec;
         if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, link_ec))) {
-          return fmt::format("expected a file to read, found a symbolic link to {}, which does not exist: {}", std::filesystem::read_symlink(p, link_ec).string(), path);
+          return fmt::format("expected a file to read, found a symbolic link to {}, which leads to nothing: {}", std::filesystem::read_symlink(p, link_ec).string(), path);
         }
         if (ec && ec != std::errc::no_such_file_or_directory) return fmt::format("expected a file to read, but {}: {}", ec.message(), path);
         return fmt::format("expected a file to read, found nothing at {}", path);

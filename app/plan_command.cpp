@@ -119,7 +119,7 @@ std::string to_text(const models::InferenceScenario& sc, const models::SizingRes
   const std::string served = sc.recipe && std::abs(r.rate - sc.recipe->arrivals.rate) > 1e-9 * r.rate
                                  ? fmt::format("{} requests over {:.3g} s, the workload's span: {}", r.requests, r.span_s, sc.workload_text)
                                  : sc.workload_text;
-  std::string out = fmt::format("{}: sizing for {:.3g} req/s ({}), SLO {} for {:.0f}% of requests\n", sc.name, r.rate, served, slo_text(sc.slo),
+  std::string out = fmt::format("{}: sizing for {:.3g} req/s ({}), SLO {} for {:g}% of requests\n", sc.name, r.rate, served, slo_text(sc.slo),
                                 100 * r.attainment);
   using A = reports::TextTable::Align;
   // The node template where offers differ in it (the same GPU may come in two); PP where replicas pipeline.
@@ -606,7 +606,7 @@ void plan(const Options& o) {
     if (!o.report.empty()) write_report_of(o.report, {std::filesystem::path(o.out) / "sizing.json"});
   }
   if (r.candidates.empty() || !r.candidates.front().feasible) {
-    throw Infeasible(fmt::format("{}: no configuration meets the SLO for {:.0f}% of requests within max_gpus {}", o.scenario,
+    throw Infeasible(fmt::format("{}: no configuration meets the SLO for {:g}% of requests within max_gpus {}", o.scenario,
                                  100 * sc.sizing->attainment, sc.sizing->max_gpus));
   }
 }

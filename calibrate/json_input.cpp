@@ -23,7 +23,7 @@ std::string read_text(const std::filesystem::path& file, std::string_view what) 
 nlohmann::json parse_json(const std::string& text, const std::filesystem::path& file, std::string_view hint) {
   const SourceLocation where{std::make_shared<const std::string>(file.string())};
   // A key written twice is refused, not read as its last value (JsonKeyTracker).
-  JsonKeyTracker keys(where);
+  JsonKeyTracker keys(where, text);
   const nlohmann::json::parser_callback_t no_duplicates = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     keys.on(event, parsed);
     return true;

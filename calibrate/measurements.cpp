@@ -33,11 +33,11 @@ std::string_view json_type(const Json& j) { return j.type_name(); }
 // Reads records from one JSON document, naming the file and the record's path in every error.
 class Reader {
  public:
-  explicit Reader(const std::filesystem::path& file) : file_(file), where_{std::make_shared<const std::string>(file.string())} {}
+  // `text` is the document's, which places each error (the parsed JSON keeps no positions).
+  Reader(const std::filesystem::path& file, std::string_view text) : where_{std::make_shared<const std::string>(file.string())}, text_(text) {}
 
-  // At the field's line in the document (read again: the parsed JSON keeps no positions).
   [[noreturn]] void fail(const std::string& field, const std::string& expected, const std::string& found) const {
-    throw InputError(json_location(file_, field), field, expected, found);
+    throw InputError(json_location(where_, text_, field), field, expected, found);
   }
   const Json& member(const Json& obj, const std::string& path, const char* key) const {
     auto it = obj.find(key);
@@ -104,8 +104,8 @@ class Reader {
   }
 
  private:
-  std::filesystem::path file_;
   SourceLocation where_;
+  std::string_view text_;
 };
 
 template <class Enum, class Parse>
@@ -222,7 +222,7 @@ std::string to_json(const Measurements& m) {
 }
 
 Measurements from_json(const std::string& text, const std::filesystem::path& file) {
-  const Reader r(file);
+  const Reader r(file, text);
   const Json doc = parse_json(text, file);
   r.only(doc, "<document>", {"format", "meta", "gemm", "memory", "collectives", "attention"});
   if (r.text(doc, "<document>", "format") != kFormat) {
@@ -345,8 +345,9 @@ std::vector<std::string> write_csv(const Measurements& m, const std::filesystem:
 }
 
 Measurements read_torch_probe(const std::filesystem::path& file) {
-  const Reader r(file);
-  const Json doc = parse_json(read_text(file, "torch-probe file"), file);
+  const std::string text = read_text(file, "torch-probe file");
+  const Reader r(file, text);
+  const Json doc = parse_json(text, file);
   if (!doc.is_object()) r.fail("<document>", "an object", std::string(json_type(doc)));
   constexpr const char* kTorchProbe = "clustersim-torch-probe/1";
   if (r.text(doc, "<document>", "format") != kTorchProbe) r.fail("format", std::string("'") + kTorchProbe + "'", "'" + doc["format"].get<std::string>() + "'");

@@ -597,6 +597,7 @@ class JsonReader {
       : file_(file), where_{std::make_shared<const std::string>(file.string())}, options_(options) {}
 
   Measurements read(const std::string& text) {
+    text_ = text;
     const Json doc = parse_json(text, file_, "nccl-tests leaves the file unfinished when a run aborts");
     if (!doc.is_object()) fail("<document>", "an nccl-tests -J document (an object)", doc.type_name());
     const Json& version = member(doc, "", "version");
@@ -671,13 +672,13 @@ class JsonReader {
       }
       if (!half) fail(path, "an out_of_place or in_place result", "neither");
       if (half->contains("cpu_time")) {
-        throw InputError(json_location(file_, half_path), half_path + ": this document reports CPU time (-C 1): the time to launch the calls, not their "
+        throw InputError(json_location(where_, text_, half_path), half_path + ": this document reports CPU time (-C 1): the time to launch the calls, not their "
                                              "duration; rerun without -C");
       }
       const double us = number(*half, half_path, "time", true);
       const double algbw = number(*half, half_path, "alg_bw", false);
       const double busbw = number(*half, half_path, "bus_bw", false);
-      if (auto mismatch = busbw_mismatch(run, algbw, busbw)) throw InputError(json_location(file_, path), path + ": " + *mismatch);
+      if (auto mismatch = busbw_mismatch(run, algbw, busbw)) throw InputError(json_location(where_, text_, path), path + ": " + *mismatch);
       const auto bytes = size.get<std::uint64_t>();
       if (auto expected = time_mismatch(bytes, us, algbw)) fail(half_path + ".time", *expected, fmt::format("{:g}", us));
       // The type and count, where the document gives them, agree with the size as in a text row.
@@ -704,9 +705,9 @@ class JsonReader {
   }
 
  private:
-  // At the field's line in the document (read again: the parsed JSON keeps no positions).
+  // At the field's line in the document (the parsed JSON keeps no positions).
   [[noreturn]] void fail(const std::string& field, const std::string& expected, const std::string& found) const {
-    throw InputError(json_location(file_, field), field, expected, found);
+    throw InputError(json_location(where_, text_, field), field, expected, found);
   }
   const Json& member(const Json& obj, const std::string& path, const char* key) const {
     auto it = obj.find(key);
@@ -736,6 +737,7 @@ class JsonReader {
 
   const std::filesystem::path& file_;
   SourceLocation where_;
+  std::string_view text_;  // the document being read
   const NcclTestsOptions& options_;
 };
 

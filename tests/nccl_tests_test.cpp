@@ -387,23 +387,23 @@ TEST_CASE("nccl-tests: the -J JSON document", "[calibrate][nccl-tests]") {
   CHECK(m.meta.at("device") == "NVIDIA H100 80GB HBM3");
 
   CHECK_THAT(test::input_error([&] { parse_nccl_tests(nccl_tests_json("2", "2.000000"), "ag.json"); }),
-             Contains("ag.json: field 'results[1].out_of_place.nwrong': expected 0") && Contains("found 2.0"));
+             Contains("ag.json:1:") && Contains(": field 'results[1].out_of_place.nwrong': expected 0") && Contains("found 2.0"));
   CHECK_THAT(test::input_error([&] { parse_nccl_tests(nccl_tests_json("3"), "ag.json"); }),
              Contains("field 'version': expected 1 or 2") && Contains("found 3"));
   std::string cpu = nccl_tests_json();
   cpu.replace(cpu.find("\"time\":100.0"), 6, "\"cpu_time\"");
   CHECK_THAT(test::input_error([&] { parse_nccl_tests(cpu, "ag.json"); }),
-             Contains("ag.json: results[0].out_of_place: this document reports CPU time (-C 1)"));
+             Contains("ag.json:1:") && Contains(": results[0].out_of_place: this document reports CPU time (-C 1)"));
   // A time that disagrees with its alg_bw is refused as in the text form (it had been fitted).
   std::string fast = nccl_tests_json();
   fast.replace(fast.find("\"time\":100.0"), 12, "\"time\":10.00");
   CHECK_THAT(test::input_error([&] { parse_nccl_tests(fast, "ag.json"); }),
-             Contains("ag.json: field 'results[0].out_of_place.time': expected about 100 us") && Contains("found 10"));
+             Contains("ag.json:1:") && Contains(": field 'results[0].out_of_place.time': expected about 100 us") && Contains("found 10"));
   // The count is each rank's share of an all_gather's buffer: 1 MiB of floats over 8 ranks is 32768.
   std::string count = nccl_tests_json();
   count.replace(count.find("\"count\":32768"), 13, "\"count\":32769");
   CHECK_THAT(test::input_error([&] { parse_nccl_tests(count, "ag.json"); }),
-             Contains("ag.json: field 'results[0].count': expected 32768 (1048576 bytes over 8 ranks in 4-byte elements), found 32769"));
+             Contains("ag.json:1:") && Contains(": field 'results[0].count': expected 32768 (1048576 bytes over 8 ranks in 4-byte elements), found 32769"));
   // Version 1 (commit cfa8a96) wrote the same records.
   CHECK(parse_nccl_tests(nccl_tests_json("1"), "ag.json").collectives.size() == 2);
 }

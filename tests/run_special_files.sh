@@ -60,7 +60,7 @@ ln -s loop.yaml "$dir/loop.yaml"
 ln -s "$dir/no-such-file.yaml" "$dir/dangling.yaml"
 for command in run plan cost validate; do
   expect_refusal ": expected a file to read, found a loop of symbolic links: $dir/loop.yaml" "$command" "$dir/loop.yaml"
-  expect_refusal "found a symbolic link to $dir/no-such-file.yaml, which does not exist: $dir/dangling.yaml" "$command" "$dir/dangling.yaml"
+  expect_refusal "found a symbolic link to $dir/no-such-file.yaml, which leads to nothing: $dir/dangling.yaml" "$command" "$dir/dangling.yaml"
 done
 expect_refusal "--from-nccl-tests: expected a file to read, found a loop of symbolic links" calibrate --from-nccl-tests "$dir/loop.yaml" --op all_reduce --ranks 8 --base h100-sxm5-80gb
 # Standard output that cannot be written (a full disk: /dev/full) is a failure, not exit 0 with the

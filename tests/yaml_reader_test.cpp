@@ -244,7 +244,7 @@ TEST_CASE("a JSON input's field is found at its line and column", "[json]") {
       "  ],\n"
       "  \"memory\": {\"fits\": true}\n"
       "}\n";
-  const auto at = [&](std::string_view path, int occurrence = 0) {
+  const auto at = [&](std::string_view path, int occurrence = 1) {
     const TextPosition p = json_position(text, path, occurrence);
     return std::pair{p.line, p.column};
   };
@@ -254,14 +254,25 @@ TEST_CASE("a JSON input's field is found at its line and column", "[json]") {
   // Past a value holding nested lists and objects, and a string holding brackets and quotes.
   CHECK(at("gemm[1].m[1][1].x") == std::pair{5, 25});
   CHECK(at("memory.fits") == std::pair{7, 22});
-  // A key written twice: the last (the value the parser keeps), or the one asked for.
-  CHECK(at("gemm[1].seconds") == std::pair{5, 56});
-  CHECK(at("gemm[1].seconds", 1) == std::pair{5, 42});
+  // A key written twice: the first, or the one asked for (the second is where a reader refuses it).
+  CHECK(at("gemm[1].seconds") == std::pair{5, 42});
   CHECK(at("gemm[1].seconds", 2) == std::pair{5, 56});
+  CHECK(at("gemm[1].seconds", 3) == std::pair{5, 56});
+  // calibrate's name for the document itself.
+  CHECK(at("<document>.memory") == std::pair{7, 13});
+  CHECK(at("<document>") == std::pair{1, 1});
   // A missing field or element: the deepest object or list on the path that is there.
   CHECK(at("gemm[1].flops") == std::pair{5, 5});
   CHECK(at("gemm[7].seconds") == std::pair{3, 11});
-  CHECK(at("nothing.at.all") == std::pair{1, 1});
+  CHECK(at("nothing.at.all") == std::pair{1, 1});  // the document, whose key is missing
+  // Keys compared as the parser decodes them (\u escapes, a surrogate pair); a byte order mark
+  // skipped; columns in characters.
+  CHECK(json_position("{\"g\\u0065mm\": 1}", "gemm").column == 15);
+  CHECK(json_position("{\"\\ud83d\\ude00\": 1, \"b\": 2}", "\xF0\x9F\x98\x80").column == 18);
+  CHECK(json_position("\xEF\xBB\xBF{\"a\": 1}", "a").column == 7);
+  CHECK(json_position("{\"\xC3\xA9\": 1, \"b\": 2}", "b").column == 15);
+  // Parents written twice: the first copy, where a reader met the second copy of a key inside it.
+  CHECK(json_position("{\"g\": {\"x\": 1, \"x\": 2},\n\"g\": {\"x\": 3}}", "g.x", 2).line == 1);
   // Text that is not JSON where the path leads, and no text at all.
   CHECK(json_position("[1, 2", "[5]").line == 1);
   CHECK(json_position("", "a").line == 0);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,7 +20,8 @@ namespace cs {
 
 class JsonKeyTracker {
  public:
-  explicit JsonKeyTracker(SourceLocation where) : where_(std::move(where)) {}
+  // `text`, where the reader holds the document's text, places the error; else the file is read again.
+  explicit JsonKeyTracker(SourceLocation where, std::string_view text = {}) : where_(std::move(where)), text_(text) {}
 
   // Every event of a parse, in order; throws InputError at a key its object already has.
   void on(nlohmann::json::parse_event_t event, const nlohmann::json& parsed) {
@@ -39,10 +41,10 @@ class JsonKeyTracker {
           Frame& f = stack_.back();
           f.key = parsed.get<std::string>();
           if (!f.keys.insert(f.key).second) {
-            // At the second time it is written (the file is read again: the parse keeps no positions).
+            // At the second time it is written (the parse keeps no positions).
             const std::string at = path();
-            throw InputError(where_.file ? json_location(*where_.file, at, 2) : where_, at, "each key once in an object (which value is meant?)",
-                             fmt::format("'{}' twice", f.key));
+            const SourceLocation located = !text_.empty() ? json_location(where_, text_, at, 2) : where_.file ? json_location(*where_.file, at, 2) : where_;
+            throw InputError(located, at, "each key once in an object (which value is meant?)", fmt::format("'{}' twice", f.key));
           }
         }
         break;
@@ -71,6 +73,7 @@ class JsonKeyTracker {
   }
 
   SourceLocation where_;
+  std::string_view text_;
   std::vector<Frame> stack_;
 };
 
