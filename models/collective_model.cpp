@@ -422,10 +422,11 @@ Seconds CollectiveModel::simulate_together(const std::vector<Collective>& collec
   return Seconds(graph.run().to_seconds());
 }
 
-CollectiveResult CollectiveModel::simulate(const Collective& c) const {
+CollectiveResult CollectiveModel::simulate(const Collective& c, const std::function<void(sim::Time, const sim::RunStats&)>& progress) const {
   CollectiveResult r;
   r.plan = plan(c);
   sim::Simulator sim;
+  if (progress) sim.set_progress(progress, 20'000);
   sim::FluidNetwork net(sim, capacities_);
   sim::TaskGraph graph(sim, net, static_cast<int>(topo_.gpus().size()));
   add_to(graph, r.plan);

@@ -22,6 +22,7 @@ Time Simulator::run(Time until) {
     now_ = e.time;
     ++stats_.events;
     e.handler->handle(e.payload);
+    if (progress_ && stats_.events % progress_every_ == 0) progress_(now_, stats_);
   }
   stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return now_;

@@ -182,6 +182,30 @@ TEST_CASE("ring all-reduce on an uncontended ring takes 2(n-1) alpha + 2(n-1)/n 
   CHECK(r.busbw.value() == Approx(2 * (n - 1) / n * S / expected));
 }
 
+TEST_CASE("a collective's progress callback reports as it runs and changes nothing", "[collectives]") {
+  // An all-to-all of 128 GPUs: 16,256 flows, tens of thousands of events.
+  const Topology topo = nodes_of("dgx-h100", 16);
+  const CollectiveModel m(topo);
+  Collective c = all_reduce(m.topology().gpus(), 1 << 30);
+  c.op = CollectiveOp::all_to_all;
+  const auto quiet = m.simulate(c);
+  std::vector<std::uint64_t> events;
+  sim::Time last = sim::Time::zero();
+  bool monotone = true;
+  const auto loud = m.simulate(c, [&](sim::Time now, const sim::RunStats& s) {
+    monotone = monotone && now >= last;
+    last = now;
+    events.push_back(s.events);
+  });
+  CHECK(loud.time.value() == quiet.time.value());
+  CHECK(loud.stats.events == quiet.stats.events);
+  CHECK(monotone);
+  // Every 20,000 events: as many calls as whole multiples the run reached.
+  CHECK(events.size() == quiet.stats.events / 20'000);
+  REQUIRE(!events.empty());
+  CHECK(events.front() == 20'000);
+}
+
 TEST_CASE("ring all-reduce across nodes whose GPUs share NICs leaves through every NIC", "[collectives][ring]") {
   // Expectation: two DGX H100-like nodes with 4 NICs of 400G, GPUs 2i and 2i+1 behind NIC i. Rings
   // that leave through neighbouring GPUs had put two rings on one NIC and none on another: all 16

@@ -169,6 +169,33 @@ TEST_CASE("superseded completion events are discarded, and the flows end as befo
   CHECK(n.sim.stats().events < 2'001'000);
 }
 
+TEST_CASE("a re-solve keeps the completion event of a flow whose rate it leaves unchanged", "[sim][flows]") {
+  // A (capped at 0.1 GB/s) shares link 0 with B, which shares link 1 with C. When C ends, and again
+  // when B ends, the re-solve reaches A and leaves it at its cap: its completion event at 3 s stays.
+  // Events: the solve at 0, C's end, its solve, B's end, its solve, B's superseded event, A's end,
+  // its solve; superseding A's event at each re-solve too had made 10.
+  Net n({2 * GB, 1 * GB});
+  const auto a = n.flow({0}, 0.3e9, Time::zero(), 0.1 * GB);
+  const auto b = n.flow({0, 1}, 1e9);
+  const auto c = n.flow({1}, 0.25e9);
+  n.sim.run();
+  CHECK(n.rec.done[c] == Time::ms(500));
+  CHECK(n.rec.done[b] == Time::ms(1250));
+  CHECK(n.rec.done[a] == Time::ms(3000));
+  CHECK(n.sim.stats().events == 8);
+}
+
+TEST_CASE("the progress callback sees the clock and the counts every so many events", "[sim]") {
+  Simulator sim;
+  Counter h;
+  for (int t = 0; t < 10; ++t) sim.schedule_at(Time::ns(t), &h, static_cast<std::uint64_t>(t));
+  std::vector<std::pair<std::int64_t, std::uint64_t>> seen;  // (ns, events) at each call
+  sim.set_progress([&](Time now, const RunStats& s) { seen.emplace_back(now.count_ns(), s.events); }, 3);
+  sim.run();
+  CHECK(seen == std::vector<std::pair<std::int64_t, std::uint64_t>>{{2, 3}, {5, 6}, {8, 9}});
+  CHECK(h.seen.size() == 10);
+}
+
 TEST_CASE("max-min: n flows on one bottleneck share it equally", "[sim][maxmin]") {
   Net n({10 * GB});
   for (int i = 0; i < 4; ++i) n.flow({0}, 1 * GB);

@@ -10,6 +10,7 @@
 // lane), not the datasheet's raw rate. Algorithms and the choice between them: docs/collectives.md.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -61,8 +62,9 @@ class CollectiveModel {
   // Validates the request and builds its flows. Throws std::invalid_argument with a clear
   // message for an impossible request (unknown op for the algorithm, a group of one, ...).
   [[nodiscard]] CollectivePlan plan(const Collective& c) const;
-  // Simulates one collective alone on the topology.
-  [[nodiscard]] CollectiveResult simulate(const Collective& c) const;
+  // Simulates one collective alone on the topology; `progress`, when given, is called every 20,000
+  // events with the simulated time and the counts so far (the 16K-GPU tree all-reduce runs minutes).
+  [[nodiscard]] CollectiveResult simulate(const Collective& c, const std::function<void(sim::Time, const sim::RunStats&)>& progress = {}) const;
   // Simulates collectives started together, with nothing else on the topology: when the last ends.
   [[nodiscard]] Seconds simulate_together(const std::vector<Collective>& collectives) const;
   // Adds a planned collective to a task graph on stream `stream`; returns its first and last task.

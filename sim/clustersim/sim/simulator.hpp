@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "clustersim/sim/event_queue.hpp"
@@ -39,6 +40,12 @@ class Simulator {
   [[nodiscard]] RunStats& stats() { return stats_; }
   [[nodiscard]] const RunStats& stats() const { return stats_; }
   [[nodiscard]] std::size_t pending() const { return queue_->size(); }
+  // Called from run() after every `every` events with the clock and the counts so far: a long
+  // simulation's progress on a terminal. It must not schedule events or change the run.
+  void set_progress(std::function<void(Time now, const RunStats&)> progress, std::uint64_t every) {
+    progress_ = std::move(progress);
+    progress_every_ = every > 0 ? every : 1;
+  }
   // Removes the pending events `drop` selects (superseded ones); returns how many.
   std::size_t discard(const std::function<bool(const Event&)>& drop) { return queue_->discard(drop); }
 
@@ -46,6 +53,8 @@ class Simulator {
   std::unique_ptr<EventQueue> queue_;
   Time now_;
   RunStats stats_;
+  std::function<void(Time, const RunStats&)> progress_;
+  std::uint64_t progress_every_ = 0;
 };
 
 }  // namespace cs::sim
