@@ -5,8 +5,6 @@
 #include <iostream>
 #include <memory>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +17,7 @@
 #include "clustersim/sim/fluid_network.hpp"
 #include "clustersim/topology/topology_loader.hpp"
 #include "output_dir.hpp"
+#include "progress_line.hpp"
 
 namespace cs::app {
 
@@ -126,28 +125,19 @@ void run(const Options& o) {
                   {TextTable::Align::right, TextTable::Align::left, TextTable::Align::left, TextTable::Align::right,
                    TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
                    TextTable::Align::right});
-  // On a terminal, how far a long simulation has got (a tree all-reduce over the 16K-GPU RoCE Clos
-  // runs for minutes); the line is cleared however the simulation ends.
-  const bool terminal = !o.json && ::isatty(2);
-  struct ClearLine {
-    bool on;
-    ~ClearLine() {
-      if (on) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
-    }
-  };
   for (const Bytes size : sizes) {
     c.bytes = size;
     CollectiveResult r;
+    // On a terminal, how far a long simulation has got (a tree all-reduce over the 16K-GPU RoCE Clos
+    // runs for minutes).
     const auto start = std::chrono::steady_clock::now();
-    const auto progress = [&](sim::Time now, const sim::RunStats& s) {
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::cerr << fmt::format("\r{:<90}", fmt::format("{}: {:.0f} us simulated, {} flows started, {} events, {:.0f} s", to_string(size), now.to_seconds() * 1e6,
-                                                       s.flows, s.events, wall).substr(0, 90))
-                << std::flush;
-    };
     try {
-      const ClearLine clear{terminal};
-      r = model.simulate(c, terminal ? std::function<void(sim::Time, const sim::RunStats&)>(progress) : nullptr);
+      const ProgressLine line(!o.json);
+      const auto progress = [&](sim::Time now, const sim::RunStats& s) {
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        line.show(fmt::format("{}: {:.0f} us simulated, {} flows started, {} events, {:.0f} s", to_string(size), now.to_seconds() * 1e6, s.flows, s.events, wall));
+      };
+      r = model.simulate(c, line.on() ? std::function<void(sim::Time, const sim::RunStats&)>(progress) : nullptr);
     } catch (const std::invalid_argument& e) {
       throw InputError(e.what());
     }

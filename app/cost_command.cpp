@@ -9,7 +9,6 @@
 #include <optional>
 #include <set>
 
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -21,6 +20,7 @@
 #include "clustersim/reports/atomic_file.hpp"
 #include "clustersim/reports/text_table.hpp"
 #include "output_dir.hpp"
+#include "progress_line.hpp"
 #include "infeasible.hpp"
 #include "report_command.hpp"
 
@@ -111,20 +111,16 @@ std::optional<std::string> training_cost(const Options& o) {
   }
   std::vector<models::CostEstimate> rows;
   // Many trials take minutes (a million a row: about a minute each on 2 cores): say where they are.
-  const bool terminal = !o.json && ::isatty(2);
-  const auto clear_progress = [&] {
-    if (terminal) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
-  };
   try {
-    if (terminal) {
-      cost.options.progress = [](const std::string& row, int done, int trials) {
-        std::cerr << fmt::format("\r{:<60.60} {:>3}% of {} trials", row, static_cast<long long>(done) * 100 / trials, trials) << std::flush;
+    const ProgressLine line(!o.json);  // cleared before a refusal prints
+    auto options = cost.options;
+    if (line.on()) {
+      options.progress = [&line](const std::string& row, int done, int trials) {
+        line.show(fmt::format("{:<60.60} {:>3}% of {} trials", row, static_cast<long long>(done) * 100 / trials, trials));
       };
     }
-    rows = models::estimate_costs(run, cost.offerings, cost.options);
-    clear_progress();
+    rows = models::estimate_costs(run, cost.offerings, options);
   } catch (const models::CostInputError& e) {
-    clear_progress();
     cost.refuse(e);
   }
 

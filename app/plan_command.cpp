@@ -8,7 +8,6 @@
 #include <optional>
 #include <set>
 
-#include <unistd.h>
 
 #ifdef CLUSTERSIM_MPI
 #include <mpi.h>
@@ -28,6 +27,7 @@
 #include "clustersim/sim/time.hpp"
 #include "infeasible.hpp"
 #include "output_dir.hpp"
+#include "progress_line.hpp"
 #include "report_command.hpp"
 
 namespace cs::app {
@@ -326,18 +326,20 @@ std::optional<std::string> search_training_plans(const Options& o, const World& 
   }
   // Without a token budget a plan's cost is one step's (search_plans prices the step).
   if (sc.job.token_budget <= 0) price_note += " per step (no train_tokens to price a whole run)";
-  const bool terminal = !o.json && ::isatty(2) && world.rank == 0;
   const auto start = std::chrono::steady_clock::now();
-  if (terminal) {
-    opt.progress = [&](std::size_t done, std::size_t total) {
-      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double eta = done > 0 ? el / done * (total - done) : 0;
-      const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
-      std::cerr << fmt::format("\r[{}{}] {}/{} simulated or pruned, ETA {:.0f} s ", std::string(filled, '#'), std::string(width - filled, ' '), done, total, eta) << std::flush;
-    };
-  }
-  models::SearchResult r = models::search_plans(sc.job, *sc.topology, sc.search, opt);
-  if (terminal) std::cerr << "\r" << std::string(100, ' ') << "\r";
+  models::SearchResult r = [&] {
+    const ProgressLine line(!o.json && world.rank == 0);
+    models::SearchOptions shown = opt;
+    if (line.on()) {
+      shown.progress = [&](std::size_t done, std::size_t total) {
+        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double eta = done > 0 ? el / done * (total - done) : 0;
+        const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
+        line.show(fmt::format("[{}{}] {}/{} simulated or pruned, ETA {:.0f} s", std::string(filled, '#'), std::string(width - filled, ' '), done, total, eta));
+      };
+    }
+    return models::search_plans(sc.job, *sc.topology, sc.search, shown);
+  }();
   if (world.size > 1) {
     gather(world, r, sc.job.token_budget);
     if (world.rank != 0) return std::nullopt;
@@ -570,24 +572,16 @@ void plan(const Options& o) {
   if (!sc.sizing) throw InputError(fmt::format("{}: no 'sizing' section (gpus with prices, tp, attainment) to plan from", o.scenario));
   prepare_outputs(o.out, o.report, out_option(o), {"sizing.json", "sizing.csv"});
   // On a terminal, what is being simulated (a large sizing runs for minutes).
-  const bool terminal = !o.json && ::isatty(2);
   const auto start = std::chrono::steady_clock::now();
-  models::SizingProgress progress;
-  if (terminal) {
-    progress = [&](const std::string& configuration, int simulated) {
-      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::cerr << fmt::format("\r{:<90}", fmt::format("{} simulated in {:.0f} s; now {}", simulated, el, configuration).substr(0, 90)) << std::flush;
-    };
-  }
-  // The line is cleared however the sizing ends, an error included (it would print over the line).
-  struct ClearLine {
-    bool on;
-    ~ClearLine() {
-      if (on) std::cerr << "\r" << std::string(90, ' ') << "\r" << std::flush;
-    }
-  };
   const models::SizingResult r = [&] {
-    const ClearLine clear{terminal};
+    const ProgressLine line(!o.json);
+    models::SizingProgress progress;
+    if (line.on()) {
+      progress = [&](const std::string& configuration, int simulated) {
+        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        line.show(fmt::format("{} simulated in {:.0f} s; now {}", simulated, el, configuration));
+      };
+    }
     return models::size_fleet(sc, progress);
   }();
   nlohmann::json j = to_json(sc, r);

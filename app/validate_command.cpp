@@ -7,7 +7,6 @@
 #include <string_view>
 #include <iostream>
 #include <memory>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +16,7 @@
 #include "clustersim/reports/text_table.hpp"
 #include "clustersim/validate/runner.hpp"
 #include "output_dir.hpp"
+#include "progress_line.hpp"
 
 namespace cs::app {
 
@@ -255,14 +255,12 @@ void run(const Options& o) {
     for (const auto& c : cases) {
       if (!selected(c)) continue;
       // A search takes seconds to minutes a case: on a terminal, say how far it is.
-      std::function<void(std::size_t, std::size_t)> progress;
-      if (!o.json && ::isatty(2)) {
-        progress = [&c](std::size_t done, std::size_t total) {
-          std::cerr << fmt::format("\r{}: {}/{} plans simulated or pruned", c.id, done, total) << std::flush;
-        };
-      }
-      const validate::PlanComparison p = validate::compare_plans(c, run_options, progress);
-      if (progress) std::cerr << "\r" << std::string(c.id.size() + 60, ' ') << "\r" << std::flush;
+      const validate::PlanComparison p = [&] {
+        const ProgressLine line(!o.json);
+        std::function<void(std::size_t, std::size_t)> progress;
+        if (line.on()) progress = [&](std::size_t done, std::size_t total) { line.show(fmt::format("{}: {}/{} plans simulated or pruned", c.id, done, total)); };
+        return validate::compare_plans(c, run_options, progress);
+      }();
       nlohmann::json k = {{"id", p.id}, {"status", p.status}};
       if (p.status != "ok") {
         k["reason"] = p.reason;

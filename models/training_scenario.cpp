@@ -216,8 +216,9 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
     yaml::Map sm(*z);
     // A value listed twice would be searched once (the space is a set): refused at its second place,
     // as a typo for another value is likelier than a wish to say it twice.
-    const auto once = [](const yaml::Node& v, const auto& earlier, const auto& value, std::string_view text) {
-      if (std::find(earlier.begin(), earlier.end(), value) != earlier.end()) v.fail("each value once", fmt::format("{} a second time", text));
+    const auto add_once = [](const yaml::Node& v, auto& list, const auto& value, std::string_view text) {
+      if (std::find(list.begin(), list.end(), value) != list.end()) v.fail("each value once", fmt::format("{} a second time", text));
+      list.push_back(value);
     };
     // Other systems (GPU types, fabrics) to try: topologies as the scenario's own is given.
     if (auto n = sm.find("topology")) {
@@ -259,8 +260,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       const auto check = yaml::in_range(low, high, fmt::format("an integer from {} to {} ({})", low, high, why));
       for (const yaml::Node& v : n->items()) {
         const int value = v.as<int>(check);
-        once(v, into, value, std::to_string(value));
-        into.push_back(value);
+        add_once(v, into, value, std::to_string(value));
       }
     };
     int largest_topology = static_cast<int>(sc.topology->gpus().size());
@@ -298,8 +298,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
           if (text.empty() || text.find_first_not_of("+-0123456789") != std::string::npos) v.fail(item);
           value = v.as<int>(check);
         }
-        once(v, sc.search.etp, value, text == "tp" ? text : std::to_string(value));
-        sc.search.etp.push_back(value);
+        add_once(v, sc.search.etp, value, text == "tp" ? text : std::to_string(value));
       }
     }
     ints_or_all("micro", sc.search.micro, sc.search.every_micro, sc.job.global_batch,
@@ -311,8 +310,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       for (const yaml::Node& v : n->items()) {
         const std::string r = yaml::parse_choice(v, {"none", "selective", "full"});
         const Recompute value = r == "none" ? Recompute::none : r == "full" ? Recompute::full : Recompute::selective;
-        once(v, sc.search.recompute, value, r);
-        sc.search.recompute.push_back(value);
+        add_once(v, sc.search.recompute, value, r);
       }
     }
     const auto bools = [&](const char* key, std::vector<bool>& into) {
@@ -322,8 +320,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       into.clear();
       for (const yaml::Node& v : n->items()) {
         const bool value = v.as<bool>();
-        once(v, into, value, value ? "true" : "false");
-        into.push_back(value);
+        add_once(v, into, value, value ? "true" : "false");
       }
     };
     bools("sequence_parallel", sc.search.sequence_parallel);
@@ -333,8 +330,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
       if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of flash, unfused");
       for (const yaml::Node& v : n->items()) {
         const std::string kernel = yaml::parse_choice(v, {"flash", "unfused"});
-        once(v, sc.search.flash_attention, kernel == "flash", kernel);
-        sc.search.flash_attention.push_back(kernel == "flash");
+        add_once(v, sc.search.flash_attention, kernel == "flash", kernel);
       }
     }
     if (auto n = sm.find("order")) {
@@ -349,8 +345,7 @@ TrainingScenario load_training_scenario(const std::filesystem::path& file) {
         if (!n->is_list() || n->items().empty()) n->fail("a non-empty list of rank orders such as tp-cp-ep-dp-pp, or all");
         for (const yaml::Node& v : n->items()) {
           const std::vector<ParallelDim> order = parse_order(v);
-          once(v, sc.search.orders, order, v.scalar(""));
-          sc.search.orders.push_back(order);
+          add_once(v, sc.search.orders, order, v.scalar(""));
         }
       }
     }

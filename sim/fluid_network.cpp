@@ -169,14 +169,11 @@ void FluidNetwork::solve() {
   }
   sim_.stats().solved_flows += comp_flows_.size();
 
-  // Bring every flow's remaining bytes up to now at its old rate, which is kept to tell whose rate
-  // the solve changes.
-  old_rates_.resize(comp_flows_.size());
-  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-    Flow& f = flows_[comp_flows_[i]];
+  // Bring every flow's remaining bytes up to now at its old rate.
+  for (FlowId fid : comp_flows_) {
+    Flow& f = flows_[fid];
     f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.updated).to_seconds());
     f.updated = now;
-    old_rates_[i] = f.rate;
   }
 
   // Progressive filling with a heap of link shares (left / unfixed), smallest first. Fixing a flow at
@@ -188,6 +185,8 @@ void FluidNetwork::solve() {
     links_[l].left = links_[l].capacity;
     links_[l].unfixed = static_cast<std::uint32_t>(links_[l].flows.size());
   }
+  // 0: not fixed yet; fixed at its old rate (kUnchanged) or at another (kChanged).
+  constexpr char kUnchanged = 1, kChanged = 2;
   fixed_.assign(comp_flows_.size(), 0);
   std::vector<std::uint32_t>& position = scratch_position_;  // flow id -> index in comp_flows_
   if (position.size() < flows_.size()) position.resize(flows_.size());
@@ -213,8 +212,8 @@ void FluidNetwork::solve() {
   });
   std::size_t next_capped = 0;
   auto fix = [&](std::size_t i, double r) {
-    fixed_[i] = 1;
     Flow& f = flows_[comp_flows_[i]];
+    fixed_[i] = f.rate == r ? kUnchanged : kChanged;
     f.rate = r;
     for (LinkId l : f.path) {
       Link& k = links_[l];
@@ -261,8 +260,8 @@ void FluidNetwork::solve() {
   // re-solve of a large component changes few flows' rates (a tree all-reduce over a hashed fabric
   // re-solves hundreds of thousands of flows at each completion).
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    if (fixed_[i] == kUnchanged) continue;  // at rate 0 it has no event, and needs none
     Flow& f = flows_[comp_flows_[i]];
-    if (f.rate == old_rates_[i] && f.rate > 0) continue;
     ++f.version;
     if (f.rate <= 0) continue;
     const FlowId fid = comp_flows_[i];

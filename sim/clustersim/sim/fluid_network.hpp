@@ -107,8 +107,7 @@ class FluidNetwork final : public EventHandler {
   // Scratch, kept to avoid allocation per solve.
   std::vector<LinkId> comp_links_;
   std::vector<FlowId> comp_flows_;
-  std::vector<char> fixed_;
-  std::vector<double> old_rates_;  // each component flow's rate before the solve
+  std::vector<char> fixed_;  // per component flow during a solve: whether fixed, and at a new rate
   std::vector<std::uint32_t> scratch_position_;  // component index of each flow during a solve
   std::vector<std::pair<double, LinkId>> scratch_heap_;
   std::vector<std::uint32_t> scratch_capped_;
